@@ -1,0 +1,50 @@
+"""Open the Parquet store as DuckDB views: ``runs``, ``steps``, ``telemetry``, ``problems``, ``sources``.
+
+The one place where table names meet file paths; every query reads the logical view names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+def connect(root: Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with one view per store table (empty views for empty tables).
+
+    Raises BenchError when ``root`` is not a store of this schema version.
+    """
+    import duckdb
+
+    from bench.ingest.schema import TABLES
+    from bench.ingest.store import check_store, table_files
+
+    check_store(root)
+    con = duckdb.connect(":memory:")
+    for table, schema in TABLES.items():
+        files = table_files(root, table)
+        if files:
+            listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")
+        else:
+            con.register(f"_empty_{table}", schema.empty_table())
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
+    return con
+
+
+def run_sql(root: Path, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
+    """Run one SQL statement over the store; returns (column names, rows). Raises BenchError on SQL errors."""
+    import duckdb
+
+    from bench.ingest.errors import BenchError
+
+    con = connect(root)
+    try:
+        rel = con.execute(sql)
+        cols = [d[0] for d in rel.description] if rel.description else []
+        return cols, rel.fetchall()
+    except duckdb.Error as e:
+        raise BenchError(f"SQL failed: {e}") from e

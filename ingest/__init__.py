@@ -1,0 +1,1 @@
+"""bench.ingest: raw benchmark logs -> typed records -> a versioned Parquet store."""

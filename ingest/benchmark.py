@@ -1,0 +1,98 @@
+"""``make bench``: ingest throughput measured next to grep on the same bytes, on this machine.
+
+Prints, for (1) the Lambda tarball from ../shared/corpus and (2) a generated 1 GB tf_cnn-style log
+with 10 million step lines: the grep baseline time, the ingest time, their ratio, MB/s and the peak
+RSS of the largest ingest process. Every number is measured in this run; nothing is hard-coded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.ingest.synth import tf_cnn_lines
+
+REPO = Path(__file__).resolve().parents[1]
+LAMBDA = REPO.parent / "shared" / "corpus" / "tf_cnn_benchmarks" / "lambda-logs.tar.gz"
+BIG_STEPS = 10_000_000
+CACHE = Path(os.environ.get("BENCH_CACHE", tempfile.gettempdir())) / "dlbench-bench"
+
+
+def _timed_shell(cmd: str) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, check=False).stdout.strip()
+    return time.perf_counter() - t0, out
+
+
+def _timed_ingest(path: Path, store: Path) -> tuple[float, dict, float]:
+    """(seconds, summary, peak RSS MB of the largest process) of `bench ingest` in a child process."""
+    shutil.rmtree(store, ignore_errors=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "bench.runner", "ingest", str(path), "--store", str(store), "--json"],
+                          capture_output=True, text=True, check=True)
+    elapsed = time.perf_counter() - t0
+    peak_kb = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    return elapsed, json.loads(proc.stdout), peak_kb / 1024
+
+
+def big_log() -> Path:
+    """The generated 1 GB log (made once, then reused from the cache directory): one Horovod rank's
+    output behind Open MPI's ``[1,0]<stdout>:`` tag, forward-only accuracy columns and Lambda epoch
+    suffixes, so each of the 10 million step lines carries every per-line trap the parser handles."""
+    path = CACHE / f"tf_cnn_{BIG_STEPS}_steps.log"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as fh:
+            lines = tf_cnn_lines(BIG_STEPS, batch_per_device=256, num_gpus=8, display_every=1, jitter_every=100_000,
+                                 prefix="[1,0]<stdout>:",
+                                 accuracy=True, epoch_start=1_600_000_000)
+            for line in lines:
+                fh.write(line + "\n")
+        tmp.rename(path)
+    return path
+
+
+def _report(name: str, baseline_cmd: str, base_s: float, ingest_s: float, summary: dict, peak_mb: float, goal: float) -> None:
+    mb = summary["bytes_read"] / 1e6
+    ratio = ingest_s / base_s
+    print(f"\n== {name}")
+    print(f"  baseline  `{baseline_cmd}`: {base_s:.2f} s")
+    print(f"  bench ingest: {ingest_s:.2f} s  ({mb / ingest_s:.1f} MB/s over {mb:.1f} MB; "
+          f"{summary['runs_added']} runs, {summary['steps_added']} steps)")
+    print(f"  ratio ingest/baseline: {ratio:.2f}x  (goal <= {goal:g}x: {'met' if ratio <= goal else 'NOT met'})")
+    print(f"  peak RSS of the largest ingest process: {peak_mb:.0f} MB  (goal < 1024 MB: {'met' if peak_mb < 1024 else 'NOT met'})")
+
+
+def main() -> None:
+    print(f"machine: {platform.node()}  {os.cpu_count()} cores  {platform.processor() or platform.machine()}  Python {platform.python_version()}")
+    t_help, _ = _timed_shell(f"{Path(sys.executable).with_name('bench')} --help > /dev/null")
+    print(f"`bench --help`: {t_help:.3f} s (goal < 0.5 s)")
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "store"
+        if LAMBDA.exists():
+            cmd = f"zcat {LAMBDA} | grep -c images/sec"
+            base, _ = _timed_shell(cmd)
+            secs, summary, peak = _timed_ingest(LAMBDA, store)
+            _report("Lambda tarball (7,674 files)", cmd, base, secs, summary, peak, 3)
+        else:
+            print(f"\n== Lambda tarball: skipped, {LAMBDA} is absent")
+        path = big_log()
+        cmd = f"grep -c images/sec {path}"
+        _timed_shell(cmd)  # warm the page cache so both sides read from memory
+        base, _ = _timed_shell(cmd)
+        secs, summary, peak = _timed_ingest(path, store)
+        _report(f"generated log ({path.stat().st_size / 1e9:.2f} GB, {BIG_STEPS:,} step lines)", cmd, base, secs, summary, peak, 5)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""``bench ingest``: the command layer only (options -> pipeline.ingest -> rendered summary)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+StoreOpt = Annotated[
+    Path | None,
+    typer.Option("--store", help="Store directory [default: $BENCH_STORE or ./bench-store]", show_default=False),
+]
+
+
+def ingest_command(
+    paths: Annotated[list[str] | None, typer.Argument(help="Files, directories, .tar/.tar.gz/.tgz/.zip archives")] = None,
+    store: StoreOpt = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="Force this format (see --list-formats)")] = None,
+    path_pattern: Annotated[
+        list[str] | None,
+        typer.Option("--path-pattern", help="Template matched against the end of each path, e.g. '{model}-{batch_size_per_device}/{repeat}'"),
+    ] = None,
+    list_formats: Annotated[bool, typer.Option("--list-formats", help="List the formats and exit")] = False,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Re-parse every source recorded in the store")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when any problem was found")] = False,
+) -> None:
+    """Parse benchmark logs into the Parquet store; bad input becomes problems, never a crash.
+
+    Example: bench ingest logs/ lambda-logs.tar.gz --store bench-store
+    """
+    from bench.ingest import registry
+
+    if list_formats:
+        for mod in registry.all_formats():
+            typer.echo(f"{mod.NAME:12s} {mod.DESCRIPTION}")
+        return
+    from bench.ingest.store import default_store
+
+    root = store or default_store()
+    if rebuild:
+        from bench.ingest.rebuild import rebuild as do_rebuild
+
+        summary = do_rebuild(root, on_wait=_waiting)
+    else:
+        if not paths:
+            raise typer.BadParameter("give at least one PATH (or --rebuild / --list-formats)")
+        from bench.ingest.pipeline import ingest
+
+        with _progress() as progress:
+            summary = ingest(paths, root, fmt=fmt, path_patterns=path_pattern or [], progress=progress, on_wait=_waiting)
+    if as_json:
+        typer.echo(json.dumps(summary.to_json(), indent=2, sort_keys=True))
+    else:
+        from bench.ingest.report import print_summary
+
+        print_summary(summary)
+    if strict and summary.problems:
+        raise typer.Exit(1)
+
+
+def _waiting() -> None:
+    typer.echo("another ingest holds the store lock; waiting for it to finish", err=True)
+
+
+class _progress:
+    """A rich progress line on a terminal (stderr); nothing otherwise."""
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        if not sys.stderr.isatty():
+            return None
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn
+
+        self._p = Progress(SpinnerColumn(), TextColumn("{task.fields[files]} files, {task.fields[mb]:.1f} MB  {task.description}"),
+                           console=Console(stderr=True), transient=True)
+        self._p.start()
+        task = self._p.add_task("", files=0, mb=0.0)
+        count = [0]
+
+        def update(source: str, nbytes: int) -> None:
+            count[0] += 1
+            if count[0] % 50 == 1:
+                self._p.update(task, description=source[-60:], files=count[0], mb=nbytes / 1e6)
+
+        return update
+
+    def __exit__(self, *exc: object) -> None:
+        if hasattr(self, "_p"):
+            self._p.stop()

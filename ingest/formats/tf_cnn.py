@@ -1,0 +1,588 @@
+"""tf_cnn_benchmarks output, every era (log-formats.md §0-§3), bare or behind MPI/Gloo/Slurm rank prefixes.
+
+- One ``Run`` per header block; the ranks of one job share it. A ``TensorFlow:`` (or ``Model:``) line
+  from a rank already active in the current run starts the next run, as does a step counter going back.
+- Header (§1): Dataset ``... (synthetic)`` -> data "synthetic", another name -> "real"; Mode training /
+  forward only (forward-only) / evaluation -> train / inference / eval (training + evaluation -> train,
+  tag ``mode``); ``B per device`` may be a float (old TF) or unindented (Lambda). num_gpus = G/B (None
+  on CPU devices, tag device=cpu); num_nodes = G/(B x len(Devices)), None for horovod and single-session
+  modes whose device list is not the local one. Other header lines go to tags.
+- Step lines (§2) print the cumulative mean m_k = b·k/T_k since warm-up, so the rate of the interval
+  (k1, k2] is (k2 - k1) / (k2/m2 - k1/m1): the per-process batch b cancels. The first printed step's
+  interval starts at step 0. ``images_per_sec_mean`` = the arithmetic mean of the interval rates;
+  stderr / jitter = the last step line's; num_steps = the last printed step; a ``nan`` loss is stored
+  as None (tag nan_loss_steps). Eval ``k x examples/sec`` lines are interval rates already (metrics
+  ``{"eval": 1.0}``); the ``Accuracy @ 1 = a Accuracy @ 5 = b [n examples]`` values go to tags.
+- ``total images/sec`` (§3) -> images_per_sec. Every Horovod rank prints its own extrapolated total:
+  the run takes rank 0's (else the lowest rank's with a total), never a sum; images_per_sec_ranks keeps
+  each rank's. Step-derived metrics come from that same rank.
+- Time: wall_time_s = last - first Lambda step stamp (`` <unix s>`` appended to step lines; it omits
+  step 1's own duration). TF stderr stamps are not used for it: the training loop logs nothing to
+  stderr, so they would time set-up, not training. started_at = the first stamp of any kind; ended_at
+  = the last one if read after the last step line (TF ``2020-09-05 18:47:50.1: I`` stamps are local
+  time read as UTC; absl ``I0000 00:00:<unix s>`` and Lambda stamps are UTC).
+- Status: ok (a total); else oom (ResourceExhaustedError / ``OOM when allocating``); failed (traceback,
+  exception line, ``Error reported to Coordinator``); truncated (steps, no error); no_result (nothing
+  ran, or it finished -- ``Done with training`` / accuracy line -- without a total). Allocator warnings
+  (``ran out of memory trying to allocate``) occur in healthy runs and are ignored; errors after a
+  total (teardown) do not change the status.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from bench.ingest.records import ParseResult, Run
+from bench.ingest.text import split_rank, tf_stamp_seconds
+
+NAME = "tf_cnn"
+DESCRIPTION = "TensorFlow tf_cnn_benchmarks (header, images/sec step lines, total images/sec; any era, multi-rank)"
+
+_F = r"[-+]?(?:\d+\.\d+|nan|inf)"  # loss / accuracy: always printed with %.3f (or nan/inf)
+_STEP = re.compile(
+    r"(\d+)\s+images/sec: (\d+(?:\.\d*)?)(?: \+/- (\d+(?:\.\d*)?|nan) \(jitter = (\d+(?:\.\d*)?|nan)\))?"
+    rf"(?:\s+({_F}))?(?:\s+({_F})\s+({_F}))?(?:\s+(\d{{9,11}}))?\s*$"
+)
+_EVAL = re.compile(r"(\d+)\s+(\d+(?:\.\d*)?) examples/sec(?:\s+(\d{9,11}))?\s*$")
+_TOTAL = re.compile(r"total images/sec: (\d+(?:\.\d*)?|nan|inf)\s*(?:\d{9,11})?\s*$")
+_PER_DEVICE = re.compile(r"\s*(\d+(?:\.\d+)?) per device\s*$")
+_GROUP = re.compile(r"\s*(\d+) batches per prepocessing group\s*$")
+_GLOBAL = re.compile(r"(\d+(?:\.\d+)?) global")
+_ACCURACY = re.compile(r"(?:Accuracy|Precision) @ 1 = ([\d.]+|nan) (?:Accuracy|recall) @ 5 = ([\d.]+|nan)(?: \[(\d+) examples\])?")
+_EXC = re.compile(r"(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Interrupt)(?::|\s*$)")
+_COORD = re.compile(r"Error reported to Coordinator: (.*)")
+_GPU = re.compile(
+    r"StreamExecutor device \(\d+\): (.+?), Compute Capability"
+    r"|physical GPU \(device: \d+, name: ([^,]+),"
+    r"|name: (.+?) (?:major: \d|computeCapability: )"
+    r"|name: (.+?)\s+ROCm AMD GPU ISA"
+)
+_FLAG = re.compile(r"--(num_warmup_batches|use_fp16)(?:[= ]([^\s-]\S*))?")
+_ROUND_UP = re.compile(r"Round up warm up steps to (\d+)")
+_SNIFF_STEP = re.compile(r"\d\s+images/sec: \d+(?:\.\d*)? \+/- [\d.]+ \(jitter = ")
+_SNIFF_HEADER = re.compile(r"Batch size: +\d+(?:\.\d+)? global")
+_SNIFF_TRACE = re.compile(r'File "[^"]*(?:tf_cnn_benchmarks|benchmark_cnn)\.py", line \d')
+
+# Header label -> key in the run's header dict; keys starting with "tag:" become Run.tags.
+_LABELS = {
+    "TensorFlow": "framework_version", "Model": "model", "Dataset": "dataset", "Mode": "mode",
+    "Batch size": "global", "Devices": "devices", "Data format": "data_format",
+    "Variables": "variable_update", "AllReduce": "all_reduce", "SingleSess": "tag:single_session",
+    "Num batches": "tag:num_batches", "Num epochs": "tag:num_epochs", "NUMA bind": "tag:numa_bind",
+    "RewriterConfig": "tag:rewriter_config", "Layout optimizer": "tag:layout_optimizer",
+    "Optimizer": "tag:optimizer", "Use NCCL": "tag:use_nccl", "Sync": "tag:sync",
+    "Staged vars": "tag:staged_vars", "Horovod on": "tag:horovod_device",
+}
+_MODES = {"training": "train", "forward only": "inference", "forward-only": "inference",
+          "evaluation": "eval", "training + evaluation": "train"}
+_LOCAL_MODES = ("replicated", "parameter_server", "independent")
+_RARE = ("Accuracy @", "Precision @", "Round up warm", "Done with training")
+
+
+def sniff(head: str) -> bool:
+    """A tf_cnn step line, a total, a ``Batch size: G global`` header with ``Variables:``, or a
+    traceback through tf_cnn_benchmarks.py. Horovod synthetic (``Img/sec per GPU``), nvcnn
+    (``Images/sec:``, capital I), DLLogger and MLPerf lines match none of these."""
+    if "total images/sec: " in head or _SNIFF_STEP.search(head):
+        return True
+    if "Variables:" in head and _SNIFF_HEADER.search(head):
+        return True
+    return "tf_cnn_benchmarks" in head and _SNIFF_TRACE.search(head) is not None
+
+
+@dataclass(slots=True)
+class _Series:
+    """One rank's step lines in one run: enough to derive interval rates without keeping rows."""
+
+    last_step: int = 0  # last printed step; 0 = none yet (the timed window starts at step 0)
+    last_t: float = 0.0  # k/m at the last step: the time to it in units of the batch b (b cancels)
+    interval_sum: float = 0.0
+    interval_n: int = 0
+    eval_sum: float = 0.0
+    eval_n: int = 0
+    eval_step: int = 0
+    stderr: float | None = None
+    jitter: float | None = None
+    total: float | None = None
+    first_ts: float | None = None
+    last_ts: float | None = None
+
+    def advance(self, step: int, mean: float) -> float | None:
+        """Record a cumulative mean at ``step``; return the rate of the interval since the last one."""
+        t = step / mean if mean > 0 else math.inf
+        dt = t - self.last_t
+        rate = (step - self.last_step) / dt if 0 < dt < math.inf else None
+        self.last_step, self.last_t = step, t
+        if rate is not None:
+            self.interval_sum += rate
+            self.interval_n += 1
+        return rate
+
+
+@dataclass
+class _RunState:
+    """What has been read of one run so far (header fields, per-rank series, errors, stamps)."""
+
+    index: int = -1
+    hdr: dict[str, object] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    series: dict[int | None, _Series] = field(default_factory=dict)
+    active: set[int | None] = field(default_factory=set)  # ranks with a header start, step or total
+    tf_ranks: set[int | None] = field(default_factory=set)
+    model_ranks: set[int | None] = field(default_factory=set)
+    first_line: int | None = None
+    last_line: int | None = None
+    step_line: int = 0  # the last step / eval line
+    done: bool = False  # a total was printed: later stderr belongs to whatever comes next
+    error_line: int | None = None  # the first error line
+    exc_detail: str | None = None  # the last exception line (the final one of chained tracebacks)
+    coord_detail: str | None = None  # the first "Error reported to Coordinator"
+    oom_detail: str | None = None  # the first ResourceExhaustedError / OOM line
+    oom: bool = False
+    nan_losses: int = 0
+    stamp_first: str | None = None
+    stamp_last: str | None = None
+    stamp_last_no: int = 0
+
+    def mark(self, rank: int | None, no: int) -> _Series:
+        """Note a line of ``rank`` at ``no``; return that rank's series."""
+        if self.first_line is None:
+            self.first_line = no
+        self.last_line = no
+        self.active.add(rank)
+        s = self.series.get(rank)
+        if s is None:
+            s = self.series[rank] = _Series()
+        return s
+
+
+class _Reader:
+    """The state machine behind ``parse_lines``: runs so far, the open run and what precedes the next."""
+
+    def __init__(self, result: ParseResult) -> None:
+        self.result = result
+        self.runs: list[_RunState] = []
+        self.cur: _RunState | None = None
+        self.pending = _RunState()  # context (stamps, errors, flags) read before the next run starts
+        self.gpu: str | None = None
+        # Stamped stderr lines since the last run boundary (first, last); kept as text and parsed
+        # once, because a Lambda file is mostly such lines. ``flush_stamps`` hands them to their run.
+        self.seg_first: str | None = None
+        self.seg_last: str | None = None
+        self.seg_last_no = 0
+
+    # -- run boundaries -------------------------------------------------------------------------
+    def flush_stamps(self) -> None:
+        """Give the stamps read since the last boundary to the context they were read in."""
+        if self.seg_first is not None:
+            ctx = self.context()
+            if ctx.stamp_first is None:
+                ctx.stamp_first = self.seg_first
+            ctx.stamp_last, ctx.stamp_last_no = self.seg_last, self.seg_last_no
+            self.seg_first = self.seg_last = None
+
+    def start_run(self, no: int) -> _RunState:
+        self.flush_stamps()
+        st, self.pending = self.pending, _RunState()
+        st.index = len(self.runs)
+        st.first_line = no
+        self.runs.append(st)
+        self.cur = st
+        return st
+
+    def context(self) -> _RunState:
+        """Where stamps and command-line flags go: the open run, or the next one once it is done."""
+        cur = self.cur
+        return cur if cur is not None and not cur.done else self.pending
+
+    def line(self, no: int, line: str) -> None:
+        """Any line but a bare stamped stderr line: strip a rank prefix, then cheap guards dispatch."""
+        c, rank = line[0], None
+        if c == "[" or c == " " or (c.isdigit() and line.find(": ", 1, 8) > 0) or (
+                line[3:4] == " " and "]<std" in line[:40]):
+            rank, line = split_rank(line)
+            if not line:
+                return
+            c = line[0]
+            if c == "2" and line[4:5] == "-":
+                self.stderr_line(no, line)
+                return
+        if "/sec" in line:
+            self.rate_line(no, rank, line)
+            return
+        if c.isupper():
+            i = line.find(":", 1, 17)
+            key = _LABELS.get(line[:i]) if i > 0 else None
+            if key is not None:
+                self.header(no, rank, key, line[i + 1:].strip())
+                return
+            if c in "APRD" and line.startswith(_RARE):
+                self.rare_line(no, line)
+                return
+        elif (c.isdigit() or c == " ") and line.endswith((" per device", "prepocessing group")):
+            if self.continuation(no, line):
+                return
+        if "rror" in line or "xception" in line or "OOM" in line or line.startswith("Traceback ("):
+            self.error_line(no, line)
+        if self.gpu is None and "name: " in line:
+            self.find_gpu(line)
+        if " --" in line:
+            self.flags(line)
+        elif line[1:12] == "0000 00:00:":  # absl C++ before InitializeLog: "I0000 00:00:<unix s>"
+            self.stderr_line(no, line)
+
+    # -- rate lines (the hot path) --------------------------------------------------------------
+    def rate_line(self, no: int, rank: int | None, line: str) -> None:
+        """``k images/sec: ...`` step lines, ``total images/sec: x`` and eval ``k x examples/sec``."""
+        m = _STEP.match(line)
+        if m is not None:
+            self.add_step(no, rank, m)
+        elif line.startswith("total images/sec:"):
+            t = _TOTAL.match(line)
+            if t is None:
+                self.result.problem("bad_line", "unreadable tf_cnn total line", no, line)
+                return
+            st = self.cur or self.start_run(no)
+            st.mark(rank, no).total = float(t[1])
+            if not st.done:
+                self.flush_stamps()
+                st.done = True
+        elif "examples/sec" in line and line[:1].isdigit():
+            e = _EVAL.match(line)
+            if e is None:
+                self.result.problem("bad_line", "unreadable tf_cnn eval line", no, line)
+            else:
+                self.add_eval(no, rank, e)
+        elif line[:1].isdigit() and "images/sec:" in line:
+            self.result.problem("bad_line", "unreadable tf_cnn step line", no, line)
+        elif line.startswith("Step") and "Img/sec" in line and self.cur is not None:
+            parts = line.split()  # "Step  Img/sec  total_loss [top_1_accuracy top_5_accuracy]"
+            if len(parts) >= 3:
+                self.cur.tags.setdefault("loss_name", parts[2])
+
+    def add_step(self, no: int, rank: int | None, m: re.Match[str]) -> None:
+        step, mean = int(m[1]), float(m[2])
+        st = self.cur or self.start_run(no)
+        if rank in st.series and step <= st.series[rank].last_step:  # counter restarted: a new run
+            st = self.start_run(no)
+        s = st.mark(rank, no)
+        st.step_line = no
+        rate = s.advance(step, mean)
+        s.stderr = float(m[3]) if m[3] is not None else None
+        s.jitter = float(m[4]) if m[4] is not None else None
+        if m[5] is not None and m[5].endswith("nan"):
+            st.nan_losses += 1
+        ts = float(m[8]) if m[8] is not None else None
+        if ts is not None:
+            if s.first_ts is None:
+                s.first_ts = ts
+            s.last_ts = ts
+        self.result.steps.add(
+            st.index, step, rank=rank, images_per_sec=mean, interval_images_per_sec=rate,
+            images_per_sec_stderr=s.stderr, images_per_sec_jitter=s.jitter, loss=_num(m[5]),
+            top1_accuracy=_num(m[6]), top5_accuracy=_num(m[7]), timestamp=ts, line_no=no,
+        )
+
+    def add_eval(self, no: int, rank: int | None, e: re.Match[str]) -> None:
+        st = self.cur or self.start_run(no)
+        s = st.mark(rank, no)
+        st.step_line, s.eval_step, rate = no, int(e[1]), float(e[2])
+        s.eval_sum += rate
+        s.eval_n += 1
+        ts = float(e[3]) if e[3] is not None else None
+        self.result.steps.add(st.index, s.eval_step, rank=rank, images_per_sec=rate,
+                              interval_images_per_sec=rate, timestamp=ts, line_no=no, metrics={"eval": 1.0})
+
+    # -- header -----------------------------------------------------------------------------------
+    def header(self, no: int, rank: int | None, key: str, value: str) -> None:
+        cur = self.cur
+        if key == "framework_version":
+            if cur is None or rank in cur.active:
+                cur = self.start_run(no)
+            cur.tf_ranks.add(rank)
+        elif key == "model":
+            if cur is None or (rank in cur.active and (rank not in cur.tf_ranks or rank in cur.model_ranks)):
+                cur = self.start_run(no)
+            cur.model_ranks.add(rank)
+        elif cur is None:
+            cur = self.start_run(no)
+        if key in ("framework_version", "model"):
+            cur.active.add(rank)
+        cur.first_line = cur.first_line or no
+        cur.last_line = no
+        if key.startswith("tag:"):
+            cur.tags.setdefault(key[4:], value)
+        else:
+            cur.hdr.setdefault(key, value)
+
+    def continuation(self, no: int, line: str) -> bool:
+        """The ``B per device`` / ``k batches per prepocessing group`` lines under ``Batch size:``."""
+        m = _PER_DEVICE.match(line)
+        st = self.cur
+        if m is not None and st is not None:
+            if "per_device" not in st.hdr:
+                st.hdr["per_device"], st.hdr["per_device_line"] = m[1], no
+            st.last_line = no
+            return True
+        g = _GROUP.match(line)
+        if g is not None and st is not None:
+            st.tags.setdefault("batch_group_size", g[1])
+            return True
+        return False
+
+    # -- errors, rare lines ---------------------------------------------------------------------------
+    def error_line(self, no: int, line: str) -> None:
+        """Tracebacks, exception lines, coordinator errors and OOM markers (errors in a run that printed
+        a total, e.g. teardown exceptions, do not change its status)."""
+        st = self.cur if self.cur is not None else self.pending
+        is_oom = "ResourceExhaustedError" in line or "OOM when allocating" in line
+        if is_oom:
+            st.oom = True
+            if st.oom_detail is None:
+                st.oom_detail = line[:500]
+        c = _COORD.search(line)
+        if c is not None:
+            if st.coord_detail is None:
+                st.coord_detail = line[c.start():][:500]
+        elif _EXC.match(line):
+            st.exc_detail = line[:500]
+        elif not is_oom and not line.startswith("Traceback ("):
+            return
+        if st.error_line is None:
+            st.error_line = no
+        st.last_line = no
+
+    def rare_line(self, no: int, line: str) -> None:
+        st = self.cur
+        if line.startswith(("Accuracy @", "Precision @")):
+            a = _ACCURACY.match(line)
+            if a is None or st is None:
+                self.result.problem("bad_line", "unreadable tf_cnn accuracy line", no, line)
+                return
+            st.tags.setdefault("top1_accuracy", a[1])
+            st.tags.setdefault("top5_accuracy", a[2])
+            if a[3]:
+                st.tags.setdefault("eval_examples", a[3])
+            st.last_line = no
+        elif line.startswith("Round up warm"):
+            r = _ROUND_UP.match(line)
+            if r is not None:
+                self.context().hdr["warmup"] = r[1]
+        elif line.startswith("Done with training") and st is not None:
+            st.tags["done_with_training"] = "true"
+            st.last_line = no
+
+    def flags(self, line: str) -> None:
+        ctx = self.context()
+        for name, value in _FLAG.findall(line):
+            if name == "num_warmup_batches" and value.isdigit():
+                ctx.hdr["warmup"] = value
+            elif name == "use_fp16":
+                ctx.hdr["precision"] = "fp32" if value.lower() in ("false", "0") else "fp16"
+
+    def stderr_line(self, no: int, line: str) -> None:
+        """A stamped TF C++ stderr line: its stamp, an OOM marker or a GPU name is all that matters."""
+        if self.seg_first is None:
+            self.seg_first = line
+        self.seg_last, self.seg_last_no = line, no
+        if "OOM" in line or "ResourceExhausted" in line:
+            self.error_line(no, line)
+        elif self.gpu is None and ("name: " in line or "device (" in line):
+            self.find_gpu(line)
+
+    def find_gpu(self, line: str) -> None:
+        g = _GPU.search(line)
+        if g is not None and self.gpu is None:
+            self.gpu = next(x for x in g.groups() if x is not None).strip()
+
+    def finish(self) -> None:
+        self.flush_stamps()
+        pending = self.pending
+        if not self.runs and pending.error_line is not None:
+            last = pending.last_line
+            self.start_run(pending.error_line).last_line = last
+        if not self.runs:
+            self.result.problem("missing_field", "no tf_cnn header, step, total or error line found")
+        for st in self.runs:
+            self.result.runs.append(_build(st, self.gpu, self.result))
+
+
+def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
+    """Parse one tf_cnn log (see the module docstring). Single pass; steps go to ``result.steps``."""
+    result = result if result is not None else ParseResult()
+    r = _Reader(result)
+    for no, line in enumerate(lines, 1):
+        if line[:1] == "2" and line[4:5] == "-":  # "2020-09-05 18:47:50.15: I ...": most of a log
+            if r.seg_first is None:
+                r.seg_first = line
+            r.seg_last, r.seg_last_no = line, no
+            if "OOM" in line or "ResourceExhausted" in line:
+                r.error_line(no, line)
+            elif r.gpu is None and ("name: " in line or "device (" in line):
+                r.find_gpu(line)
+        elif line:
+            r.line(no, line)
+    r.finish()
+    return result
+
+
+def _num(text: str | None) -> float | None:
+    """A printed loss / accuracy; ``nan`` becomes None (the steps table has no NaN distinct from NULL)."""
+    if text is None or text.endswith("nan"):
+        return None
+    return float(text)
+
+
+def _int(text: object) -> int | None:
+    """``"224"`` / ``"12.0"`` -> int; None for anything else."""
+    try:
+        f = float(str(text))
+    except ValueError:
+        return None
+    return int(f) if f.is_integer() else None
+
+
+def _stamp_seconds(line: str | None) -> float | None:
+    if line is None:
+        return None
+    if line[1:12] == "0000 00:00:":  # absl C++ before InitializeLog: "I0000 00:00:<unix seconds>"
+        head = line[12:].split(" ", 1)[0]
+        try:
+            return float(head)
+        except ValueError:
+            return None
+    return tf_stamp_seconds(line)
+
+
+@dataclass(frozen=True, slots=True)
+class _Topology:
+    global_batch: int | None = None
+    per_device: int | None = None
+    num_gpus: int | None = None
+    num_nodes: int | None = None
+    num_devices: int = 0
+    cpu: bool = False
+
+
+def _topology(st: _RunState, result: ParseResult) -> _Topology:
+    """Batch sizes, GPU and node counts from the batch lines and the device list (log-formats §1).
+
+    G/B counts every GPU in any mode. A single local process (replicated / parameter_server /
+    independent, no ``Sync:`` line i.e. no job_name) lists all its devices, so there G must equal
+    B x len(Devices); where a real log breaks that (Lambda A6000 TF1.15 inception3: ``1024 global``,
+    ``256 per device``, 2 devices), the device list and G are kept, B = G/len(Devices), and a
+    ``conflict`` problem records the printed value.
+    """
+    h = st.hdr
+    gm = _GLOBAL.match(str(h.get("global", "")))
+    g, b = _int(gm[1]) if gm else None, _int(h.get("per_device"))
+    devices = re.findall(r"'([^']*)'", str(h.get("devices", "")))
+    n = len(devices)
+    cpu = n > 0 and all("cpu" in d.lower() for d in devices)
+    local = h.get("variable_update") in _LOCAL_MODES and "sync" not in st.tags
+    if not (g and b):
+        return _Topology(g, b, num_devices=n, cpu=cpu)
+    if local and n and g != b * n and g % n == 0:
+        line = h.get("per_device_line")
+        result.problem("conflict", f"header says {b} per device but {g} global over {n} local devices; "
+                       f"using {g // n}", line if isinstance(line, int) else None, f"{b} per device")
+        b = g // n
+    gpus = g // b if g % b == 0 else None
+    nodes = None
+    if n and h.get("variable_update") != "horovod" and st.tags.get("single_session") != "True":
+        nodes = g // (b * n) if g % (b * n) == 0 else None
+    return _Topology(g, b, None if cpu else gpus, nodes, n, cpu)
+
+
+def _primary(st: _RunState) -> tuple[int | None, _Series | None]:
+    """The rank whose numbers stand for the run: rank 0, else the lowest rank, with a total first."""
+    order = sorted(st.series, key=lambda r: -1 if r is None else r)
+    chosen = [r for r in order if st.series[r].total is not None] or order
+    if not chosen:
+        return None, None
+    return chosen[0], st.series[chosen[0]]
+
+
+def _status(st: _RunState, s: _Series | None) -> str:
+    if s is not None and s.total is not None:
+        return "ok"
+    if st.oom:
+        return "oom"
+    if st.error_line is not None:
+        return "failed"
+    finished = "done_with_training" in st.tags or "top1_accuracy" in st.tags  # ended without a total
+    if s is not None and (s.last_step > 0 or s.eval_n > 0) and not finished:
+        return "truncated"
+    return "no_result"
+
+
+def _times(st: _RunState, s: _Series | None) -> tuple[float | None, float | None, float | None]:
+    """(started_at, ended_at, wall_time_s). Start: the first stamp of any kind. End: the last stamp,
+    if it was read after the run's last step line (or after its header when nothing ran): a stderr
+    stamp that precedes training would date set-up, not the end. Wall time: step stamps only."""
+    step_ts = [x for se in st.series.values() for x in (se.first_ts, se.last_ts) if x is not None]
+    first = _stamp_seconds(st.stamp_first)
+    starts = [x for x in [first, *step_ts] if x is not None]
+    ends = list(step_ts)
+    if st.stamp_last_no > (st.step_line or st.first_line or 0):
+        last = _stamp_seconds(st.stamp_last)
+        if last is not None:
+            ends.append(last)
+    wall = None
+    if s is not None and s.first_ts is not None and s.last_ts is not None and s.last_ts > s.first_ts:
+        wall = s.last_ts - s.first_ts
+    return (min(starts) if starts else None), (max(ends) if ends else None), wall
+
+
+def _tags(st: _RunState, rank: int | None, topo: _Topology) -> dict[str, str]:
+    tags = dict(st.tags)
+    mode = str(st.hdr.get("mode", ""))
+    if mode and mode not in ("training", "forward only", "forward-only", "evaluation"):
+        tags["mode"] = mode
+    if topo.cpu:
+        tags["device"] = "cpu"
+    if any(r is not None for r in st.series):
+        tags["rank_used"] = str(rank)
+    if st.nan_losses:
+        tags["nan_loss_steps"] = str(st.nan_losses)
+    return tags
+
+
+def _build(st: _RunState, gpu: str | None, result: ParseResult) -> Run:
+    h, (rank, s), topo = st.hdr, _primary(st), _topology(st, result)
+    ranks = sorted(r for r in st.series if r is not None)
+    by_rank = tuple(st.series[r].total if r in st.series else None for r in range(ranks[-1] + 1)) if ranks else None
+    num_ranks = len(by_rank) if by_rank else None
+    if h.get("variable_update") == "horovod" and topo.num_devices:  # horovod lists one device per rank
+        num_ranks = max(num_ranks or 0, topo.num_devices)
+    dataset, data = _str(h.get("dataset")), None
+    if dataset:
+        data = "synthetic" if dataset.endswith("(synthetic)") else "real"
+        dataset = dataset.removesuffix("(synthetic)").strip()
+    mean = None
+    if s is not None and (s.interval_n or s.eval_n):
+        mean = s.interval_sum / s.interval_n if s.interval_n else s.eval_sum / s.eval_n
+    started, ended, wall = _times(st, s)
+    status = _status(st, s)
+    return Run(
+        run_index=st.index, format=NAME, framework="tensorflow", framework_version=_str(h.get("framework_version")),
+        model=_str(h.get("model")), dataset=dataset, data=data, mode=_MODES.get(str(h.get("mode"))),
+        precision=_str(h.get("precision")), data_format=_str(h.get("data_format")),
+        variable_update=_str(h.get("variable_update")),
+        all_reduce=None if h.get("all_reduce") in (None, "None") else str(h.get("all_reduce")),
+        batch_size_per_device=topo.per_device, global_batch_size=topo.global_batch, num_gpus=topo.num_gpus,
+        num_nodes=topo.num_nodes, num_ranks=num_ranks, gpu_model=gpu, started_at=started, ended_at=ended,
+        wall_time_s=wall, num_steps=(s.last_step or s.eval_step or None) if s is not None else None,
+        warmup_steps=_int(h.get("warmup")), images_per_sec=s.total if s is not None else None,
+        images_per_sec_mean=mean, images_per_sec_stderr=s.stderr if s is not None else None,
+        images_per_sec_jitter=s.jitter if s is not None else None, images_per_sec_ranks=by_rank,
+        status=status, first_line=st.first_line, last_line=st.last_line, tags=_tags(st, rank, topo),
+        status_detail=(st.exc_detail or st.coord_detail or st.oom_detail) if status in ("failed", "oom") else None,
+    )
+
+
+def _str(value: object) -> str | None:
+    return None if value is None or value == "" else str(value)

@@ -1,0 +1,116 @@
+"""One file's bytes -> (format, ParseResult): decoding, detection and the never-crash guarantee."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from bench.ingest import registry
+from bench.ingest.records import ParseResult, Problem
+from bench.ingest.text import decode, is_binary, iter_lines
+
+
+@dataclass
+class FileParse:
+    """The outcome for one file. ``format`` is None when the file was not parsed (binary, empty,
+    unrecognized); the reason is then in ``result.problems``."""
+
+    format: str | None
+    result: ParseResult
+
+
+def parse_bytes(
+    data: bytes, *, source: str, fmt: str | None = None, result: ParseResult | None = None
+) -> FileParse:
+    """Detect the format of ``data`` (unless ``fmt`` forces one) and parse it.
+
+    Never raises for bad input: binary, empty, non-UTF-8 and unknown content become problems; an
+    exception inside a parser becomes a ``parser_error`` problem (with the runs parsed so far kept).
+    Raises KeyError only for an unknown forced ``fmt`` name (a usage error).
+    """
+    result = result if result is not None else ParseResult()
+    forced = registry.load(fmt) if fmt is not None else None
+    if is_binary(data[:8192]):
+        result.problems.append(Problem("binary", "NUL bytes in the first 8 KiB: not a text log"))
+        return FileParse(None, result)
+    if not data.strip():
+        result.problems.append(Problem("empty", "the file is empty or only whitespace"))
+        return FileParse(None, result)
+    text, problems = decode(data)
+    result.problems.extend(problems)
+    module = forced or registry.detect(text[: registry.HEAD_CHARS])
+    if module is None:
+        result.problems.append(Problem("unrecognized_format", "no known log format matched the content"))
+        return FileParse(None, result)
+    run_lines(module, iter_lines(text), source=source, result=result)
+    if not data.endswith(b"\n"):
+        last = text[text.rfind("\n") + 1 :]
+        result.problems.append(
+            Problem("truncated", "the file ends without a final newline (cut mid-line?)", text.count("\n") + 1, last)
+        )
+    return FileParse(module.NAME, result)
+
+
+def run_lines(module: registry.FormatModule, lines, *, source: str, result: ParseResult) -> None:  # type: ignore[no-untyped-def]
+    """Run one parser over lines, turning a parser exception into a ``parser_error`` problem."""
+    try:
+        module.parse_lines(lines, source=source, result=result)
+    except Exception as e:  # a parser bug must not abort the ingest of other files
+        tb = traceback.format_exception_only(type(e), e)[-1].strip()
+        result.problems.append(Problem("parser_error", f"{module.NAME} parser raised {tb}"))
+
+
+def iter_stream_lines(chunks: Iterator[bytes], problems: list[Problem]) -> Iterator[str]:
+    """Lines of a byte stream, decoded chunk by chunk (bounded memory). Invalid UTF-8 is replaced and
+    reported once, with its line number."""
+    rest = b""
+    line_base = 0
+    reported = False
+    for chunk in chunks:
+        buf = rest + chunk
+        cut = buf.rfind(b"\n") + 1
+        if cut == 0:
+            rest = buf
+            continue
+        block, rest = buf[:cut], buf[cut:]
+        text, probs = decode(block)
+        if probs and not reported:
+            reported = True
+            p = probs[0]
+            problems.append(Problem(p.kind, p.message, (p.line_no or 1) + line_base))
+        line_base += block.count(b"\n")
+        yield from iter_lines(text)
+    if rest:
+        text, probs = decode(rest)
+        if probs and not reported:
+            problems.append(Problem(probs[0].kind, probs[0].message, line_base + 1))
+        yield from iter_lines(text)
+
+
+def parse_stream(
+    head: bytes, chunks: Iterator[bytes], *, source: str, fmt: str | None = None, result: ParseResult
+) -> FileParse:
+    """Like :func:`parse_bytes` for a file too large to hold: ``head`` is its first bytes (at least
+    ``HEAD_CHARS`` of them when the file is that long) and ``chunks`` yields the rest."""
+    forced = registry.load(fmt) if fmt is not None else None
+    if is_binary(head[:8192]):
+        result.problems.append(Problem("binary", "NUL bytes in the first 8 KiB: not a text log"))
+        return FileParse(None, result)
+    module = forced or registry.detect(head.decode("utf-8", errors="replace")[: registry.HEAD_CHARS])
+    if module is None:
+        result.problems.append(Problem("unrecognized_format", "no known log format matched the content"))
+        return FileParse(None, result)
+    last = bytearray()
+
+    def all_chunks() -> Iterator[bytes]:
+        yield head
+        for c in chunks:
+            if c:
+                last[:] = c[-1:]
+                yield c
+
+    run_lines(module, iter_stream_lines(all_chunks(), result.problems), source=source, result=result)
+    if (bytes(last) if last else head[-1:]) != b"\n":
+        result.problems.append(Problem("truncated", "the file ends without a final newline (cut mid-line?)"))
+    return FileParse(module.NAME, result)

@@ -1,0 +1,96 @@
+"""``--path-pattern`` templates: facts encoded in a file's path, filled in where the log is silent.
+
+A template such as ``{system}.logs/{data}-{variable_update}-{precision}-{num_gpus}gpus/{model}-{batch_size_per_device}/throughput/{repeat}``
+is matched against the END of a file's path (for an archive member, its path inside the archive).
+Each ``{field}`` matches within one path segment (integer columns match digits only). Fields that
+name a ``runs`` column fill that column when the log does not give it; where the log says something
+else, the log wins and a ``conflict`` problem is recorded. Other fields become tags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+from bench.ingest.errors import BenchError
+from bench.ingest.records import Problem, Run
+
+_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_INT_COLUMNS = {"batch_size_per_device", "global_batch_size", "num_gpus", "num_nodes", "num_ranks", "num_steps", "warmup_steps"}
+_FLOAT_COLUMNS = {"images_per_sec", "wall_time_s"}
+#: Columns a pattern may fill (identity and metric columns derived by parsers are excluded on purpose).
+COLUMNS = {
+    f.name for f in dataclasses.fields(Run)
+} - {"run_index", "tags", "status", "status_detail", "first_line", "last_line", "images_per_sec_ranks"}
+
+
+@dataclass(frozen=True)
+class PathPattern:
+    template: str
+    regex: re.Pattern[str]
+
+    @classmethod
+    def compile(cls, template: str) -> PathPattern:
+        parts, pos, seen = [], 0, set()
+        for m in _FIELD.finditer(template):
+            name = m.group(1)
+            if name in seen:
+                raise BenchError(f"--path-pattern {template!r}: field {{{name}}} appears twice")
+            seen.add(name)
+            parts.append(re.escape(template[pos : m.start()]))
+            body = r"\d+" if name in _INT_COLUMNS else r"[^/]+?"
+            parts.append(f"(?P<{name}>{body})")
+            pos = m.end()
+        if not seen:
+            raise BenchError(f"--path-pattern {template!r} has no {{field}}; example: '{{model}}-{{batch_size_per_device}}/{{repeat}}'")
+        parts.append(re.escape(template[pos:]))
+        return cls(template, re.compile(r"(?:^|/)" + "".join(parts) + "$"))
+
+    def match(self, path: str) -> dict[str, str] | None:
+        m = self.regex.search(path)
+        return m.groupdict() if m else None
+
+
+def match_first(patterns: list[PathPattern], path: str) -> dict[str, str]:
+    """Values of the first pattern that matches ``path`` (empty when none does)."""
+    for p in patterns:
+        values = p.match(path)
+        if values is not None:
+            return values
+    return {}
+
+
+def _typed(name: str, value: str) -> object:
+    if name in _INT_COLUMNS:
+        return int(value)
+    if name in _FLOAT_COLUMNS:
+        return float(value)
+    return value
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return a.casefold() == b.casefold()
+    return a == b
+
+
+def apply(run: Run, values: dict[str, str], problems: list[Problem]) -> Run:
+    """``run`` with pattern ``values`` filled in; conflicts with the log are appended to ``problems``."""
+    if not values:
+        return run
+    changes: dict[str, object] = {}
+    tags = dict(run.tags)
+    for name, raw in values.items():
+        value = _typed(name, raw) if name in COLUMNS else raw
+        current = getattr(run, name) if name in COLUMNS else tags.get(name)
+        if current is None:
+            if name in COLUMNS:
+                changes[name] = value
+            else:
+                tags[name] = raw
+        elif not _same(current, value):
+            problems.append(
+                Problem("conflict", f"path says {name}={raw!r} but the log says {current!r}; keeping the log's value")
+            )
+    return dataclasses.replace(run, **changes, tags=tags)

@@ -1,0 +1,351 @@
+"""``bench ingest``: every file under the given paths -> parsed -> one atomic batch of Parquet rows.
+
+Contract: never raises for bad input (it becomes a problem row or a run status); raises BenchError for
+usage errors (a path that does not exist, an unknown --format, a bad --path-pattern, a store of another
+schema version). Idempotent: a source whose SHA-256 is already in the store is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tarfile
+import time
+import zipfile
+import zlib
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+import pyarrow as pa
+
+from bench.ingest import patterns as pat
+from bench.ingest import registry
+from bench.ingest.errors import BenchError
+from bench.ingest.parse import FileParse, parse_bytes, parse_stream
+from bench.ingest.records import ParseResult, Problem, StepTable
+from bench.ingest.schema import run_row, steps_table, telemetry_row
+from bench.ingest.sources import Item, iter_items
+from bench.ingest.store import Batch, StoreWriter
+
+BIG_FILE = 64 * 1024 * 1024  # above this a file is parsed as a stream, never held whole
+CHUNK = 8 * 1024 * 1024
+BATCH_SOURCES = 2000  # commit every this many new sources, so a long ingest keeps its progress
+_READ_ERRORS = (OSError, EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile, RuntimeError)
+
+
+@dataclass
+class IngestSummary:
+    """What an ingest did. ``problems_by_kind`` counts problem rows written."""
+
+    store: str
+    files_seen: int = 0
+    files_parsed: int = 0
+    runs_added: int = 0
+    steps_added: int = 0
+    telemetry_added: int = 0
+    duplicates_skipped: int = 0
+    unrecognized: int = 0
+    bytes_read: int = 0
+    wall_time_s: float = 0.0
+    problems_by_kind: dict[str, int] = field(default_factory=dict)
+    runs_by_status: dict[str, int] = field(default_factory=dict)
+    runs_by_format: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def mb_per_s(self) -> float | None:
+        return self.bytes_read / 1e6 / self.wall_time_s if self.wall_time_s > 0 else None
+
+    @property
+    def problems(self) -> int:
+        return sum(self.problems_by_kind.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "mb_per_s": self.mb_per_s, "problems": self.problems}
+
+
+@dataclass
+class _Context:
+    writer: StoreWriter
+    batch: Batch
+    known: set[str]
+    fmt: str | None
+    patterns: list[pat.PathPattern]
+    summary: IngestSummary
+    counters: dict[str, Counter[str]]
+    pattern_texts: list[str]
+
+
+def ingest(
+    paths: list[str],
+    store: os.PathLike[str] | str,
+    *,
+    fmt: str | None = None,
+    path_patterns: list[str] | tuple[str, ...] = (),
+    progress: Callable[[str, int], None] | None = None,
+    on_wait: Callable[[], None] | None = None,
+    workers: int | None = None,
+) -> IngestSummary:
+    """Ingest ``paths`` into the store at ``store``; see the module docstring for the contract.
+
+    ``workers`` parser processes (default: one per core; 0 parses in this process). The main process
+    reads, hashes and writes; parsing of small files runs in the workers, in file order.
+    """
+    from pathlib import Path
+
+    if fmt is not None and fmt not in registry.FORMAT_MODULES:
+        raise BenchError(f"unknown format {fmt!r}; `bench ingest --list-formats` lists them")
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise BenchError(f"no such file or directory: {', '.join(missing)}")
+    compiled = [pat.PathPattern.compile(t) for t in path_patterns]
+    t0 = time.perf_counter()
+    summary = IngestSummary(store=str(store))
+    with StoreWriter(Path(store), wait_message=on_wait) as writer, _Parsers(workers) as parsers:
+        ctx = _Context(writer, writer.new_batch(), writer.known_hashes(), fmt, compiled, summary,
+                       {"problems": Counter(), "status": Counter(), "format": Counter()}, list(path_patterns))
+        for item in iter_items(paths, exclude=str(store)):
+            job = _read_item(item, ctx)
+            if job is not None:
+                parsers.submit(job, fmt)
+            for chunk in parsers.ready():
+                _finish(*chunk, ctx, progress)
+        for chunk in parsers.drain():
+            _finish(*chunk, ctx, progress)
+        if ctx.batch.n_sources or ctx.batch.rows["problems"]:
+            ctx.batch.commit()
+    summary.problems_by_kind = dict(ctx.counters["problems"])
+    summary.runs_by_status = dict(ctx.counters["status"])
+    summary.runs_by_format = dict(ctx.counters["format"])
+    summary.wall_time_s = time.perf_counter() - t0
+    return summary
+
+
+@dataclass
+class _Job:
+    """A small file read and hashed, waiting to be parsed."""
+
+    item: Item
+    sha: str
+    data: bytes
+
+
+def _parse_many(jobs: list[tuple[bytes, str, str]], fmt: str | None) -> tuple[list[FileParse], pa.Table]:
+    """Parse a chunk of small files (in a worker): their parses, and all their steps as one table."""
+    parses = [parse_bytes(data, source=source, fmt=fmt) for data, source, _ in jobs]
+    steps = steps_table([(p.result.steps.take(), sha) for p, (_, _, sha) in zip(parses, jobs, strict=True)])
+    return parses, steps
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Worker initializer: end this worker when the ingest that forked it is gone (e.g. kill -9)."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+class _Parsers:
+    """Parses small files in worker processes, handing results back in submission order.
+
+    Jobs are grouped into chunks of about ``CHUNK_BYTES`` to amortise inter-process overhead, and at
+    most ``MAX_PENDING`` chunks are in flight, so memory stays bounded whatever the input size.
+    """
+
+    CHUNK_BYTES = 2 * 1024 * 1024
+    MAX_PENDING = 8
+
+    def __init__(self, workers: int | None):
+        self.workers = (os.cpu_count() or 1) if workers is None else workers
+        self._pool: Any = None
+        self._chunk: list[_Job] = []
+        self._chunk_bytes = 0
+        self._pending: deque[tuple[list[_Job], Any]] = deque()
+        self._fmt: str | None = None
+
+    def __enter__(self) -> _Parsers:
+        if self.workers > 0:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
+                                             initializer=_exit_with_parent, initargs=(os.getpid(),))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+    def submit(self, job: _Job, fmt: str | None) -> None:
+        self._fmt = fmt
+        self._chunk.append(job)
+        self._chunk_bytes += len(job.data)
+        if self._chunk_bytes >= self.CHUNK_BYTES:
+            self._send()
+
+    def _send(self) -> None:
+        if not self._chunk:
+            return
+        chunk, self._chunk, self._chunk_bytes = self._chunk, [], 0
+        args = [(j.data, j.item.source, j.sha) for j in chunk]
+        if self._pool is None:
+            self._pending.append((chunk, _Done(_parse_many(args, self._fmt))))
+        else:
+            self._pending.append((chunk, self._pool.submit(_parse_many, args, self._fmt)))
+
+    def ready(self) -> Iterator[tuple[list[_Job], list[FileParse], pa.Table]]:
+        """Chunks whose turn has come; blocks only when too many chunks are in flight."""
+        while self._pending and (self._pending[0][1].done() or len(self._pending) > self.MAX_PENDING):
+            chunk, fut = self._pending.popleft()
+            yield (chunk, *fut.result())
+
+    def drain(self) -> Iterator[tuple[list[_Job], list[FileParse], pa.Table]]:
+        self._send()
+        while self._pending:
+            chunk, fut = self._pending.popleft()
+            yield (chunk, *fut.result())
+
+
+@dataclass
+class _Done:
+    """An already-computed result with the Future methods _Parsers uses."""
+
+    value: tuple[list[FileParse], pa.Table]
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> tuple[list[FileParse], pa.Table]:
+        return self.value
+
+
+def _read_item(item: Item, ctx: _Context) -> _Job | None:
+    """Read and hash one item. Returns a parse job for a new small file; handles the rest here."""
+    ctx.summary.files_seen += 1
+    if item.reader is None:
+        _problem_only(ctx, item, Problem("read_error", item.error or "unreadable"))
+        return None
+    try:
+        if item.size > BIG_FILE:
+            _ingest_big(item, ctx)
+            return None
+        data = item.reader.read()
+    except _READ_ERRORS as e:
+        _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
+        return None
+    ctx.summary.bytes_read += len(data)
+    sha = hashlib.sha256(data).hexdigest()
+    return None if _is_duplicate(sha, ctx) else _Job(item, sha, data)
+
+
+def _finish(
+    jobs: list[_Job], parses: list[FileParse], steps: pa.Table, ctx: _Context,
+    progress: Callable[[str, int], None] | None,
+) -> None:
+    """Record a parsed chunk of files in the current batch (committing it when it is full)."""
+    ctx.batch.add_steps(steps)
+    for job, parsed in zip(jobs, parses, strict=True):
+        _record(job.item, job.sha, len(job.data), parsed, ctx)
+        if progress:
+            progress(job.item.source, ctx.summary.bytes_read)
+    if ctx.batch.n_sources >= BATCH_SOURCES:
+        ctx.batch.commit()
+        ctx.batch = ctx.writer.new_batch()
+
+
+def _is_duplicate(sha: str, ctx: _Context) -> bool:
+    if sha in ctx.known:
+        ctx.summary.duplicates_skipped += 1
+        return True
+    ctx.known.add(sha)
+    return False
+
+
+def _ingest_big(item: Item, ctx: _Context) -> None:
+    """A large file: hash it in one streaming pass, then parse it in a second (bounded memory)."""
+    assert item.reader is not None
+    hasher = hashlib.sha256()
+    for chunk in _chunks(item.reader):
+        hasher.update(chunk)
+    sha = hasher.hexdigest()
+    ctx.summary.bytes_read += item.size
+    if _is_duplicate(sha, ctx):
+        return
+    batch = ctx.batch
+    result = ParseResult(steps=StepTable(spill=lambda cols: batch.add_steps(steps_table([(cols, sha)]))))
+    with _reopen(item) as reader:
+        head = reader.read(registry.HEAD_CHARS)
+        parsed = parse_stream(head, _chunks(reader), source=item.source, fmt=ctx.fmt, result=result)
+    result.steps.flush()
+    _record(item, sha, item.size, parsed, ctx)
+
+
+def _chunks(reader: IO[bytes]) -> Iterator[bytes]:
+    while chunk := reader.read(CHUNK):
+        yield chunk
+
+
+@contextmanager
+def _reopen(item: Item) -> Iterator[IO[bytes]]:
+    """A fresh reader of ``item`` (a streamed tar member is read again by random access)."""
+    if item.archive is None:
+        with open(item.source, "rb") as fh:
+            yield fh
+    elif item.archive.lower().endswith(".zip"):
+        with zipfile.ZipFile(item.archive) as zf, zf.open(item.member or "") as fh:
+            yield fh
+    else:
+        with tarfile.open(item.archive, "r:*") as tf:
+            fh = tf.extractfile(item.member or "")
+            if fh is None:
+                raise OSError(f"archive member {item.member} is not a regular file")
+            yield fh
+
+
+def _record(item: Item, sha: str, size: int, parsed: FileParse, ctx: _Context) -> None:
+    """Turn one file's parse into rows of the current batch."""
+    res, batch, now = parsed.result, ctx.batch, time.time()
+    values = pat.match_first(ctx.patterns, item.match_path)
+    for run in res.runs:
+        run = pat.apply(run, values, res.problems)
+        batch.rows["runs"].append(run_row(run, source=item.source, sha=sha, ingested_at=now))
+        ctx.counters["status"][run.status] += 1
+        ctx.counters["format"][parsed.format or "?"] += 1
+    for t in res.telemetry:
+        batch.rows["telemetry"].append(telemetry_row(t, source=item.source, sha=sha, tags=values))
+    for p in res.problems:
+        _problem_row(ctx, item.source, sha, parsed.format, p, now)
+    batch.rows["sources"].append(
+        {"source": item.source, "source_sha256": sha, "size_bytes": size, "archive": item.archive,
+         "member": item.member,
+         "resolved_path": os.path.abspath(item.archive or item.source), "format": parsed.format, "forced_format": ctx.fmt is not None,
+         "path_patterns": ctx.pattern_texts, "n_runs": len(res.runs), "n_steps": res.steps.total_rows,
+         "n_problems": len(res.problems), "ingested_at": round(now * 1e6)}
+    )
+    batch.n_sources += 1
+    s = ctx.summary
+    s.runs_added += len(res.runs)
+    s.steps_added += res.steps.total_rows
+    s.telemetry_added += len(res.telemetry)
+    if parsed.format is None:
+        s.unrecognized += 1
+    else:
+        s.files_parsed += 1
+
+
+def _problem_only(ctx: _Context, item: Item, p: Problem) -> None:
+    _problem_row(ctx, item.source, None, None, p, time.time())
+
+
+def _problem_row(ctx: _Context, source: str, sha: str | None, fmt: str | None, p: Problem, now: float) -> None:
+    ctx.batch.rows["problems"].append(
+        {"source": source, "source_sha256": sha, "format": fmt, "kind": p.kind, "line_no": p.line_no,
+         "text": p.text, "message": p.message, "ingested_at": round(now * 1e6)}
+    )
+    ctx.counters["problems"][p.kind] += 1

@@ -1,0 +1,256 @@
+"""Typed records every parser produces, and the result container they go into.
+
+Units are in the names: ``*_per_sec`` is per second, ``*_ms`` milliseconds, ``*_s`` seconds.
+A metric that the log does not give is ``None`` (stored as NULL), never 0.
+
+Grain:
+- ``Run``: one training/benchmark run found in a file (a file may hold several, e.g. appended runs).
+- steps (``StepTable``): one row per printed step or interval, per rank.
+- ``TelemetrySample``: one row per sample per GPU.
+- ``Problem``: one row per thing in a file that could not be read as its format says.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+#: Allowed values of ``Run.status``. ``timeout`` and ``interrupted`` come from ``bench run``.
+STATUSES = ("ok", "failed", "oom", "truncated", "no_result", "timeout", "interrupted")
+
+#: Allowed values of ``Problem.kind``.
+PROBLEM_KINDS = (
+    "binary",  # NUL bytes: not a text log
+    "empty",  # zero bytes or only whitespace
+    "encoding",  # bytes that are not UTF-8 (replaced by U+FFFD)
+    "unrecognized_format",  # no parser's sniff accepted the file
+    "bad_line",  # a line that looks like the format but cannot be read
+    "truncated",  # the file ends mid-line or mid-run
+    "conflict",  # two sources of one value disagree: a --path-pattern vs the log (the log wins), or the log vs itself
+    "read_error",  # the file or archive member could not be read
+    "parser_error",  # a parser raised: a bug, recorded instead of crashing the ingest
+    "missing_field",  # a value the format should give was not found
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run found in a log. ``run_index`` orders runs within their file (0-based)."""
+
+    run_index: int = 0
+    format: str | None = None
+    framework: str | None = None
+    framework_version: str | None = None
+    model: str | None = None
+    dataset: str | None = None
+    data: str | None = None  # "synthetic" | "real"
+    mode: str | None = None  # "train" | "inference" | "eval" | "layer" (a single-layer timing)
+    precision: str | None = None  # "fp32" | "fp16" | "amp" ...
+    data_format: str | None = None  # "NCHW" | "NHWC"
+    variable_update: str | None = None
+    all_reduce: str | None = None
+    batch_size_per_device: int | None = None
+    global_batch_size: int | None = None
+    num_gpus: int | None = None
+    num_nodes: int | None = None
+    num_ranks: int | None = None
+    gpu_model: str | None = None
+    host: str | None = None
+    started_at: float | None = None  # unix seconds (UTC)
+    ended_at: float | None = None  # unix seconds (UTC)
+    wall_time_s: float | None = None
+    num_steps: int | None = None
+    warmup_steps: int | None = None
+    images_per_sec: float | None = None
+    images_per_sec_mean: float | None = None
+    images_per_sec_stderr: float | None = None
+    images_per_sec_jitter: float | None = None
+    images_per_sec_ranks: tuple[float | None, ...] | None = None  # per-rank totals, index = rank
+    forward_ms: float | None = None
+    backward_ms: float | None = None
+    forward_backward_ms: float | None = None
+    time_to_train_s: float | None = None  # MLPerf run_start -> run_stop
+    status: str = "ok"
+    status_detail: str | None = None  # e.g. the exception line of a crash
+    first_line: int | None = None  # 1-based line numbers of the run's extent in its file
+    last_line: int | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySample:
+    """One telemetry sample for one GPU (``gpu_index`` None for host-wide values)."""
+
+    sample_index: int
+    timestamp: float | None = None  # unix seconds
+    elapsed_s: float | None = None
+    gpu_index: int | None = None
+    images_per_sec: float | None = None
+    temperature_c: float | None = None
+    utilization_pct: float | None = None
+    memory_used_mib: float | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    run_index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something in a file that could not be read. ``line_no`` is 1-based, None for the whole file."""
+
+    kind: str
+    message: str
+    line_no: int | None = None
+    text: str | None = None  # the offending line, cut to 500 characters
+
+    def __post_init__(self) -> None:
+        if self.kind not in PROBLEM_KINDS:
+            raise ValueError(f"unknown problem kind {self.kind!r}")
+        if self.text is not None and len(self.text) > 500:
+            object.__setattr__(self, "text", self.text[:500])
+
+
+# Columns of the steps table, in order, with their kinds ("i" int64 / "d" float64 / "m" metrics map).
+STEP_COLUMNS: dict[str, str] = {
+    "run_index": "i",
+    "rank": "i",
+    "step": "i",
+    "epoch": "i",
+    "images_per_sec": "d",  # the rate as printed (tf_cnn: cumulative mean since warm-up)
+    "interval_images_per_sec": "d",  # the rate over this interval alone (derived where not printed)
+    "images_per_sec_stderr": "d",
+    "images_per_sec_jitter": "d",
+    "loss": "d",
+    "top1_accuracy": "d",
+    "top5_accuracy": "d",
+    "step_time_ms": "d",
+    "timestamp": "d",  # unix seconds, where the log gives one
+    "line_no": "i",
+    "metrics": "m",  # other named values on the line, e.g. MXNet "Train-accuracy"
+}
+
+#: NULL inside array('d'): a NaN with a payload of our own, so that a real NaN (a diverged ``loss = nan``)
+#: stays NaN in the store while a missing value becomes NULL.
+_NULL_BITS = 0x7FF8_DEAD_BEEF_0001
+_NAN = struct.unpack("<d", struct.pack("<Q", _NULL_BITS))[0]
+_INT_NULL = -(2**63)  # sentinel for a NULL integer inside array('q'); converted to NULL on write
+
+
+def _is_null_float(v: float) -> bool:
+    return v != v and struct.pack("<d", v) == struct.pack("<Q", _NULL_BITS)
+
+
+class StepTable:
+    """Columnar buffer of step rows with bounded memory.
+
+    Parsers call :meth:`add`. When ``spill`` is given, every ``spill_rows`` rows are handed to it as a
+    dict of columns and the buffer is cleared, so a 10-million-step log never sits in memory.
+    """
+
+    def __init__(self, spill: Callable[[dict[str, Any]], None] | None = None, spill_rows: int = 500_000):
+        self._spill = spill
+        self._spill_rows = spill_rows
+        self.total_rows = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._cols: dict[str, Any] = {
+            name: (array("q") if kind == "i" else array("d") if kind == "d" else [])
+            for name, kind in STEP_COLUMNS.items()
+        }
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self.total_rows
+
+    def add(
+        self,
+        run_index: int,
+        step: int | None,
+        *,
+        rank: int | None = None,
+        epoch: int | None = None,
+        images_per_sec: float | None = None,
+        interval_images_per_sec: float | None = None,
+        images_per_sec_stderr: float | None = None,
+        images_per_sec_jitter: float | None = None,
+        loss: float | None = None,
+        top1_accuracy: float | None = None,
+        top5_accuracy: float | None = None,
+        step_time_ms: float | None = None,
+        timestamp: float | None = None,
+        line_no: int | None = None,
+        metrics: dict[str, float] | None = None,
+    ) -> None:
+        c = self._cols
+        c["run_index"].append(run_index)
+        c["rank"].append(_INT_NULL if rank is None else rank)
+        c["step"].append(_INT_NULL if step is None else step)
+        c["epoch"].append(_INT_NULL if epoch is None else epoch)
+        c["images_per_sec"].append(_NAN if images_per_sec is None else images_per_sec)
+        c["interval_images_per_sec"].append(
+            _NAN if interval_images_per_sec is None else interval_images_per_sec
+        )
+        c["images_per_sec_stderr"].append(_NAN if images_per_sec_stderr is None else images_per_sec_stderr)
+        c["images_per_sec_jitter"].append(_NAN if images_per_sec_jitter is None else images_per_sec_jitter)
+        c["loss"].append(_NAN if loss is None else loss)
+        c["top1_accuracy"].append(_NAN if top1_accuracy is None else top1_accuracy)
+        c["top5_accuracy"].append(_NAN if top5_accuracy is None else top5_accuracy)
+        c["step_time_ms"].append(_NAN if step_time_ms is None else step_time_ms)
+        c["timestamp"].append(_NAN if timestamp is None else timestamp)
+        c["line_no"].append(_INT_NULL if line_no is None else line_no)
+        c["metrics"].append(metrics)
+        self._n += 1
+        self.total_rows += 1
+        if self._spill is not None and self._n >= self._spill_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand buffered rows to the spill callback (if any) and clear the buffer."""
+        if self._spill is not None and self._n:
+            self._spill(self._cols)
+            self._reset()
+
+    def columns(self) -> dict[str, Any]:
+        """The buffered (unspilled) rows as columns: array('q'/'d') and a list for ``metrics``."""
+        return self._cols
+
+    def take(self) -> dict[str, Any]:
+        """The buffered rows as columns, emptying the buffer (``total_rows`` keeps counting)."""
+        cols = self._cols
+        self._reset()
+        return cols
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Buffered rows as dicts with None for NULL (for tests and small files)."""
+        out = []
+        for i in range(self._n):
+            row: dict[str, Any] = {}
+            for name, kind in STEP_COLUMNS.items():
+                v = self._cols[name][i]
+                if kind == "i":
+                    row[name] = None if v == _INT_NULL else v
+                elif kind == "d":
+                    row[name] = None if _is_null_float(v) else v
+                else:
+                    row[name] = v
+            out.append(row)
+        return out
+
+
+@dataclass
+class ParseResult:
+    """What one parser made of one file."""
+
+    runs: list[Run] = field(default_factory=list)
+    steps: StepTable = field(default_factory=StepTable)
+    telemetry: list[TelemetrySample] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    def problem(self, kind: str, message: str, line_no: int | None = None, text: str | None = None) -> None:
+        self.problems.append(Problem(kind, message, line_no, text))

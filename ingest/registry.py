@@ -1,0 +1,52 @@
+"""The format registry: names, detection order, lookup. Modules are imported on first use."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Protocol, cast
+
+from bench.ingest.records import ParseResult
+
+#: Characters of a file's start that ``sniff`` sees.
+HEAD_CHARS = 256 * 1024
+
+#: Detection order: the most specific markers first. MLPerf logs embed framework lines (MXNet
+#: Speedometer, PyTorch "Tok/s"), DLLogger and Horovod output embed TF stderr, so they go before the
+#: framework parsers; the loosest formats (forward/backward timers, telemetry CSV) go last.
+FORMAT_MODULES: tuple[str, ...] = (
+    "tf_cnn",
+)
+
+
+class FormatModule(Protocol):
+    NAME: str
+    DESCRIPTION: str
+
+    def sniff(self, head: str) -> bool: ...
+
+    def parse_lines(
+        self, lines: Iterable[str], *, source: str, result: ParseResult | None = None
+    ) -> ParseResult: ...
+
+
+def load(name: str) -> FormatModule:
+    """The format module called ``name``; raises KeyError for an unknown name."""
+    if name not in FORMAT_MODULES:
+        raise KeyError(name)
+    module: ModuleType = importlib.import_module(f"bench.ingest.formats.{name}")
+    return cast(FormatModule, module)
+
+
+def all_formats() -> list[FormatModule]:
+    return [load(n) for n in FORMAT_MODULES]
+
+
+def detect(head: str) -> FormatModule | None:
+    """The first format whose ``sniff`` accepts ``head``, or None."""
+    for name in FORMAT_MODULES:
+        fmt = load(name)
+        if fmt.sniff(head):
+            return fmt
+    return None

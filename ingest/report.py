@@ -1,0 +1,33 @@
+"""Render an IngestSummary for a person (rich tables on stdout)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.ingest.pipeline import IngestSummary
+
+
+def print_summary(s: IngestSummary) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    t = Table(title=f"bench ingest -> {s.store}", show_header=False)
+    t.add_row("files seen", str(s.files_seen))
+    t.add_row("files parsed", str(s.files_parsed))
+    t.add_row("runs added", str(s.runs_added))
+    t.add_row("steps added", str(s.steps_added))
+    t.add_row("telemetry samples added", str(s.telemetry_added))
+    t.add_row("duplicates skipped", str(s.duplicates_skipped))
+    t.add_row("unrecognized files", str(s.unrecognized))
+    t.add_row("runs by status", _fmt(s.runs_by_status))
+    t.add_row("runs by format", _fmt(s.runs_by_format))
+    t.add_row("problems by kind", _fmt(s.problems_by_kind))
+    mbs = s.mb_per_s
+    t.add_row("wall time", f"{s.wall_time_s:.2f} s" + (f"  ({mbs:.1f} MB/s, {s.bytes_read / 1e6:.1f} MB)" if mbs else ""))
+    console.print(t)
+
+
+def _fmt(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or "-"

@@ -1,0 +1,139 @@
+"""Walk the PATHs given to ``bench ingest``: files, directories (recursive) and archives read in place.
+
+Archive members are streamed (tarfile ``r|*`` / zipfile), nothing is extracted to disk. Each item's
+reader is valid only until the next item is requested.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
+MEMBER_SEP = "::"  # "<archive path>::<member path>"
+
+
+@dataclass
+class Item:
+    """One file to ingest.
+
+    ``source`` is the path as given (for an archive member ``archive::member``); ``match_path`` is what
+    ``--path-pattern`` templates match (the file path, or the member path inside its archive).
+    ``error`` is set when the item could not be opened (its reader is then None).
+    """
+
+    source: str
+    match_path: str
+    size: int
+    reader: IO[bytes] | None
+    archive: str | None = None
+    member: str | None = None
+    error: str | None = None
+
+
+def is_archive(path: str) -> bool:
+    return path.lower().endswith(ARCHIVE_SUFFIXES)
+
+
+def iter_items(paths: list[str], exclude: str | None = None) -> Iterator[Item]:
+    """Yield every file under ``paths`` in a stable order (directories sorted).
+
+    ``exclude`` is a directory never walked into (the store itself, when it lies under a PATH).
+    """
+    skip = os.path.realpath(exclude) if exclude else None
+    for p in paths:
+        if os.path.isdir(p):
+            for root, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if os.path.realpath(os.path.join(root, d)) != skip)
+                for name in sorted(files):
+                    yield from _file_items(os.path.join(root, name))
+        else:
+            yield from _file_items(p)
+
+
+def _file_items(path: str) -> Iterator[Item]:
+    if is_archive(path):
+        yield from (_zip_items(path) if path.lower().endswith(".zip") else _tar_items(path))
+        return
+    try:
+        size = os.path.getsize(path)
+        fh = open(path, "rb")
+    except OSError as e:
+        yield Item(path, _slash(path), 0, None, error=f"{type(e).__name__}: {e.strerror or e}")
+        return
+    with fh:
+        yield Item(path, _slash(path), size, fh)
+
+
+def _tar_items(path: str) -> Iterator[Item]:
+    gunzip = _gunzip(path)
+    try:
+        tf = tarfile.open(fileobj=gunzip.stdout, mode="r|") if gunzip else tarfile.open(path, mode="r|*")
+    except (OSError, tarfile.TarError, EOFError) as e:
+        _reap(gunzip)
+        yield Item(path, _slash(path), 0, None, archive=path, error=f"unreadable archive: {e}")
+        return
+    err: str | None = None
+    try:
+        with tf:
+            for member in tf:
+                if not member.isfile():
+                    continue
+                reader = tf.extractfile(member)
+                yield Item(f"{path}{MEMBER_SEP}{member.name}", member.name, member.size, reader, path, member.name)
+    except (OSError, tarfile.TarError, EOFError, zlib.error) as e:  # cut or corrupt: keep what was read
+        err = str(e)
+    finally:
+        err = _reap(gunzip) or err
+    if err:
+        yield Item(path, _slash(path), 0, None, archive=path, error=f"archive ends early or is corrupt: {err}")
+
+
+def _gunzip(path: str) -> subprocess.Popen[bytes] | None:
+    """A ``gzip -dc`` child for a gzipped tar, so decompression runs on another core (None if no gzip)."""
+    if not path.lower().endswith((".tar.gz", ".tgz")) or shutil.which("gzip") is None:
+        return None
+    return subprocess.Popen(["gzip", "-dc", "--", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=1 << 20)
+
+
+def _reap(proc: subprocess.Popen[bytes] | None) -> str | None:
+    """Wait for the gzip child; its error message when it failed."""
+    if proc is None:
+        return None
+    assert proc.stdout is not None and proc.stderr is not None
+    while proc.stdout.read(1 << 20):  # drain the end-of-archive padding so gzip exits cleanly
+        pass
+    proc.stdout.close()
+    err = proc.stderr.read().decode(errors="replace").strip()
+    proc.stderr.close()
+    return (err or f"gzip exited with {proc.returncode}") if proc.wait() != 0 else None
+
+
+def _zip_items(path: str) -> Iterator[Item]:
+    try:
+        zf = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as e:
+        yield Item(path, _slash(path), 0, None, archive=path, error=f"unreadable archive: {e}")
+        return
+    with zf:
+        for info in zf.infolist():
+            if info.is_dir():
+                continue
+            src = f"{path}{MEMBER_SEP}{info.filename}"
+            try:
+                with zf.open(info) as reader:
+                    yield Item(src, info.filename, info.file_size, reader, path, info.filename)
+            except (OSError, zipfile.BadZipFile, RuntimeError) as e:
+                yield Item(src, info.filename, 0, None, path, info.filename, error=str(e))
+
+
+def _slash(path: str) -> str:
+    return Path(path).as_posix()

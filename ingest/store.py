@@ -1,0 +1,194 @@
+"""The Parquet store: layout, version check, lock, and atomic batch commits.
+
+Layout (any Parquet reader opens it; the glob is the table)::
+
+    STORE/STORE.json                          {"schema_version": 1, ...}
+    STORE/batches/<batch_id>/runs.parquet     one file per table per committed batch
+    STORE/batches/<batch_id>/steps-00000.parquet ...
+    STORE/batches/<batch_id>/{telemetry,problems,sources}.parquet
+    STORE/_tmp/<batch_id>/                     a batch being written (never read)
+
+A batch is staged under ``_tmp`` and committed by one ``rename`` of its directory into ``batches/``,
+so a reader sees all of a batch or none of it, and a ``kill -9`` leaves only a stale ``_tmp`` entry,
+removed by the next writer. Writers hold an exclusive ``lockf`` lock on ``STORE/.lock`` for the whole
+ingest, so two ingests into one store run one after the other and never duplicate a source.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.ingest.errors import BenchError
+from bench.ingest.records import SCHEMA_VERSION
+from bench.ingest.schema import METADATA, TABLES
+
+TABLE_GLOBS = {
+    "runs": "batches/*/runs.parquet",
+    "steps": "batches/*/steps-*.parquet",
+    "telemetry": "batches/*/telemetry.parquet",
+    "problems": "batches/*/problems.parquet",
+    "sources": "batches/*/sources.parquet",
+}
+
+
+def default_store() -> Path:
+    return Path(os.environ.get("BENCH_STORE", "bench-store"))
+
+
+def check_store(root: Path) -> None:
+    """Raise BenchError unless ``root`` is a store of this schema version."""
+    meta = root / "STORE.json"
+    if not meta.exists():
+        raise BenchError(f"{root} is not a bench store (no STORE.json); create it with `bench ingest PATH --store {root}`")
+    try:
+        version = json.loads(meta.read_text())["schema_version"]
+    except (ValueError, KeyError) as e:
+        raise BenchError(f"{meta} is unreadable ({e}); move the store aside and ingest again") from e
+    if version != SCHEMA_VERSION:
+        raise BenchError(
+            f"store {root} was written by schema {version}, this bench reads schema {SCHEMA_VERSION}; "
+            f"run `bench ingest --rebuild --store {root}`"
+        )
+
+
+def table_files(root: Path, table: str) -> list[Path]:
+    return sorted(root.glob(TABLE_GLOBS[table]))
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _finish_swap(root: Path) -> None:
+    """Complete a rebuild's generation swap that a kill interrupted (see bench.ingest.rebuild)."""
+    old = root / "batches.old"
+    if old.exists():
+        if (root / "batches").exists():
+            shutil.rmtree(old)  # the new generation is in place; the old one is garbage
+        else:
+            os.rename(old, root / "batches")  # killed between the two renames: keep the old generation
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class StoreWriter:
+    """Exclusive writer of a store. Use as a context manager; it creates the store if needed."""
+
+    def __init__(self, root: Path, *, wait_message: Any = None):
+        self.root = root
+        self._wait_message = wait_message
+        self._lock_fh: Any = None
+
+    def __enter__(self) -> StoreWriter:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock_fh = open(self.root / ".lock", "a+b")
+        try:
+            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if self._wait_message:
+                self._wait_message()
+            fcntl.flock(self._lock_fh, fcntl.LOCK_EX)
+        try:
+            self._prepare()
+        except BaseException:
+            self._lock_fh.close()  # closing releases the lock
+            raise
+        return self
+
+    def _prepare(self) -> None:
+        meta = self.root / "STORE.json"
+        if not meta.exists():
+            body = {"schema_version": SCHEMA_VERSION, "created_at": time.time(), "layout": TABLE_GLOBS}
+            write_atomic(meta, json.dumps(body, indent=2).encode())
+        check_store(self.root)
+        _finish_swap(self.root)
+        (self.root / "batches").mkdir(exist_ok=True)
+        shutil.rmtree(self.root / "_tmp", ignore_errors=True)  # left by a killed writer; we hold the lock
+        (self.root / "_tmp").mkdir()
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.root / "_tmp", ignore_errors=True)
+        fcntl.lockf(self._lock_fh, fcntl.LOCK_UN)
+        self._lock_fh.close()
+
+    def known_hashes(self) -> set[str]:
+        """SHA-256 of every source already committed."""
+        out: set[str] = set()
+        for f in table_files(self.root, "sources"):
+            out.update(pq.read_table(f, columns=["source_sha256"]).column(0).to_pylist())
+        return out
+
+    def new_batch(self) -> Batch:
+        batch_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        return Batch(self.root, batch_id)
+
+
+class Batch:
+    """Rows of one batch, staged in ``_tmp/<id>`` and committed atomically."""
+
+    def __init__(self, root: Path, batch_id: str):
+        self.root, self.batch_id = root, batch_id
+        self.dir = root / "_tmp" / batch_id
+        self.dir.mkdir(parents=True)
+        self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("runs", "telemetry", "problems", "sources")}
+        self._step_parts = 0
+        self._steps: list[pa.Table] = []
+        self._steps_rows = 0
+        self.n_sources = 0
+        self.n_step_rows = 0
+
+    STEP_PART_ROWS = 1_000_000
+
+    def add_steps(self, table: pa.Table) -> None:
+        """Buffer step rows; a part file is written for every ``STEP_PART_ROWS`` rows."""
+        if table.num_rows:
+            self._steps.append(table)
+            self._steps_rows += table.num_rows
+            if self._steps_rows >= self.STEP_PART_ROWS:
+                self._flush_steps()
+
+    def _flush_steps(self) -> None:
+        if self._steps:
+            self._write(f"steps-{self._step_parts:05d}.parquet", pa.concat_tables(self._steps))
+            self._step_parts += 1
+            self.n_step_rows += self._steps_rows
+            self._steps, self._steps_rows = [], 0
+
+    def _write(self, name: str, table: pa.Table) -> None:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **METADATA})
+        pq.write_table(table, self.dir / name, compression="zstd")
+
+    def commit(self) -> None:
+        """Write the buffered tables and move the batch into ``batches/`` in one rename."""
+        self._flush_steps()
+        for table, rows in self.rows.items():
+            self._write(f"{table}.parquet", pa.Table.from_pylist(rows, schema=TABLES[table]))
+        if self._step_parts == 0:
+            self._write("steps-00000.parquet", TABLES["steps"].empty_table())
+        for f in self.dir.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        _fsync_dir(self.dir)
+        os.rename(self.dir, self.root / "batches" / self.batch_id)
+        _fsync_dir(self.root / "batches")

@@ -1,0 +1,161 @@
+"""Text helpers shared by parsers: decoding, line splitting, wrapper prefixes, timestamps.
+
+Every function here is pure. Wrapper prefixes (MPI/Gloo/Slurm rank tags, glog, TF C++ stderr)
+are defined once here so that each format module reads the message behind them, and keeps the
+rank or time they carry.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from bench.ingest.records import Problem
+
+# Open MPI --tag-output: "[1,0]<stdout>:"  (jobid, rank)
+_MPI = re.compile(r"\[(\d+),(\d+)\]<(?:stdout|stderr)>:")
+# horovodrun Gloo: "[0]<stdout>:" optionally preceded by time.asctime(), e.g. "Mon Jan  4 10:00:00 2021"
+_GLOO = re.compile(r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[(\d+)\]<(?:stdout|stderr)>:")
+# Slurm srun --label: right-aligned task id, colon, space: " 0: ", "12: "
+_SLURM = re.compile(r" *(\d{1,5}): ")
+# Intel MPI / MPICH -l: "[0] "
+_MPICH = re.compile(r"\[(\d{1,5})\] ")
+
+
+def split_rank(line: str) -> tuple[int | None, str]:
+    """Strip a rank-tagging wrapper prefix. Returns (rank or None, rest of the line).
+
+    Recognised: Open MPI ``[job,rank]<stdout>:``, Gloo ``[rank]<stdout>:`` (with optional asctime),
+    Slurm ``" 0: "``, MPICH ``"[0] "``. Lines without a prefix come back unchanged with rank None.
+    """
+    if not line:
+        return None, line
+    c = line[0]
+    if c == "[" or c.isalpha():
+        m = _MPI.match(line)
+        if m:
+            return int(m.group(2)), line[m.end() :]
+        m = _GLOO.match(line)
+        if m:
+            return int(m.group(1)), line[m.end() :]
+        if c == "[":
+            m = _MPICH.match(line)
+            if m:
+                return int(m.group(1)), line[m.end() :]
+        return None, line
+    if c == " " or c.isdigit():
+        m = _SLURM.match(line)
+        if m:
+            return int(m.group(1)), line[m.end() :]
+    return None, line
+
+
+@dataclass(frozen=True, slots=True)
+class GlogLine:
+    """A parsed glog line. ``year`` is None for the classic format without a year."""
+
+    level: str
+    year: int | None
+    month: int
+    day: int
+    seconds: float  # seconds since midnight
+    thread: int
+    source: str  # "solver.cpp:242"
+    message: str
+
+
+_GLOG = re.compile(
+    r"([IWEF])(\d{4})?(\d\d)(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?) +(\d+) ([^\]\s]+)\] ?(.*)"
+)
+
+
+def parse_glog(line: str) -> GlogLine | None:
+    """Parse ``I0302 03:28:02.104485  8238 solver.cpp:242] msg`` (and the ``I20170302`` form)."""
+    m = _GLOG.match(line)
+    if not m:
+        return None
+    lvl, year, mo, dd, hh, mi, ss, tid, src, msg = m.groups()
+    return GlogLine(
+        lvl,
+        int(year) if year else None,
+        int(mo),
+        int(dd),
+        int(hh) * 3600 + int(mi) * 60 + float(ss),
+        int(tid),
+        src,
+        msg,
+    )
+
+
+class GlogClock:
+    """Turns successive glog (month, day, seconds) stamps into monotonically comparable seconds.
+
+    glog without a year still carries month and day, so a run that crosses midnight moves to the next
+    day and is handled by the date itself. The only wrap left is New Year (Dec 31 -> Jan 1), which is
+    detected by the month going backwards and handled by adding a year. ``base_year`` (e.g. from a glog
+    file header ``Log file created at: 2015/09/06 ...``) makes the result absolute unix seconds.
+    """
+
+    def __init__(self, base_year: int | None = None):
+        self.year = base_year if base_year is not None else 2001  # a non-leap year as neutral default
+        self.absolute = base_year is not None
+        self._last_month: int | None = None
+
+    def seconds(self, g: GlogLine) -> float:
+        if g.year is not None:
+            self.year, self.absolute = g.year, True
+        elif self._last_month is not None and g.month < self._last_month:
+            self.year += 1
+        self._last_month = g.month
+        return calendar.timegm((self.year, g.month, g.day, 0, 0, 0)) + g.seconds
+
+
+_TF_STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?): [IWEF] ")
+
+
+def tf_stamp_seconds(line: str) -> float | None:
+    """Unix seconds of a TF C++ stderr line ``2020-09-05 18:47:50.152480: I tensorflow/...``.
+
+    The stamp is local time of the machine that ran it; it is read as UTC (durations are exact).
+    """
+    m = _TF_STAMP.match(line)
+    if not m:
+        return None
+    y, mo, d, hh, mi, ss = m.groups()
+    return calendar.timegm((int(y), int(mo), int(d), int(hh), int(mi), 0)) + float(ss)
+
+
+def decode(data: bytes) -> tuple[str, list[Problem]]:
+    """Bytes -> text. Invalid UTF-8 is replaced (U+FFFD) and reported once, with its line number."""
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError as e:
+        line_no = data.count(b"\n", 0, e.start) + 1
+        text = data.decode("utf-8", errors="replace")
+        return text, [Problem("encoding", f"bytes that are not UTF-8 ({e.reason}); replaced", line_no)]
+
+
+def iter_lines(text: str) -> Iterator[str]:
+    """Split on LF only (not on the other separators str.splitlines knows), dropping a CR before it.
+
+    A final line without LF is yielded too (a file cut mid-line still gives its partial last line).
+    """
+    start = 0
+    find = text.find
+    n = len(text)
+    while start < n:
+        end = find("\n", start)
+        if end < 0:
+            end = n
+        line = text[start:end]
+        if line.endswith("\r"):
+            line = line[:-1]
+        yield line
+        start = end + 1
+
+
+def is_binary(head: bytes) -> bool:
+    """True for content that is not a text log: NUL bytes in the first block."""
+    return b"\x00" in head

@@ -1,0 +1,29 @@
+"""Given/expect test of sql/demo_summary.sql on a hand-made runs table."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+import duckdb
+import pyarrow as pa
+
+
+def test_demo_summary_counts_failed_runs_and_never_averages_them() -> None:
+    con = duckdb.connect()
+    runs = pa.table(
+        {
+            "format": ["tf_cnn", "tf_cnn", "tf_cnn", "tf_cnn", "mxnet"],
+            "framework": ["tensorflow"] * 4 + ["mxnet"],
+            "model": ["resnet50", "resnet50", "resnet50", "vgg16", "resnet50"],
+            "num_gpus": pa.array([1, 1, 1, 2, None], pa.int64()),
+            "status": ["ok", "ok", "oom", "failed", "ok"],
+            "images_per_sec": [100.0, 300.0, None, None, 50.0],
+        }
+    )
+    con.register("runs", runs)
+    sql = files("bench.sql").joinpath("demo_summary.sql").read_text()
+    assert con.execute(sql).fetchall() == [
+        ("mxnet", "mxnet", "resnet50", None, 1, 1, 50.0, 50.0, 50.0),  # unknown GPU count kept as NULL
+        ("tf_cnn", "tensorflow", "resnet50", 1, 3, 2, 200.0, 100.0, 300.0),  # the oom run counted, not averaged
+        ("tf_cnn", "tensorflow", "vgg16", 2, 1, 0, None, None, None),  # only a failed run: NULL, never 0
+    ]

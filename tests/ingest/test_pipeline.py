@@ -1,0 +1,179 @@
+"""bench.ingest.pipeline: directories, archives, idempotency, bad input, path patterns, streaming."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from logtools import tf_cnn_log, total_of
+
+from bench.ingest import pipeline
+from bench.ingest.errors import BenchError
+from bench.ingest.pipeline import ingest
+from bench.ingest.store import table_files
+
+
+def read(store: Path, table: str) -> list[dict]:
+    files = table_files(store, table)
+    return pa.concat_tables([pq.read_table(f) for f in files]).to_pylist() if files else []
+
+
+def write_logs(d: Path, n: int = 3) -> list[str]:
+    d.mkdir(parents=True, exist_ok=True)
+    texts = []
+    for i in range(n):
+        text = tf_cnn_log(10 + i, seed=i)
+        (d / f"run{i}.log").write_text(text)
+        texts.append(text)
+    return texts
+
+
+def test_directory_ingest_is_idempotent(tmp_path: Path) -> None:
+    texts = write_logs(tmp_path / "logs" / "sub")
+    s1 = ingest([str(tmp_path / "logs")], tmp_path / "st", workers=0)
+    assert (s1.files_seen, s1.runs_added, s1.duplicates_skipped) == (3, 3, 0)
+    s2 = ingest([str(tmp_path / "logs")], tmp_path / "st", workers=2)
+    assert (s2.files_seen, s2.runs_added, s2.duplicates_skipped) == (3, 0, 3)
+    runs = sorted(read(tmp_path / "st", "runs"), key=lambda r: r["source"])
+    assert [r["images_per_sec"] for r in runs] == [total_of(t) for t in texts]
+    assert len({r["run_id"] for r in runs}) == 3
+    steps = read(tmp_path / "st", "steps")
+    # 10+i steps displayed at step 1 and every 10: 2 step lines per log (steps 1 and 10)
+    assert len(steps) == 6 and {s["run_id"] for s in steps} == {r["run_id"] for r in runs}
+
+
+@pytest.mark.parametrize("suffix", [".tar", ".tar.gz", ".tgz", ".zip"])
+def test_archives_are_read_in_place(tmp_path: Path, suffix: str) -> None:
+    texts = [tf_cnn_log(12, seed=s) for s in (1, 2)]
+    archive = tmp_path / f"logs{suffix}"
+    if suffix == ".zip":
+        with zipfile.ZipFile(archive, "w") as zf:
+            for i, t in enumerate(texts):
+                zf.writestr(f"a/run{i}.log", t)
+    else:
+        mode = "w" if suffix == ".tar" else "w:gz"
+        with tarfile.open(archive, mode) as tf:
+            for i, t in enumerate(texts):
+                data = t.encode()
+                info = tarfile.TarInfo(f"a/run{i}.log")
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    before = set(tmp_path.iterdir())
+    s = ingest([str(archive)], tmp_path / "st", workers=0)
+    assert s.runs_added == 2
+    assert set(tmp_path.iterdir()) - before == {tmp_path / "st"}  # nothing extracted beside the store
+    runs = sorted(read(tmp_path / "st", "runs"), key=lambda r: r["source"])
+    assert [r["source"] for r in runs] == [f"{archive}::a/run0.log", f"{archive}::a/run1.log"]
+    assert [r["images_per_sec"] for r in runs] == [total_of(t) for t in texts]
+
+
+def test_corrupt_archive_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    good = tmp_path / "ok.tar.gz"
+    with tarfile.open(good, "w:gz") as tf:
+        for i in range(3):
+            data = tf_cnn_log(10, seed=i).encode() * 20
+            info = tarfile.TarInfo(f"run{i}.log")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    s = ingest([str(cut)], tmp_path / "st", workers=0)
+    assert s.problems_by_kind.get("read_error", 0) >= 1
+    problems = read(tmp_path / "st", "problems")
+    assert any(p["kind"] == "read_error" and p["source"].startswith(str(cut)) for p in problems)
+
+
+def _bad_inputs(d: Path) -> dict[str, bytes]:
+    log = tf_cnn_log(20, seed=7)
+    lines = log.split("\n")
+    cases = {
+        "binary.bin": b"\x7fELF\x00\x00\x01" + bytes(range(256)) * 4,
+        "empty.log": b"",
+        "latin1.log": log.replace("Model:       resnet50", "Model:       r\xe9snet50").encode("latin-1"),
+        "crlf.log": log.replace("\n", "\r\n").encode(),
+        "cut.log": "\n".join(lines[:-5]).encode()[:-3],  # no total, cut mid-line
+        "longline.log": ("\n".join(lines[:16]) + "\n" + "x" * 1_048_576 + "\n" + "\n".join(lines[16:])).encode(),
+        "unknown.txt": b"hello\nthis is not a benchmark log\n",
+    }
+    for name, data in cases.items():
+        (d / name).write_bytes(data)
+    return {"log": log.encode()}
+
+
+def test_bad_input_never_crashes_and_never_loses_data(tmp_path: Path) -> None:
+    d = tmp_path / "bad"
+    d.mkdir()
+    ref = _bad_inputs(d)["log"].decode()
+    s = ingest([str(d)], tmp_path / "st", workers=0)
+    assert s.files_seen == 7
+    runs = {Path(r["source"]).name: r for r in read(tmp_path / "st", "runs")}
+    problems = read(tmp_path / "st", "problems")
+    kinds = {(Path(p["source"]).name, p["kind"]) for p in problems}
+    assert ("binary.bin", "binary") in kinds
+    assert ("empty.log", "empty") in kinds
+    assert ("unknown.txt", "unrecognized_format") in kinds
+    assert ("latin1.log", "encoding") in kinds
+    assert next(p["line_no"] for p in problems if p["kind"] == "encoding") == 2  # the Model: line
+    assert ("cut.log", "truncated") in kinds
+    assert runs["latin1.log"]["images_per_sec"] == total_of(ref)
+    assert runs["crlf.log"]["images_per_sec"] == total_of(ref)
+    assert runs["longline.log"]["images_per_sec"] == total_of(ref)
+    assert runs["cut.log"]["status"] == "truncated" and runs["cut.log"]["images_per_sec"] is None
+    # every file is accounted for: a run or a problem (or both)
+    names = {Path(p["source"]).name for p in problems} | set(runs)
+    assert names == {p.name for p in d.iterdir()}
+    sources = read(tmp_path / "st", "sources")
+    assert len(sources) == 7
+
+
+def test_path_patterns_fill_and_conflict(tmp_path: Path) -> None:
+    d = tmp_path / "sysA.logs" / "syn-replicated-fp16-2gpus" / "resnet50-64" / "throughput"
+    d.mkdir(parents=True)
+    (d / "1").write_text(tf_cnn_log(10, batch_per_device=64, num_gpus=1))
+    pattern = "{system}.logs/{data_mode}-{variable_update}-{precision}-{num_gpus}gpus/{model}-{batch_size_per_device}/throughput/{repeat}"
+    s = ingest([str(tmp_path)], tmp_path / "st", path_patterns=[pattern], workers=0)
+    (run,) = read(tmp_path / "st", "runs")
+    assert run["precision"] == "fp16"  # the log never prints precision: the path fills it
+    assert dict(run["tags"])["repeat"] == "1" and dict(run["tags"])["system"] == "sysA"
+    assert run["num_gpus"] == 1  # the log says 1 GPU (64 global / 64 per device): the log wins
+    assert s.problems_by_kind == {"conflict": 1}
+
+
+def test_bad_path_pattern_and_missing_path_are_user_errors(tmp_path: Path) -> None:
+    with pytest.raises(BenchError, match="no such file"):
+        ingest([str(tmp_path / "nope")], tmp_path / "st")
+    with pytest.raises(BenchError, match="no \\{field\\}"):
+        ingest([str(tmp_path)], tmp_path / "st", path_patterns=["plain/path"])
+    with pytest.raises(BenchError, match="unknown format"):
+        ingest([str(tmp_path)], tmp_path / "st", fmt="nosuch")
+
+
+def test_big_files_stream_with_the_same_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = tf_cnn_log(3000, display_every=1, seed=3)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "big.log").write_text(text)
+    with tarfile.open(tmp_path / "b.tar.gz", "w:gz") as tf:
+        tf.add(tmp_path / "a" / "big.log", arcname="m/big2.log")
+    (tmp_path / "a" / "big3.log").write_text(text.replace("resnet50", "resnet101"))
+    monkeypatch.setattr(pipeline, "BIG_FILE", 10_000)
+    monkeypatch.setattr(pipeline, "CHUNK", 4096)
+    s = ingest([str(tmp_path / "a"), str(tmp_path / "b.tar.gz")], tmp_path / "st", workers=0)
+    assert s.duplicates_skipped == 1  # big2.log has big.log's bytes
+    runs = read(tmp_path / "st", "runs")
+    assert sorted(r["model"] for r in runs) == ["resnet101", "resnet50"]
+    assert {r["images_per_sec"] for r in runs} == {total_of(text)}
+    assert len(read(tmp_path / "st", "steps")) == 6000
+
+
+def test_store_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+    write_logs(tmp_path / "logs", 1)
+    ingest([str(tmp_path / "logs")], tmp_path / "st", workers=0)
+    meta = tmp_path / "st" / "STORE.json"
+    meta.write_text(meta.read_text().replace('"schema_version": 1', '"schema_version": 99'))
+    with pytest.raises(BenchError, match="bench ingest --rebuild"):
+        ingest([str(tmp_path / "logs")], tmp_path / "st", workers=0)

@@ -1,0 +1,84 @@
+"""The bench command: help, one success and one user error per command, the installed entry point."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from logtools import tf_cnn_log, total_of
+from typer.testing import CliRunner
+
+from bench.ingest.registry import FORMAT_MODULES
+from bench.runner.cli import app
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("args", [["--help"], ["ingest", "--help"], ["sql", "--help"]])
+def test_help(args: list[str]) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0
+    assert "Usage" in result.output
+
+
+def test_list_formats_names_every_registered_format() -> None:
+    result = runner.invoke(app, ["ingest", "--list-formats"])
+    assert result.exit_code == 0
+    listed = [line.split()[0] for line in result.output.splitlines() if line.strip()]
+    assert listed == list(FORMAT_MODULES)
+
+
+def test_ingest_then_sql(tmp_path: Path) -> None:
+    text = tf_cnn_log(20)
+    (tmp_path / "a.log").write_text(text)
+    (tmp_path / "junk.bin").write_bytes(b"\x00\x01\x02")
+    st = str(tmp_path / "st")
+    result = runner.invoke(app, ["ingest", str(tmp_path / "a.log"), str(tmp_path / "junk.bin"), "--store", st, "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["runs_added"] == 1 and summary["problems_by_kind"] == {"binary": 1}
+    strict = runner.invoke(app, ["ingest", str(tmp_path / "junk.bin"), "--store", str(tmp_path / "st2"), "--strict"])
+    assert strict.exit_code == 1
+    result = runner.invoke(app, ["sql", "SELECT images_per_sec, status FROM runs", "--store", st, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == [{"images_per_sec": total_of(text), "status": "ok"}]
+    result = runner.invoke(app, ["sql", "SELECT count(*) AS n FROM problems", "--store", st, "--format", "csv"])
+    assert result.output == "n\n1\n"
+
+
+def test_user_errors_exit_1_with_a_message(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["ingest", str(tmp_path / "missing.log"), "--store", str(tmp_path / "st")])
+    assert result.exit_code == 1
+    assert "Error: no such file or directory" in result.output
+    result = runner.invoke(app, ["sql", "SELECT 1", "--store", str(tmp_path / "nostore")])
+    assert result.exit_code == 1 and "is not a bench store" in result.output
+    (tmp_path / "a.log").write_text(tf_cnn_log(10))
+    runner.invoke(app, ["ingest", str(tmp_path / "a.log"), "--store", str(tmp_path / "st")])
+    result = runner.invoke(app, ["sql", "SELECT nosuchcolumn FROM runs", "--store", str(tmp_path / "st")])
+    assert result.exit_code == 1 and "SQL failed" in result.output
+
+
+def test_usage_error_exits_2() -> None:
+    result = runner.invoke(app, ["sql"])
+    assert result.exit_code == 2
+
+
+def test_cli_start_up_imports_no_heavy_library() -> None:
+    code = "import sys, bench.runner.cli; print(sorted(m for m in ('pyarrow','duckdb','pandas','numpy','matplotlib','statsmodels','tensorflow') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_installed_entry_point(tmp_path: Path) -> None:
+    exe = shutil.which("bench") or str(Path(sys.executable).with_name("bench"))
+    (tmp_path / "a.log").write_text(tf_cnn_log(10))
+    env_store = tmp_path / "envstore"
+    proc = subprocess.run([exe, "ingest", str(tmp_path / "a.log"), "--json"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "BENCH_STORE": str(env_store)}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["runs_added"] == 1
+    assert (env_store / "STORE.json").exists()  # $BENCH_STORE is the default store
