@@ -17,6 +17,9 @@ HEAD_CHARS = 256 * 1024
 #: framework parsers; the loosest formats (forward/backward timers, telemetry CSV) go last.
 FORMAT_MODULES: tuple[str, ...] = (
     "tf_cnn",
+    "horovod",
+    "convnet",
+    "telemetry",
 )
 
 

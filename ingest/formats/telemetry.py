@@ -1,0 +1,153 @@
+"""GPU telemetry side files: Lambda ``thermal/<iter>`` lines and nvidia-smi query CSV (log-formats.md §12).
+
+A telemetry file is not a run: it yields ``TelemetrySample`` rows only (``run_index`` None; the ingest
+links a file to its run by path), one row per sample per GPU.
+
+Lambda ``thermal/<iter>`` (``LAM:benchmark.sh:L152-L158``): every few seconds one line
+``<unix_s>, <last step img/s>, <temp GPU0>, <temp GPU1>, ..., `` with a trailing comma. The img/s field is
+the latest tf_cnn step rate of the run (it can be empty before the first step line); it is repeated on
+every GPU row of its sample. The temperature columns cover every GPU of the machine, not only the ones
+the run used; ``gpu_index`` is the column position (nvidia-smi order).
+
+nvidia-smi ``--query-gpu=... --format=csv[,nounits]``: a header line naming the fields
+(``timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W],
+clocks.sm [MHz]``), then one line per GPU per sample. Columns are read by header name; unknown ones are
+ignored, values with units (``95 %``, ``250.00 W``) and ``[N/A]`` are handled. A new sample starts when a
+GPU index repeats. ``timestamp`` (``2021/01/04 10:00:00.123``) is local time of the machine, read as UTC.
+
+``elapsed_s`` is the time since the file's first sample.
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import re
+from collections.abc import Iterable
+
+from bench.ingest.records import ParseResult, TelemetrySample
+
+NAME = "telemetry"
+DESCRIPTION = "GPU telemetry: Lambda thermal/<iter> lines and nvidia-smi --query-gpu CSV"
+
+_MIN_UNIX, _MAX_UNIX = 946_684_800, 4_102_444_800  # 2000-01-01 .. 2100-01-01: a plausible sample time
+_THERMAL = re.compile(r"(\d{9,10}(?:\.\d+)?), *(\d+(?:\.\d+)?)?, *((?:\d+(?:\.\d+)?, *)*\d+(?:\.\d+)?),? *$")
+_SMI_TIME = re.compile(r"(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?)$")
+_UNIT = re.compile(r"\s*\[[^\]]*\]$")
+_VALUE = re.compile(r"(-?\d+(?:\.\d+)?)(?:\s*(?:%|MiB|W|MHz|C))?$")
+#: nvidia-smi query field -> TelemetrySample attribute
+_SMI_FIELDS = {
+    "utilization.gpu": "utilization_pct",
+    "memory.used": "memory_used_mib",
+    "temperature.gpu": "temperature_c",
+    "power.draw": "power_w",
+    "clocks.sm": "sm_clock_mhz",
+    "clocks.current.sm": "sm_clock_mhz",
+}
+
+
+def sniff(head: str) -> bool:
+    """Strict: the first lines are all Lambda thermal lines with a plausible unix time, or the first
+    line is an nvidia-smi CSV header with ``timestamp`` and ``index`` and a known GPU field."""
+    pieces = head.split("\n", 5)
+    complete = pieces[:-1] or pieces  # the last piece may be cut; a one-line head is all there is
+    first = next((ln for ln in complete if ln.strip()), "")
+    if first.startswith("timestamp") and "," in first:
+        names = {_UNIT.sub("", f.strip()) for f in first.split(",")}
+        return "index" in names and bool(names & _SMI_FIELDS.keys())
+    lines = [ln for ln in complete if ln.strip()]
+    return bool(lines) and all(_thermal_time(ln) is not None for ln in lines)
+
+
+def _thermal_time(line: str) -> float | None:
+    m = _THERMAL.match(line.strip())
+    if m is None:
+        return None
+    t = float(m.group(1))
+    return t if _MIN_UNIX <= t <= _MAX_UNIX else None
+
+
+def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
+    """Parse a thermal file or an nvidia-smi CSV into telemetry rows (one per sample per GPU)."""
+    result = result if result is not None else ParseResult()
+    it = iter(enumerate(lines, 1))
+    for line_no, line in it:
+        if not line.strip():
+            continue
+        if line.startswith("timestamp"):
+            _parse_smi(line, it, result)
+        else:
+            _parse_thermal(line_no, line, it, result)
+        break
+    if not result.telemetry:
+        result.problem("missing_field", "no telemetry sample found")
+    return result
+
+
+def _parse_thermal(first_no: int, first: str, rest: Iterable[tuple[int, str]], result: ParseResult) -> None:
+    t0: float | None = None
+    sample = 0
+
+    def one(line_no: int, line: str) -> None:
+        nonlocal t0, sample
+        m = _THERMAL.match(line.strip())
+        if m is None or not _MIN_UNIX <= float(m.group(1)) <= _MAX_UNIX:
+            result.problem("bad_line", "not '<unix_s>, <img/s>, <temp>, ...' with a plausible time", line_no, line)
+            return
+        t = float(m.group(1))
+        t0 = t if t0 is None else t0
+        rate = float(m.group(2)) if m.group(2) else None
+        temps = [float(v) for v in m.group(3).replace(" ", "").split(",") if v]
+        result.telemetry.extend(
+            TelemetrySample(sample, timestamp=t, elapsed_s=t - t0, gpu_index=i, images_per_sec=rate, temperature_c=c)
+            for i, c in enumerate(temps)
+        )
+        sample += 1
+
+    one(first_no, first)
+    for line_no, line in rest:
+        if line.strip():
+            one(line_no, line)
+
+
+def _smi_time(text: str) -> float | None:
+    m = _SMI_TIME.match(text)
+    if m is None:
+        return None
+    y, mo, d, hh, mi, ss = m.groups()
+    return calendar.timegm((int(y), int(mo), int(d), int(hh), int(mi), 0)) + float(ss)
+
+
+def _smi_value(text: str) -> float | None:
+    """``95 %`` / ``250.00 W`` / ``70`` -> float; ``[N/A]``, ``[Not Supported]`` -> None."""
+    m = _VALUE.match(text)
+    if m is None:
+        return None
+    v = float(m.group(1))
+    return v if math.isfinite(v) else None
+
+
+def _parse_smi(header: str, rest: Iterable[tuple[int, str]], result: ParseResult) -> None:
+    names = [_UNIT.sub("", f.strip()) for f in header.split(",")]
+    cols = {name: i for i, name in enumerate(names)}
+    t0: float | None = None
+    sample, seen = 0, set[int]()
+    for line_no, line in rest:
+        if not line.strip() or line.startswith("timestamp"):  # nvidia-smi -l repeats no header, but be lenient
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        index = _smi_value(cells[cols["index"]]) if "index" in cols and len(cells) == len(names) else None
+        if index is None:
+            result.problem("bad_line", f"expected {len(names)} comma-separated fields with a GPU index", line_no, line)
+            continue
+        gpu = int(index)
+        if gpu in seen:  # a GPU index repeats: the next sample has begun
+            sample, seen = sample + 1, set[int]()
+        seen.add(gpu)
+        t = _smi_time(cells[cols["timestamp"]]) if "timestamp" in cols else None
+        t0 = t if t0 is None else t0
+        values = {attr: _smi_value(cells[cols[name]]) for name, attr in _SMI_FIELDS.items() if name in cols}
+        result.telemetry.append(
+            TelemetrySample(sample, timestamp=t, elapsed_s=None if t is None or t0 is None else t - t0,
+                            gpu_index=gpu, **values)
+        )

@@ -1,0 +1,141 @@
+"""Telemetry parser: Lambda thermal lines, nvidia-smi query CSV, strict sniffing, and every Lambda thermal file."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from bench.ingest.formats import telemetry
+from bench.ingest.parse import parse_bytes
+from bench.ingest.records import ParseResult
+
+
+def _parse(text: str) -> ParseResult:
+    return telemetry.parse_lines(text.split("\n"), source="test")
+
+
+def test_thermal_line_gives_one_row_per_gpu_with_trailing_comma() -> None:
+    res = _parse("1599331669, 1729.8, 40, 38, 37, \n1599331671, 1730.5, 41, 38, 37, \n")
+    assert len(res.telemetry) == 6
+    first, last = res.telemetry[0], res.telemetry[-1]
+    assert (first.sample_index, first.gpu_index, first.temperature_c, first.images_per_sec) == (0, 0, 40.0, 1729.8)
+    assert (last.sample_index, last.gpu_index, last.temperature_c, last.elapsed_s) == (1, 2, 37.0, 2.0)
+    assert not res.runs and not res.problems
+
+
+def test_thermal_empty_rate_is_none_not_zero() -> None:
+    res = _parse("1593533076, , 76, 44, \n")
+    assert [s.images_per_sec for s in res.telemetry] == [None, None]
+    assert [s.temperature_c for s in res.telemetry] == [76.0, 44.0]
+
+
+def test_thermal_cut_line_is_a_bad_line() -> None:
+    res = _parse("1600000000, 10.0, 35, \n1600000002, 11.0")
+    assert len(res.telemetry) == 1
+    assert [(p.kind, p.line_no) for p in res.problems] == [("bad_line", 2)]
+
+
+def test_smi_csv_units_na_and_sample_grouping() -> None:
+    text = (
+        "timestamp, index, temperature.gpu, power.draw [W], clocks.current.sm [MHz]\n"
+        "2021/01/04 10:00:00.000, 0, 60, 100.00 W, 1500 MHz\n"
+        "2021/01/04 10:00:00.000, 1, 61, [Not Supported], 1500 MHz\n"
+        "2021/01/04 10:00:02.500, 0, 62, 101.00 W, 1500 MHz\n"
+    )
+    res = _parse(text)
+    assert [(s.sample_index, s.gpu_index) for s in res.telemetry] == [(0, 0), (0, 1), (1, 0)]
+    assert res.telemetry[1].power_w is None
+    assert res.telemetry[2].elapsed_s == pytest.approx(2.5)
+    assert res.telemetry[0].sm_clock_mhz == 1500.0
+    assert res.telemetry[0].timestamp == pytest.approx(1609754400.0)
+
+
+def test_smi_nounits_values() -> None:
+    res = _parse("timestamp, index, utilization.gpu [%], memory.used [MiB]\n2021/01/04 10:00:00.000, 3, 88, 1024\n")
+    s = res.telemetry[0]
+    assert (s.gpu_index, s.utilization_pct, s.memory_used_mib) == (3, 88.0, 1024.0)
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "1599331669, 1729.8, 40, 38, \n",
+        "1599331669.5, , 40, \n1599331671.5, 3.0, 41, \n",
+        "timestamp, index, temperature.gpu\n2021/01/04 10:00:00.000, 0, 60\n",
+    ],
+)
+def test_sniff_accepts(head: str) -> None:
+    assert telemetry.sniff(head)
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "12, 1729.8, 40, 38, \n",  # not a plausible unix time
+        "1599331669, 1729.8, \n",  # no temperature column
+        "1599331669, 1729.8, 40, \nI0302 03:28:02.104485  8238 solver.cpp:242] Iteration 0\n",
+        "epoch, loss, acc\n1, 0.5, 0.9\n",  # some other CSV
+        "timestamp, loss\n2021/01/04 10:00:00.000, 1.0\n",  # a header without GPU fields
+        "Step\tImg/sec\ttotal_loss\n1\timages/sec: 4527.2 +/- 0.0 (jitter = 0.0)\t7.861 1599331741\n",
+    ],
+)
+def test_sniff_rejects(head: str) -> None:
+    assert not telemetry.sniff(head)
+
+
+def test_empty_input_is_a_problem_not_a_crash() -> None:
+    res = _parse("")
+    assert not res.telemetry
+    assert [p.kind for p in res.problems] == ["missing_field"]
+
+
+def _independent_count(data: bytes) -> tuple[int, int]:
+    """(lines, GPU rows) counted without the parser: temperature fields = non-empty fields after the first two."""
+    lines = [ln for ln in data.decode().split("\n") if ln.strip()]
+    rows = sum(len([f for f in ln.split(",")[2:] if f.strip()]) for ln in lines)
+    return len(lines), rows
+
+
+def test_every_lambda_thermal_file(corpus: Path) -> None:
+    """Every ``thermal/1`` member of the Lambda archive is detected as telemetry and fully read."""
+    archive = corpus / "tf_cnn_benchmarks" / "lambda-logs.tar.gz"
+    checked = 0
+    with tarfile.open(archive, "r|gz") as tar:
+        for member in tar:
+            if not (member.isfile() and member.name.endswith("/thermal/1")):
+                continue
+            fh = tar.extractfile(member)
+            assert fh is not None
+            data = fh.read()
+            parsed = parse_bytes(data, source=member.name)
+            assert parsed.format == "telemetry", member.name
+            res = parsed.result
+            n_lines, n_rows = _independent_count(data)
+            assert len(res.telemetry) == n_rows, member.name
+            assert res.telemetry[-1].sample_index == n_lines - 1, member.name
+            assert not res.problems and not res.runs, member.name
+            checked += 1
+    assert checked == 3680  # corpus PROVENANCE.md: 3,680 thermal/1 files in the archive
+
+
+def test_lambda_thermal_values(corpus: Path) -> None:
+    """Values read by eye from the first archive member (lines 1 and 5)."""
+    archive = corpus / "tf_cnn_benchmarks" / "lambda-logs.tar.gz"
+    name = "3960X-GeForce_RTX_3080_XLA.logs/syn-replicated-fp16-1gpus-inference/alexnet-960/thermal/1"
+    with tarfile.open(archive, "r|gz") as tar:
+        for member in tar:
+            if member.name == name:
+                fh = tar.extractfile(member)
+                assert fh is not None
+                res = parse_bytes(fh.read(), source=name).result
+                break
+        else:
+            pytest.fail(f"{name} not in the archive")
+    # 1604275796, 3342.3, 42, 31,  ...  1604275804, 19752.5, 56, 31,
+    assert (res.telemetry[0].timestamp, res.telemetry[0].images_per_sec, res.telemetry[0].temperature_c) == (
+        1604275796.0, 3342.3, 42.0)
+    assert (res.telemetry[1].gpu_index, res.telemetry[1].temperature_c) == (1, 31.0)
+    fifth = res.telemetry[8]
+    assert (fifth.sample_index, fifth.elapsed_s, fifth.images_per_sec, fifth.temperature_c) == (4, 8.0, 19752.5, 56.0)
