@@ -18,6 +18,8 @@ HEAD_CHARS = 256 * 1024
 FORMAT_MODULES: tuple[str, ...] = (
     "tf_cnn",
     "horovod",
+    "caffe_time",
+    "caffe",
     "convnet",
     "telemetry",
 )

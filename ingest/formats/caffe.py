@@ -1,0 +1,518 @@
+"""`caffe train` glog output (BVLC, NVCaffe 0.16/0.17, Intel, AMD OpenCL Caffe) -> runs and steps.
+
+Lines read (log-formats.md §6-7): solver display lines with a rate, ``Iteration N (X iter/s, Ys/K iter[s]),
+[e/Eep, ]loss = L`` (NVCaffe: ``[0.0]`` device prefix, singular ``iter)``), without one (old BVLC and the
+final line, ``Iteration N, loss = L``), NVCaffe start-up lines ``Iteration N (T s), loss = L``, ``lr`` lines,
+``Train/Test net output`` lines, ``Using GPUs``/``GPU k: name``/``Use CPU.``, the printed solver and net
+parameters (``iter_size``, TRAIN ``batch_size``), ``Top shape``, NVCaffe ``Solver performance on device`` and
+``Overall [multi-GPU ]performance``, ``Optimization Done``, fatal ``F...`` lines and the glog file header.
+
+Grain: one step row per display line (step = solver iteration). Test outputs join the row of their
+iteration (or get a row of their own). Run-level decisions:
+- images/interval = (X iter/s * Y s) iterations * batch * max(num_gpus, 1) * iter_size. X*Y (rounded) is the
+  true iteration count; the printed K is the ``display`` parameter and is wrong for the last NVCaffe 0.16 line.
+- ``images_per_sec``: NVCaffe ``Overall ... performance`` if printed, else the sum of its per-device lines,
+  else total images / total seconds over the rate lines without the run's first rate line (start-up; its
+  step row keeps only ``metrics['iter_per_sec']``). ``images_per_sec_mean``: mean of X * images/iteration.
+- Old logs without iter/s: the interval between two display lines is timed with their glog stamps (the same
+  thing BVLC's iter/s measures) and used like a rate line (tag throughput_source=glog_timestamps). A display
+  line with no earlier display line in the run has no rate, which matches the excluded first rate line.
+- failed/oom runs keep their steps but get no throughput; truncated runs keep what was measured.
+- ``num_gpus`` is 0 for ``Use CPU.``; step ``timestamp`` only when the year is known (header or glog year),
+  ``metrics['elapsed_s']`` is always the seconds since the run's first training line.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.ingest.records import ParseResult, Run
+from bench.ingest.text import GlogClock, GlogLine, parse_glog
+
+NAME = "caffe"
+DESCRIPTION = "Caffe / NVCaffe / Intel / OpenCL Caffe `caffe train` glog logs (solver display lines)"
+
+_SNIFF = re.compile(
+    r"^[IWEF]\d{4}(?:\d{4})? \d\d:\d\d:\d\d\.\d+ +\d+ (?:caffe|solver|sgd_solver|net|parallel)\.cpp:\d+\] ",
+    re.M,
+)
+_RATE = re.compile(r"Iteration (\d+) \((\S+) iter/s, (\S+)s/\d+ iters?\), (?:(\S+)/\S+ep, )?loss = (\S+)")
+_PER_ITER = re.compile(r"Iteration (\d+) \((\S+) s\), (?:(\S+)/\S+ep, )?loss = (\S+)")
+_OLD = re.compile(r"Iteration (\d+), loss = (\S+)$")
+_LR = re.compile(r"Iteration (\d+), lr = ([^,\s]+)")
+_TESTING = re.compile(r"Iteration (\d+), Testing net \(#(\d+)\)")
+_OUTPUT = re.compile(r"(Train|Test) net output #\d+: (\S+) = (\S+)")
+_TOP_SHAPE = re.compile(r"(?:(TRAIN|TEST) )?Top shape(?::| for layer \d+ '[^']*') (\d+) ")
+_DEVICE_PERF = re.compile(r"Solver performance on device (\d+): \S+ \* (\d+) = (\S+) img/sec")
+_OVERALL = re.compile(r"^Overall (?:multi-GPU )?performance: (\S+) img/sec")
+_USING_GPUS = re.compile(r"^Using GPUs ([\d, ]+)$")
+_GPU_NAME = re.compile(r"^GPU (\d+): (.+)$")
+_DONE_IN = re.compile(r"Optimization Done in (?:(\d+)h ?)?(?:(\d+)m ?)?(?:([\d.]+)s)?")
+_RESUME_ITER = re.compile(r"_iter_(\d+)\.solverstate")
+_PROTO = re.compile(r"( *)(\w+): \"?([^\"]*)\"?$")
+_HEADER = re.compile(r"Log file created at: (\d{4})/")
+_PRECISION = {"FLOAT": "fp32", "FLOAT16": "fp16", "DOUBLE": "fp64"}
+_REAL_DATA = {"Data", "ImageData", "AnnotatedData", "HDF5Data", "WindowData", "VideoData"}
+_SYNTHETIC_DATA = {"DummyData", "Input"}
+_SOLVER_TAGS = {"lr_policy", "display", "max_iter", "type", "solver_type", "base_lr"}
+_RUN_MARKERS = ("Using GPUs", "Use CPU", "Use GPU with device ID", "This is NVCaffe", "Initializing solver")
+
+
+# ---- helpers shared with caffe_time -------------------------------------------------------------
+
+
+def has_caffe_glog(head: str) -> bool:
+    """A glog line written by Caffe's own sources (caffe/solver/sgd_solver/net/parallel.cpp)."""
+    return _SNIFF.search(head) is not None
+
+
+def sniff(head: str) -> bool:
+    """Caffe glog with a solver (`caffe train` builds its solver before the big net printout)."""
+    return "solver.cpp:" in head and has_caffe_glog(head)
+
+
+def top_shape_batch(message: str) -> tuple[str | None, int] | None:
+    """(phase or None, N) from ``Top shape: N C H W (n)`` or NVCaffe ``TRAIN Top shape for layer 0 'x' N ...``."""
+    m = _TOP_SHAPE.search(message) if "Top shape" in message else None
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def proto_fact(line: str) -> tuple[int, str, str] | None:
+    """(indent, key, value) of a printed prototxt line (``    batch_size: 64``), quotes removed."""
+    m = _PROTO.fullmatch(line)
+    return (len(m.group(1)), m.group(2), m.group(3)) if m else None
+
+
+def data_kind(indent: int, key: str, value: str) -> str | None:
+    """"real" / "synthetic" from a printed net line: a layer ``type`` or the old top-level ``input_dim``."""
+    if key == "type" and indent == 2:
+        return "real" if value in _REAL_DATA else "synthetic" if value in _SYNTHETIC_DATA else None
+    return "synthetic" if indent == 0 and key in ("input", "input_dim") else None
+
+
+def device_of(message: str) -> tuple[str, int] | None:
+    """("cpu", 0) for ``Use CPU.``, ("gpu", 1) for ``Use GPU with device ID d``, else None."""
+    if message.startswith("Use CPU"):
+        return ("cpu", 0)
+    return ("gpu", 1) if message.startswith("Use GPU with device ID") else None
+
+
+def header_year(line: str) -> int | None:
+    """The year of a glog file header ``Log file created at: 2015/09/06 13:30:02``."""
+    m = _HEADER.match(line)
+    return int(m.group(1)) if m else None
+
+
+def fatal_status(line: str) -> str:
+    """``oom`` for an out-of-memory fatal line (CUDA ``out of memory``, host ``allocation of size N failed``,
+    ``bad_alloc``), else ``failed``."""
+    low = line.lower()
+    oom = "out of memory" in low or "bad_alloc" in low or ("allocation of size" in low and "failed" in low)
+    return "oom" if oom else "failed"
+
+
+# ---- per-run state ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Acc:
+    """Throughput accumulator over timed intervals (images and seconds, and the per-interval rates)."""
+
+    images: float = 0.0
+    seconds: float = 0.0
+    rate_sum: float = 0.0
+    n: int = 0
+
+    def add(self, images: float, seconds: float, rate: float) -> float:
+        self.images, self.seconds = self.images + images, self.seconds + seconds
+        self.rate_sum, self.n = self.rate_sum + rate, self.n + 1
+        return rate
+
+
+@dataclass
+class _State:
+    first_line: int
+    run: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    ctx: str | None = None  # "solver" | "net" while a printed prototxt follows its glog line
+    phase: str | None = None  # phase of the net being set up ("TRAIN" / "TEST")
+    batch: int | None = None
+    batch_top: int | None = None
+    iter_size: int = 1
+    first_iter: int | None = None
+    last_iter: int | None = None
+    t0: float | None = None
+    t1: float | None = None
+    rate_lines: int = 0
+    rates: _Acc = field(default_factory=_Acc)
+    derived: _Acc = field(default_factory=_Acc)
+    prev_old: tuple[int, float] | None = None
+    pending: dict[str, Any] | None = None
+    test_net: int = 0
+    perf: dict[int, float] = field(default_factory=dict)
+    overall: float | None = None
+    done: bool = False
+    fatal: str | None = None
+    last_line: int = 0
+
+    @property
+    def started(self) -> bool:
+        return self.first_iter is not None or self.done or self.fatal is not None
+
+    def images_per_iter(self) -> int | None:
+        b = self.batch if self.batch is not None else self.batch_top
+        return None if b is None else b * max(self.run.get("num_gpus") or 1, 1) * self.iter_size
+
+
+class _Parser:
+    def __init__(self, result: ParseResult):
+        self.result = result
+        self.clock: GlogClock | None = None
+        self.year: int | None = None
+        self.st: _State | None = None
+
+    # -- dispatch --
+
+    def line(self, no: int, line: str) -> None:
+        g = parse_glog(line) if line[:1] in "IWEF" and line[1:2].isdigit() else None
+        if g is None:
+            self._plain(no, line)
+            return
+        if self.clock is None:
+            self.clock = GlogClock(self.year)
+        t = self.clock.seconds(g)
+        msg = g.message
+        st = self.st
+        if st is None or (st.started and msg.startswith(_RUN_MARKERS)):
+            st = self._new_run(no)
+        st.last_line, st.ctx = no, None
+        if g.level == "F":
+            self._fatal(st, no, line)
+        elif "Iteration" in msg:
+            self._iteration(st, no, msg, line, t)
+        elif "net output" in msg:
+            self._output(st, no, msg, line)
+        elif "Top shape" in msg:
+            self._top_shape(st, msg)
+        else:
+            self._setup(st, no, g, msg, line)
+
+    def _plain(self, no: int, line: str) -> None:
+        year = header_year(line)
+        if year is not None:
+            if self.st is not None and self.st.started:
+                self._new_run(no)
+            self.year, self.clock = year, None
+            return
+        st = self.st
+        if st is None:
+            return
+        if line.startswith("Running on machine: "):
+            st.run["host"] = line[20:].strip()
+        elif line.startswith("*** ") and ("Check failure" in line or "Aborted at" in line or "SIG" in line):
+            if st.fatal is None:
+                self._fatal(st, no, line)
+        elif st.ctx is not None:
+            st.last_line = no
+            fact = proto_fact(line)
+            if fact is not None:
+                (self._solver_param if st.ctx == "solver" else self._net_param)(st, *fact)
+
+    def _new_run(self, no: int) -> _State:
+        if self.st is not None:
+            self.finish()
+        self.st = _State(first_line=no)
+        return self.st
+
+    # -- solver and net parameters --
+
+    def _solver_param(self, st: _State, indent: int, key: str, value: str) -> None:
+        if key == "iter_size" and value.isdigit():
+            st.iter_size = int(value)
+            st.tags["iter_size"] = value
+        elif key in _SOLVER_TAGS:
+            st.tags["solver_type" if key == "type" else key] = value
+        elif key == "solver_mode":  # the `Use CPU.` / `Using GPUs` line printed before it wins
+            st.tags.setdefault("device", value.lower())
+
+    def _net_param(self, st: _State, indent: int, key: str, value: str) -> None:
+        if key == "phase" and indent == 2:  # the net's own ``state { phase: X }``, not a layer rule
+            st.phase = value
+        if st.phase not in (None, "TRAIN"):
+            return
+        if key == "name" and indent == 0:
+            st.run.setdefault("model", value)
+        elif key == "batch_size" and value.isdigit() and st.batch is None:
+            st.batch = int(value)
+        elif (kind := data_kind(indent, key, value)) is not None:
+            st.run.setdefault("data", kind)
+        elif key == "default_forward_type" and value in _PRECISION:
+            st.run["precision"] = _PRECISION[value]
+
+    def _top_shape(self, st: _State, msg: str) -> None:
+        got = top_shape_batch(msg)
+        if got is not None and st.batch_top is None and (got[0] or st.phase or "TRAIN") == "TRAIN":
+            st.batch_top = got[1]
+
+    # -- setup lines: devices, versions, anchors --
+
+    def _setup(self, st: _State, no: int, g: GlogLine, msg: str, line: str) -> None:
+        if msg.startswith("Initializing solver from parameters"):
+            st.ctx = "solver"
+        elif msg.startswith("Initializing net from parameters"):
+            st.ctx = "net"
+        elif msg.startswith("Creating training net"):
+            st.phase = "TRAIN"
+        elif msg.startswith("Creating test net"):
+            st.phase = "TEST"
+        elif "performance" in msg:
+            self._performance(st, no, msg, line)
+        elif msg.startswith("Optimization Done"):
+            st.done = True
+            m = _DONE_IN.match(msg)
+            if m and any(m.groups()):
+                h, mi, s = (float(x) if x else 0.0 for x in m.groups())
+                st.tags["optimization_time_s"] = f"{h * 3600 + mi * 60 + s:g}"
+        elif msg.startswith("Optimization stopped early"):
+            st.tags["stopped_early"] = "true"
+        else:
+            self._device(st, g, msg)
+
+    def _device(self, st: _State, g: GlogLine, msg: str) -> None:
+        run = st.run
+        m = _USING_GPUS.match(msg)
+        if m:
+            run["num_gpus"] = len([x for x in m.group(1).split(",") if x.strip()])
+            st.tags["device"] = "gpu"
+        elif g.source.startswith("caffe.cpp") and (m := _GPU_NAME.match(msg)):
+            run.setdefault("gpu_model", m.group(2).strip())
+        elif (dev := device_of(msg)) is not None:
+            st.tags["device"], run["num_gpus"] = dev
+        elif msg.startswith("This is NVCaffe "):
+            run["framework"], run["framework_version"] = "nvcaffe", msg.split()[3]
+        elif "Solving " in msg:
+            run.setdefault("model", msg.split("Solving ", 1)[1].split()[0])
+        elif msg.startswith("Resuming from "):
+            m = _RESUME_ITER.search(msg)
+            if m:
+                st.tags["resumed_from"] = m.group(1)
+        elif msg.endswith("as default forward math type") and msg.startswith("Using "):
+            run.setdefault("precision", _PRECISION.get(msg.split()[1]))
+        elif msg.startswith("P2PManager::Init @ "):
+            run["host"] = msg[19:].strip()
+        elif "CL_PLATFORM_NAME\t" in msg:
+            st.tags["opencl_platform"] = msg.split("CL_PLATFORM_NAME\t", 1)[1].strip()
+
+    def _performance(self, st: _State, no: int, msg: str, line: str) -> None:
+        try:
+            m = _DEVICE_PERF.search(msg)
+            if m:
+                st.perf[int(m.group(1))] = float(m.group(3))
+                if st.batch is None and st.batch_top is None:
+                    st.batch_top = int(m.group(2))
+                return
+            m = _OVERALL.match(msg)
+            if m:
+                st.overall = float(m.group(1))
+                return
+        except ValueError:
+            pass
+        if "img/sec" in msg and not msg.startswith("Node "):
+            self.result.problem("bad_line", "unreadable NVCaffe performance line", no, line)
+
+    def _fatal(self, st: _State, no: int, line: str) -> None:
+        if st.done:  # e.g. a crash while tearing down after a finished run
+            st.tags.setdefault("error_after_done", line[:300])
+        elif st.fatal is None:
+            st.fatal, st.run["status"] = line, fatal_status(line)
+
+    # -- training lines --
+
+    def _iteration(self, st: _State, no: int, msg: str, line: str, t: float) -> None:
+        for marker, pattern, handler in _ITERATION_KINDS:
+            if marker in msg:
+                m = pattern.search(msg)
+                try:
+                    if m is not None:
+                        return handler(self, st, no, m, t)
+                except ValueError:
+                    pass
+                self.result.problem("bad_line", "unreadable Caffe solver iteration line", no, line)
+                return None
+        return None  # another line that mentions an iteration (e.g. snapshots): nothing to read
+
+    def _lr(self, st: _State, no: int, m: re.Match[str], t: float) -> None:
+        if st.pending is not None and st.pending["step"] == int(m.group(1)):
+            st.pending["metrics"]["lr"] = float(m.group(2))
+
+    def _mark(self, st: _State, it: int, t: float) -> None:
+        if st.first_iter is None:
+            st.first_iter, st.t0 = it, t
+        st.last_iter, st.t1 = it, t
+
+    def _rate(self, st: _State, no: int, m: re.Match[str], t: float) -> None:
+        it, x, y, loss = int(m.group(1)), float(m.group(2)), float(m.group(3)), float(m.group(5))
+        ep = float(m.group(4)) if m.group(4) else None
+        self._mark(st, it, t)
+        ipi = st.images_per_iter()
+        st.rate_lines += 1
+        # The first rate line times start-up, and BVLC's Iteration 0 line divides an uninitialised count
+        # (e.g. 7.18752e+27 iter/s): it keeps its printed iter/s in metrics but gets no rate.
+        timed = st.rate_lines > 1 and ipi is not None and math.isfinite(x) and x > 0 and y > 0
+        rate = x * ipi if timed and ipi is not None else None
+        if rate is not None and ipi is not None:
+            st.rates.add(round(x * y) * ipi, y, rate)
+        metrics = {"iter_per_sec": x}
+        if ep is not None:
+            metrics["epoch_progress"] = ep
+        self._step(st, no, it, t, metrics, loss=loss, images_per_sec=rate, interval_images_per_sec=rate,
+                   step_time_ms=1000.0 / x if timed else None, epoch=None if ep is None else int(ep))
+
+    def _per_iter(self, st: _State, no: int, m: re.Match[str], t: float) -> None:
+        it, secs, loss = int(m.group(1)), float(m.group(2)), float(m.group(4))
+        self._mark(st, it, t)
+        ipi = st.images_per_iter()
+        rate = ipi / secs if ipi is not None and secs > 0 else None
+        self._step(st, no, it, t, {}, loss=loss, interval_images_per_sec=rate, step_time_ms=secs * 1000.0)
+
+    def _old(self, st: _State, no: int, m: re.Match[str], t: float) -> None:
+        it, loss = int(m.group(1)), float(m.group(2))
+        self._mark(st, it, t)
+        rate = step_ms = None
+        if st.rate_lines == 0:  # no iter/s in this run: time the interval with glog stamps
+            prev, ipi = st.prev_old, st.images_per_iter()
+            if prev is not None and ipi is not None and it > prev[0] and t > prev[1]:
+                dt = t - prev[1]
+                rate = st.derived.add((it - prev[0]) * ipi, dt, (it - prev[0]) * ipi / dt)
+                step_ms = dt * 1000.0 / (it - prev[0])
+            st.prev_old = (it, t)
+        self._step(st, no, it, t, {}, loss=loss, interval_images_per_sec=rate, step_time_ms=step_ms)
+
+    def _testing(self, st: _State, no: int, m: re.Match[str], t: float) -> None:
+        it, st.test_net = int(m.group(1)), int(m.group(2))
+        self._mark(st, it, t)
+        if st.pending is None or st.pending["step"] != it:
+            self._flush(st)
+            st.pending = self._row(st, no, it, t, {}, test_only=True)
+
+    def _output(self, st: _State, no: int, msg: str, line: str) -> None:
+        m = _OUTPUT.search(msg)
+        if m is None:
+            self.result.problem("bad_line", "unreadable Caffe net output line", no, line)
+            return
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            self.result.problem("bad_line", "unreadable value in Caffe net output line", no, line)
+            return
+        if st.pending is not None:
+            kind = "train" if m.group(1) == "Train" else f"test{st.test_net or ''}"
+            st.pending["metrics"][f"{kind}/{m.group(2)}"] = value
+
+    # -- step rows --
+
+    def _row(self, st: _State, no: int, it: int, t: float, metrics: dict[str, float], **kw: Any) -> dict[str, Any]:
+        if st.t0 is not None:
+            metrics["elapsed_s"] = t - st.t0
+        ts = t if self.clock is not None and self.clock.absolute else None
+        return {"step": it, "line_no": no, "timestamp": ts, "metrics": metrics, **kw}
+
+    def _step(self, st: _State, no: int, it: int, t: float, metrics: dict[str, float], **kw: Any) -> None:
+        p = st.pending
+        if p is not None and p.get("test_only") and p["step"] == it:  # the test ran just before this display
+            metrics = {**p["metrics"], **metrics}
+        else:
+            self._flush(st)
+        st.pending = self._row(st, no, it, t, metrics, **kw)
+
+    def _flush(self, st: _State) -> None:
+        if st.pending is not None:
+            row, st.pending = st.pending, None
+            row.pop("test_only", None)
+            self.result.steps.add(len(self.result.runs), row.pop("step"), **row)
+
+    # -- the run row --
+
+    def finish(self) -> None:
+        """Close the current run: flush its last step and append its Run."""
+        st, self.st = self.st, None
+        if st is None:
+            return
+        self._flush(st)
+        ips, mean, ranks, source = _throughput(st)
+        if st.rate_lines and st.images_per_iter() is None:
+            self.result.problem("missing_field", "no batch size (batch_size / Top shape): images/sec not derived",
+                                st.first_line)
+        status, detail = _status(st, ips)
+        if status in ("failed", "oom"):
+            ips = mean = ranks = None
+        elif source is not None:
+            st.tags["throughput_source"] = source
+        if "resumed_from" not in st.tags and st.first_iter:
+            st.tags["resumed_from"] = str(st.first_iter)
+        st.tags["caffe_action"] = "train"
+        absolute = self.clock is not None and self.clock.absolute
+        t0, t1, i0, i1 = st.t0, st.t1, st.first_iter, st.last_iter
+        wall = t1 - t0 if t0 is not None and t1 is not None and t1 > t0 else None  # one line: no duration
+        run = st.run
+        self.result.runs.append(Run(
+            run_index=len(self.result.runs), format=NAME, framework=run.get("framework", "caffe"),
+            framework_version=run.get("framework_version"), model=run.get("model"), data=run.get("data"),
+            mode="train", precision=run.get("precision"),
+            batch_size_per_device=st.batch if st.batch is not None else st.batch_top,
+            global_batch_size=st.images_per_iter(), num_gpus=run.get("num_gpus"), gpu_model=run.get("gpu_model"),
+            host=run.get("host"), started_at=t0 if absolute else None, ended_at=t1 if absolute else None,
+            wall_time_s=wall, num_steps=i1 - i0 if i0 is not None and i1 is not None and i1 != i0 else None,
+            images_per_sec=ips, images_per_sec_mean=mean, images_per_sec_ranks=ranks, status=status,
+            status_detail=detail, first_line=st.first_line, last_line=st.last_line, tags=st.tags,
+        ))
+
+
+_ITERATION_KINDS = (  # (substring test, regex, handler), tried in order on lines that mention "Iteration"
+    ("iter/s", _RATE, _Parser._rate),
+    (" s), ", _PER_ITER, _Parser._per_iter),
+    (", loss = ", _OLD, _Parser._old),
+    (", lr = ", _LR, _Parser._lr),
+    ("Testing net", _TESTING, _Parser._testing),
+)
+
+
+def _throughput(st: _State) -> tuple[float | None, float | None, tuple[float | None, ...] | None, str | None]:
+    """(images_per_sec, images_per_sec_mean, per-device img/sec, source tag) of a finished run."""
+    acc = st.rates if st.rates.n else st.derived if st.derived.n else None
+    mean = acc.rate_sum / acc.n if acc is not None else None
+    ranks = tuple(st.perf.get(d) for d in range(max(st.perf) + 1)) if st.perf else None
+    if st.overall is not None:
+        return st.overall, mean, ranks, "nvcaffe_overall"
+    if st.perf:
+        return sum(st.perf.values()), mean, ranks, "nvcaffe_device_sum"
+    if acc is not None and acc.seconds > 0:
+        source = "iter_per_sec" if acc is st.rates else "glog_timestamps"
+        return acc.images / acc.seconds, mean, None, source
+    return None, mean, None, None
+
+
+def _status(st: _State, ips: float | None) -> tuple[str, str | None]:
+    if st.fatal is not None:
+        return st.run["status"], st.fatal
+    if not st.done:
+        return "truncated", None
+    return ("ok", None) if ips is not None else ("no_result", None)
+
+
+def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
+    """Parse `caffe train` output: one Run per training run in the file, one step row per display line.
+
+    Pure: reads ``lines`` once (1-based numbers), never raises for bad input; unreadable solver lines
+    become ``bad_line`` problems. ``source`` is accepted for the registry contract only.
+    """
+    result = result if result is not None else ParseResult()
+    parser = _Parser(result)
+    for no, line in enumerate(lines, 1):
+        parser.line(no, line)
+    parser.finish()
+    return result
