@@ -16,10 +16,13 @@ HEAD_CHARS = 256 * 1024
 #: Speedometer, PyTorch "Tok/s"), DLLogger and Horovod output embed TF stderr, so they go before the
 #: framework parsers; the loosest formats (forward/backward timers, telemetry CSV) go last.
 FORMAT_MODULES: tuple[str, ...] = (
+    "mlperf",
+    "dllogger",
     "tf_cnn",
     "horovod",
     "caffe_time",
     "caffe",
+    "mxnet",
     "convnet",
     "telemetry",
 )

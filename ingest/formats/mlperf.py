@@ -1,0 +1,432 @@
+"""MLPerf training result logs (log-formats.md §10).
+
+Three generations of the compliance log, each found behind any prefix (Slurm ``" 0: "``, mpirun
+``[1,0]<stdout>:``, asctime), which is stripped: everything before the ``:::ML`` token is ignored,
+as the checker does (``MLL:mlp_parser/ruleset_510.py:L63-L69``).
+
+- v0.5 ``:::MLPv0.5.0 <model> <unix s> (<file>:<line>) <key>[: <json>]``; a ``0000000000`` stamp is
+  a placeholder (no time).
+- v0.6 ``:::MLL <unix s> <key>: {"value": ..., "metadata": {...}}``; ``0.0`` stamps mean no time.
+- v0.7+ ``:::MLLOG {"namespace", "time_ms", ["event_type",] "key", "value", "metadata"}``.
+
+Framework lines mixed in are read too: MXNet Speedometer (via ``bench.ingest.formats.mxnet``),
+PyTorch GNMT ``TRAIN [e][i/n] ... Tok/s`` and ``Performance: ... Tok/s`` (tokens, never images).
+
+Run grain: one run per ``run_start`` (a second ``run_start`` after a ``run_stop`` opens run 1, which
+inherits the configuration keys read so far). Units: ``time_to_train_s`` and ``wall_time_s`` are
+``run_stop − run_start`` in seconds. Throughput (``images_per_sec`` = samples/s), by priority:
+``tracked_stats`` ``value.throughput``; MXNet Speedometer intervals; epoch (else block) intervals
+× samples per epoch (``train_samples`` / ``num_train_examples`` / ``preproc_num_train_examples``).
+In every case the first (start-up) interval is dropped when there are two or more; a run that is not
+``ok`` (aborted, crashed, truncated) keeps its step rows but gets None, never 0, as throughput;
+``images_per_sec`` = total samples / total time of the rest, ``images_per_sec_mean`` = arithmetic
+mean of their per-interval rates. Steps: one row per epoch/block stop, eval, ``tracked_stats``,
+Speedometer line and GNMT ``TRAIN`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.ingest.records import ParseResult, Run
+from bench.ingest.text import split_rank
+
+NAME = "mlperf"
+DESCRIPTION = "MLPerf training logs: :::MLLOG JSON, :::MLL (v0.6) and :::MLPv0.5.0 compliance lines"
+
+_SNIFF = re.compile(r":::(?:MLLOG \{|MLL \d|MLPv\d)")
+_V05 = re.compile(r":::MLPv(\S+) (\S+) +(\S+) \(([^)]*)\) (\w+)\s*(?::\s*(.*?))?\s*$")
+_MLL = re.compile(r":::MLL (\S+) (\w+): (.*)$")
+_NODE = re.compile(r"\bNode\[(\d+)\]")
+_GNMT_TRAIN = re.compile(
+    r"TRAIN \[(\d+)\]\[(\d+)/\d+\]\s+Time ([\d.e+-]+) \([\d.e+-]+\).*?"
+    r"Tok/s ([\d.]+) \(([\d.]+)\)(?:\s+Loss/tok ([\d.e+-]+))?"
+)
+_GNMT_PERF = re.compile(r"Performance: Epoch: (\d+)\s+Training: ([\d.]+) Tok/s")
+_ERROR = re.compile(r"(?:[\w.]+\.)?\w*(?:Error|Exception)(?::|$)")
+_LEADING_INT = re.compile(r"\s*(-?\d+)")
+#: MLPerf BERT redefines "epoch" (Google v0.7 logs steps in first_epoch_num, NVIDIA logs samples),
+#: so epoch_count × train_samples is not a sample count there.
+_EPOCH_NOT_A_PASS = frozenset({"bert"})
+_SAMPLES_KEYS = ("train_samples", "num_train_examples", "preproc_num_train_examples")
+_TAG_KEYS = ("submission_org", "submission_platform", "submission_division", "submission_status", "opt_name")
+_FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax", "paddlepaddle", "mindspore", "caffe")
+
+
+def sniff(head: str) -> bool:
+    """True when the head holds an MLPerf compliance line of any generation."""
+    return ":::ML" in head and _SNIFF.search(head) is not None
+
+
+@dataclass
+class _Event:
+    key: str
+    value: Any
+    ms: float | None  # unix milliseconds (exact for durations), None for placeholder stamps
+    meta: dict[str, Any]
+
+
+@dataclass
+class _State:
+    """Everything one run accumulates while the lines stream by."""
+
+    config: dict[str, Any] = field(default_factory=dict)  # key -> value of config keys
+    tags: dict[str, str] = field(default_factory=dict)
+    first_line: int | None = None
+    last_line: int | None = None
+    run_start: float | None = None  # unix ms
+    run_stop: float | None = None
+    stop_status: str | None = None
+    open_epochs: dict[Any, float] = field(default_factory=dict)
+    open_blocks: dict[Any, tuple[float, Any]] = field(default_factory=dict)
+    epochs: list[float] = field(default_factory=list)  # durations (s)
+    blocks: list[tuple[float, Any]] = field(default_factory=list)  # (duration s, epoch_count)
+    tracked: list[tuple[float, float | None]] = field(default_factory=list)  # (rate, seconds since previous)
+    last_tracked_ms: float | None = None
+    speedo: dict[tuple[int, int], tuple[float, dict[int | None, float]]] = field(default_factory=dict)
+    # ^ (epoch, end batch) -> (batches in the interval, {node: speed}); one speed per node and interval
+    nodes: set[int] = field(default_factory=set)
+    tokens: bool = False
+    error: str | None = None
+    error_line: int = 0
+    oom: bool = False
+
+
+def _millis(raw: Any, per_unit: float) -> float | None:
+    """A stamp (seconds: per_unit 1000, ms: 1) -> unix ms, keeping the digits a float of seconds loses."""
+    if isinstance(raw, str):
+        whole, _, frac = raw.strip().partition(".")
+        if not whole.isdigit() or (frac and not frac.isdigit()):
+            return None
+        t = int(whole) * per_unit + (float("0." + frac) * per_unit if frac else 0.0)
+    elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        t = raw * per_unit
+    else:
+        return None
+    return t if t > 0 else None
+
+
+def _meta(d: dict[str, Any]) -> dict[str, Any]:
+    meta = d.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _read_event(text: str) -> _Event | None:
+    """One compliance line (already cut at ``:::ML``) -> event; None if it cannot be read."""
+    if text.startswith(":::MLLOG "):
+        try:
+            d = json.loads(text[9:])
+        except ValueError:
+            return None
+        if not isinstance(d, dict) or not isinstance(d.get("key"), str):
+            return None
+        return _Event(d["key"], d.get("value"), _millis(d.get("time_ms"), 1), _meta(d))
+    if text.startswith(":::MLL "):
+        m = _MLL.match(text)
+        if not m:
+            return None
+        try:
+            d = json.loads(m.group(3))
+        except ValueError:
+            return None
+        if not isinstance(d, dict):
+            return None
+        return _Event(m.group(2), d.get("value"), _millis(m.group(1), 1000), _meta(d))
+    m = _V05.match(text)
+    if not m:
+        return None
+    raw = m.group(6)
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError:
+        value = raw
+    info: dict[str, Any] = {"model": m.group(2), "version": m.group(1)}
+    if isinstance(value, dict) and "value" in value and "epoch" in value:  # eval_accuracy
+        info["epoch_num"], value = value["epoch"], value["value"]
+    if m.group(5) == "run_stop" and isinstance(value, dict) and "success" in value:
+        info["status"] = "success" if value["success"] else "aborted"
+    return _Event(m.group(5), value, _millis(m.group(3), 1000), info)
+
+
+def _log_format(text: str) -> str:
+    if text.startswith(":::MLLOG"):
+        return "MLLOG"
+    return "MLL" if text.startswith(":::MLL ") else "MLPv0.5"
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str):
+        m = _LEADING_INT.match(v)  # v0.5 "61, but this epoch only has ..."
+        return int(m.group(1)) if m else None
+    return None
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _on_event(ev: _Event, st: _State, res: ParseResult, run_index: int, line_no: int, rank: int | None) -> None:
+    """Fold one event into the run state; interval ends and evaluations become step rows."""
+    key, ms, meta = ev.key, ev.ms, ev.meta
+    ts = ms / 1000 if ms is not None else None
+    if key == "run_start":
+        st.run_start = ms
+    elif key == "run_stop":
+        st.run_stop, st.stop_status = ms, str(meta.get("status", "success")).lower()
+    elif key == "epoch_start" and ms is not None:
+        st.open_epochs[meta.get("epoch_num")] = ms
+    elif key == "epoch_stop":
+        start = st.open_epochs.pop(meta.get("epoch_num"), None)
+        if start is not None and ms is not None and ms > start:
+            dur = (ms - start) / 1000
+            st.epochs.append(dur)
+            per_epoch = _per_epoch_samples(st)
+            res.steps.add(run_index, None, rank=rank, epoch=_int(meta.get("epoch_num")), timestamp=ts,
+                          interval_images_per_sec=per_epoch / dur if per_epoch else None,
+                          line_no=line_no, metrics={"epoch_time_s": dur})
+    elif key == "block_start" and ms is not None:
+        st.open_blocks[meta.get("first_epoch_num")] = (ms, meta.get("epoch_count"))
+    elif key == "block_stop":
+        opened = st.open_blocks.pop(meta.get("first_epoch_num"), None)
+        if opened is not None and ms is not None and ms > opened[0]:
+            dur, count = (ms - opened[0]) / 1000, _num(opened[1])
+            st.blocks.append((dur, count))
+            per_epoch = _per_epoch_samples(st)
+            rate = per_epoch * count / dur if per_epoch and count else None
+            metrics = {"block_time_s": dur} | ({"epoch_count": count} if count is not None else {})
+            res.steps.add(run_index, None, rank=rank, epoch=_int(meta.get("first_epoch_num")), timestamp=ts,
+                          interval_images_per_sec=rate, line_no=line_no, metrics=metrics)
+    elif key in ("eval_accuracy", "eval_result") and _num(ev.value) is not None:
+        res.steps.add(run_index, None, rank=rank, epoch=_int(meta.get("epoch_num")), timestamp=ts,
+                      line_no=line_no, metrics={key: float(ev.value)})
+    elif key == "train_epoch":  # v0.5 epoch marker
+        res.steps.add(run_index, None, rank=rank, epoch=_int(ev.value), timestamp=ts, line_no=line_no)
+    elif key == "tracked_stats" and isinstance(ev.value, dict):
+        _on_tracked(ev, st, res, run_index, line_no, rank)
+    elif ev.value is not None and not isinstance(ev.value, (dict, list)):
+        st.config[key] = ev.value
+
+
+def _on_tracked(ev: _Event, st: _State, res: ParseResult, run_index: int, line_no: int, rank: int | None) -> None:
+    """``tracked_stats``: the program's own throughput for the interval since the previous one."""
+    rate = _num(ev.value.get("throughput"))
+    if rate is not None and rate > 0:
+        last = st.last_tracked_ms
+        st.tracked.append((rate, (ev.ms - last) / 1000 if ev.ms and last and ev.ms > last else None))
+        st.last_tracked_ms = ev.ms
+    other = {k: float(v) for k, v in ev.value.items() if k != "throughput" and _num(v) is not None}
+    res.steps.add(run_index, _int(ev.meta.get("step")), rank=rank, epoch=_int(ev.meta.get("epoch_num")),
+                  images_per_sec=rate, interval_images_per_sec=rate, timestamp=ev.ms / 1000 if ev.ms else None, line_no=line_no,
+                  metrics=other or None)
+
+
+def _per_epoch_samples(st: _State) -> float | None:
+    if str(st.config.get("submission_benchmark", st.tags.get("benchmark", ""))).lower() in _EPOCH_NOT_A_PASS:
+        return None
+    for k in _SAMPLES_KEYS:
+        v = _num(st.config.get(k))
+        if v:
+            return v
+    return None
+
+
+def _summarize(
+    intervals: Sequence[tuple[float, float | None]], drop_first: bool = True
+) -> tuple[float | None, float | None]:
+    """(rate, weight s) per interval -> (total samples / total time, mean rate), start-up dropped."""
+    if not intervals:
+        return None, None
+    used = intervals[1:] if drop_first and len(intervals) > 1 else intervals
+    mean = sum(r for r, _ in used) / len(used)
+    timed = [(r, w) for r, w in used if w]
+    if len(timed) < len(used):  # an interval of unknown length: no total, the mean stands in
+        return mean, mean
+    return sum(r * w for r, w in timed) / sum(w for _, w in timed), mean
+
+
+def _throughput(st: _State) -> tuple[float | None, float | None, str | None]:
+    """(images_per_sec, images_per_sec_mean, source) by the priority in the module docstring."""
+    if st.tracked:
+        return (*_summarize(st.tracked), "tracked_stats")
+    if st.speedo:
+        firsts: dict[int, int] = {}
+        for epoch, end in st.speedo:
+            firsts[epoch] = min(end, firsts.get(epoch, end))
+        summed = [(e, end, n, sum(by_node.values())) for (e, end), (n, by_node) in sorted(st.speedo.items())]
+        rows = [(s, n / s) for e, end, n, s in summed if end != firsts[e] and s > 0]
+        return (*_summarize(rows, drop_first=False), "speedometer") if rows else (None, None, None)
+    per_epoch = _per_epoch_samples(st)
+    if per_epoch and st.epochs:
+        return (*_summarize([(per_epoch / d, d) for d in st.epochs]), "epochs")
+    if per_epoch and st.blocks:
+        rows = [(per_epoch * c / d, d) for d, c in st.blocks if c]
+        return (*_summarize(rows), "blocks") if rows else (None, None, None)
+    return None, None, None
+
+
+def _on_other(line: str, st: _State, res: ParseResult, run_index: int, line_no: int) -> bool:
+    """Framework lines inside an MLPerf log. Returns True when the line was used."""
+    rank, body = split_rank(line)
+    if "Speed" in body and "samples/sec" in body:
+        return _on_speedometer(line, st, res, run_index, line_no)
+    if "Tok/s" in body:
+        m = _GNMT_TRAIN.search(body)
+        if m:
+            st.tokens = True
+            loss = m.group(6)
+            res.steps.add(run_index, int(m.group(2)), rank=rank, epoch=int(m.group(1)),
+                          step_time_ms=float(m.group(3)) * 1000, loss=float(loss) if loss else None,
+                          line_no=line_no, metrics={"tokens_per_sec": float(m.group(4)),
+                                                    "tokens_per_sec_avg": float(m.group(5))})
+            return True
+        m = _GNMT_PERF.search(body)
+        if m:
+            st.tokens = True
+            res.steps.add(run_index, None, rank=rank, epoch=int(m.group(1)), line_no=line_no,
+                          metrics={"train_tokens_per_sec": float(m.group(2))})
+            return True
+        return False
+    if "Traceback (most recent call last)" in body:
+        st.error, st.error_line = st.error or "Traceback", line_no
+    elif ("Error" in body or "Exception" in body) and _ERROR.match(body.strip()):
+        st.error, st.error_line = body.strip(), line_no
+    if "out of memory" in body or "ResourceExhausted" in body or "OutOfMemory" in body:
+        st.oom, st.error, st.error_line = True, body.strip(), line_no
+    return False
+
+
+def _on_speedometer(line: str, st: _State, res: ParseResult, run_index: int, line_no: int) -> bool:
+    """MXNet Speedometer line; per-node speeds of one (epoch, batch) interval are summed (§5)."""
+    from bench.ingest.formats import mxnet  # the MXNet parser owns the Speedometer grammar
+
+    got = mxnet.speedometer(line)
+    if got is None:
+        return False
+    epoch, start, end, speed, metrics = got
+    m = _NODE.search(line)
+    node = int(m.group(1)) if m else None
+    if node is not None:
+        st.nodes.add(node)
+    n_batches = float(end - start) if start is not None and end > start else 1.0
+    if math.isfinite(speed):  # <= 0.9 repeats a line per metric: one speed per node and interval
+        st.speedo.setdefault((epoch, end), (n_batches, {}))[1].setdefault(node, speed)
+    res.steps.add(run_index, end, rank=node, epoch=epoch, images_per_sec=speed, interval_images_per_sec=speed,
+                  line_no=line_no, metrics=dict(metrics) or None)
+    return True
+
+
+def _status(st: _State) -> tuple[str, str | None]:
+    if st.stop_status is None:
+        if st.error:
+            return ("oom" if st.oom else "failed"), st.error
+        return "truncated", "no run_stop: the log ends mid-run"
+    if st.stop_status == "success":
+        return "ok", None
+    detail = f"run_stop status {st.stop_status}" + (f"; {st.error}" if st.error else "")
+    return ("oom" if st.oom else "failed"), detail
+
+
+def _framework(st: _State) -> tuple[str | None, str | None]:
+    entry = str(st.config.get("submission_entry", ""))
+    m = re.search(r"'framework': '([^']*)'", entry)
+    if m:
+        first, _, rest = m.group(1).partition(" ")
+        if first.lower() in _FRAMEWORKS:
+            return first.lower(), rest or None
+    return ("mxnet", None) if st.speedo else (None, None)
+
+
+def _build_run(st: _State, run_index: int) -> Run:
+    """Turn the finished state into the run record (status, topology, throughput, tags)."""
+    c = st.config
+    status, detail = _status(st)
+    tags = dict(st.tags)
+    for k in _TAG_KEYS:
+        if k in c:
+            tags[k] = str(c[k])
+    model = c.get("submission_benchmark") or tags.get("benchmark")
+    if model:
+        tags["benchmark"] = str(model)
+    global_batch = _int(c.get("global_batch_size", c.get("input_batch_size")))
+    nodes = _int(c.get("number_of_nodes"))
+    platform = re.match(r"(\d+)x", str(c.get("submission_platform", "")))
+    if nodes is None and platform:
+        nodes = int(platform.group(1))  # NVIDIA-style "<nodes>x<system>" platform names
+    per_node = _int(c.get("accelerators_per_node"))
+    gpus = nodes * per_node if nodes and per_node else None
+    ips, ips_mean, source = _throughput(st) if status == "ok" else (None, None, None)  # failed: None, never 0
+    if source:
+        tags["throughput_source"] = source
+    if st.tokens:
+        tags["throughput_unit"] = "tokens/s"  # GNMT Tok/s are tokens: never images
+    wall = (st.run_stop - st.run_start) / 1000 if st.run_stop and st.run_start else None
+    framework, version = _framework(st)
+    return Run(
+        run_index=run_index, format=NAME, framework=framework, framework_version=version,
+        model=str(model) if model else None, mode="train", global_batch_size=global_batch,
+        batch_size_per_device=global_batch // gpus if global_batch and gpus and global_batch % gpus == 0 else None,
+        num_gpus=gpus, num_nodes=nodes, num_ranks=len(st.nodes) if len(st.nodes) > 1 else None,
+        started_at=st.run_start / 1000 if st.run_start else None,
+        ended_at=st.run_stop / 1000 if st.run_stop else None, wall_time_s=wall,
+        time_to_train_s=wall if status == "ok" else None,
+        images_per_sec=ips, images_per_sec_mean=ips_mean,
+        status=status, status_detail=detail, first_line=st.first_line,
+        last_line=max(st.last_line or 0, st.error_line if status in ("failed", "oom") else 0) or None, tags=tags,
+    )
+
+
+def _new_state(prev: _State | None) -> _State:
+    """A fresh run; a follow-on run keeps the configuration and tags read before it."""
+    st = _State()
+    if prev is not None:
+        st.config, st.tags = dict(prev.config), dict(prev.tags)
+    return st
+
+
+def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
+    """Parse an MLPerf log (any generation) into runs and step rows; see the module docstring."""
+    res = result if result is not None else ParseResult()
+    st = _new_state(None)
+    run_index = 0
+    for line_no, line in enumerate(lines, 1):
+        i = line.find(":::ML")
+        if i < 0:
+            if _on_other(line, st, res, run_index, line_no) and st.first_line is not None:
+                st.last_line = line_no
+            continue
+        text = line[i:].rstrip()
+        if not _SNIFF.match(text):
+            continue
+        ev = _read_event(text)
+        if ev is None:
+            res.problem("bad_line", "MLPerf compliance line that cannot be read", line_no, line)
+            continue
+        if ev.key == "run_start" and st.run_stop is not None:
+            res.runs.append(_build_run(st, run_index))
+            st, run_index = _new_state(st), run_index + 1
+        st.tags.setdefault("log_format", _log_format(text))
+        if "version" in ev.meta:
+            st.tags.setdefault("mlperf_version", str(ev.meta["version"]))
+            st.tags.setdefault("benchmark", str(ev.meta["model"]))
+        elif text.startswith(":::MLL "):
+            st.tags.setdefault("mlperf_version", "0.6")  # the :::MLL form existed only in v0.6
+        st.first_line = st.first_line or line_no
+        st.last_line = line_no
+        rank = split_rank(line)[0] if i > 0 else None
+        _on_event(ev, st, res, run_index, line_no, rank)
+    if st.first_line is not None:
+        res.runs.append(_build_run(st, run_index))
+        if res.runs[-1].status == "truncated":
+            res.problem("truncated", "no run_stop event: the log ends mid-run", st.last_line)
+    return res

@@ -1,0 +1,478 @@
+"""MXNet training logs: Speedometer intervals, fit.py / GluonCV headers, epoch-end lines (log-formats.md §5).
+
+Read behind any prefix (``INFO:root:``, ``<asctime> Node[k]``, ``Node[0] 06:49:12 INFO:root:``,
+``[2020-06-22 19:16:26]``, ``Rank[k]``, MPI/Slurm tags), tab- or space-separated:
+``Epoch[e] Batch [n]\tSpeed: s samples/sec\tTrain-m=v`` (<= 0.9: one line per metric, same Speed: one
+interval), ``Batch [n]`` + all metrics (0.10-1.3, GluonCV), ``Batch [n0-n1]`` (>= 1.4; ``[0-n]`` with
+auto_reset=False: cumulative metrics, per-interval Speed), ``Iter[e] Batch [n]``, fit.py ``--test-io``
+``Batch [n]`` (no epoch); ``Epoch[e] Train-m=v`` / ``Time cost=t`` / ``Validation-m=v``; GluonCV
+``[Epoch e] training: m=v``, ``speed: X samples/sec\ttime cost: T``, ``validation: m=v m=v``; fit.py
+``Namespace(batch_size=B, gpus='0,1', kv_store=..)`` (B per worker), GluonCV ``Namespace(batch_size=B,
+num_gpus=N)`` (B per device), ``Start training with [gpu(0), ...]``. A Namespace/Start line that the same
+rank already printed, or a Speedometer whose epoch or batch goes back, starts a new run.
+
+Steps: one row per interval per rank (``step`` = end batch, ``images_per_sec`` = ``interval_images_per_sec``
+= Speed: that worker's samples/sec; accuracy / top_k_accuracy_5 / cross-entropy also fill top1/top5/loss),
+and one row per epoch end per rank with ``step`` and rates NULL and ``metrics`` = ``Train-*``,
+``Validation-*`` (GluonCV names get these prefixes), ``time_cost_s``, GluonCV ``samples_per_sec``.
+Interleaved ranks' rows may come out of line order (see ``line_no``).
+
+Run: ``images_per_sec`` = Σ over ranks of images/time over the intervals, the first report of each epoch
+(start-up) excluded: f batches (from the batch numbers) at Speed s are f·B images in f·B/s seconds, so B
+cancels. ``images_per_sec_mean`` = Σ over ranks of the mean of those Speeds. With no such interval: the
+GluonCV epoch speeds weighted by time cost. ``wall_time_s`` = Σ ``Time cost`` (the largest rank's sum).
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.ingest.records import ParseResult, Run
+from bench.ingest.text import split_rank
+
+NAME = "mxnet"
+DESCRIPTION = "MXNet Speedometer / fit.py / GluonCV logs: samples/sec per interval, Time cost per epoch"
+
+_SPEEDO = re.compile(
+    r"(?:\b(?:Epoch|Iter)\[(\d+)\]\s*)?Batch\s*\[(\d+)(?:-(\d+))?\]\s+Speed:\s*(\S+)\s+samples/sec(.*)"
+)
+_EPOCH_END = re.compile(r"\bEpoch\[(\d+)\]\s*(?:(Train|Validation)-([^=]+)=(\S+)|Time cost=(\S+))\s*$")
+_GLUON = re.compile(r"\[Epoch (\d+)\] (?:(training|validation): (.*)|speed: (\S+) samples/sec\s+time cost: (\S+))")
+_NAMESPACE = re.compile(r"\bNamespace\((.*)\)\s*$")
+_NS_KEYS = ("batch_size", "gpus", "num_gpus", "kv_store", "network", "model", "dtype", "num_epochs",
+            "benchmark", "optimizer", "amp", "data_type", "dataset")
+_NS_ITEM = re.compile(r"(?:^|, )(" + "|".join(_NS_KEYS) + r")=('[^']*'|\"[^\"]*\"|[^,]*)")
+_START = re.compile(r"\bStart training with \[(.*)\]")
+_RANK = re.compile(r"\b(?:Node|Rank)\[(\d+)\]")
+_STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d+))?")
+_ERRORISH = re.compile(
+    r"Error|Exception|Traceback|Interrupt|terminate called|Segmentation fault|Aborted \(core|out of memory"
+)
+_EXC = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)(?::.*)?$")
+_FATAL = ("terminate called after throwing", "Segmentation fault", "Aborted (core dumped)")
+_MLPERF = (":::MLLOG", ":::MLL ", ":::MLPv0.5.0")
+_SNIFF = re.compile(
+    r"(?:Epoch|Iter)\[\d+\]\s*Batch\s*\[\d+(?:-\d+)?\]\s+Speed:\s*\S+\s+samples/sec"
+    r"|\[Epoch \d+\] speed: \S+ samples/sec|Namespace\(.*\bkv_store=|Start training with \[(?:gpu|cpu)\("
+)
+_PRECISION = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16", "float64": "fp64"}
+_COLUMNS = {"accuracy": "top1_accuracy", "acc": "top1_accuracy", "top_k_accuracy_5": "top5_accuracy",
+            "cross-entropy": "loss", "ce": "loss", "loss": "loss"}
+_LOCAL_KV = ("local", "device", "nccl")  # single-machine kvstores
+
+#: epoch (None: --test-io), batch start, batch end, Speed, metrics, match position, all items numeric
+Speedo = tuple[int | None, int | None, int, float, dict[str, float], int, bool]
+
+
+def sniff(head: str) -> bool:
+    """A Speedometer line, a GluonCV epoch summary, an MXNet Namespace or ``Start training with [gpu(``;
+    never a file with MLPerf markers (the mlperf module owns those, Speedometer lines and all)."""
+    if any(m in head for m in _MLPERF):
+        return False
+    return _SNIFF.search(head) is not None
+
+
+def _pairs(text: str) -> tuple[dict[str, float], bool]:
+    """``name=value`` items split on tabs (on spaces if there is no tab) -> (the numeric ones, whether
+    every item was one)."""
+    out: dict[str, float] = {}
+    clean = True
+    for item in text.split("\t") if "\t" in text else text.split():
+        name, eq, value = item.strip().rpartition("=")
+        if not item.strip():
+            continue
+        try:
+            if not (eq and name.strip()):
+                raise ValueError(item)
+            out[name.strip()] = float(value)
+        except ValueError:
+            clean = False
+    return out, clean
+
+
+def _speedometer(line: str) -> Speedo | None:
+    """Like :func:`speedometer`, with epoch None for ``--test-io`` lines, plus where the match starts and
+    whether every ``name=value`` item was numeric (the others are left out)."""
+    if "samples/sec" not in line:
+        return None
+    m = _SPEEDO.search(line)
+    if m is None:
+        return None
+    epoch, first, second, speed, rest = m.groups()
+    try:
+        value = float(speed)
+    except ValueError:
+        return None
+    metrics, clean = _pairs(rest)
+    start, end = (int(first), int(second)) if second is not None else (None, int(first))
+    return (None if epoch is None else int(epoch)), start, end, value, metrics, m.start(), clean
+
+
+def speedometer(line: str) -> tuple[int, int | None, int, float, dict[str, float]] | None:
+    """Read one MXNet Speedometer line, behind any prefix; None if the line is not one.
+
+    Returns ``(epoch, batch_start, batch_end, samples_per_sec, metrics)``: ``batch_start`` is None for the
+    ``Batch [n]`` forms and ``n0`` for ``Batch [n0-n1]`` (0 with auto_reset=False); ``samples_per_sec`` is
+    the Speed as printed (one worker's rate over the interval; may be ``inf``); ``metrics`` maps each
+    ``name=value`` as printed (``Train-accuracy``, ``accuracy``, ``lr``...) to a float, empty for
+    ``Iter[e]`` lines. Stable API: the mlperf parser imports it for Speedometer lines in result files.
+    """
+    got = _speedometer(line)
+    if got is None or got[0] is None:
+        return None
+    return got[0], got[1], got[2], got[3], got[4]
+
+
+def _where(prefix: str, line: str) -> tuple[int | None, float | None]:
+    """(rank, unix seconds) from the text before a match: ``Node[k]``/``Rank[k]`` or an MPI/Slurm tag;
+    an asctime or ``[YYYY-mm-dd HH:MM:SS]`` stamp (local time read as UTC)."""
+    m = _RANK.search(prefix)
+    rank = int(m.group(1)) if m is not None else split_rank(line)[0]
+    s = _STAMP.search(prefix) if prefix else None
+    if s is None:
+        return rank, None
+    y, mo, d, hh, mi, ss, frac = s.groups()
+    secs = calendar.timegm((int(y), int(mo), int(d), int(hh), int(mi), int(ss)))
+    return rank, secs + (float("0." + frac) if frac else 0.0)
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Rank:
+    """What one rank (worker) printed in one run."""
+
+    last: tuple[int | None, int] | None = None  # (epoch, end batch) of its last interval
+    pending: dict[str, Any] | None = None  # interval row that more per-metric lines may extend
+    epoch_row: dict[str, Any] | None = None
+    batches: float = 0.0  # Σ f over counted intervals
+    time_units: float = 0.0  # Σ f / s (seconds per B images)
+    speed_sum: float = 0.0  # Σ s and their count n (running sums: a 1 GB log keeps no list)
+    n: int = 0
+    time_cost: float | None = None
+
+
+@dataclass
+class _Run:
+    """One run being read; :func:`_summary` turns it into a :class:`Run`."""
+
+    index: int
+    first_line: int
+    last_line: int
+    ns: dict[str, str] = field(default_factory=dict)
+    ns_ranks: set[int | None] = field(default_factory=set)
+    started: set[int | None] = field(default_factory=set)
+    start_gpus: int | None = None
+    ranks: dict[int | None, _Rank] = field(default_factory=dict)
+    intervals: int = 0
+    epoch_ends: int = 0
+    last_event: str = ""  # "interval" | "epoch_end"
+    max_epoch: int | None = None
+    gluon: list[float] = field(default_factory=lambda: [0.0, 0.0])  # Σ speed·time, Σ time
+    error: str | None = None
+    oom: bool = False
+    era: str | None = None
+    stamps: list[float] = field(default_factory=list)  # [first, last]
+
+    def rank(self, r: int | None) -> _Rank:
+        return self.ranks.setdefault(r, _Rank())
+
+    def seen(self, ts: float | None, epoch: int | None = None) -> None:
+        if ts is not None:
+            self.stamps = [min(self.stamps[0], ts), max(self.stamps[1], ts)] if self.stamps else [ts, ts]
+        if epoch is not None:
+            self.max_epoch = epoch if self.max_epoch is None else max(self.max_epoch, epoch)
+
+
+def _columns(row: dict[str, Any], metrics: dict[str, float]) -> None:
+    """Copy well-known metric names (with or without ``Train-``) into their step columns."""
+    for name, value in metrics.items():
+        col = _COLUMNS.get(name.removeprefix("Train-"))
+        if col is not None:
+            row[col] = value
+
+
+class _Parser:
+    """Single pass over the lines; one :class:`_Run` open at a time, finished when the next starts."""
+
+    def __init__(self, result: ParseResult):
+        self.result = result
+        self.run: _Run | None = None
+        self.count = 0
+
+    def new_run(self, line_no: int) -> _Run:
+        if self.run is not None:
+            self.run.last_line = line_no - 1
+            self.close(followed=True)
+        self.run = _Run(self.count, line_no, line_no)
+        self.count += 1
+        return self.run
+
+    def current(self, line_no: int) -> _Run:
+        return self.run if self.run is not None else self.new_run(line_no)
+
+    def close(self, followed: bool) -> None:
+        run = self.run
+        assert run is not None
+        for st in run.ranks.values():
+            self.flush(run, st)
+        self.result.runs.append(_summary(run, followed))
+
+    def flush(self, run: _Run, st: _Rank, which: tuple[str, ...] = ("pending", "epoch_row")) -> None:
+        for key in which:
+            row = getattr(st, key)
+            if row is not None:
+                self.result.steps.add(run.index, **row)
+                setattr(st, key, None)
+
+    def bad(self, message: str, line_no: int, line: str) -> None:
+        self.result.problem("bad_line", message, line_no, line)
+
+    def feed(self, line_no: int, line: str) -> None:
+        if self.run is not None:
+            self.run.last_line = line_no
+        if "samples/sec" in line and self.speed_line(line_no, line):
+            return
+        if "Epoch" in line and self.epoch_line(line_no, line):
+            return
+        if ("Namespace(" in line or "Start training with" in line) and self.header_line(line_no, line):
+            return
+        if _ERRORISH.search(line):
+            self.error_line(line_no, line)
+
+    def speed_line(self, line_no: int, line: str) -> bool:
+        got = _speedometer(line)
+        if got is None:
+            m = _GLUON.search(line)
+            if m is not None and m.group(4) is not None:
+                return self.epoch_speed(line_no, line, m)
+            if "Speed" in line or "speed:" in line:
+                self.bad("Speedometer-like line that cannot be read", line_no, line)
+                return True
+            return False
+        if not got[6]:
+            self.bad("Speedometer item(s) that are not name=number: Speed and other items kept", line_no, line)
+        rank, ts = _where(line[: got[5]], line)
+        run = self.current(line_no)
+        last = run.ranks[rank].last if rank in run.ranks else None
+        if got[0] is not None and last is not None and last[0] is not None:
+            if got[0] < last[0] or (got[0] == last[0] and got[2] < last[1]):
+                run = self.new_run(line_no)  # epoch or batch went back: a restart without a header
+        self.interval(run, rank, got, line_no, ts)
+        return True
+
+    def interval(self, run: _Run, rank: int | None, got: Speedo, line_no: int, ts: float | None) -> None:
+        """Count one Speedometer interval, or merge a <= 0.9 per-metric line into the last one."""
+        epoch, start, end, speed, metrics = got[:5]
+        st = run.rank(rank)
+        p = st.pending
+        if p is not None and (p["epoch"], p["step"], p["images_per_sec"]) == (epoch, end, speed):
+            p["metrics"].update(metrics)
+            _columns(p, metrics)
+            run.era = "per_metric"
+            return
+        self.flush(run, st)
+        first = st.last is None or st.last[0] != epoch or st.last[1] >= end
+        if start is not None and (start > 0 or first):
+            frames = end - start
+        else:  # "[n]" forms and auto_reset=False "[0-n]": batches since the last report
+            frames = end if st.last is None or first else end - st.last[1]
+        st.last = (epoch, end)
+        if not first and frames > 0 and 0 < speed < math.inf:
+            st.batches += frames
+            st.time_units += frames / speed
+            st.speed_sum += speed
+            st.n += 1
+        if run.era is None:
+            run.era = ("test_io" if epoch is None else "iter" if not metrics
+                       else "single" if start is None else "range")
+        row = {"step": end, "rank": rank, "epoch": epoch, "images_per_sec": speed,
+               "interval_images_per_sec": speed, "timestamp": ts, "line_no": line_no, "metrics": dict(metrics)}
+        _columns(row, metrics)
+        st.pending = row
+        run.intervals += 1
+        run.last_event = "interval"
+        run.seen(ts, epoch)
+
+    def epoch_line(self, line_no: int, line: str) -> bool:
+        m = _EPOCH_END.search(line)
+        if m is not None:
+            _, kind, name, value, cost = m.groups()
+            try:
+                values = {"time_cost_s" if cost else f"{kind}-{name}": float(cost or value)}
+            except ValueError:
+                self.bad("epoch-end value is not a number", line_no, line)
+                return True
+            self.epoch_value(line_no, line, m, values)
+            return True
+        m = _GLUON.search(line)
+        if m is None or m.group(2) is None:
+            return False
+        pairs, clean = _pairs(m.group(3))
+        if not clean:
+            self.bad("GluonCV epoch item(s) that are not name=number: others kept", line_no, line)
+        prefix = "Train-" if m.group(2) == "training" else "Validation-"
+        self.epoch_value(line_no, line, m, {prefix + k: v for k, v in pairs.items()})
+        return True
+
+    def epoch_speed(self, line_no: int, line: str, m: re.Match[str]) -> bool:
+        try:
+            speed, cost = float(m.group(4)), float(m.group(5))
+        except ValueError:
+            self.bad("GluonCV epoch speed line cannot be read", line_no, line)
+            return True
+        run = self.epoch_value(line_no, line, m, {"samples_per_sec": speed, "time_cost_s": cost})
+        if 0 < speed < math.inf and cost > 0:
+            run.gluon = [run.gluon[0] + speed * cost, run.gluon[1] + cost]
+        return True
+
+    def epoch_value(self, line_no: int, line: str, m: re.Match[str], values: dict[str, float]) -> _Run:
+        """Add epoch-end values to the rank's epoch row (a new row when the epoch changes)."""
+        rank, ts = _where(line[: m.start()], line)
+        epoch = int(m.group(1))
+        run = self.current(line_no)
+        st = run.rank(rank)
+        self.flush(run, st, ("pending",))
+        if st.epoch_row is not None and st.epoch_row["epoch"] != epoch:
+            self.flush(run, st, ("epoch_row",))
+        if st.epoch_row is None:
+            st.epoch_row = {"step": None, "rank": rank, "epoch": epoch, "timestamp": ts, "line_no": line_no,
+                            "metrics": {}}
+        st.epoch_row["metrics"].update(values)
+        if "time_cost_s" in values:
+            st.time_cost = (st.time_cost or 0.0) + values["time_cost_s"]
+        run.epoch_ends += 1
+        run.last_event = "epoch_end"
+        run.seen(ts, epoch)
+        return run
+
+    def header_line(self, line_no: int, line: str) -> bool:
+        """``Namespace(...)`` (with a batch_size) or ``Start training with [...]``."""
+        m = _NAMESPACE.search(line) or _START.search(line)
+        if m is None or (m.re is _NAMESPACE and "batch_size=" not in m.group(1)):
+            return False  # some other program's argparse dump
+        rank, ts = _where(line[: m.start()], line)
+        is_ns, run = m.re is _NAMESPACE, self.run
+        if run is None or rank in run.ranks or rank in run.started or (is_ns and rank in run.ns_ranks):
+            run = self.new_run(line_no)  # this rank already started the current run: a new one
+        if is_ns:
+            run.ns_ranks.add(rank)
+            for k, v in _NS_ITEM.findall(m.group(1)):
+                run.ns.setdefault(k, v.strip().strip("'\""))
+        else:
+            run.started.add(rank)
+            run.start_gpus = m.group(1).count("gpu(")
+        run.seen(ts)
+        return True
+
+    def error_line(self, line_no: int, line: str) -> None:
+        text = split_rank(line)[1].rstrip()
+        if "out of memory" in text and self.run is not None:
+            self.run.oom = True  # e.g. the "what():  ... cudaMalloc failed: out of memory" line
+        if text.startswith("Traceback (most recent call last)"):
+            run = self.current(line_no)
+            run.error = run.error or text
+        elif _EXC.match(text) or text.startswith(_FATAL):
+            run = self.current(line_no)
+            run.error = text[:500]  # the last exception line is the one that ended the program
+            run.oom = run.oom or "out of memory" in text
+
+    def end(self) -> None:
+        if self.run is None:  # never dropped: a run row that says nothing usable was found
+            self.result.problem("missing_field", "no MXNet Speedometer, epoch or Namespace line found")
+            self.new_run(1)
+        self.close(followed=False)
+
+
+def _hardware(run: _Run) -> tuple[int, int | None, int | None, int | None]:
+    """(workers, GPUs in all, batch per device, global batch). fit.py's batch is per worker and split
+    over its GPUs (CPU: one device); GluonCV's is per device (``num_gpus`` and no ``gpus``)."""
+    workers = len((run.ranks.keys() | run.ns_ranks | run.started) - {None}) or 1
+    gpus = run.start_gpus
+    if gpus is None and "gpus" in run.ns:
+        gpus = len([g for g in run.ns["gpus"].split(",") if g.strip() and g.strip() != "None"])
+    if gpus is None:
+        gpus = _int(run.ns.get("num_gpus"))
+    batch = _int(run.ns.get("batch_size"))
+    total = None if gpus is None else gpus * workers
+    if batch is None:
+        return workers, total, None, None
+    if "gpus" not in run.ns and "num_gpus" in run.ns:
+        return workers, total, batch, batch * max(1, gpus or 0) * workers
+    if not gpus:
+        return workers, total, batch, batch * workers
+    return workers, total, (batch // gpus if batch % gpus == 0 else None), batch * workers
+
+
+def _rates(run: _Run) -> tuple[float | None, float | None, tuple[float | None, ...] | None]:
+    """(images_per_sec, images_per_sec_mean, per-rank images/sec) over the counted intervals."""
+    per = {r: st.batches / st.time_units for r, st in run.ranks.items() if st.n}
+    if not per:
+        return (run.gluon[0] / run.gluon[1] if run.gluon[1] > 0 else None), None, None
+    mean = sum(st.speed_sum / st.n for st in run.ranks.values() if st.n)
+    known = [r for r in per if r is not None]
+    ranks = tuple(per.get(i) for i in range(max(known) + 1)) if known and len(known) == len(per) else None
+    return sum(per.values()), mean, ranks
+
+
+def _status(run: _Run, followed: bool) -> str:
+    if run.error is not None:
+        if run.oom:
+            return "oom"
+        return "interrupted" if "KeyboardInterrupt" in run.error else "failed"
+    if not run.intervals and not run.gluon[1]:
+        return "no_result"
+    if run.last_event == "interval" and (run.epoch_ends or followed):
+        return "truncated"  # ended mid-epoch although epochs end with lines, or a new run followed
+    num_epochs = _int(run.ns.get("num_epochs"))
+    if num_epochs is not None and run.max_epoch is not None and run.max_epoch < num_epochs - 1:
+        return "truncated"
+    return "ok"
+
+
+def _summary(run: _Run, followed: bool) -> Run:
+    workers, gpus, per_device, global_batch = _hardware(run)
+    ips, mean, ranks = _rates(run)
+    costs = [st.time_cost for st in run.ranks.values() if st.time_cost is not None]
+    ns = run.ns
+    kv, bench = ns.get("kv_store"), ns.get("benchmark")
+    tags = {k: ns[k] for k in ("kv_store", "optimizer") if ns.get(k)}
+    if run.era:
+        tags["speedometer"] = run.era
+    failed = run.error is not None
+    return Run(
+        run_index=run.index, format=NAME, framework="mxnet",
+        model=ns.get("network") or ns.get("model") or None,
+        dataset=ns.get("data_type") or ns.get("dataset") or None,
+        data=None if bench is None else "real" if bench in ("0", "False") else "synthetic",
+        mode="train",
+        precision=_PRECISION.get(ns.get("dtype", "")) or ("amp" if ns.get("amp") == "True" else None),
+        batch_size_per_device=per_device, global_batch_size=global_batch, num_gpus=gpus,
+        num_nodes=1 if kv in _LOCAL_KV else None,
+        num_ranks=workers if (workers > 1 or run.ranks.keys() - {None} or kv in _LOCAL_KV) else None,
+        started_at=run.stamps[0] if run.stamps else None, ended_at=run.stamps[1] if run.stamps else None,
+        wall_time_s=max(costs) if costs else None,
+        images_per_sec=ips, images_per_sec_mean=mean, images_per_sec_ranks=ranks,
+        status=_status(run, followed), status_detail=run.error if failed else None,
+        first_line=run.first_line, last_line=run.last_line, tags=tags,
+    )
+
+
+def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
+    """Parse an MXNet log (see the module docstring). Pure, one pass; unreadable lines become problems."""
+    result = result if result is not None else ParseResult()
+    parser = _Parser(result)
+    for line_no, line in enumerate(lines, 1):
+        parser.feed(line_no, line)
+    parser.end()
+    return result
