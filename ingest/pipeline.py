@@ -24,9 +24,10 @@ import pyarrow as pa
 from bench.ingest import patterns as pat
 from bench.ingest import registry
 from bench.ingest.errors import BenchError
-from bench.ingest.parse import FileParse, parse_bytes, parse_stream
-from bench.ingest.records import ParseResult, Problem, StepTable
-from bench.ingest.schema import run_row, steps_table, telemetry_row
+from bench.ingest.parse import parse_bytes, parse_stream
+from bench.ingest.records import ParseResult, Problem, StepTable, TelemetryTable
+from bench.ingest.rows import FileRef, FileRows, file_rows, problem_row, tables
+from bench.ingest.schema import steps_table, telemetry_table
 from bench.ingest.sources import Item, iter_items
 from bench.ingest.store import Batch, StoreWriter
 
@@ -104,6 +105,7 @@ def ingest(
     t0 = time.perf_counter()
     summary = IngestSummary(store=str(store))
     with StoreWriter(Path(store), wait_message=on_wait) as writer, _Parsers(workers) as parsers:
+        parsers.patterns = compiled
         ctx = _Context(writer, writer.new_batch(), writer.known_hashes(), fmt, compiled, summary,
                        {"problems": Counter(), "status": Counter(), "format": Counter()}, list(path_patterns))
         for item in iter_items(paths, exclude=str(store)):
@@ -132,11 +134,14 @@ class _Job:
     data: bytes
 
 
-def _parse_many(jobs: list[tuple[bytes, str, str]], fmt: str | None) -> tuple[list[FileParse], pa.Table]:
-    """Parse a chunk of small files (in a worker): their parses, and all their steps as one table."""
-    parses = [parse_bytes(data, source=source, fmt=fmt) for data, source, _ in jobs]
-    steps = steps_table([(p.result.steps.take(), sha) for p, (_, _, sha) in zip(parses, jobs, strict=True)])
-    return parses, steps
+def _parse_many(
+    jobs: list[tuple[bytes, FileRef]], fmt: str | None, patterns: list[pat.PathPattern]
+) -> tuple[list[FileRows], pa.Table, pa.Table]:
+    """Parse a chunk of small files (in a worker): each file's rows, and all their steps and telemetry."""
+    now = time.time()
+    parses = [(parse_bytes(data, source=ref.source, fmt=fmt), ref) for data, ref in jobs]
+    rows = [file_rows(p, ref, patterns, now) for p, ref in parses]
+    return (rows, *tables(parses, patterns))
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -168,6 +173,7 @@ class _Parsers:
         self._chunk_bytes = 0
         self._pending: deque[tuple[list[_Job], Any]] = deque()
         self._fmt: str | None = None
+        self.patterns: list[pat.PathPattern] = []
 
     def __enter__(self) -> _Parsers:
         if self.workers > 0:
@@ -193,19 +199,19 @@ class _Parsers:
         if not self._chunk:
             return
         chunk, self._chunk, self._chunk_bytes = self._chunk, [], 0
-        args = [(j.data, j.item.source, j.sha) for j in chunk]
+        args = [(j.data, FileRef(j.item.source, j.sha, j.item.match_path)) for j in chunk]
         if self._pool is None:
-            self._pending.append((chunk, _Done(_parse_many(args, self._fmt))))
+            self._pending.append((chunk, _Done(_parse_many(args, self._fmt, self.patterns))))
         else:
-            self._pending.append((chunk, self._pool.submit(_parse_many, args, self._fmt)))
+            self._pending.append((chunk, self._pool.submit(_parse_many, args, self._fmt, self.patterns)))
 
-    def ready(self) -> Iterator[tuple[list[_Job], list[FileParse], pa.Table]]:
+    def ready(self) -> Iterator[tuple[list[_Job], list[FileRows], pa.Table, pa.Table]]:
         """Chunks whose turn has come; blocks only when too many chunks are in flight."""
         while self._pending and (self._pending[0][1].done() or len(self._pending) > self.MAX_PENDING):
             chunk, fut = self._pending.popleft()
             yield (chunk, *fut.result())
 
-    def drain(self) -> Iterator[tuple[list[_Job], list[FileParse], pa.Table]]:
+    def drain(self) -> Iterator[tuple[list[_Job], list[FileRows], pa.Table, pa.Table]]:
         self._send()
         while self._pending:
             chunk, fut = self._pending.popleft()
@@ -216,12 +222,12 @@ class _Parsers:
 class _Done:
     """An already-computed result with the Future methods _Parsers uses."""
 
-    value: tuple[list[FileParse], pa.Table]
+    value: tuple[list[FileRows], pa.Table, pa.Table]
 
     def done(self) -> bool:
         return True
 
-    def result(self) -> tuple[list[FileParse], pa.Table]:
+    def result(self) -> tuple[list[FileRows], pa.Table, pa.Table]:
         return self.value
 
 
@@ -245,13 +251,14 @@ def _read_item(item: Item, ctx: _Context) -> _Job | None:
 
 
 def _finish(
-    jobs: list[_Job], parses: list[FileParse], steps: pa.Table, ctx: _Context,
+    jobs: list[_Job], rows: list[FileRows], steps: pa.Table, telemetry: pa.Table, ctx: _Context,
     progress: Callable[[str, int], None] | None,
 ) -> None:
     """Record a parsed chunk of files in the current batch (committing it when it is full)."""
     ctx.batch.add_steps(steps)
-    for job, parsed in zip(jobs, parses, strict=True):
-        _record(job.item, job.sha, len(job.data), parsed, ctx)
+    ctx.batch.add_telemetry(telemetry)
+    for job, file in zip(jobs, rows, strict=True):
+        _record(job.item, job.sha, len(job.data), file, ctx)
         if progress:
             progress(job.item.source, ctx.summary.bytes_read)
     if ctx.batch.n_sources >= BATCH_SOURCES:
@@ -278,12 +285,20 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
     if _is_duplicate(sha, ctx):
         return
     batch = ctx.batch
-    result = ParseResult(steps=StepTable(spill=lambda cols: batch.add_steps(steps_table([(cols, sha)]))))
+    tags = pat.match_first(ctx.patterns, item.match_path)
+    result = ParseResult(
+        steps=StepTable(spill=lambda cols: batch.add_steps(steps_table([(cols, sha)]))),
+        telemetry=TelemetryTable(spill=lambda cols: batch.add_telemetry(telemetry_table([(cols, sha, item.source, tags)]))),
+    )
     with _reopen(item) as reader:
         head = reader.read(registry.HEAD_CHARS)
         parsed = parse_stream(head, _chunks(reader), source=item.source, fmt=ctx.fmt, result=result)
-    result.steps.flush()
-    _record(item, sha, item.size, parsed, ctx)
+    ref = FileRef(item.source, sha, item.match_path)
+    file = file_rows(parsed, ref, ctx.patterns, time.time())
+    steps, telemetry = tables([(parsed, ref)], ctx.patterns)
+    batch.add_steps(steps)
+    batch.add_telemetry(telemetry)
+    _record(item, sha, item.size, file, ctx)
 
 
 def _chunks(reader: IO[bytes]) -> Iterator[bytes]:
@@ -308,44 +323,34 @@ def _reopen(item: Item) -> Iterator[IO[bytes]]:
             yield fh
 
 
-def _record(item: Item, sha: str, size: int, parsed: FileParse, ctx: _Context) -> None:
-    """Turn one file's parse into rows of the current batch."""
-    res, batch, now = parsed.result, ctx.batch, time.time()
-    values = pat.match_first(ctx.patterns, item.match_path)
-    for run in res.runs:
-        run = pat.apply(run, values, res.problems)
-        batch.rows["runs"].append(run_row(run, source=item.source, sha=sha, ingested_at=now))
-        ctx.counters["status"][run.status] += 1
-        ctx.counters["format"][parsed.format or "?"] += 1
-    for t in res.telemetry:
-        batch.rows["telemetry"].append(telemetry_row(t, source=item.source, sha=sha, tags=values))
-    for p in res.problems:
-        _problem_row(ctx, item.source, sha, parsed.format, p, now)
+def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context) -> None:
+    """Add one file's rows and its sources row to the current batch, and count them."""
+    batch, now = ctx.batch, time.time()
+    batch.rows["runs"].extend(file.runs)
+    batch.rows["problems"].extend(file.problems)
+    for run in file.runs:
+        ctx.counters["status"][run["status"]] += 1
+        ctx.counters["format"][file.format or "?"] += 1
+    for p in file.problems:
+        ctx.counters["problems"][p["kind"]] += 1
     batch.rows["sources"].append(
         {"source": item.source, "source_sha256": sha, "size_bytes": size, "archive": item.archive,
-         "member": item.member,
-         "resolved_path": os.path.abspath(item.archive or item.source), "format": parsed.format, "forced_format": ctx.fmt is not None,
-         "path_patterns": ctx.pattern_texts, "n_runs": len(res.runs), "n_steps": res.steps.total_rows,
-         "n_problems": len(res.problems), "ingested_at": round(now * 1e6)}
+         "member": item.member, "resolved_path": os.path.abspath(item.archive or item.source),
+         "format": file.format, "forced_format": ctx.fmt is not None, "path_patterns": ctx.pattern_texts,
+         "n_runs": len(file.runs), "n_steps": file.n_steps, "n_problems": len(file.problems),
+         "ingested_at": round(now * 1e6)}
     )
     batch.n_sources += 1
     s = ctx.summary
-    s.runs_added += len(res.runs)
-    s.steps_added += res.steps.total_rows
-    s.telemetry_added += len(res.telemetry)
-    if parsed.format is None:
+    s.runs_added += len(file.runs)
+    s.steps_added += file.n_steps
+    s.telemetry_added += file.n_telemetry
+    if file.format is None:
         s.unrecognized += 1
     else:
         s.files_parsed += 1
 
 
 def _problem_only(ctx: _Context, item: Item, p: Problem) -> None:
-    _problem_row(ctx, item.source, None, None, p, time.time())
-
-
-def _problem_row(ctx: _Context, source: str, sha: str | None, fmt: str | None, p: Problem, now: float) -> None:
-    ctx.batch.rows["problems"].append(
-        {"source": source, "source_sha256": sha, "format": fmt, "kind": p.kind, "line_no": p.line_no,
-         "text": p.text, "message": p.message, "ingested_at": round(now * 1e6)}
-    )
+    ctx.batch.rows["problems"].append(problem_row(item.source, None, None, p, time.time()))
     ctx.counters["problems"][p.kind] += 1

@@ -81,7 +81,7 @@ def _carry_over(root: Path, new: Path) -> None:
             parts.append(t.filter(keep))
         if parts and sum(p.num_rows for p in parts):
             target.mkdir(parents=True, exist_ok=True)
-            name = "steps-00000.parquet" if table == "steps" else f"{table}.parquet"
+            name = f"{table}-00000.parquet" if table in ("steps", "telemetry") else f"{table}.parquet"
             pq.write_table(pa.concat_tables(parts), target / name, compression="zstd")
 
 

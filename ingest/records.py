@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import struct
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 SCHEMA_VERSION = 1
 
@@ -84,7 +84,8 @@ class Run:
 
 @dataclass(frozen=True, slots=True)
 class TelemetrySample:
-    """One telemetry sample for one GPU (``gpu_index`` None for host-wide values)."""
+    """One telemetry sample for one GPU (``gpu_index`` None for host-wide values): the row shape of
+    ``TelemetryTable``, which stores them as columns."""
 
     sample_index: int
     timestamp: float | None = None  # unix seconds
@@ -145,12 +146,16 @@ def _is_null_float(v: float) -> bool:
     return v != v and struct.pack("<d", v) == struct.pack("<Q", _NULL_BITS)
 
 
-class StepTable:
-    """Columnar buffer of step rows with bounded memory.
+class ColumnBuffer:
+    """Columnar buffer of rows (array('q') / array('d') / list per column) with bounded memory.
 
-    Parsers call :meth:`add`. When ``spill`` is given, every ``spill_rows`` rows are handed to it as a
-    dict of columns and the buffer is cleared, so a 10-million-step log never sits in memory.
+    ``COLUMNS`` maps column name -> kind ("i" int64, "d" float64, "m" metrics map). NULL is stored as a
+    sentinel (``_INT_NULL`` / the ``_NULL_BITS`` NaN) and becomes NULL on write. When ``spill`` is
+    given, every ``spill_rows`` rows are handed to it as a dict of columns and the buffer is cleared,
+    so a 10-million-row log never sits in memory. Subclasses define a fast ``add``.
     """
+
+    COLUMNS: ClassVar[dict[str, str]] = {}
 
     def __init__(self, spill: Callable[[dict[str, Any]], None] | None = None, spill_rows: int = 500_000):
         self._spill = spill
@@ -161,12 +166,56 @@ class StepTable:
     def _reset(self) -> None:
         self._cols: dict[str, Any] = {
             name: (array("q") if kind == "i" else array("d") if kind == "d" else [])
-            for name, kind in STEP_COLUMNS.items()
+            for name, kind in self.COLUMNS.items()
         }
         self._n = 0
 
     def __len__(self) -> int:
         return self.total_rows
+
+    def _added(self) -> None:
+        self._n += 1
+        self.total_rows += 1
+        if self._spill is not None and self._n >= self._spill_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand buffered rows to the spill callback (if any) and clear the buffer."""
+        if self._spill is not None and self._n:
+            self._spill(self._cols)
+            self._reset()
+
+    def columns(self) -> dict[str, Any]:
+        """The buffered (unspilled) rows as columns."""
+        return self._cols
+
+    def take(self) -> dict[str, Any]:
+        """The buffered rows as columns, emptying the buffer (``total_rows`` keeps counting)."""
+        cols = self._cols
+        self._reset()
+        return cols
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Buffered rows as dicts with None for NULL (for tests and small files)."""
+        return [self._row(i) for i in range(self._n)]
+
+    def _row(self, i: int) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        for name, kind in self.COLUMNS.items():
+            v = self._cols[name][i]
+            if kind == "i":
+                row[name] = None if v == _INT_NULL else v
+            elif kind == "d":
+                row[name] = None if _is_null_float(v) else v
+            else:
+                row[name] = v
+        return row
+
+
+class StepTable(ColumnBuffer):
+    """Step rows (``STEP_COLUMNS``); parsers call :meth:`add`."""
+
+    COLUMNS: ClassVar[dict[str, str]] = STEP_COLUMNS
 
     def add(
         self,
@@ -205,42 +254,92 @@ class StepTable:
         c["timestamp"].append(_NAN if timestamp is None else timestamp)
         c["line_no"].append(_INT_NULL if line_no is None else line_no)
         c["metrics"].append(metrics)
-        self._n += 1
-        self.total_rows += 1
+        self._added()
+
+
+# Columns of the telemetry table as parsers give them (see TelemetrySample for the meaning).
+TELEMETRY_COLUMNS: dict[str, str] = {
+    "run_index": "i",
+    "sample_index": "i",
+    "timestamp": "d",
+    "elapsed_s": "d",
+    "gpu_index": "i",
+    "images_per_sec": "d",
+    "temperature_c": "d",
+    "utilization_pct": "d",
+    "memory_used_mib": "d",
+    "power_w": "d",
+    "sm_clock_mhz": "d",
+}
+
+
+class TelemetryTable(ColumnBuffer):
+    """Telemetry rows, one per sample per GPU. Indexing and iteration give ``TelemetrySample`` views."""
+
+    COLUMNS: ClassVar[dict[str, str]] = TELEMETRY_COLUMNS
+
+    def add(
+        self,
+        sample_index: int,
+        *,
+        timestamp: float | None = None,
+        elapsed_s: float | None = None,
+        gpu_index: int | None = None,
+        images_per_sec: float | None = None,
+        temperature_c: float | None = None,
+        utilization_pct: float | None = None,
+        memory_used_mib: float | None = None,
+        power_w: float | None = None,
+        sm_clock_mhz: float | None = None,
+        run_index: int | None = None,
+    ) -> None:
+        c = self._cols
+        c["run_index"].append(_INT_NULL if run_index is None else run_index)
+        c["sample_index"].append(sample_index)
+        c["timestamp"].append(_NAN if timestamp is None else timestamp)
+        c["elapsed_s"].append(_NAN if elapsed_s is None else elapsed_s)
+        c["gpu_index"].append(_INT_NULL if gpu_index is None else gpu_index)
+        c["images_per_sec"].append(_NAN if images_per_sec is None else images_per_sec)
+        c["temperature_c"].append(_NAN if temperature_c is None else temperature_c)
+        c["utilization_pct"].append(_NAN if utilization_pct is None else utilization_pct)
+        c["memory_used_mib"].append(_NAN if memory_used_mib is None else memory_used_mib)
+        c["power_w"].append(_NAN if power_w is None else power_w)
+        c["sm_clock_mhz"].append(_NAN if sm_clock_mhz is None else sm_clock_mhz)
+        self._added()
+
+    def add_gpus(
+        self, sample_index: int, temperatures_c: list[float], *, timestamp: float | None = None,
+        elapsed_s: float | None = None, images_per_sec: float | None = None,
+    ) -> None:
+        """One sample of several GPUs at once (GPU i has ``temperatures_c[i]``): the fast path for
+        files with one line per sample, such as Lambda's thermal files."""
+        k = len(temperatures_c)
+        if not k:
+            return
+        c = self._cols
+        c["run_index"].extend(array("q", [_INT_NULL]) * k)
+        c["sample_index"].extend(array("q", [sample_index]) * k)
+        c["timestamp"].extend(array("d", [_NAN if timestamp is None else timestamp]) * k)
+        c["elapsed_s"].extend(array("d", [_NAN if elapsed_s is None else elapsed_s]) * k)
+        c["gpu_index"].extend(range(k))
+        c["images_per_sec"].extend(array("d", [_NAN if images_per_sec is None else images_per_sec]) * k)
+        c["temperature_c"].extend(temperatures_c)
+        nulls = array("d", [_NAN]) * k
+        for name in ("utilization_pct", "memory_used_mib", "power_w", "sm_clock_mhz"):
+            c[name].extend(nulls)
+        self._n += k
+        self.total_rows += k
         if self._spill is not None and self._n >= self._spill_rows:
             self.flush()
 
-    def flush(self) -> None:
-        """Hand buffered rows to the spill callback (if any) and clear the buffer."""
-        if self._spill is not None and self._n:
-            self._spill(self._cols)
-            self._reset()
+    def __getitem__(self, i: int) -> TelemetrySample:
+        n = self._n
+        if not -n <= i < n:
+            raise IndexError(i)
+        return TelemetrySample(**self._row(i % n))
 
-    def columns(self) -> dict[str, Any]:
-        """The buffered (unspilled) rows as columns: array('q'/'d') and a list for ``metrics``."""
-        return self._cols
-
-    def take(self) -> dict[str, Any]:
-        """The buffered rows as columns, emptying the buffer (``total_rows`` keeps counting)."""
-        cols = self._cols
-        self._reset()
-        return cols
-
-    def rows(self) -> list[dict[str, Any]]:
-        """Buffered rows as dicts with None for NULL (for tests and small files)."""
-        out = []
-        for i in range(self._n):
-            row: dict[str, Any] = {}
-            for name, kind in STEP_COLUMNS.items():
-                v = self._cols[name][i]
-                if kind == "i":
-                    row[name] = None if v == _INT_NULL else v
-                elif kind == "d":
-                    row[name] = None if _is_null_float(v) else v
-                else:
-                    row[name] = v
-            out.append(row)
-        return out
+    def __iter__(self) -> Iterator[TelemetrySample]:
+        return (TelemetrySample(**self._row(i)) for i in range(self._n))
 
 
 @dataclass
@@ -249,7 +348,7 @@ class ParseResult:
 
     runs: list[Run] = field(default_factory=list)
     steps: StepTable = field(default_factory=StepTable)
-    telemetry: list[TelemetrySample] = field(default_factory=list)
+    telemetry: TelemetryTable = field(default_factory=TelemetryTable)
     problems: list[Problem] = field(default_factory=list)
 
     def problem(self, kind: str, message: str, line_no: int | None = None, text: str | None = None) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench.ingest.records import _INT_NULL, _NULL_BITS, SCHEMA_VERSION, STEP_COLUMNS, Run, TelemetrySample
+from bench.ingest.records import _INT_NULL, _NULL_BITS, SCHEMA_VERSION, STEP_COLUMNS, TELEMETRY_COLUMNS, Run
 
 TAGS = pa.map_(pa.string(), pa.string())
 TS = pa.timestamp("us", tz="UTC")
@@ -66,6 +66,7 @@ _RUN_TYPES: dict[str, pa.DataType] = {
 RUNS = pa.schema(list(_RUN_TYPES.items()))
 
 _STEP_ARROW = {"i": pa.int64(), "d": pa.float64(), "m": pa.map_(pa.string(), pa.float64())}
+_STEP_TYPES = {name: _STEP_ARROW[kind] for name, kind in STEP_COLUMNS.items()}
 STEPS = pa.schema(
     [("run_id", pa.string())]
     + [(name, _STEP_ARROW[kind]) for name, kind in STEP_COLUMNS.items() if name != "run_index"]
@@ -152,44 +153,103 @@ def run_id(sha: str, run_index: int) -> str:
     return f"{sha[:16]}-{run_index}"
 
 
-def telemetry_row(t: TelemetrySample, *, source: str, sha: str, tags: dict[str, str]) -> dict[str, Any]:
-    row: dict[str, Any] = {name: getattr(t, name) for name in TelemetrySample.__dataclass_fields__}
-    row.pop("run_index")
-    row["run_id"] = None if t.run_index is None else run_id(sha, t.run_index)
-    row["timestamp"] = _ts(t.timestamp)
-    row["source"], row["source_sha256"], row["tags"] = source, sha, list(tags.items())
-    return row
+def _null_mask(values: Any, kind: str) -> Any:
+    import numpy as np
+
+    return values == _INT_NULL if kind == "i" else values.view(np.uint64) == _NULL_BITS
+
+
+def _arrays(parts: list[dict[str, Any]], spec: dict[str, str], types: dict[str, pa.DataType]) -> dict[str, pa.Array]:
+    """Concatenate the buffered columns of several files into Arrow arrays (sentinels -> NULL)."""
+    import numpy as np
+
+    out: dict[str, pa.Array] = {}
+    for name, kind in spec.items():
+        if kind == "m":
+            maps = [None if m is None else list(m.items()) for cols in parts for m in cols[name]]
+            out[name] = pa.array(maps, types[name])
+            continue
+        dtype = np.int64 if kind == "i" else np.float64
+        values = np.concatenate([np.frombuffer(cols[name], dtype=dtype) for cols in parts])
+        out[name] = pa.array(values, type=types.get(name, pa.int64() if kind == "i" else pa.float64()),
+                             mask=_null_mask(values, kind))
+    return out
+
+
+def _run_ids(parts: list[tuple[dict[str, Any], str]]) -> pa.Array:
+    """run_id per row from each file's run_index column (NULL where the run index is NULL)."""
+    import numpy as np
+
+    ids: list[str] = []
+    codes = []
+    for cols, sha in parts:
+        run_index = np.frombuffer(cols["run_index"], dtype=np.int64)
+        valid = run_index != _INT_NULL
+        top = int(run_index[valid].max()) + 1 if valid.any() else 0
+        codes.append(np.where(valid, run_index + len(ids), -1))
+        ids.extend(f"{sha[:16]}-{i}" for i in range(top))
+    all_codes = np.concatenate(codes)
+    indices = pa.array(all_codes, pa.int32(), mask=all_codes < 0)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(ids, pa.string())).cast(pa.string())
+
+
+def _per_file(values: list[str], counts: list[int]) -> pa.Array:
+    """A string column holding ``values[i]`` for the ``counts[i]`` rows of file i."""
+    import numpy as np
+
+    codes = np.repeat(np.arange(len(values), dtype=np.int32), counts)
+    return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(values, pa.string())).cast(pa.string())
+
+
+def _per_file_tags(tags: list[dict[str, str]], counts: list[int]) -> pa.Array:
+    """A tags MAP column holding file i's tags on each of its ``counts[i]`` rows."""
+    import numpy as np
+
+    if not any(tags):
+        return pa.nulls(sum(counts), TAGS)
+    offsets, keys, items, pos = [np.zeros(1, np.int32)], [], [], 0
+    for t, n in zip(tags, counts, strict=True):
+        k = len(t)
+        offsets.append(pos + k * np.arange(1, n + 1, dtype=np.int32))
+        pos += k * n
+        keys.extend(list(t.keys()) * n)
+        items.extend(list(t.values()) * n)
+    return pa.MapArray.from_arrays(pa.array(np.concatenate(offsets)), pa.array(keys, pa.string()),
+                                   pa.array(items, pa.string()))
 
 
 def steps_table(parts: list[tuple[dict[str, Any], str]]) -> pa.Table:
     """Step buffers of several files -> one Arrow table of STEPS.
 
-    ``parts`` holds (StepTable columns with sentinels/NaN for NULL, source SHA-256) per file; the run
-    index of each row becomes its run_id. Converting many files at once keeps Arrow's per-call
-    overhead out of the per-file path.
+    ``parts`` holds (StepTable columns, source SHA-256) per file; the run index of each row becomes its
+    run_id. Converting many files at once keeps Arrow's per-call overhead out of the per-file path.
     """
-    import numpy as np
-
     parts = [(cols, sha) for cols, sha in parts if len(cols["run_index"])]
     if not parts:
         return STEPS.empty_table()
-    ids: list[str] = []
-    codes = []
-    for cols, sha in parts:
-        run_index = np.frombuffer(cols["run_index"], dtype=np.int64)
-        codes.append(run_index + len(ids))
-        ids.extend(f"{sha[:16]}-{i}" for i in range(int(run_index.max()) + 1))
-    dictionary = pa.DictionaryArray.from_arrays(pa.array(np.concatenate(codes), pa.int32()), pa.array(ids, pa.string()))
-    arrays: list[pa.Array] = [dictionary.cast(pa.string())]
-    for name, kind in STEP_COLUMNS.items():
-        if name == "run_index":
-            continue
-        if kind == "m":
-            maps = [None if m is None else list(m.items()) for cols, _ in parts for m in cols[name]]
-            arrays.append(pa.array(maps, _STEP_ARROW["m"]))
-            continue
-        dtype = np.int64 if kind == "i" else np.float64
-        values = np.concatenate([np.frombuffer(cols[name], dtype=dtype) for cols, _ in parts])
-        mask = values == _INT_NULL if kind == "i" else values.view(np.uint64) == _NULL_BITS
-        arrays.append(pa.array(values, type=_STEP_ARROW[kind], mask=mask))
-    return pa.Table.from_arrays(arrays, schema=STEPS)
+    spec = {k: v for k, v in STEP_COLUMNS.items() if k != "run_index"}
+    arrays = {"run_id": _run_ids(parts), **_arrays([c for c, _ in parts], spec, _STEP_TYPES)}
+    return pa.Table.from_arrays([arrays[f.name] for f in STEPS], schema=STEPS)
+
+
+def telemetry_table(parts: list[tuple[dict[str, Any], str, str, dict[str, str]]]) -> pa.Table:
+    """Telemetry buffers of several files -> one Arrow table of TELEMETRY.
+
+    ``parts`` holds (TelemetryTable columns, SHA-256, source, tags) per file.
+    """
+    import numpy as np
+
+    parts = [p for p in parts if len(p[0]["sample_index"])]
+    if not parts:
+        return TELEMETRY.empty_table()
+    counts = [len(cols["sample_index"]) for cols, *_ in parts]
+    spec = {k: v for k, v in TELEMETRY_COLUMNS.items() if k != "run_index"}
+    arrays = _arrays([c for c, *_ in parts], spec, {})
+    stamps = np.concatenate([np.frombuffer(c["timestamp"], dtype=np.float64) for c, *_ in parts])
+    micros = np.round(stamps * 1e6).astype(np.int64, copy=False) if len(stamps) else stamps.astype(np.int64)
+    arrays["timestamp"] = pa.array(micros, TS, mask=_null_mask(stamps, "d") | np.isnan(stamps))
+    arrays["run_id"] = _run_ids([(c, sha) for c, sha, *_ in parts])
+    arrays["source"] = _per_file([src for _, _, src, _ in parts], counts)
+    arrays["source_sha256"] = _per_file([sha for _, sha, *_ in parts], counts)
+    arrays["tags"] = _per_file_tags([tags for *_, tags in parts], counts)
+    return pa.Table.from_arrays([arrays[f.name] for f in TELEMETRY], schema=TELEMETRY)

@@ -5,7 +5,8 @@ Layout (any Parquet reader opens it; the glob is the table)::
     STORE/STORE.json                          {"schema_version": 1, ...}
     STORE/batches/<batch_id>/runs.parquet     one file per table per committed batch
     STORE/batches/<batch_id>/steps-00000.parquet ...
-    STORE/batches/<batch_id>/{telemetry,problems,sources}.parquet
+    STORE/batches/<batch_id>/telemetry-00000.parquet ...
+    STORE/batches/<batch_id>/{problems,sources}.parquet
     STORE/_tmp/<batch_id>/                     a batch being written (never read)
 
 A batch is staged under ``_tmp`` and committed by one ``rename`` of its directory into ``batches/``,
@@ -35,7 +36,7 @@ from bench.ingest.schema import METADATA, TABLES
 TABLE_GLOBS = {
     "runs": "batches/*/runs.parquet",
     "steps": "batches/*/steps-*.parquet",
-    "telemetry": "batches/*/telemetry.parquet",
+    "telemetry": "batches/*/telemetry-*.parquet",
     "problems": "batches/*/problems.parquet",
     "sources": "batches/*/sources.parquet",
 }
@@ -151,29 +152,33 @@ class Batch:
         self.root, self.batch_id = root, batch_id
         self.dir = root / "_tmp" / batch_id
         self.dir.mkdir(parents=True)
-        self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("runs", "telemetry", "problems", "sources")}
-        self._step_parts = 0
-        self._steps: list[pa.Table] = []
-        self._steps_rows = 0
+        self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("runs", "problems", "sources")}
+        self._parts: dict[str, list[pa.Table]] = {"steps": [], "telemetry": []}
+        self._part_no = {"steps": 0, "telemetry": 0}
         self.n_sources = 0
         self.n_step_rows = 0
 
-    STEP_PART_ROWS = 1_000_000
+    PART_ROWS = 1_000_000
 
     def add_steps(self, table: pa.Table) -> None:
-        """Buffer step rows; a part file is written for every ``STEP_PART_ROWS`` rows."""
-        if table.num_rows:
-            self._steps.append(table)
-            self._steps_rows += table.num_rows
-            if self._steps_rows >= self.STEP_PART_ROWS:
-                self._flush_steps()
+        self._add_part("steps", table)
 
-    def _flush_steps(self) -> None:
-        if self._steps:
-            self._write(f"steps-{self._step_parts:05d}.parquet", pa.concat_tables(self._steps))
-            self._step_parts += 1
-            self.n_step_rows += self._steps_rows
-            self._steps, self._steps_rows = [], 0
+    def add_telemetry(self, table: pa.Table) -> None:
+        self._add_part("telemetry", table)
+
+    def _add_part(self, name: str, table: pa.Table) -> None:
+        """Buffer rows of a large table; a part file is written for every ``PART_ROWS`` rows."""
+        if table.num_rows:
+            self._parts[name].append(table)
+            if sum(t.num_rows for t in self._parts[name]) >= self.PART_ROWS:
+                self._flush_part(name)
+
+    def _flush_part(self, name: str) -> None:
+        tables = self._parts[name]
+        if tables or self._part_no[name] == 0:  # always one (maybe empty) part, so the glob finds the table
+            self._write(f"{name}-{self._part_no[name]:05d}.parquet", pa.concat_tables([TABLES[name].empty_table(), *tables]))
+            self._part_no[name] += 1
+            self._parts[name] = []
 
     def _write(self, name: str, table: pa.Table) -> None:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **METADATA})
@@ -181,11 +186,10 @@ class Batch:
 
     def commit(self) -> None:
         """Write the buffered tables and move the batch into ``batches/`` in one rename."""
-        self._flush_steps()
+        for name in self._parts:
+            self._flush_part(name)
         for table, rows in self.rows.items():
             self._write(f"{table}.parquet", pa.Table.from_pylist(rows, schema=TABLES[table]))
-        if self._step_parts == 0:
-            self._write("steps-00000.parquet", TABLES["steps"].empty_table())
         for f in self.dir.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())

@@ -1,6 +1,6 @@
 """GPU telemetry side files: Lambda ``thermal/<iter>`` lines and nvidia-smi query CSV (log-formats.md §12).
 
-A telemetry file is not a run: it yields ``TelemetrySample`` rows only (``run_index`` None; the ingest
+A telemetry file is not a run: it yields telemetry rows only (``run_index`` None; the ingest
 links a file to its run by path), one row per sample per GPU.
 
 Lambda ``thermal/<iter>`` (``LAM:benchmark.sh:L152-L158``): every few seconds one line
@@ -25,7 +25,7 @@ import math
 import re
 from collections.abc import Iterable
 
-from bench.ingest.records import ParseResult, TelemetrySample
+from bench.ingest.records import ParseResult
 
 NAME = "telemetry"
 DESCRIPTION = "GPU telemetry: Lambda thermal/<iter> lines and nvidia-smi --query-gpu CSV"
@@ -98,10 +98,7 @@ def _parse_thermal(first_no: int, first: str, rest: Iterable[tuple[int, str]], r
         t0 = t if t0 is None else t0
         rate = float(m.group(2)) if m.group(2) else None
         temps = [float(v) for v in m.group(3).replace(" ", "").split(",") if v]
-        result.telemetry.extend(
-            TelemetrySample(sample, timestamp=t, elapsed_s=t - t0, gpu_index=i, images_per_sec=rate, temperature_c=c)
-            for i, c in enumerate(temps)
-        )
+        result.telemetry.add_gpus(sample, temps, timestamp=t, elapsed_s=t - t0, images_per_sec=rate)
         sample += 1
 
     one(first_no, first)
@@ -147,7 +144,5 @@ def _parse_smi(header: str, rest: Iterable[tuple[int, str]], result: ParseResult
         t = _smi_time(cells[cols["timestamp"]]) if "timestamp" in cols else None
         t0 = t if t0 is None else t0
         values = {attr: _smi_value(cells[cols[name]]) for name, attr in _SMI_FIELDS.items() if name in cols}
-        result.telemetry.append(
-            TelemetrySample(sample, timestamp=t, elapsed_s=None if t is None or t0 is None else t - t0,
-                            gpu_index=gpu, **values)
-        )
+        result.telemetry.add(sample, timestamp=t, elapsed_s=None if t is None or t0 is None else t - t0,
+                             gpu_index=gpu, **values)
