@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import sys
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -43,8 +44,9 @@ def print_table(cols: Sequence[str], rows: Sequence[Sequence[object]], title: st
     from rich.table import Table
 
     t = Table(title=title)
+    wide = None if sys.stdout.isatty() else 160  # piped or captured: don't squeeze into 80 columns
     for c in cols:
         t.add_column(c)
     for r in rows:
         t.add_row(*("NULL" if v is None else f"{v:.2f}" if isinstance(v, float) else str(_plain(v)) for v in r))
-    Console().print(t)
+    Console(width=wide).print(t)

@@ -23,6 +23,10 @@ def ingest_command(
         list[str] | None,
         typer.Option("--path-pattern", help="Template matched against the end of each path, e.g. '{model}-{batch_size_per_device}/{repeat}'"),
     ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option("--exclude", help="Skip files (in directories and archives) whose path or name matches this glob"),
+    ] = None,
     list_formats: Annotated[bool, typer.Option("--list-formats", help="List the formats and exit")] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Re-parse every source recorded in the store")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object")] = False,
@@ -51,7 +55,8 @@ def ingest_command(
         from bench.ingest.pipeline import ingest
 
         with _progress() as progress:
-            summary = ingest(paths, root, fmt=fmt, path_patterns=path_pattern or [], progress=progress, on_wait=_waiting)
+            summary = ingest(paths, root, fmt=fmt, path_patterns=path_pattern or [], progress=progress,
+                             on_wait=_waiting, skip_globs=tuple(exclude or ()))
     if as_json:
         typer.echo(json.dumps(summary.to_json(), indent=2, sort_keys=True))
     else:

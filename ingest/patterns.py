@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from bench.ingest.errors import BenchError
 from bench.ingest.records import Problem, Run
@@ -79,7 +80,7 @@ def apply(run: Run, values: dict[str, str], problems: list[Problem]) -> Run:
     """``run`` with pattern ``values`` filled in; conflicts with the log are appended to ``problems``."""
     if not values:
         return run
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     tags = dict(run.tags)
     for name, raw in values.items():
         value = _typed(name, raw) if name in COLUMNS else raw

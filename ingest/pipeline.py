@@ -88,11 +88,14 @@ def ingest(
     progress: Callable[[str, int], None] | None = None,
     on_wait: Callable[[], None] | None = None,
     workers: int | None = None,
+    skip_globs: tuple[str, ...] = (),
 ) -> IngestSummary:
     """Ingest ``paths`` into the store at ``store``; see the module docstring for the contract.
 
     ``workers`` parser processes (default: one per core; 0 parses in this process). The main process
     reads, hashes and writes; parsing of small files runs in the workers, in file order.
+    ``skip_globs``: files found under a directory or in an archive whose path or name matches one of
+    these shell patterns are not read.
     """
     from pathlib import Path
 
@@ -108,7 +111,7 @@ def ingest(
         parsers.patterns = compiled
         ctx = _Context(writer, writer.new_batch(), writer.known_hashes(), fmt, compiled, summary,
                        {"problems": Counter(), "status": Counter(), "format": Counter()}, list(path_patterns))
-        for item in iter_items(paths, exclude=str(store)):
+        for item in iter_items(paths, exclude=str(store), skip_globs=tuple(skip_globs)):
             job = _read_item(item, ctx)
             if job is not None:
                 parsers.submit(job, fmt)
@@ -313,14 +316,14 @@ def _reopen(item: Item) -> Iterator[IO[bytes]]:
         with open(item.source, "rb") as fh:
             yield fh
     elif item.archive.lower().endswith(".zip"):
-        with zipfile.ZipFile(item.archive) as zf, zf.open(item.member or "") as fh:
-            yield fh
+        with zipfile.ZipFile(item.archive) as zf, zf.open(item.member or "") as zfh:
+            yield zfh
     else:
         with tarfile.open(item.archive, "r:*") as tf:
-            fh = tf.extractfile(item.member or "")
-            if fh is None:
+            tfh = tf.extractfile(item.member or "")
+            if tfh is None:
                 raise OSError(f"archive member {item.member} is not a regular file")
-            yield fh
+            yield tfh
 
 
 def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context) -> None:

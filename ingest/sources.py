@@ -6,6 +6,7 @@ reader is valid only until the next item is requested.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import subprocess
@@ -43,10 +44,12 @@ def is_archive(path: str) -> bool:
     return path.lower().endswith(ARCHIVE_SUFFIXES)
 
 
-def iter_items(paths: list[str], exclude: str | None = None) -> Iterator[Item]:
+def iter_items(paths: list[str], exclude: str | None = None, skip_globs: tuple[str, ...] = ()) -> Iterator[Item]:
     """Yield every file under ``paths`` in a stable order (directories sorted).
 
     ``exclude`` is a directory never walked into (the store itself, when it lies under a PATH).
+    ``skip_globs`` are shell patterns (``*.md``); a file or archive member whose path or name matches
+    one is not read. Paths given explicitly are always read.
     """
     skip = os.path.realpath(exclude) if exclude else None
     for p in paths:
@@ -54,14 +57,24 @@ def iter_items(paths: list[str], exclude: str | None = None) -> Iterator[Item]:
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if os.path.realpath(os.path.join(root, d)) != skip)
                 for name in sorted(files):
-                    yield from _file_items(os.path.join(root, name))
+                    path = os.path.join(root, name)
+                    if not _skipped(path, skip_globs):
+                        yield from _file_items(path, skip_globs)
         else:
-            yield from _file_items(p)
+            yield from _file_items(p, skip_globs)
 
 
-def _file_items(path: str) -> Iterator[Item]:
+def _skipped(path: str, globs: tuple[str, ...]) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatch(path, g) or fnmatch.fnmatch(name, g) for g in globs)
+
+
+def _file_items(path: str, skip_globs: tuple[str, ...] = ()) -> Iterator[Item]:
     if is_archive(path):
-        yield from (_zip_items(path) if path.lower().endswith(".zip") else _tar_items(path))
+        items = _zip_items(path) if path.lower().endswith(".zip") else _tar_items(path)
+        for item in items:
+            if item.member is None or not _skipped(item.member, skip_globs):
+                yield item
         return
     try:
         size = os.path.getsize(path)

@@ -24,6 +24,7 @@ import calendar
 import math
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from bench.ingest.records import ParseResult
 
@@ -143,6 +144,6 @@ def _parse_smi(header: str, rest: Iterable[tuple[int, str]], result: ParseResult
         seen.add(gpu)
         t = _smi_time(cells[cols["timestamp"]]) if "timestamp" in cols else None
         t0 = t if t0 is None else t0
-        values = {attr: _smi_value(cells[cols[name]]) for name, attr in _SMI_FIELDS.items() if name in cols}
+        values: dict[str, Any] = {attr: _smi_value(cells[cols[name]]) for name, attr in _SMI_FIELDS.items() if name in cols}
         result.telemetry.add(sample, timestamp=t, elapsed_s=None if t is None or t0 is None else t - t0,
                              gpu_index=gpu, **values)

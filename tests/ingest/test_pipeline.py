@@ -177,3 +177,18 @@ def test_store_of_another_schema_version_is_refused(tmp_path: Path) -> None:
     meta.write_text(meta.read_text().replace('"schema_version": 1', '"schema_version": 99'))
     with pytest.raises(BenchError, match="bench ingest --rebuild"):
         ingest([str(tmp_path / "logs")], tmp_path / "st", workers=0)
+
+
+def test_exclude_globs_skip_files_in_directories_and_archives(tmp_path: Path) -> None:
+    d = tmp_path / "logs"
+    d.mkdir()
+    (d / "a.log").write_text(tf_cnn_log(10, seed=1))
+    (d / "a.expected.json").write_text('{"format": "tf_cnn"}')
+    with tarfile.open(d / "more.tar", "w") as tf:
+        for name, text in (("b.log", tf_cnn_log(10, seed=2)), ("notes.md", "# notes\n")):
+            data = text.encode()
+            info = tarfile.TarInfo(f"x/{name}")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    s = ingest([str(d)], tmp_path / "st", workers=0, skip_globs=("*.expected.json", "*.md"))
+    assert (s.files_seen, s.runs_added, s.unrecognized) == (2, 2, 0)
