@@ -180,6 +180,7 @@ class _Parsers:
 
     def __enter__(self) -> _Parsers:
         if self.workers > 0:
+            pa.array([0])  # pyarrow imports pandas on first use (~0.4 s): once here, not once per worker
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 

@@ -72,8 +72,10 @@ def _carry_over(root: Path, new: Path) -> None:
         for f in table_files(root, table):
             t = pq.read_table(f)
             if table == "steps":
-                ids = pc.utf8_slice_codeunits(t["run_id"], 0, 16)
+                ids = pc.utf8_slice_codeunits(t["run_id"].cast(pa.string()), 0, 16)
                 keep = pc.invert(pc.is_in(ids, pa.array([h[:16] for h in have], pa.string())))
+            elif table == "telemetry":
+                keep = pc.invert(pc.is_in(t["source_sha256"].cast(pa.string()), pa.array(list(have), pa.string())))
             elif table == "problems":
                 keep = pc.invert(pc.fill_null(pc.is_in(t["source_sha256"], pa.array(list(have), pa.string())), False))
             else:

@@ -192,7 +192,8 @@ class ColumnBuffer:
     def take(self) -> dict[str, Any]:
         """The buffered rows as columns, emptying the buffer (``total_rows`` keeps counting)."""
         cols = self._cols
-        self._reset()
+        if self._n:  # an empty buffer is handed out as is: nothing can be added to it through ``cols``
+            self._reset()
         return cols
 
     def rows(self) -> list[dict[str, Any]]:
@@ -307,23 +308,28 @@ class TelemetryTable(ColumnBuffer):
         c["sm_clock_mhz"].append(_NAN if sm_clock_mhz is None else sm_clock_mhz)
         self._added()
 
-    def add_gpus(
-        self, sample_index: int, temperatures_c: list[float], *, timestamp: float | None = None,
-        elapsed_s: float | None = None, images_per_sec: float | None = None,
+    def add_gpu_samples(
+        self, sample_index: list[int], temperatures_c: list[list[float]], *, timestamp: list[float],
+        elapsed_s: list[float], images_per_sec: list[float | None],
     ) -> None:
-        """One sample of several GPUs at once (GPU i has ``temperatures_c[i]``): the fast path for
-        files with one line per sample, such as Lambda's thermal files."""
-        k = len(temperatures_c)
+        """Many samples of several GPUs at once (sample j has one temperature per GPU): the fast path
+        for files with one line per sample, such as Lambda's thermal files. Lists are parallel."""
+        counts = [len(t) for t in temperatures_c]
+        k = sum(counts)
         if not k:
             return
         c = self._cols
+
+        def each(values: list[Any]) -> list[Any]:
+            return [v for v, n in zip(values, counts, strict=True) for _ in range(n)]
+
         c["run_index"].extend(array("q", [_INT_NULL]) * k)
-        c["sample_index"].extend(array("q", [sample_index]) * k)
-        c["timestamp"].extend(array("d", [_NAN if timestamp is None else timestamp]) * k)
-        c["elapsed_s"].extend(array("d", [_NAN if elapsed_s is None else elapsed_s]) * k)
-        c["gpu_index"].extend(range(k))
-        c["images_per_sec"].extend(array("d", [_NAN if images_per_sec is None else images_per_sec]) * k)
-        c["temperature_c"].extend(temperatures_c)
+        c["sample_index"].extend(each(sample_index))
+        c["timestamp"].extend(each(timestamp))
+        c["elapsed_s"].extend(each(elapsed_s))
+        c["gpu_index"].extend([i for n in counts for i in range(n)])
+        c["images_per_sec"].extend(each([_NAN if r is None else r for r in images_per_sec]))
+        c["temperature_c"].extend([t for temps in temperatures_c for t in temps])
         nulls = array("d", [_NAN]) * k
         for name in ("utilization_pct", "memory_used_mib", "power_w", "sm_clock_mhz"):
             c[name].extend(nulls)

@@ -17,6 +17,9 @@ import pyarrow as pa
 from bench.ingest.records import _INT_NULL, _NULL_BITS, SCHEMA_VERSION, STEP_COLUMNS, TELEMETRY_COLUMNS, Run
 
 TAGS = pa.map_(pa.string(), pa.string())
+#: Per-file constants repeated on every step/telemetry row are dictionary-encoded (as Parquet stores
+#: them anyway); readers see strings.
+DICT = pa.dictionary(pa.int32(), pa.string())
 TS = pa.timestamp("us", tz="UTC")
 
 _RUN_TYPES: dict[str, pa.DataType] = {
@@ -68,15 +71,15 @@ RUNS = pa.schema(list(_RUN_TYPES.items()))
 _STEP_ARROW = {"i": pa.int64(), "d": pa.float64(), "m": pa.map_(pa.string(), pa.float64())}
 _STEP_TYPES = {name: _STEP_ARROW[kind] for name, kind in STEP_COLUMNS.items()}
 STEPS = pa.schema(
-    [("run_id", pa.string())]
+    [("run_id", DICT)]
     + [(name, _STEP_ARROW[kind]) for name, kind in STEP_COLUMNS.items() if name != "run_index"]
 )
 
 TELEMETRY = pa.schema(
     [
-        ("source", pa.string()),
-        ("source_sha256", pa.string()),
-        ("run_id", pa.string()),
+        ("source", DICT),
+        ("source_sha256", DICT),
+        ("run_id", DICT),
         ("sample_index", pa.int64()),
         ("timestamp", TS),
         ("elapsed_s", pa.float64()),
@@ -190,7 +193,7 @@ def _run_ids(parts: list[tuple[dict[str, Any], str]]) -> pa.Array:
         ids.extend(f"{sha[:16]}-{i}" for i in range(top))
     all_codes = np.concatenate(codes)
     indices = pa.array(all_codes, pa.int32(), mask=all_codes < 0)
-    return pa.DictionaryArray.from_arrays(indices, pa.array(ids, pa.string())).cast(pa.string())
+    return pa.DictionaryArray.from_arrays(indices, pa.array(ids, pa.string()))
 
 
 def _per_file(values: list[str], counts: list[int]) -> pa.Array:
@@ -198,7 +201,7 @@ def _per_file(values: list[str], counts: list[int]) -> pa.Array:
     import numpy as np
 
     codes = np.repeat(np.arange(len(values), dtype=np.int32), counts)
-    return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(values, pa.string())).cast(pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(values, pa.string()))
 
 
 def _per_file_tags(tags: list[dict[str, str]], counts: list[int]) -> pa.Array:

@@ -85,27 +85,43 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
     return result
 
 
+_THERMAL_BATCH = 10_000  # lines buffered before they go to the telemetry table (bounded memory)
+
+
 def _parse_thermal(first_no: int, first: str, rest: Iterable[tuple[int, str]], result: ParseResult) -> None:
     t0: float | None = None
-    sample = 0
+    cols: dict[str, list[Any]] = {"sample_index": [], "timestamp": [], "elapsed_s": [], "images_per_sec": [], "temps": []}
 
-    def one(line_no: int, line: str) -> None:
-        nonlocal t0, sample
+    def flush() -> None:
+        result.telemetry.add_gpu_samples(cols["sample_index"], cols["temps"], timestamp=cols["timestamp"],
+                                         elapsed_s=cols["elapsed_s"], images_per_sec=cols["images_per_sec"])
+        for v in cols.values():
+            v.clear()
+
+    sample = 0
+    for line_no, line in _with_first(first_no, first, rest):
+        if not line.strip():
+            continue
         m = _THERMAL.match(line.strip())
         if m is None or not _MIN_UNIX <= float(m.group(1)) <= _MAX_UNIX:
             result.problem("bad_line", "not '<unix_s>, <img/s>, <temp>, ...' with a plausible time", line_no, line)
-            return
+            continue
         t = float(m.group(1))
         t0 = t if t0 is None else t0
-        rate = float(m.group(2)) if m.group(2) else None
-        temps = [float(v) for v in m.group(3).replace(" ", "").split(",") if v]
-        result.telemetry.add_gpus(sample, temps, timestamp=t, elapsed_s=t - t0, images_per_sec=rate)
+        cols["sample_index"].append(sample)
+        cols["timestamp"].append(t)
+        cols["elapsed_s"].append(t - t0)
+        cols["images_per_sec"].append(float(m.group(2)) if m.group(2) else None)
+        cols["temps"].append([float(v) for v in m.group(3).replace(" ", "").split(",") if v])
         sample += 1
+        if sample % _THERMAL_BATCH == 0:
+            flush()
+    flush()
 
-    one(first_no, first)
-    for line_no, line in rest:
-        if line.strip():
-            one(line_no, line)
+
+def _with_first(first_no: int, first: str, rest: Iterable[tuple[int, str]]) -> Iterable[tuple[int, str]]:
+    yield first_no, first
+    yield from rest
 
 
 def _smi_time(text: str) -> float | None:

@@ -93,15 +93,18 @@ def test_rebuild_reparses_and_keeps_sources_that_are_gone(tmp_path: Path) -> Non
     logs.mkdir()
     for i in range(3):
         (logs / f"r{i}.log").write_text(tf_cnn_log(20, seed=i))
+    (logs / "thermal").write_text("1599331669, 1729.8, 40, 38, \n1599331674, 1731.0, 41, 39, \n")
     st = tmp_path / "st"
     ingest([str(logs)], st, workers=0)
     before = {r["run_id"]: r["images_per_sec"] for r in read(st, "runs")}
-    os.remove(logs / "r0.log")  # a source that can no longer be re-read
+    os.remove(logs / "r0.log")  # sources that can no longer be re-read
+    os.remove(logs / "thermal")
     summary = rebuild(st)
     after = {r["run_id"]: r["images_per_sec"] for r in read(st, "runs")}
     assert after == before  # same runs, same ids (ids come from content hashes), the gone one carried over
     assert summary.runs_added == 2
     assert len(read(st, "steps")) == 3 * 3  # steps 1, 10, 20 of each
+    assert [t["temperature_c"] for t in read(st, "telemetry")] == [40.0, 38.0, 41.0, 39.0]
     assert not (st / "batches.old").exists()
 
 
