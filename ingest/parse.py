@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from bench.ingest import registry
 from bench.ingest.records import ParseResult, Problem
-from bench.ingest.text import decode, is_binary, iter_lines
+from bench.ingest.text import decode, is_binary, iter_lines, split_lines
 
 
 @dataclass
@@ -43,7 +43,7 @@ def parse_bytes(
     if module is None:
         result.problems.append(Problem("unrecognized_format", "no known log format matched the content"))
         return FileParse(None, result)
-    run_lines(module, iter_lines(text), source=source, result=result)
+    run_lines(module, split_lines(text), source=source, result=result)
     if not data.endswith(b"\n"):
         last = text[text.rfind("\n") + 1 :]
         result.problems.append(

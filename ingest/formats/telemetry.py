@@ -102,21 +102,43 @@ def _parse_thermal(first_no: int, first: str, rest: Iterable[tuple[int, str]], r
     for line_no, line in _with_first(first_no, first, rest):
         if not line.strip():
             continue
-        m = _THERMAL.match(line.strip())
-        if m is None or not _MIN_UNIX <= float(m.group(1)) <= _MAX_UNIX:
+        fields = _thermal_fields(line)
+        if fields is None:
             result.problem("bad_line", "not '<unix_s>, <img/s>, <temp>, ...' with a plausible time", line_no, line)
             continue
-        t = float(m.group(1))
+        t, rate, temps = fields
         t0 = t if t0 is None else t0
         cols["sample_index"].append(sample)
         cols["timestamp"].append(t)
         cols["elapsed_s"].append(t - t0)
-        cols["images_per_sec"].append(float(m.group(2)) if m.group(2) else None)
-        cols["temps"].append([float(v) for v in m.group(3).replace(" ", "").split(",") if v])
+        cols["images_per_sec"].append(rate)
+        cols["temps"].append(temps)
         sample += 1
         if sample % _THERMAL_BATCH == 0:
             flush()
     flush()
+
+
+def _thermal_fields(line: str) -> tuple[float, float | None, list[float]] | None:
+    """``<unix_s>, <img/s or empty>, <temp>, ...[, ]`` -> (time, rate, temperatures), or None when the
+    line is not that (a split and float() per field: this is the hot path of a Lambda archive)."""
+    parts = line.split(",")
+    if len(parts) < 3:
+        return None
+    if parts[-1].strip() == "":
+        parts.pop()  # the trailing comma
+    try:
+        t = float(parts[0])
+        rate_text = parts[1].strip()
+        rate = float(rate_text) if rate_text else None
+        temps = [float(x) for x in parts[2:]]
+    except ValueError:
+        return None
+    if not _MIN_UNIX <= t <= _MAX_UNIX or not temps or not all(map(math.isfinite, temps)):
+        return None
+    if rate is not None and not math.isfinite(rate):
+        return None
+    return t, rate, temps
 
 
 def _with_first(first_no: int, first: str, rest: Iterable[tuple[int, str]]) -> Iterable[tuple[int, str]]:

@@ -430,8 +430,8 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
 
 
 def _num(text: str | None) -> float | None:
-    """A printed loss / accuracy; ``nan`` becomes None (the steps table has no NaN distinct from NULL)."""
-    if text is None or text.endswith("nan"):
+    """A printed loss / accuracy; ``nan`` stays NaN (a diverged loss is data, distinct from NULL)."""
+    if text is None:
         return None
     return float(text)
 

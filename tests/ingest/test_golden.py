@@ -6,12 +6,14 @@ An expected file lists, by hand from reading the log, the values the parser must
      "steps": {"count": 11, "rows": {"0": {...}, "-1": {...}}},        optional; rows by index
      "telemetry": {"count": 3, "rows": {"0": {...}}},                  optional
      "problems": [{"kind": "truncated", "line_no": 7}]}                optional; exact list, listed fields only
-Floats compare with a relative tolerance of 1e-6 (the expected values are hand arithmetic).
+Floats compare with a relative tolerance of 1e-6 (the expected values are hand arithmetic); JSON NaN
+means the log printed "nan" and the value must stay NaN (not NULL).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,9 @@ def _check(actual: dict[str, Any], expected: dict[str, Any], where: str) -> None
     for key, want in expected.items():
         assert key in actual, f"{where}: no field {key!r}"
         got = actual[key]
-        if isinstance(want, float) and got is not None:
+        if isinstance(want, float) and math.isnan(want):  # a printed "nan" (JSON NaN) must stay NaN
+            assert isinstance(got, float) and math.isnan(got), f"{where}.{key}: {got!r} is not NaN"
+        elif isinstance(want, float) and got is not None:
             assert got == pytest.approx(want, rel=1e-6), f"{where}.{key}"
         elif isinstance(want, dict) and isinstance(got, dict):
             _check(got, want, f"{where}.{key}")
