@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from bench.ingest import registry
@@ -52,13 +53,25 @@ def parse_bytes(
     return FileParse(module.NAME, result)
 
 
-def run_lines(module: registry.FormatModule, lines, *, source: str, result: ParseResult) -> None:  # type: ignore[no-untyped-def]
-    """Run one parser over lines, turning a parser exception into a ``parser_error`` problem."""
+#: Run metrics that only a run that ended ok has. A failed, out-of-memory, truncated or result-less run
+#: keeps its status, its wall time and its step rows (what it printed before it stopped), but these are
+#: NULL: a partial measurement is not the run's throughput.
+RESULT_METRICS = (
+    "images_per_sec", "images_per_sec_mean", "images_per_sec_stderr", "images_per_sec_jitter",
+    "images_per_sec_ranks", "forward_ms", "backward_ms", "forward_backward_ms", "time_to_train_s",
+)
+
+
+def run_lines(module: registry.FormatModule, lines: Iterable[str], *, source: str, result: ParseResult) -> None:
+    """Run one parser over lines, turning a parser exception into a ``parser_error`` problem, then
+    apply the one rule every format shares: runs that did not end ok have NULL result metrics."""
     try:
         module.parse_lines(lines, source=source, result=result)
     except Exception as e:  # a parser bug must not abort the ingest of other files
         tb = traceback.format_exception_only(type(e), e)[-1].strip()
         result.problems.append(Problem("parser_error", f"{module.NAME} parser raised {tb}"))
+    cleared = dict.fromkeys(RESULT_METRICS)
+    result.runs[:] = [r if r.status == "ok" else dataclasses.replace(r, **cleared) for r in result.runs]
 
 
 def iter_stream_lines(chunks: Iterator[bytes], problems: list[Problem]) -> Iterator[str]:

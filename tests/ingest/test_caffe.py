@@ -5,6 +5,7 @@ Corpus expectations were read from the logs with grep (commands in the comments)
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -200,8 +201,13 @@ def test_corpus_ssd_resumed_truncated_across_midnight(corpus: Path) -> None:
     assert (rows[0]["step"], rows[-1]["step"]) == (16610, 98800)
     # I0719 19:51:29.576390 -> I0720 12:58:07.091150 (crosses midnight) = 61597.51476 s
     assert run.wall_time_s == pytest.approx(61597.51476, abs=1e-4)
-    # no iter/s: glog-timed intervals, (98800 - 16610) iterations * 24 images / 61597.51476 s
-    assert run.images_per_sec == pytest.approx(82190 * 24 / 61597.51476, rel=1e-6)
+    # a truncated run has no result throughput; its measured intervals stay in the steps: no iter/s,
+    # so glog-timed, and together they cover (98800 - 16610) iterations * 24 images in 61597.51476 s
+    assert run.images_per_sec is None
+    timed = [r for r in rows if r["interval_images_per_sec"] is not None]
+    seconds = sum(r["step_time_ms"] * (r["step"] - p["step"]) / 1000 for p, r in itertools.pairwise(rows)
+                  if r["interval_images_per_sec"] is not None)
+    assert len(timed) == 8219 and seconds == pytest.approx(61597.51476, rel=1e-6)
     assert run.tags["throughput_source"] == "glog_timestamps"
 
 
@@ -223,8 +229,9 @@ def test_corpus_crash_and_truncated_amd(corpus: Path) -> None:
     assert res.runs[0].status == "truncated" and res.runs[0].images_per_sec is None
     assert res.runs[0].tags["opencl_platform"] == "AMD Accelerated Parallel Processing"
     assert [p.kind for p in res.problems] == ["truncated"]  # ends mid-line: 'Copying sou'
-    res, _ = _corpus_run(corpus, "amd-opencl-caffe-INFO-20150906-135855.log")
+    res, rows = _corpus_run(corpus, "amd-opencl-caffe-INFO-20150906-135855.log")
     run = res.runs[0]
     # 'Log file created at: 2015/09/06' gives the year; max_iter 10 but the log ends at 'Iteration 1'
     assert run.status == "truncated" and run.started_at == pytest.approx(1441547953.977635)
-    assert run.images_per_sec == pytest.approx(100 / (26.694295 - 23.802855))
+    assert run.images_per_sec is None  # truncated: the one measured interval is a step row
+    assert rows[1]["interval_images_per_sec"] == pytest.approx(100 / (26.694295 - 23.802855))
