@@ -192,3 +192,24 @@ def test_exclude_globs_skip_files_in_directories_and_archives(tmp_path: Path) ->
             tf.addfile(info, io.BytesIO(data))
     s = ingest([str(d)], tmp_path / "st", workers=0, skip_globs=("*.expected.json", "*.md"))
     assert (s.files_seen, s.runs_added, s.unrecognized) == (2, 2, 0)
+
+
+def test_store_opens_without_bench_as_the_readme_shows(tmp_path: Path) -> None:
+    import glob
+
+    import duckdb
+    import pyarrow.dataset as ds
+
+    texts = write_logs(tmp_path / "logs", 2)
+    (tmp_path / "logs" / "thermal").write_text("1599331669, 1729.8, 40, 38, \n")
+    st = tmp_path / "st"
+    ingest([str(tmp_path / "logs")], st, workers=0)
+    ingest([str(tmp_path / "logs")], st, workers=0)  # a second (empty) ingest adds no batch
+    ((n,),) = duckdb.sql(f"SELECT count(*) FROM read_parquet('{st}/batches/*/runs.parquet', union_by_name=true)").fetchall()
+    assert n == 2
+    steps = ds.dataset(sorted(glob.glob(f"{st}/batches/*/steps-*.parquet"))).to_table()
+    assert steps.num_rows == sum(t.count("\timages/sec: ") for t in texts)  # step lines, not totals
+    telemetry = ds.dataset(sorted(glob.glob(f"{st}/batches/*/telemetry-*.parquet"))).to_table()
+    assert telemetry.column("temperature_c").to_pylist() == [40.0, 38.0]
+    meta = pq.read_metadata(table_files(st, "runs")[0]).metadata
+    assert meta[b"bench.schema_version"] == b"1"
