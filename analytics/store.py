@@ -1,4 +1,5 @@
-"""Open the Parquet store as DuckDB views: ``runs``, ``steps``, ``telemetry``, ``problems``, ``sources``.
+"""Open the Parquet store as DuckDB views: ``runs``, ``steps``, ``telemetry``, ``problems``, ``sources``,
+and the curated views of ``sql/`` (see bench.analytics.views).
 
 The one place where table names meet file paths; every query reads the logical view names.
 """
@@ -32,6 +33,9 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
         else:
             con.register(f"_empty_{table}", schema.empty_table())
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
+    from bench.analytics.views import register_views
+
+    register_views(con)
     return con
 
 
