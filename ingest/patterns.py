@@ -23,7 +23,7 @@ _FLOAT_COLUMNS = {"images_per_sec", "wall_time_s"}
 #: Columns a pattern may fill (identity and metric columns derived by parsers are excluded on purpose).
 COLUMNS = {
     f.name for f in dataclasses.fields(Run)
-} - {"run_index", "tags", "status", "status_detail", "first_line", "last_line", "images_per_sec_ranks"}
+} - {"run_index", "tags", "details", "status", "status_detail", "first_line", "last_line", "images_per_sec_ranks"}
 
 
 @dataclass(frozen=True)

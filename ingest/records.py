@@ -79,7 +79,12 @@ class Run:
     status_detail: str | None = None  # e.g. the exception line of a crash
     first_line: int | None = None  # 1-based line numbers of the run's extent in its file
     last_line: int | None = None
+    #: What was configured, beyond the columns above (the same across repetitions of one configuration);
+    #: analytics group configurations by every tag except ``repeat``.
     tags: dict[str, str] = field(default_factory=dict)
+    #: What the log said that is not configuration: extra measured values, derived counts, provenance notes
+    #: (e.g. ``throughput_source``, ``nan_loss_steps``, ``resumed_from``). Never a grouping key.
+    details: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

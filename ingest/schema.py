@@ -64,6 +64,7 @@ _RUN_TYPES: dict[str, pa.DataType] = {
     "first_line": pa.int64(),
     "last_line": pa.int64(),
     "tags": TAGS,
+    "details": TAGS,
     "ingested_at": TS,
 }
 RUNS = pa.schema(list(_RUN_TYPES.items()))
@@ -147,6 +148,7 @@ def run_row(run: Run, *, source: str, sha: str, ingested_at: float) -> dict[str,
     row["started_at"], row["ended_at"] = _ts(run.started_at), _ts(run.ended_at)
     row["ingested_at"] = _ts(ingested_at)
     row["tags"] = list(run.tags.items())
+    row["details"] = list(run.details.items())
     if run.images_per_sec_ranks is not None:
         row["images_per_sec_ranks"] = list(run.images_per_sec_ranks)
     return row

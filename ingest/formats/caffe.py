@@ -15,7 +15,7 @@ iteration (or get a row of their own). Run-level decisions:
   else total images / total seconds over the rate lines without the run's first rate line (start-up; its
   step row keeps only ``metrics['iter_per_sec']``). ``images_per_sec_mean``: mean of X * images/iteration.
 - Old logs without iter/s: the interval between two display lines is timed with their glog stamps (the same
-  thing BVLC's iter/s measures) and used like a rate line (tag throughput_source=glog_timestamps). A display
+  thing BVLC's iter/s measures) and used like a rate line (detail throughput_source=glog_timestamps). A display
   line with no earlier display line in the run has no rate, which matches the excluded first rate line.
 - failed/oom runs keep their steps but get no throughput; truncated runs keep what was measured.
 - ``num_gpus`` is 0 for ``Use CPU.``; step ``timestamp`` only when the year is known (header or glog year),
@@ -138,6 +138,7 @@ class _State:
     first_line: int
     run: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+    details: dict[str, str] = field(default_factory=dict)
     ctx: str | None = None  # "solver" | "net" while a printed prototxt follows its glog line
     phase: str | None = None  # phase of the net being set up ("TRAIN" / "TEST")
     batch: int | None = None
@@ -276,9 +277,9 @@ class _Parser:
             m = _DONE_IN.match(msg)
             if m and any(m.groups()):
                 h, mi, s = (float(x) if x else 0.0 for x in m.groups())
-                st.tags["optimization_time_s"] = f"{h * 3600 + mi * 60 + s:g}"
+                st.details["optimization_time_s"] = f"{h * 3600 + mi * 60 + s:g}"
         elif msg.startswith("Optimization stopped early"):
-            st.tags["stopped_early"] = "true"
+            st.details["stopped_early"] = "true"
         else:
             self._device(st, g, msg)
 
@@ -299,7 +300,7 @@ class _Parser:
         elif msg.startswith("Resuming from "):
             m = _RESUME_ITER.search(msg)
             if m:
-                st.tags["resumed_from"] = m.group(1)
+                st.details["resumed_from"] = m.group(1)
         elif msg.endswith("as default forward math type") and msg.startswith("Using "):
             run.setdefault("precision", _PRECISION.get(msg.split()[1]))
         elif msg.startswith("P2PManager::Init @ "):
@@ -326,7 +327,7 @@ class _Parser:
 
     def _fatal(self, st: _State, no: int, line: str) -> None:
         if st.done:  # e.g. a crash while tearing down after a finished run
-            st.tags.setdefault("error_after_done", line[:300])
+            st.details.setdefault("error_after_done", line[:300])
         elif st.fatal is None:
             st.fatal, st.run["status"] = line, fatal_status(line)
 
@@ -451,9 +452,9 @@ class _Parser:
         if status in ("failed", "oom"):
             ips = mean = ranks = None
         elif source is not None:
-            st.tags["throughput_source"] = source
-        if "resumed_from" not in st.tags and st.first_iter:
-            st.tags["resumed_from"] = str(st.first_iter)
+            st.details["throughput_source"] = source
+        if "resumed_from" not in st.details and st.first_iter:
+            st.details["resumed_from"] = str(st.first_iter)
         st.tags["caffe_action"] = "train"
         absolute = self.clock is not None and self.clock.absolute
         t0, t1, i0, i1 = st.t0, st.t1, st.first_iter, st.last_iter
@@ -469,6 +470,7 @@ class _Parser:
             wall_time_s=wall, num_steps=i1 - i0 if i0 is not None and i1 is not None and i1 != i0 else None,
             images_per_sec=ips, images_per_sec_mean=mean, images_per_sec_ranks=ranks, status=status,
             status_detail=detail, first_line=st.first_line, last_line=st.last_line, tags=st.tags,
+            details=st.details,
         ))
 
 

@@ -11,7 +11,7 @@ Decisions:
   without the solver update (so it is not comparable with ``caffe train`` throughput; BVLC issue 6261).
 - ``forward_backward_ms`` is ``Average Forward-Backward``. Intel multinode Caffe prints ``Min ...`` lines
   instead (its ``Min Forward-Backward`` equals ``Total Time``), so there it is ``Total Time / iterations``,
-  which is how caffe.cpp computes the average; the ``Min`` values go to tags.
+  which is how caffe.cpp computes the average; the ``Min`` values go to details.
 - ``images_per_sec = batch * 1000 / forward_backward_ms``; ``images_per_sec_mean`` is the mean of
   ``batch * 1000 / ms`` over the iteration lines, all of them, as caffe's own average includes them all.
 - ``wall_time_s = Total Time / 1000``. Per-layer ``forward:``/``backward:`` averages are not stored (the
@@ -61,6 +61,7 @@ class _State:
     last_line: int = 0
     run: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=lambda: {"caffe_action": "time"})
+    details: dict[str, str] = field(default_factory=dict)
     in_net: bool = False
     batch: int | None = None
     net_batch: int | None = None  # first ``input_dim`` or ``batch_size`` of the printed net
@@ -184,7 +185,7 @@ class _Parser:
                 st.run[_FIELD[m.group(2)]] = float(m.group(3))
                 return
             if m:
-                st.tags["min_" + _FIELD[m.group(2)]] = f"{float(m.group(3)):g}"
+                st.details["min_" + _FIELD[m.group(2)]] = f"{float(m.group(3)):g}"
                 return
         except ValueError:
             pass
@@ -196,12 +197,12 @@ class _Parser:
         st, self.st = self.st, None
         if st is None:
             return
-        run, tags = st.run, st.tags
+        run = st.run
         fb = run.get("forward_backward_ms")
         iterations = st.planned or st.iters or None
         if fb is None and st.total_ms is not None and iterations:
             fb = st.total_ms / iterations
-            tags["forward_backward_source"] = "total_time/iterations"
+            st.details["forward_backward_source"] = "total_time/iterations"
         b = st.batch_size
         ips = b * 1000.0 / fb if b is not None and fb else None
         mean = st.rate_sum / st.iters if st.iters and b is not None else None
@@ -216,7 +217,7 @@ class _Parser:
             forward_ms=None if failed else run.get("forward_ms"),
             backward_ms=None if failed else run.get("backward_ms"),
             forward_backward_ms=None if failed else fb, status=status, status_detail=st.fatal,
-            first_line=st.first_line, last_line=st.last_line, tags=tags,
+            first_line=st.first_line, last_line=st.last_line, tags=st.tags, details=st.details,
         ))
 
 

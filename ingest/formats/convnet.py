@@ -21,7 +21,7 @@ Each dialect is a few handler functions called from one line loop (``_dispatch``
 - ``tf_legacy``: ``<datetime>: step N, duration = d`` and ``<datetime>: Forward[-backward] across N steps,
   m +/- s sec / batch`` (``tensorflow/benchmark_*.py``). One run per ``across`` summary: ``Forward`` is
   mode inference (forward_ms), ``Forward-backward`` mode train (forward_backward_ms); ``± s`` is the
-  standard deviation of step durations (tag ``duration_sd_ms``), not a standard error. Batch not printed.
+  standard deviation of step durations (detail ``duration_sd_ms``), not a standard error. Batch not printed.
 - ``tf_estimator``: absl/glog ``examples/sec: r`` lines (TPUEstimator), with ``loss = L, step = N (t sec)``
   and ``global_step/sec: g`` before them. One run per ``Using config:`` (Estimator construction). Steps:
   one row per ``examples/sec`` line (an interval rate). ``images_per_sec`` = total examples / total time
@@ -228,7 +228,7 @@ def _neon(p: _Parser, n: int, line: str) -> None:
     cur[m.group(1)] = mean
     cur["last_line"] = n
     if m.group(1) == "iteration":
-        cur.setdefault("tags", {}).update(
+        cur.setdefault("details", {}).update(
             iteration_median_ms=f"{median:g}", iteration_min_ms=f"{low:g}", iteration_max_ms=f"{high:g}")
 
 
@@ -256,7 +256,8 @@ def _tf_legacy(p: _Parser, n: int, m: re.Match[str]) -> None:
     cur["num_steps"] = steps
     cur["mode"] = "inference" if kind == "Forward" else "train"
     cur["forward_ms" if kind == "Forward" else "forward_backward_ms"] = mean_s * 1000.0
-    cur.setdefault("tags", {}).update(duration_sd_ms=f"{sd_s * 1000.0:g}", benchmark=kind.lower())
+    cur.setdefault("tags", {})["benchmark"] = kind.lower()
+    cur.setdefault("details", {})["duration_sd_ms"] = f"{sd_s * 1000.0:g}"
 
 
 def _estimator_line(p: _Parser, n: int, line: str) -> None:
@@ -299,7 +300,7 @@ def _estimator_fields(p: _Parser, cur: dict[str, Any], n: int, m: re.Match[str])
         cur["_finished"] = True
     elif m.group(13) is not None:
         for key, value in re.findall(r"(top_[15]_accuracy|loss) = ([\d.eE+-]+)", m.group(13)):
-            cur.setdefault("tags", {})[f"eval_{key}"] = value
+            cur.setdefault("details", {})[f"eval_{key}"] = value
 
 
 def _estimator_rate(p: _Parser, cur: dict[str, Any], n: int, rate: float) -> None:

@@ -102,7 +102,7 @@ class _State:
     row: dict[str, Any] | None = None  # the step row being merged
     series: dict[tuple[str, int], _Series] = field(default_factory=dict)  # (metric, step depth) -> values
     summary: dict[str, float] = field(default_factory=dict)
-    tags: dict[str, str] = field(default_factory=dict)
+    details: dict[str, str] = field(default_factory=dict)  # label summaries (``avg:latency``)
     span_us: list[int] = field(default_factory=list)  # [first, last] LOG time in integer µs: exact wall time
     unix: bool = False  # timestamps are unix seconds (JSON), not a local wall clock (stdout)
     first_line: int | None = None
@@ -259,7 +259,7 @@ def _on_record(st: _State, res: ParseResult, step: _Step, data: dict[str, Any],
             if _finite(v) is not None and step[0] == "S":
                 st.summary[name] = float(v)
             elif _finite(v) is not None:
-                st.tags[f"{step[1]}:{name}"] = repr(float(v))
+                st.details[f"{step[1]}:{name}"] = repr(float(v))
         return
     if st.row is not None and (st.row["step"] != step or st.row["data"].keys() & data.keys()):
         _flush(st, res)
@@ -422,14 +422,15 @@ def _mode(st: _State) -> str | None:
 
 def _build_run(st: _State) -> Run:
     ips, mean, metric = _throughput(st)
-    tags = dict(st.tags) | {k: str(st.params[k]) for k in _TAG_KEYS if st.params.get(k) is not None}
+    tags = {k: str(st.params[k]) for k in _TAG_KEYS if st.params.get(k) is not None}
+    details = dict(st.details)
     if metric:
-        tags["throughput_metric"] = metric
+        details["throughput_metric"] = metric
     others = sorted(n for n in st.names if _rate_kind(n, st.meta.get(n, {})) == "other")
     if ips is None and others:
-        tags["rate_metrics"] = ",".join(others)  # rates that are not images (frames, tokens...)
+        details["rate_metrics"] = ",".join(others)  # rates that are not images (frames, tokens...)
         units = sorted({str(st.meta[n]["unit"]) for n in others if st.meta.get(n, {}).get("unit")})
-        tags.update({"throughput_unit": ",".join(units)} if units else {})
+        details.update({"throughput_unit": ",".join(units)} if units else {})
     status, detail, last = "ok", None, st.last_line
     if st.error and not st.ended:
         status, detail, last = ("oom" if st.error[2] else "failed"), st.error[0], max(last or 0, st.error[1])
@@ -444,7 +445,7 @@ def _build_run(st: _State) -> Run:
     return Run(run_index=0, format=NAME, mode=_mode(st), started_at=start, ended_at=end,
                wall_time_s=wall, images_per_sec=ips,
                images_per_sec_mean=mean, status=status, status_detail=detail, first_line=st.first_line,
-               last_line=last, tags=tags, **_run_facts(st))
+               last_line=last, tags=tags, details=details, **_run_facts(st))
 
 
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:

@@ -12,7 +12,7 @@ Synthetic benchmark (``examples/*/*_synthetic_benchmark.py``; rank 0 prints)::
 - ``images_per_sec_mean`` = N × mean(r) over the counted Iter lines: the per-GPU Iter rates scaled to
   the cluster so that it is comparable with ``images_per_sec``.
 - The printed ``±`` is 1.96 × population σ of the per-iteration rates: a spread, NOT a standard error.
-  It goes to tags ``band_1.96sd`` (cluster, u) and ``band_1.96sd_per_device`` (c). Because t = N·m,
+  It goes to details ``band_1.96sd`` (cluster, u) and ``band_1.96sd_per_device`` (c). Because t = N·m,
   the standard error of t under the program's own extrapolation is N·σ/√n = u / 1.96 / √n, which is
   stored as ``images_per_sec_stderr`` (same convention as tf_cnn's ``+/-``: population σ over √n).
 - The Keras variant prints no ``Running benchmark...`` line and excludes ``Iter #0`` (a warm-up
@@ -99,7 +99,7 @@ class _State:
     first_line: int
     last_line: int = 0
     fields: dict[str, Any] = field(default_factory=dict)  # Run keyword values read from headers
-    tags: dict[str, str] = field(default_factory=dict)
+    details: dict[str, str] = field(default_factory=dict)
     results: bool = False
     last_result_line: int = 0
     last_stamp_line: int = 0
@@ -252,7 +252,7 @@ def _iter(st: _State, res: ParseResult, n: int, rank: int | None, m: re.Match[st
     _span(st.train_stamps, stamp)
     warmup = not st.bench_started and k == 0  # Keras variant: epoch 0 is its warm-up
     if warmup:
-        st.tags["warmup_iter_excluded"] = "0"
+        st.details["warmup_iter_excluded"] = "0"
     elif rate is not None and rank in (None, 0):
         st.iter_n += 1
         st.iter_sum += rate
@@ -364,7 +364,7 @@ def _finish(st: _State, res: ParseResult) -> None:
     if kw["status"] != "ok":
         for name in ("images_per_sec", "images_per_sec_mean", "images_per_sec_stderr", "images_per_sec_jitter"):
             kw[name] = None
-    kw["tags"] = {**st.tags, **kw.get("tags", {})}
+    kw["details"] = {**st.details, **kw.get("details", {})}
     res.runs.append(Run(run_index=len(res.runs), **kw))
 
 
@@ -379,7 +379,7 @@ def _status(st: _State, ok: bool) -> tuple[str, str | None]:
 
 
 def _synthetic_metrics(st: _State, kind: str | None, ranks: int | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"data": "synthetic", "tags": {"benchmark": "horovod_synthetic"}}
+    out: dict[str, Any] = {"data": "synthetic", "tags": {"benchmark": "horovod_synthetic"}, "details": {}}
     if kind is not None:
         out["tags"]["device"] = kind
         out["num_gpus"] = ranks if kind == "GPU" else None
@@ -391,12 +391,12 @@ def _synthetic_metrics(st: _State, kind: str | None, ranks: int | None) -> dict[
         out["status"], out["status_detail"] = "no_result", f"Total img/sec is {total}"
         return out
     out["images_per_sec"] = total
-    out["tags"]["band_1.96sd"] = f"{band:g}"
+    out["details"]["band_1.96sd"] = f"{band:g}"
     if st.per_device is not None:
-        out["tags"]["images_per_sec_per_device"] = f"{st.per_device[0]:g}"
-        out["tags"]["band_1.96sd_per_device"] = f"{st.per_device[1]:g}"
+        out["details"]["images_per_sec_per_device"] = f"{st.per_device[0]:g}"
+        out["details"]["band_1.96sd_per_device"] = f"{st.per_device[1]:g}"
     if st.iter_n:
-        out["tags"]["num_iters"] = str(st.iter_n)
+        out["details"]["num_iters"] = str(st.iter_n)
         if ranks:
             out["images_per_sec_mean"] = ranks * st.iter_sum / st.iter_n
         if math.isfinite(band):

@@ -54,7 +54,8 @@ _LEADING_INT = re.compile(r"\s*(-?\d+)")
 #: so epoch_count × train_samples is not a sample count there.
 _EPOCH_NOT_A_PASS = frozenset({"bert"})
 _SAMPLES_KEYS = ("train_samples", "num_train_examples", "preproc_num_train_examples")
-_TAG_KEYS = ("submission_org", "submission_platform", "submission_division", "submission_status", "opt_name")
+_TAG_KEYS = ("submission_org", "submission_platform", "submission_division", "opt_name")
+_DETAIL_KEYS = ("submission_status",)  # availability category of the submission, not a setting
 _FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax", "paddlepaddle", "mindspore", "caffe")
 
 
@@ -77,6 +78,7 @@ class _State:
 
     config: dict[str, Any] = field(default_factory=dict)  # key -> value of config keys
     tags: dict[str, str] = field(default_factory=dict)
+    details: dict[str, str] = field(default_factory=dict)
     first_line: int | None = None
     last_line: int | None = None
     run_start: float | None = None  # unix ms
@@ -348,13 +350,12 @@ def _framework(st: _State) -> tuple[str | None, str | None]:
 
 
 def _build_run(st: _State, run_index: int) -> Run:
-    """Turn the finished state into the run record (status, topology, throughput, tags)."""
+    """Turn the finished state into the run record (status, topology, throughput, tags, details)."""
     c = st.config
     status, detail = _status(st)
-    tags = dict(st.tags)
-    for k in _TAG_KEYS:
-        if k in c:
-            tags[k] = str(c[k])
+    tags, details = dict(st.tags), dict(st.details)
+    tags.update({k: str(c[k]) for k in _TAG_KEYS if k in c})
+    details.update({k: str(c[k]) for k in _DETAIL_KEYS if k in c})
     model = c.get("submission_benchmark") or tags.get("benchmark")
     if model:
         tags["benchmark"] = str(model)
@@ -367,9 +368,9 @@ def _build_run(st: _State, run_index: int) -> Run:
     gpus = nodes * per_node if nodes and per_node else None
     ips, ips_mean, source = _throughput(st) if status == "ok" else (None, None, None)  # failed: None, never 0
     if source:
-        tags["throughput_source"] = source
+        details["throughput_source"] = source
     if st.tokens:
-        tags["throughput_unit"] = "tokens/s"  # GNMT Tok/s are tokens: never images
+        details["throughput_unit"] = "tokens/s"  # GNMT Tok/s are tokens: never images
     wall = (st.run_stop - st.run_start) / 1000 if st.run_stop and st.run_start else None
     framework, version = _framework(st)
     return Run(
@@ -383,14 +384,15 @@ def _build_run(st: _State, run_index: int) -> Run:
         images_per_sec=ips, images_per_sec_mean=ips_mean,
         status=status, status_detail=detail, first_line=st.first_line,
         last_line=max(st.last_line or 0, st.error_line if status in ("failed", "oom") else 0) or None, tags=tags,
+        details=details,
     )
 
 
 def _new_state(prev: _State | None) -> _State:
-    """A fresh run; a follow-on run keeps the configuration and tags read before it."""
+    """A fresh run; a follow-on run keeps the configuration, tags and details read before it."""
     st = _State()
     if prev is not None:
-        st.config, st.tags = dict(prev.config), dict(prev.tags)
+        st.config, st.tags, st.details = dict(prev.config), dict(prev.tags), dict(prev.details)
     return st
 
 
@@ -415,7 +417,7 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
         if ev.key == "run_start" and st.run_stop is not None:
             res.runs.append(_build_run(st, run_index))
             st, run_index = _new_state(st), run_index + 1
-        st.tags.setdefault("log_format", _log_format(text))
+        st.details.setdefault("log_format", _log_format(text))
         if "version" in ev.meta:
             st.tags.setdefault("mlperf_version", str(ev.meta["version"]))
             st.tags.setdefault("benchmark", str(ev.meta["model"]))

@@ -447,8 +447,7 @@ def _summary(run: _Run, followed: bool) -> Run:
     ns = run.ns
     kv, bench = ns.get("kv_store"), ns.get("benchmark")
     tags = {k: ns[k] for k in ("kv_store", "optimizer") if ns.get(k)}
-    if run.era:
-        tags["speedometer"] = run.era
+    details = {"speedometer": run.era} if run.era else {}  # which Speedometer line form was read
     failed = run.error is not None
     return Run(
         run_index=run.index, format=NAME, framework="mxnet",
@@ -464,7 +463,7 @@ def _summary(run: _Run, followed: bool) -> Run:
         wall_time_s=max(costs) if costs else None,
         images_per_sec=ips, images_per_sec_mean=mean, images_per_sec_ranks=ranks,
         status=_status(run, followed), status_detail=run.error if failed else None,
-        first_line=run.first_line, last_line=run.last_line, tags=tags,
+        first_line=run.first_line, last_line=run.last_line, tags=tags, details=details,
     )
 
 

@@ -6,13 +6,14 @@
   forward only (forward-only) / evaluation -> train / inference / eval (training + evaluation -> train,
   tag ``mode``); ``B per device`` may be a float (old TF) or unindented (Lambda). num_gpus = G/B (None
   on CPU devices, tag device=cpu); num_nodes = G/(B x len(Devices)), None for horovod and single-session
-  modes whose device list is not the local one. Other header lines go to tags.
+  modes whose device list is not the local one. Other header lines go to tags (``Num epochs``, derived
+  from ``Num batches``, to details).
 - Step lines (§2) print the cumulative mean m_k = b·k/T_k since warm-up, so the rate of the interval
   (k1, k2] is (k2 - k1) / (k2/m2 - k1/m1): the per-process batch b cancels. The first printed step's
   interval starts at step 0. ``images_per_sec_mean`` = the arithmetic mean of the interval rates;
   stderr / jitter = the last step line's; num_steps = the last printed step; a ``nan`` loss is stored
-  as None (tag nan_loss_steps). Eval ``k x examples/sec`` lines are interval rates already (metrics
-  ``{"eval": 1.0}``); the ``Accuracy @ 1 = a Accuracy @ 5 = b [n examples]`` values go to tags.
+  as None (detail nan_loss_steps). Eval ``k x examples/sec`` lines are interval rates already (metrics
+  ``{"eval": 1.0}``); the ``Accuracy @ 1 = a Accuracy @ 5 = b [n examples]`` values go to details.
 - ``total images/sec`` (§3) -> images_per_sec. Every Horovod rank prints its own extrapolated total:
   the run takes rank 0's (else the lowest rank's with a total), never a sum; images_per_sec_ranks keeps
   each rank's. Step-derived metrics come from that same rank.
@@ -56,7 +57,7 @@ _EXC = re.compile(r"(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Interrupt)(?::|\s*$
 _COORD = re.compile(r"Error reported to Coordinator: (.*)")
 _GPU = re.compile(
     r"StreamExecutor device \(\d+\): (.+?), Compute Capability"
-    r"|physical GPU \(device: \d+, name: ([^,]+),"
+    r"|\(device: \d+, name: ([^,]+),"  # TF>=1.5 "physical GPU (device: ..."; TF<=1.4 "-> (device: 0, name: X, pci"
     r"|name: (.+?) (?:major: \d|computeCapability: )"
     r"|name: (.+?)\s+ROCm AMD GPU ISA"
 )
@@ -66,12 +67,12 @@ _SNIFF_STEP = re.compile(r"\d\s+images/sec: \d+(?:\.\d*)? \+/- [\d.]+ \(jitter =
 _SNIFF_HEADER = re.compile(r"Batch size: +\d+(?:\.\d+)? global")
 _SNIFF_TRACE = re.compile(r'File "[^"]*(?:tf_cnn_benchmarks|benchmark_cnn)\.py", line \d')
 
-# Header label -> key in the run's header dict; keys starting with "tag:" become Run.tags.
+# Header label -> key in the run's header dict; keys starting with "tag:" become Run.tags, "detail:" Run.details.
 _LABELS = {
     "TensorFlow": "framework_version", "Model": "model", "Dataset": "dataset", "Mode": "mode",
     "Batch size": "global", "Devices": "devices", "Data format": "data_format",
     "Variables": "variable_update", "AllReduce": "all_reduce", "SingleSess": "tag:single_session",
-    "Num batches": "tag:num_batches", "Num epochs": "tag:num_epochs", "NUMA bind": "tag:numa_bind",
+    "Num batches": "tag:num_batches", "Num epochs": "detail:num_epochs", "NUMA bind": "tag:numa_bind",
     "RewriterConfig": "tag:rewriter_config", "Layout optimizer": "tag:layout_optimizer",
     "Optimizer": "tag:optimizer", "Use NCCL": "tag:use_nccl", "Sync": "tag:sync",
     "Staged vars": "tag:staged_vars", "Horovod on": "tag:horovod_device",
@@ -129,6 +130,7 @@ class _RunState:
     index: int = -1
     hdr: dict[str, object] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+    details: dict[str, str] = field(default_factory=dict)
     series: dict[int | None, _Series] = field(default_factory=dict)
     active: set[int | None] = field(default_factory=set)  # ranks with a header start, step or total
     tf_ranks: set[int | None] = field(default_factory=set)
@@ -261,7 +263,7 @@ class _Reader:
         elif line.startswith("Step") and "Img/sec" in line and self.cur is not None:
             parts = line.split()  # "Step  Img/sec  total_loss [top_1_accuracy top_5_accuracy]"
             if len(parts) >= 3:
-                self.cur.tags.setdefault("loss_name", parts[2])
+                self.cur.details.setdefault("loss_name", parts[2])
 
     def add_step(self, no: int, rank: int | None, m: re.Match[str]) -> None:
         step, mean = int(m[1]), float(m[2])
@@ -315,6 +317,8 @@ class _Reader:
         cur.last_line = no
         if key.startswith("tag:"):
             cur.tags.setdefault(key[4:], value)
+        elif key.startswith("detail:"):
+            cur.details.setdefault(key[7:], value)
         else:
             cur.hdr.setdefault(key, value)
 
@@ -362,17 +366,17 @@ class _Reader:
             if a is None or st is None:
                 self.result.problem("bad_line", "unreadable tf_cnn accuracy line", no, line)
                 return
-            st.tags.setdefault("top1_accuracy", a[1])
-            st.tags.setdefault("top5_accuracy", a[2])
+            st.details.setdefault("top1_accuracy", a[1])
+            st.details.setdefault("top5_accuracy", a[2])
             if a[3]:
-                st.tags.setdefault("eval_examples", a[3])
+                st.details.setdefault("eval_examples", a[3])
             st.last_line = no
         elif line.startswith("Round up warm"):
             r = _ROUND_UP.match(line)
             if r is not None:
                 self.context().hdr["warmup"] = r[1]
         elif line.startswith("Done with training") and st is not None:
-            st.tags["done_with_training"] = "true"
+            st.details["done_with_training"] = "true"
             st.last_line = no
 
     def flags(self, line: str) -> None:
@@ -513,7 +517,7 @@ def _status(st: _RunState, s: _Series | None) -> str:
         return "oom"
     if st.error_line is not None:
         return "failed"
-    finished = "done_with_training" in st.tags or "top1_accuracy" in st.tags  # ended without a total
+    finished = "done_with_training" in st.details or "top1_accuracy" in st.details  # ended without a total
     if s is not None and (s.last_step > 0 or s.eval_n > 0) and not finished:
         return "truncated"
     return "no_result"
@@ -537,18 +541,23 @@ def _times(st: _RunState, s: _Series | None) -> tuple[float | None, float | None
     return (min(starts) if starts else None), (max(ends) if ends else None), wall
 
 
-def _tags(st: _RunState, rank: int | None, topo: _Topology) -> dict[str, str]:
+def _tags(st: _RunState, topo: _Topology) -> dict[str, str]:
     tags = dict(st.tags)
     mode = str(st.hdr.get("mode", ""))
     if mode and mode not in ("training", "forward only", "forward-only", "evaluation"):
         tags["mode"] = mode
     if topo.cpu:
         tags["device"] = "cpu"
-    if any(r is not None for r in st.series):
-        tags["rank_used"] = str(rank)
-    if st.nan_losses:
-        tags["nan_loss_steps"] = str(st.nan_losses)
     return tags
+
+
+def _details(st: _RunState, rank: int | None) -> dict[str, str]:
+    details = dict(st.details)
+    if any(r is not None for r in st.series):
+        details["rank_used"] = str(rank)
+    if st.nan_losses:
+        details["nan_loss_steps"] = str(st.nan_losses)
+    return details
 
 
 def _build(st: _RunState, gpu: str | None, result: ParseResult) -> Run:
@@ -579,7 +588,8 @@ def _build(st: _RunState, gpu: str | None, result: ParseResult) -> Run:
         warmup_steps=_int(h.get("warmup")), images_per_sec=s.total if s is not None else None,
         images_per_sec_mean=mean, images_per_sec_stderr=s.stderr if s is not None else None,
         images_per_sec_jitter=s.jitter if s is not None else None, images_per_sec_ranks=by_rank,
-        status=status, first_line=st.first_line, last_line=st.last_line, tags=_tags(st, rank, topo),
+        status=status, first_line=st.first_line, last_line=st.last_line, tags=_tags(st, topo),
+        details=_details(st, rank),
         status_detail=(st.exc_detail or st.coord_detail or st.oom_detail) if status in ("failed", "oom") else None,
     )
 

@@ -51,7 +51,7 @@ def test_nvcaffe_017_prefix_singular_iter_epoch_and_mpi_overall() -> None:
     assert run.global_batch_size == 384 and run.batch_size_per_device == 64
     assert run.images_per_sec == 7680.5  # the MPI `Overall performance` line wins over the rate lines
     assert run.images_per_sec_mean == 20 * 384  # the first rate line (Iteration 100) is start-up: excluded
-    assert run.tags["optimization_time_s"] == "3725.5"
+    assert run.details["optimization_time_s"] == "3725.5"
     assert run.status == "ok" and res.problems == []
     rows = res.steps.rows()
     assert [r["step"] for r in rows] == [0, 100, 200]
@@ -131,7 +131,7 @@ F0101 10:00:13.000000 1 common.cpp:10] Check failed: teardown
 """
     run = _parse(text).runs[0]
     assert run.status == "no_result" and run.status_detail is None
-    assert run.tags["error_after_done"].endswith("Check failed: teardown")
+    assert run.details["error_after_done"].endswith("Check failed: teardown")
 
 
 # ---- corpus -------------------------------------------------------------------------------------
@@ -160,7 +160,7 @@ def test_corpus_nvcaffe_016_fp32_8gpu(corpus: Path) -> None:
     assert (run.framework, run.framework_version, run.precision) == ("nvcaffe", "0.16.0", "fp32")
     assert run.images_per_sec_ranks == (2108.0,) * 8  # 'Solver performance on device d: 16.47 * 128 = 2108'
     assert run.status == "ok" and run.num_steps == 125000
-    assert run.tags["optimization_time_s"] == "7702"  # 'Optimization Done in 2h 8m 22s'
+    assert run.details["optimization_time_s"] == "7702"  # 'Optimization Done in 2h 8m 22s'
     # 'Iteration 0, Testing net' 16:55:06.581730 -> 'Iteration 125000, Testing net' 19:01:47.352545
     assert run.wall_time_s == pytest.approx(7600.770815, abs=1e-5)
     # grep 'iter/s' | awk 'NR>1': 1250 rate lines after the first (Iteration 2), mean 16.517060720 iter/s;
@@ -183,7 +183,7 @@ def test_corpus_nvcaffe_017_single_gpu(corpus: Path) -> None:
     res, rows = _corpus_run(corpus, "nvcaffe-0.17-mnist-amanda-barbara.log")
     (run,) = res.runs
     # 'Solver performance on device 0: 27.6 * 64 = 1766 img/sec (10000 itr in 362.3 sec)', no Overall line
-    assert run.images_per_sec == 1766.0 and run.tags["throughput_source"] == "nvcaffe_device_sum"
+    assert run.images_per_sec == 1766.0 and run.details["throughput_source"] == "nvcaffe_device_sum"
     assert run.gpu_model == "NVIDIA GeForce GTX 1080 Ti" and run.host == "devy-All-Series"
     assert run.framework_version == "0.17.3" and run.batch_size_per_device == 64 and run.status == "ok"
     by_step = {r["step"]: r for r in rows}
@@ -195,7 +195,7 @@ def test_corpus_ssd_resumed_truncated_across_midnight(corpus: Path) -> None:
     res, rows = _corpus_run(corpus, "caffe-ssd-rtx2080ti-resumed.log")
     (run,) = res.runs
     assert run.status == "truncated"  # ends at 'Iteration 98800, lr', no 'Optimization Done'
-    assert run.tags["resumed_from"] == "16603"  # 'Resuming from ..._iter_16603.solverstate'
+    assert run.details["resumed_from"] == "16603"  # 'Resuming from ..._iter_16603.solverstate'
     assert run.batch_size_per_device == 24 and run.num_gpus == 1 and run.gpu_model == "GeForce RTX 2080 Ti"
     assert len(rows) == 8220  # grep -c 'Iteration [0-9]*, loss' == 8220
     assert (rows[0]["step"], rows[-1]["step"]) == (16610, 98800)
@@ -208,14 +208,14 @@ def test_corpus_ssd_resumed_truncated_across_midnight(corpus: Path) -> None:
     seconds = sum(r["step_time_ms"] * (r["step"] - p["step"]) / 1000 for p, r in itertools.pairwise(rows)
                   if r["interval_images_per_sec"] is not None)
     assert len(timed) == 8219 and seconds == pytest.approx(61597.51476, rel=1e-6)
-    assert run.tags["throughput_source"] == "glog_timestamps"
+    assert run.details["throughput_source"] == "glog_timestamps"
 
 
 def test_corpus_windows_cpu_resumed(corpus: Path) -> None:
     res, _ = _corpus_run(corpus, "windows-caffe-cpu-mnist-309ily.log")
     (run,) = res.runs
     assert (run.num_gpus, run.tags["device"], run.status) == (0, "cpu", "ok")  # 'Use CPU.', 'Optimization Done.'
-    assert run.tags["resumed_from"] == "5000" and run.batch_size_per_device == 64
+    assert run.details["resumed_from"] == "5000" and run.batch_size_per_device == 64
     # display 5000 at 00:10:50.017433 -> 10000 at 00:26:04.422509: 5000 * 64 images / 914.405076 s
     assert run.images_per_sec == pytest.approx(5000 * 64 / 914.405076, rel=1e-6)
 

@@ -36,7 +36,7 @@ I1022 00:53:31.004580  4656 caffe.cpp:348] *** Benchmark ends ***
     (run,) = res.runs
     assert run.forward_backward_ms == 100.0  # 400 ms total / 4 planned iterations, not the Min line
     assert run.images_per_sec == 320.0 and run.forward_ms is None
-    assert run.tags["min_forward_ms"] == "30.5" and run.tags["forward_backward_source"] == "total_time/iterations"
+    assert run.details["min_forward_ms"] == "30.5" and run.details["forward_backward_source"] == "total_time/iterations"
     assert (run.num_steps, run.status, run.num_gpus) == (4, "ok", 0)
 
 
@@ -82,7 +82,7 @@ def test_corpus_intel_multinode_min_lines(corpus: Path) -> None:
     run = _run(corpus, "convnet-benchmarks-intel-multinode-caffe-alexnet.log")
     # 'Total Time: 30845 ms.', 'Testing for 10 iterations.', first 'Top shape: 256 3 227 227', 'Use CPU.'
     assert run.forward_backward_ms == pytest.approx(3084.5) and run.images_per_sec == pytest.approx(256000 / 3084.5)
-    assert run.tags["min_forward_ms"] == "1026.8" and run.tags["min_forward_backward_ms"] == "30845"
+    assert run.details["min_forward_ms"] == "1026.8" and run.details["min_forward_backward_ms"] == "30845"
     assert run.forward_ms is None and run.num_gpus == 0 and run.status == "ok"
     # the ten 'Iteration: j forward-backward time' values: 3056 3089 3033 3267 3047 3052 3065 3051 3152 3027
     times = [3056, 3089, 3033, 3267, 3047, 3052, 3065, 3051, 3152, 3027]

@@ -66,7 +66,7 @@ def test_tf_legacy_phases_are_separate_runs() -> None:
     fwd, fb = res.runs
     assert (fwd.mode, fwd.forward_ms, fwd.forward_backward_ms, fwd.wall_time_s) == ("inference", 26.0, None, 2.0)
     assert (fb.mode, fb.forward_backward_ms, fb.num_steps) == ("train", 81.0, 100)
-    assert fb.tags["duration_sd_ms"] == "8"  # the ± is a standard deviation of step times, kept as a tag
+    assert fb.details["duration_sd_ms"] == "8"  # the ± is a standard deviation of step times: a detail
     assert [(r["run_index"], r["step_time_ms"]) for r in res.steps.rows()] == [(0, 27.0), (1, 82.0)]
 
 
@@ -194,4 +194,4 @@ def test_tpu_estimator(corpus: Path) -> None:
     assert train.images_per_sec_mean == pytest.approx((3778.19 + 3761.19) / 2)
     assert [r["images_per_sec"] for r in res.steps.rows()] == [3734.69, 3778.19, 3761.19]
     assert (evaluation.status, evaluation.mode) == ("no_result", "eval")
-    assert evaluation.tags["eval_top_1_accuracy"] == "0.32751465"  # L158
+    assert evaluation.details["eval_top_1_accuracy"] == "0.32751465"  # L158

@@ -57,7 +57,7 @@ def test_old_named_step_format_and_validation_substep() -> None:
     assert (rows[1]["epoch"], rows[1]["step"], rows[1]["metrics"]) == (1, None, {"speed": 10.0})
     run = res.runs[0]
     assert run.wall_time_s == pytest.approx(0.000286)
-    assert run.images_per_sec is None and run.tags["throughput_unit"] == "speeds/s"  # not images
+    assert run.images_per_sec is None and run.details["throughput_unit"] == "speeds/s"  # not images
 
 
 def test_records_of_one_step_merge_and_repeated_names_split() -> None:
@@ -108,13 +108,13 @@ def test_summary_prefers_train_total_over_val_and_compute() -> None:
         ]
     )
     assert res.runs[0].images_per_sec == 700.0
-    assert res.runs[0].tags["throughput_metric"] == "train.total_ips"
+    assert res.runs[0].details["throughput_metric"] == "train.total_ips"
 
 
 def test_token_rates_are_never_images() -> None:
     res = _parse([_meta("throughput", unit="tokens/s", type="THROUGHPUT"), _rec("1.0", [], {"throughput": 5.0})])
     run = res.runs[0]
-    assert run.images_per_sec is None and run.tags["throughput_unit"] == "tokens/s"
+    assert run.images_per_sec is None and run.details["throughput_unit"] == "tokens/s"
 
 
 def test_wrapped_parameter_line_is_glued_back() -> None:
@@ -194,7 +194,7 @@ def test_corpus_fastpitch_inference(corpus: Path) -> None:
     (run,) = res.runs
     assert (run.status, run.mode, run.model, run.precision) == ("ok", "inference", "FastPitch_PyT", "fp32")
     assert run.batch_size_per_device == 1 and run.images_per_sec is None
-    assert run.tags["avg:latency"] == "0.07084401270618573"
+    assert run.details["avg:latency"] == "0.07084401270618573"
     assert run.wall_time_s == pytest.approx(12.32306, rel=1e-9)
     assert len(res.steps) == 84  # one row per utterance (84 generator_frames_per_sec records)
 

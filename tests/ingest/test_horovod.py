@@ -35,7 +35,7 @@ def test_synthetic_total_mean_and_stderr_definitions() -> None:
     assert run.images_per_sec_mean == pytest.approx(4 * (100.0 + 104.0) / 2)  # N × mean(per-GPU Iter)
     # the ± is 1.96 σ (a band), never the stderr: stderr = u / 1.96 / √n
     assert run.images_per_sec_stderr == pytest.approx(15.7 / 1.96 / math.sqrt(2))
-    assert run.tags["band_1.96sd"] == "15.7"
+    assert run.details["band_1.96sd"] == "15.7"
     assert (run.num_gpus, run.num_ranks, run.batch_size_per_device, run.global_batch_size) == (4, 4, 32, 128)
 
 
@@ -52,7 +52,7 @@ def test_keras_variant_excludes_iter_zero_from_the_mean() -> None:
     res = _parse(text)
     run = res.runs[0]
     assert run.images_per_sec_mean == pytest.approx(2 * 21.0)
-    assert run.tags["num_iters"] == "2"
+    assert run.details["num_iters"] == "2"
     assert len(res.steps) == 3  # the warm-up Iter is still a step row
 
 

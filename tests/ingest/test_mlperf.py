@@ -125,7 +125,7 @@ def test_single_epoch_interval_is_used_and_zero_samples_never_divide() -> None:
         _mllog(3000, "run_stop", meta='{"status": "success"}'),
     ]
     run = _parse("\n".join(lines)).runs[0]
-    assert run.images_per_sec == pytest.approx(500.0) and run.tags["throughput_source"] == "epochs"
+    assert run.images_per_sec == pytest.approx(500.0) and run.details["throughput_source"] == "epochs"
 
 
 def test_gnmt_tok_s_is_never_images() -> None:
@@ -137,7 +137,7 @@ def test_gnmt_tok_s_is_never_images() -> None:
     ]
     res = _parse("\n".join(lines))
     run = res.runs[0]
-    assert run.images_per_sec is None and run.tags["throughput_unit"] == "tokens/s"
+    assert run.images_per_sec is None and run.details["throughput_unit"] == "tokens/s"
     (row,) = res.steps.rows()
     assert (row["epoch"], row["step"], row["rank"], row["images_per_sec"]) == (2, 40, 0, None)
     assert row["metrics"] == {"tokens_per_sec": 88584.0, "tokens_per_sec_avg": 89645.0}
@@ -194,7 +194,7 @@ def test_corpus_details(corpus: Path) -> None:
     assert google.runs[0].tags["mlperf_version"] == "0.5.0"
     gnmt = parse("mlperf/v0.6-nvidia-dgx1-pytorch-gnmt-result_0.txt")
     run = gnmt.runs[0]
-    assert (run.framework, run.num_nodes, run.tags["throughput_unit"]) == ("pytorch", 1, "tokens/s")
+    assert (run.framework, run.num_nodes, run.details["throughput_unit"]) == ("pytorch", 1, "tokens/s")
     assert sum(1 for r in gnmt.steps.rows() if r["metrics"] and "tokens_per_sec" in r["metrics"]) == 776
     dell = parse("mxnet/mlperf-v0.7-dellemc-2xc4140-mxnet-resnet-result_0.txt").runs[0]
     assert (dell.framework, dell.num_nodes, dell.tags["submission_org"]) == ("mxnet", 2, "NVIDIA")

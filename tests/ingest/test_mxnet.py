@@ -126,7 +126,7 @@ def test_restart_without_header_and_test_io_lines() -> None:
     assert [r.run_index for r in res.runs] == [0, 1]
     assert [(r.first_line, r.last_line) for r in res.runs] == [(1, 2), (3, 4)]
     assert intervals(res)[-1]["epoch"] is None and intervals(res)[-1]["step"] == 0
-    assert res.runs[0].tags == {"speedometer": "single"}
+    assert (res.runs[0].tags, res.runs[0].details) == ({}, {"speedometer": "single"})
 
 
 @pytest.mark.parametrize(
@@ -227,7 +227,7 @@ def test_corpus_tornadomeet_resnet101_two_runs_per_metric(corpus: Path) -> None:
     assert len(intervals(res)) == 13462 // 2  # two Speed lines (accuracy, top-5) per interval
     assert [r.wall_time_s for r in res.runs] == pytest.approx([333597.994, 18254.505])
     assert {(r.num_gpus, r.batch_size_per_device, r.global_batch_size) for r in res.runs} == {(8, 60, 480)}
-    assert res.runs[0].tags["speedometer"] == "per_metric"
+    assert res.runs[0].details["speedometer"] == "per_metric"
 
 
 def test_corpus_zmonoid_asctime_node_prefix_five_starts(corpus: Path) -> None:

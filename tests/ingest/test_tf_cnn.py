@@ -91,7 +91,7 @@ def test_step_line_variants() -> None:
     assert rows[2]["loss"] == float("-inf") and rows[2]["images_per_sec_stderr"] is None
     assert (rows[3]["top1_accuracy"], rows[3]["top5_accuracy"], rows[3]["timestamp"]) == (0.25, 0.75, 1599331760.0)
     run = res.runs[0]
-    assert run.tags["nan_loss_steps"] == "1"
+    assert run.details["nan_loss_steps"] == "1"
     assert run.wall_time_s == 19.0  # 1599331760 - 1599331741
     assert run.status == "truncated" and run.images_per_sec is None
 
@@ -214,7 +214,7 @@ def test_ranks_never_summed() -> None:
     res = tf_cnn.parse_lines(lines, source="t")
     run = res.runs[0]
     assert len(res.runs) == 1 and run.first_line == 1
-    assert (run.images_per_sec, run.images_per_sec_ranks, run.num_ranks, run.tags["rank_used"]) == (
+    assert (run.images_per_sec, run.images_per_sec_ranks, run.num_ranks, run.details["rank_used"]) == (
         80.0, (80.0, 99.0), 2, "0")
     assert [(r["rank"], r["images_per_sec"]) for r in res.steps.rows()] == [(1, 50.0), (0, 40.0)]
 
@@ -303,3 +303,13 @@ def test_lambda_corpus_examples(corpus: Path) -> None:
     assert (oom.status, oom.images_per_sec, oom.model, oom.gpu_model) == (
         "oom", None, "vgg16", "GeForce RTX 2080 with Max-Q Design")
     assert oom.status_detail == "tensorflow.python.framework.errors_impl.ResourceExhaustedError: 2 root error(s) found."
+
+
+def test_gpu_model_from_tf_1_1_device_lines() -> None:
+    # TF <= 1.4 prints no date stamp and names the GPU in "Creating TensorFlow device (...) -> (device: ...)"
+    res = parse(
+        "I tensorflow/core/common_runtime/gpu/gpu_device.cc:977] Creating TensorFlow device (/gpu:0) -> "
+        "(device: 0, name: Tesla K80, pci bus id: 0000:00:04.0)\n" + HEADER + "\n"
+        "1\timages/sec: 100.0 +/- 0.0 (jitter = 0.0)\t7.861\n"
+    )
+    assert res.runs[0].gpu_model == "Tesla K80"
