@@ -147,14 +147,17 @@ def _parse_many(
     return (rows, *tables(parses, patterns))
 
 
-def _exit_with_parent(parent: int) -> None:
-    """Worker initializer: end this worker when the ingest that forked it is gone (e.g. kill -9)."""
+def _exit_with_ingest(ingest_pid: int) -> None:
+    """Worker initializer: end this worker when the ingest process is gone (e.g. kill -9)."""
     import threading
 
     def watch() -> None:
-        while os.getppid() == parent:
+        while True:
+            try:
+                os.kill(ingest_pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
             time.sleep(0.5)
-        os._exit(1)
 
     threading.Thread(target=watch, daemon=True).start()
 
@@ -180,12 +183,16 @@ class _Parsers:
 
     def __enter__(self) -> _Parsers:
         if self.workers > 0:
-            pa.array([0])  # pyarrow imports pandas on first use (~0.4 s): once here, not once per worker
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
-                                             initializer=_exit_with_parent, initargs=(os.getpid(),))
+            # forkserver, not fork: forking a process that already runs pyarrow's or DuckDB's threads can
+            # leave a child with a lock held by a thread that no longer exists. The server starts clean,
+            # imports the parsers (and pandas, which pyarrow loads on first use) once, and forks workers.
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(["bench.ingest.rows", "bench.ingest.formats.tf_cnn", "pandas"])
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx,
+                                             initializer=_exit_with_ingest, initargs=(os.getpid(),))
         return self
 
     def __exit__(self, *exc: object) -> None:
