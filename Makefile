@@ -34,8 +34,10 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/pip install --quiet -e . --config-settings editable_mode=strict
 	$(BIN)/mypy -p bench.ingest -p bench.runner -p bench.analytics -p bench.sql; status=$$?; $(BIN)/pip install --quiet -e .; rm -rf build; exit $$status
 
+# Measured on this machine, each next to its baseline in the same run (a benchmark, not a test).
 bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.ingest.benchmark
+	$(BIN)/python -m bench.analytics.benchmark
 
 clean:
 	rm -rf $(VENV) demo-store bench-store .pytest_cache

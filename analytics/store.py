@@ -39,6 +39,17 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def register_python_views(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Register the Python-computed views that ``sql`` mentions (``run_stats``: per-run warm-up, CV and a
+    HAC confidence interval from the steps; see bench.analytics.run_stats)."""
+    import re
+
+    if re.search(r"\brun_stats\b", sql, re.IGNORECASE):
+        from bench.analytics.run_stats import compute_run_stats
+
+        con.register("run_stats", compute_run_stats(con))
+
+
 def run_sql(root: Path, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
     """Run one SQL statement over the store; returns (column names, rows). Raises BenchError on SQL errors."""
     import duckdb
@@ -47,6 +58,7 @@ def run_sql(root: Path, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
 
     con = connect(root)
     try:
+        register_python_views(con, sql)
         rel = con.execute(sql)
         cols = [d[0] for d in rel.description] if rel.description else []
         return cols, rel.fetchall()

@@ -6,6 +6,7 @@ import dataclasses
 import traceback
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from bench.ingest import registry
 from bench.ingest.records import ParseResult, Problem
@@ -70,7 +71,7 @@ def run_lines(module: registry.FormatModule, lines: Iterable[str], *, source: st
     except Exception as e:  # a parser bug must not abort the ingest of other files
         tb = traceback.format_exception_only(type(e), e)[-1].strip()
         result.problems.append(Problem("parser_error", f"{module.NAME} parser raised {tb}"))
-    cleared = dict.fromkeys(RESULT_METRICS)
+    cleared: dict[str, Any] = dict.fromkeys(RESULT_METRICS)
     result.runs[:] = [r if r.status == "ok" else dataclasses.replace(r, **cleared) for r in result.runs]
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from bench.analytics.cli import sql_command
+from bench.analytics.cli import compare_command, effects_command, fit_command, sql_command
 from bench.ingest.cli import ingest_command
 from bench.ingest.errors import BenchError
 
@@ -40,6 +40,9 @@ def _translated(command: Callable[..., Any]) -> Callable[..., Any]:
 
 app.command("ingest")(_translated(ingest_command))
 app.command("sql")(_translated(sql_command))
+app.command("compare")(_translated(compare_command))
+app.command("fit")(_translated(fit_command))
+app.command("effects")(_translated(effects_command))
 
 
 def main() -> None:

@@ -18,7 +18,9 @@ from bench.runner.cli import app
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("args", [["--help"], ["ingest", "--help"], ["sql", "--help"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["ingest", "--help"], ["sql", "--help"], ["compare", "--help"], ["fit", "--help"], ["effects", "--help"]]
+)
 def test_help(args: list[str]) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 0
@@ -82,3 +84,21 @@ def test_installed_entry_point(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["runs_added"] == 1
     assert (env_store / "STORE.json").exists()  # $BENCH_STORE is the default store
+
+
+OFFICIAL = Path(__file__).resolve().parents[1] / "fixtures" / "official-2017" / "tf-official-2017"
+OFFICIAL_PATTERN = "{source}/{host}/{dataset}-{data}-{precision}/{model}-bs{batch_size_per_device}-{num_gpus}gpus.log"
+
+
+def test_analytics_commands_on_the_official_sheet(tmp_path: Path) -> None:
+    """The composed commands end to end: ingest the official 2017 fixtures, then compare and run_stats."""
+    st = str(tmp_path / "st")
+    assert runner.invoke(app, ["ingest", str(OFFICIAL), "--store", st, "--path-pattern", OFFICIAL_PATTERN]).exit_code == 0
+    result = runner.invoke(app, ["compare", "--factor", "gpu_model", "--a", "P100", "--b", "K80", "--store", st, "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)["summary"]
+    assert summary["n"] == 32 and round(summary["median"], 2) == 4.40  # the sheet's "P100 is 4.40x K80"
+    result = runner.invoke(app, ["sql", "SELECT count(*) AS n FROM run_stats", "--store", st, "--format", "json"])
+    assert json.loads(result.output) == [{"n": 64}]
+    bad = runner.invoke(app, ["compare", "--factor", "gpu_model", "--a", "H100", "--b", "K80", "--store", st])
+    assert bad.exit_code == 1 and "Error:" in bad.output

@@ -1,0 +1,381 @@
+"""``bench compare``: the ratio A/B of paired configurations that differ in one factor only.
+
+A configuration row (of the view ``configs``, or ``scaling`` for the metrics speedup and efficiency)
+whose factor F is A is paired with the row whose F is B and that agrees on every other factor, on
+``config_tags``, on ``num_gpus`` and on ``num_nodes``. Each pair gives ratio = a_value / b_value
+(dimensionless). The summary gives n, median, geometric mean (the mean for ratios), min, max and a
+bootstrap 95% CI of the geometric mean; ``equivalence`` adds a paired TOST on the log ratios.
+
+Decisions (the issue is silent on these):
+- A value is usable when it is a finite number > 0. A configuration without one (only failed runs,
+  so ``images_per_sec`` is NULL) is never a ratio: it and its partner are listed as unmatched.
+- speedup / efficiency: the two speedups must be measured from the same baseline GPU count, else the
+  ratio compares different things ("different baseline"). Pairs at the baseline point have speedup
+  1 / 1 by construction (a tautology, not evidence): they are left out of the pairs and the summary,
+  and counted in ``Summary.n_baseline_excluded``. A row at the baseline GPU count on more nodes has a
+  measured speedup (not exactly 1) and stays a pair.
+- Bootstrap: 10,000 resamples (numpy PCG64, seed 2017) of the log ratios, the mean of each, and the
+  2.5 and 97.5 percentiles, exponentiated (percentile interval). No CI for fewer than 2 pairs.
+- Equivalence within ±m: the bounds are ±log(1 + m) on the log ratio (symmetric, so swapping A and B
+  gives the same verdict), tested with statsmodels ``ttost_paired(log a, log b)``: one-sample TOST on
+  the paired log differences. Pairing matters: between configurations the speed varies 50-fold, an
+  unpaired test (``ttost_ind``) would drown the A/B effect in that spread. "yes" when the TOST p-value
+  < 0.05; "no" means equivalence was not shown (a real difference, or too much noise); fewer than 3
+  pairs is "not enough data".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from bench.ingest.errors import BenchError
+
+if TYPE_CHECKING:
+    import duckdb
+    import numpy as np
+    import pyarrow as pa
+
+#: The factor columns of ``configs``: a configuration is all of them plus ``config_tags``.
+FACTORS = (
+    "framework", "framework_version", "model", "dataset", "data", "mode", "precision", "data_format",
+    "variable_update", "all_reduce", "batch_size_per_device", "gpu_model",
+)
+#: Which view holds each metric.
+METRICS = {"images_per_sec": "configs", "speedup": "scaling", "efficiency": "scaling"}
+N_BOOT = 10_000
+SEED = 2017
+ALPHA = 0.05
+MIN_TOST_N = 3
+_NULL_WORD = "null"  # --a NULL selects configurations where the factor is NULL (e.g. gpu_model of a CPU run)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One matched pair. ``config``: every other factor, ``config_tags`` (dict) and ``num_nodes``."""
+
+    config: dict[str, Any]
+    num_gpus: int | None
+    a_value: float
+    b_value: float
+    ratio: float
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A configuration row without a usable partner. ``side`` is "a" or "b"; ``config`` holds every
+    factor (the compared one included), ``config_tags`` and ``num_nodes``."""
+
+    side: str
+    config: dict[str, Any]
+    num_gpus: int | None
+    value: float | None
+    reason: str  # "no partner" | "no value" | "partner has no value" | "different baseline"
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """Paired TOST of |log ratio| < log(1 + margin). ``p_value`` is None when n < MIN_TOST_N."""
+
+    margin: float
+    verdict: str  # "yes" | "no" | "not enough data"
+    p_value: float | None
+    n: int
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Statistics of the ratios; every field is None when n == 0 (ci95 also when n < 2)."""
+
+    n: int
+    median: float | None
+    geomean: float | None
+    min: float | None
+    max: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    equivalence: Equivalence | None
+    n_baseline_excluded: int = 0
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    """The outcome of :func:`compare`; ``a`` and ``b`` are the resolved factor values."""
+
+    factor: str
+    a: Any
+    b: Any
+    metric: str
+    pairs: tuple[Pair, ...]
+    unmatched: tuple[Unmatched, ...]
+    summary: Summary
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` object: factor, a, b, metric, pairs, unmatched, summary."""
+        s, eq = self.summary, self.summary.equivalence
+        return {
+            "factor": self.factor, "a": self.a, "b": self.b, "metric": self.metric,
+            "pairs": [{**p.config, "num_gpus": p.num_gpus, "a_value": p.a_value, "b_value": p.b_value,
+                       "ratio": p.ratio} for p in self.pairs],
+            "unmatched": [{"side": u.side, **u.config, "num_gpus": u.num_gpus, "value": u.value,
+                           "reason": u.reason} for u in self.unmatched],
+            "summary": {
+                "n": s.n, "median": s.median, "geomean": s.geomean, "min": s.min, "max": s.max,
+                "ci95": [s.ci95_low, s.ci95_high], "n_baseline_excluded": s.n_baseline_excluded,
+                "equivalence": None if eq is None else
+                {"margin": eq.margin, "verdict": eq.verdict, "p_value": eq.p_value, "n": eq.n},
+            },
+        }
+
+
+def compare(
+    con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, metric: str = "images_per_sec",
+    where: str | None = None, equivalence: float | None = None,
+) -> CompareResult:
+    """Pair the configurations whose ``factor`` is A with those whose factor is B; ratio = A / B.
+
+    ``con`` must have the view ``configs`` (metric images_per_sec) or ``scaling`` (speedup, efficiency).
+    ``where`` is a SQL boolean expression over that view's columns, applied before matching A and B.
+    ``equivalence`` is the margin m of "A and B within ±m" (0.05 = 5%). Raises BenchError for an
+    unknown factor or metric, a bad --where, or an A / B that matches no value or several.
+    """
+    if factor not in FACTORS:
+        raise BenchError(f"unknown factor {factor!r}; choose one of: {', '.join(FACTORS)}")
+    if metric not in METRICS:
+        raise BenchError(f"unknown metric {metric!r}; choose one of: {', '.join(METRICS)}")
+    if equivalence is not None and not 0 < equivalence < 1:
+        raise BenchError(f"--equivalence is a fraction such as 0.05 (for ±5%), got {equivalence}")
+    table = _select(con, METRICS[metric], metric, where)
+    values = table.column(factor).unique().to_pylist()
+    numeric = _is_numeric(table.schema.field(factor).type)
+    va, vb = (resolve_value(values, factor, text, numeric=numeric) for text in (a, b))
+    if va == vb:
+        raise BenchError(f"--a and --b both select {factor} = {va!r}; compare two different values")
+    rows = [r for r in table.to_pylist() if r[factor] in (va, vb)]
+    pairs, unmatched, n_base = pair_rows(rows, factor, va, metric)
+    summary = summarize([p.ratio for p in pairs], equivalence, n_baseline_excluded=n_base)
+    return CompareResult(factor, va, vb, metric, tuple(pairs), tuple(unmatched), summary)
+
+
+def _select(con: duckdb.DuckDBPyConnection, view: str, metric: str, where: str | None) -> pa.Table:
+    """The columns compare needs from ``view``, filtered by ``where``, as one Arrow table (one scan)."""
+    import duckdb
+
+    cols = [*FACTORS, "config_tags", "num_gpus", "num_nodes", metric]
+    if view == "scaling":
+        cols.append("baseline_gpus")
+    sql = f"SELECT {', '.join(cols)} FROM {view}" + (f" WHERE ({where})" if where else "")
+    try:
+        return con.sql(sql).to_arrow_table()
+    except duckdb.Error as e:
+        what = f"--where {where!r} failed" if where else f"reading the view {view} failed"
+        raise BenchError(f"{what}: {e}") from e
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def resolve_value(values: Sequence[Any], factor: str, text: str, *, numeric: bool = False) -> Any:
+    """The one distinct value of ``factor`` that ``text`` names.
+
+    Order: an exact match; the word NULL for a NULL value; then (text factors only) a case-insensitive
+    substring that picks out exactly one value. Numeric factors take a number and match it exactly.
+    Raises BenchError, listing the candidates, when nothing or more than one value matches.
+    """
+    present = [v for v in values if v is not None]
+    if numeric:
+        try:
+            wanted: Any = float(text)
+        except ValueError:
+            wanted = None
+        hits = [v for v in present if wanted is not None and v == wanted]
+    else:
+        hits = [v for v in present if v == text]
+    if not hits and text.strip().lower() == _NULL_WORD and None in values:
+        return None
+    if not hits and not numeric:
+        hits = [v for v in present if text.lower() in v.lower()]
+    if len(hits) == 1:
+        return hits[0]
+    shown = ", ".join(sorted(repr(v) for v in (hits or values))[:30])
+    problem = "matches several values" if hits else "matches no value"
+    raise BenchError(f"{text!r} {problem} of {factor}; candidates: {shown}")
+
+
+def _key(row: dict[str, Any], factor: str) -> tuple[Any, ...]:
+    """What a partner must agree on: every other factor, the tags, num_gpus and num_nodes."""
+    tags = _tags(row["config_tags"])
+    return (*(row[f] for f in FACTORS if f != factor), tuple(sorted(tags.items())), row["num_gpus"], row["num_nodes"])
+
+
+def _tags(v: Any) -> dict[str, Any]:
+    """A MAP value as a dict (Arrow gives a list of (key, value) pairs; NULL is no tags)."""
+    return {} if v is None else dict(v)
+
+
+def _config(row: dict[str, Any], drop: str | None) -> dict[str, Any]:
+    cfg = {f: row[f] for f in FACTORS if f != drop}
+    return {**cfg, "config_tags": _tags(row["config_tags"]), "num_nodes": row["num_nodes"]}
+
+
+def _usable(v: Any) -> bool:
+    return isinstance(v, int | float) and math.isfinite(v) and v > 0
+
+
+def pair_rows(
+    rows: list[dict[str, Any]], factor: str, va: Any, metric: str,
+) -> tuple[list[Pair], list[Unmatched], int]:
+    """Split rows (each with factor va or the other value) into pairs, unmatched rows and the number of
+    pairs left out at the baseline GPU count. Pairs come sorted by configuration and GPU count."""
+    sides: tuple[dict[tuple[Any, ...], dict[str, Any]], dict[tuple[Any, ...], dict[str, Any]]] = ({}, {})
+    for r in rows:
+        side = sides[0 if r[factor] == va else 1]
+        k = _key(r, factor)
+        if k in side:
+            raise BenchError(f"the {METRICS[metric]} view has two rows for one configuration: {_config(r, None)}")
+        side[k] = r
+    pairs, unmatched, n_base = [], [], 0
+    for k in sorted(sides[0].keys() | sides[1].keys(), key=_sort_key):
+        ra, rb = sides[0].get(k), sides[1].get(k)
+        if ra is None or rb is None:
+            unmatched += [_unmatched(s, r, metric, "no partner") for s, r in zip("ab", (ra, rb), strict=True) if r]
+            continue
+        reasons = _why_unpaired(ra, rb, metric)
+        if reasons:
+            unmatched += [_unmatched("a", ra, metric, reasons[0]), _unmatched("b", rb, metric, reasons[1])]
+        elif _at_baseline(ra, rb, metric):
+            n_base += 1
+        else:
+            x, y = float(ra[metric]), float(rb[metric])
+            pairs.append(Pair(_config(ra, factor), ra["num_gpus"], x, y, x / y))
+    return pairs, unmatched, n_base
+
+
+def _why_unpaired(ra: dict[str, Any], rb: dict[str, Any], metric: str) -> tuple[str, str] | None:
+    """(reason for a, reason for b) when two rows with the same key do not make a pair, else None."""
+    ok_a, ok_b = _usable(ra[metric]), _usable(rb[metric])
+    if not (ok_a and ok_b):
+        return ("partner has no value" if ok_a else "no value", "partner has no value" if ok_b else "no value")
+    if metric != "images_per_sec" and ra["baseline_gpus"] != rb["baseline_gpus"]:
+        return ("different baseline", "different baseline")
+    return None
+
+
+def _at_baseline(ra: dict[str, Any], rb: dict[str, Any], metric: str) -> bool:
+    """Both rows are their configuration's baseline point: speedup x / x, exactly 1 (so is efficiency).
+    At the baseline GPU count on more nodes the speedup is a measurement, not 1, and stays a pair."""
+    return (metric != "images_per_sec" and ra["num_gpus"] == ra["baseline_gpus"]
+            and ra[metric] == 1.0 and rb[metric] == 1.0)
+
+
+def _unmatched(side: str, row: dict[str, Any], metric: str, reason: str) -> Unmatched:
+    v = row[metric]
+    return Unmatched(side, _config(row, None), row["num_gpus"], None if v is None else float(v), reason)
+
+
+def _sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Sort keys with NULLs first and without comparing None to a value."""
+    return tuple((v is not None, v if v is not None else 0) for v in key)
+
+
+def summarize(ratios: Sequence[float], equivalence: float | None = None, *, n_baseline_excluded: int = 0) -> Summary:
+    """n, median, geometric mean, min, max and bootstrap CI of the ratios (all > 0), plus the TOST."""
+    import numpy as np
+
+    n = len(ratios)
+    eq = None if equivalence is None else equivalence_test(ratios, equivalence)
+    if n == 0:
+        return Summary(0, None, None, None, None, None, None, eq, n_baseline_excluded)
+    logs = np.log(np.asarray(ratios, dtype=float))
+    lo, hi = bootstrap_geomean_ci(logs) if n >= 2 else (None, None)
+    return Summary(n, float(np.median(ratios)), float(np.exp(logs.mean())), float(min(ratios)), float(max(ratios)),
+                   lo, hi, eq, n_baseline_excluded)
+
+
+def bootstrap_geomean_ci(logs: np.ndarray, n_boot: int = N_BOOT, seed: int = SEED) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of exp(mean(logs)): ``n_boot`` resamples with replacement.
+
+    Resamples are drawn in chunks of about 2 million indices to bound memory; the same seed and
+    input always give the same interval.
+    """
+    import numpy as np
+
+    rng = np.random.Generator(np.random.PCG64(seed))
+    n = len(logs)
+    means = np.empty(n_boot)
+    chunk = max(1, 2_000_000 // n)
+    for start in range(0, n_boot, chunk):
+        k = min(chunk, n_boot - start)
+        means[start:start + k] = logs[rng.integers(0, n, size=(k, n))].mean(axis=1)
+    lo, hi = np.exp(np.percentile(means, [2.5, 97.5]))
+    return float(lo), float(hi)
+
+
+def equivalence_test(ratios: Sequence[float], margin: float) -> Equivalence:
+    """Paired TOST: is the mean log ratio within ±log(1 + margin)? See the module docstring."""
+    import numpy as np
+
+    n = len(ratios)
+    if n < MIN_TOST_N:
+        return Equivalence(margin, "not enough data", None, n)
+    logs = np.log(np.asarray(ratios, dtype=float))
+    bound = math.log1p(margin)
+    if np.ptp(logs) == 0:  # identical ratios: no spread, the t statistic is undefined; the answer is exact
+        p = 0.0 if abs(logs[0]) < bound else 1.0
+    else:
+        from statsmodels.stats.weightstats import ttost_paired
+
+        # x1 - x2 = log a - log b = log ratio; zeros as x2 keep the differences exactly the log ratios
+        p = float(ttost_paired(logs, np.zeros(n), -bound, bound)[0])
+    return Equivalence(margin, "yes" if p < ALPHA else "no", p, n)
+
+
+def print_compare(result: CompareResult) -> None:
+    """The pairs (the columns that vary among them), the unmatched rows (their configuration as one
+    compact text of what varies in the selection), then the summary."""
+    from bench.analytics import render
+
+    title = f"{result.metric}: {result.factor} {result.a!r} / {result.b!r}"
+    if result.pairs:
+        pairs = [p.config | {"num_gpus": p.num_gpus} for p in result.pairs]
+        cols = _varying(pairs, result.factor)
+        render.print_table([*cols, "a_value", "b_value", "ratio"],
+                           [[r[c] for c in cols] + [p.a_value, p.b_value, p.ratio] for r, p in zip(pairs, result.pairs, strict=True)],
+                           title=title)
+    else:
+        print(f"{title}: no pairs")
+    if result.unmatched:
+        every = [p.config for p in result.pairs] + [u.config for u in result.unmatched]
+        cols = _varying(every, result.factor)
+        render.print_table(["side", result.factor, "configuration", "num_gpus", "value", "reason"],
+                           [[u.side, u.config[result.factor], ", ".join(f"{c}={u.config[c]}" for c in cols if u.config[c] not in (None, {})),
+                             u.num_gpus, u.value, u.reason] for u in result.unmatched],
+                           title="without a partner")
+    print(summary_text(result.summary))
+
+
+def _varying(rows: list[dict[str, Any]], factor: str) -> list[str]:
+    """The columns (other than ``factor``) whose value is not the same in every row."""
+    return [c for c in rows[0] if c != factor and len({repr(r[c]) for r in rows}) > 1] if rows else []
+
+
+def summary_text(s: Summary) -> str:
+    """The summary as one or two lines of text."""
+    if s.n == 0:
+        text = "n=0"
+    else:
+        ci = "" if s.ci95_low is None else f" (95% CI {s.ci95_low:.3f}-{s.ci95_high:.3f})"
+        text = (f"n={s.n}  median {s.median:.3f}x  geomean {s.geomean:.3f}x{ci}  "
+                f"min {s.min:.3f}x  max {s.max:.3f}x")
+    if s.n_baseline_excluded:
+        text += f"  ({s.n_baseline_excluded} pairs at the baseline GPU count left out)"
+    eq = s.equivalence
+    if eq is not None:
+        p = "" if eq.p_value is None else f" (TOST p = {eq.p_value:.4g}, n = {eq.n})"
+        text += f"\nwithin ±{eq.margin:.1%}: {eq.verdict}{p}"
+    return text

@@ -1,0 +1,192 @@
+"""Multiplicative factor effects on throughput: OLS of log(images_per_sec) on the factors that vary.
+
+Model: log(images_per_sec) = b0 + sum over factors of b[factor, level] (treatment coding: the reference
+level of each factor has b = 0), fitted by OLS (statsmodels formula API) on the ok runs of the selection,
+one observation per run. exp(b[factor, level]) is the throughput of ``level`` relative to the reference
+level, other factors held equal: a geometric-mean ratio. The 95% CI and the p-value (two-sided t test of
+b = 0) come from the OLS standard errors and are mapped through exp. The model has main effects only: it
+assumes factors multiply (a P100 speeds every model up by the same factor); interactions are not fitted.
+
+Factors: model, gpu_model, data, batch_size_per_device, variable_update, precision, num_gpus; only those
+with at least two distinct values among the runs used enter the model. All are categorical. num_gpus is
+categorical too, not log2(num_gpus): scaling is rarely a power law, and a level per GPU count reads
+directly as a (geometric-mean) speedup over the reference count, with no shape assumed.
+
+A NULL factor value is a level of its own (level ``None``; a CPU run has gpu_model NULL): dropping those
+runs would change the selection silently. The reference level is, unless given, the smallest value
+(numbers numerically, strings alphabetically, NULL last). Runs with status != 'ok' or without a positive
+images_per_sec are left out and counted in ``n_excluded``: a failed run is never a zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+FACTORS = ("model", "gpu_model", "data", "batch_size_per_device", "variable_update", "precision", "num_gpus")
+
+
+@dataclass(frozen=True)
+class Effect:
+    """Throughput at ``level`` of ``factor`` relative to ``reference`` (ratio = exp(coef), unitless)."""
+
+    factor: str
+    level: Any
+    reference: Any
+    ratio: float
+    ci95_low: float | None  # None when the model has no residual degrees of freedom
+    ci95_high: float | None
+    p_value: float | None
+    n_runs: int  # ok runs at this level
+
+
+@dataclass(frozen=True)
+class EffectsResult:
+    """The fitted model: one Effect per non-reference level of each factor that varies."""
+
+    n_runs: int  # ok runs in the model
+    n_excluded: int  # runs of the selection left out (status != 'ok' or no positive images_per_sec)
+    factors: tuple[str, ...]  # the factors that vary, in FACTORS order
+    fixed: dict[str, Any]  # the factors that do not vary, with their single value
+    reference: dict[str, Any]  # the reference level of each varying factor
+    reference_images_per_sec: float  # exp(intercept): fitted geometric mean at the reference levels
+    r2: float | None  # on the log scale; None when every run has the same rate
+    df_resid: int
+    effects: tuple[Effect, ...]
+
+
+def effects(con: duckdb.DuckDBPyConnection, where: str | None = None,
+            reference: Mapping[str, Any] | None = None) -> EffectsResult:
+    """Fit the model over the ``runs`` view on ``con`` (filtered by the SQL ``where``).
+
+    ``reference`` maps a factor to its reference level. Raises BenchError when the query fails, when no ok
+    run or no varying factor is left, when a reference level is not present, or when factors are
+    confounded (their effects cannot be told apart in this selection).
+    """
+    import numpy as np
+
+    frame, n_excluded = _read(con, where)
+    varying = [f for f in FACTORS if frame[f].nunique(dropna=False) > 1]
+    if not varying:
+        raise _error(f"no factor varies among the {len(frame)} ok runs selected: nothing to compare")
+    fixed = {f: _py(frame[f].iloc[0]) for f in FACTORS if f not in varying}
+    levels = {f: _levels(frame[f], f, (reference or {}).get(f, _FIRST)) for f in varying}
+    data = frame.assign(log_ips=np.log(frame["images_per_sec"].to_numpy(dtype=float)))
+    for f in varying:
+        data[f] = _categorical(frame[f], levels[f])
+    res = _fit(data, varying)
+    out: list[Effect] = []
+    for f in varying:
+        counts = data[f].value_counts()
+        out.extend(_effect(res, f, level, levels[f][0], int(counts[_label(level)])) for level in levels[f][1:])
+    r2 = float(res.rsquared) if float(res.centered_tss) > 0 else None
+    return EffectsResult(len(frame), n_excluded, tuple(varying), fixed, {f: levels[f][0] for f in varying},
+                         math.exp(float(res.params["Intercept"])), r2, round(float(res.df_resid)), tuple(out))
+
+
+_FIRST = object()  # no reference given: the first level in sort order
+
+
+def _read(con: duckdb.DuckDBPyConnection, where: str | None) -> tuple[pd.DataFrame, int]:
+    """Ok runs with a positive finite rate (factors and images_per_sec), and how many others were selected."""
+    import duckdb
+    import numpy as np
+
+    sql = f"SELECT status, images_per_sec, {', '.join(FACTORS)} FROM runs WHERE ({where or 'true'})"
+    try:
+        # Arrow -> pandas keeping integer factors with NULLs as Python ints/None (not floats: 32.0).
+        frame = con.sql(sql).to_arrow_table().to_pandas(integer_object_nulls=True)
+    except duckdb.Error as e:
+        raise _error(f"cannot read the runs view{' with --where ' + where if where else ''}: {e}") from e
+    rate = frame["images_per_sec"].to_numpy(dtype=float, na_value=np.nan)
+    used = (frame["status"] == "ok").to_numpy() & np.isfinite(rate) & (rate > 0)
+    if not used.any():
+        raise _error(f"no ok run with a throughput among the {len(frame)} runs selected")
+    return frame[used].reset_index(drop=True), int((~used).sum())
+
+
+def _py(v: Any) -> Any:
+    """A pandas/numpy scalar as a plain Python value; NaN/NA -> None."""
+    import pandas as pd
+
+    if v is None or (not isinstance(v, str) and pd.isna(v)):
+        return None
+    return v.item() if hasattr(v, "item") else v
+
+
+def _levels(col: pd.Series, factor: str, ref: Any) -> list[Any]:
+    """Distinct values (plain Python, None for NULL) in sort order, the reference moved first."""
+    values = {_py(v) for v in col.unique()}
+    ordered = sorted(v for v in values if v is not None) + ([None] if None in values else [])
+    if ref is _FIRST:
+        return ordered
+    if ref not in ordered:
+        raise _error(f"reference {factor}={ref!r} is not among the runs selected; levels: {ordered}")
+    return [ref] + [v for v in ordered if v != ref]
+
+
+def _label(v: Any) -> str:
+    return "NULL" if v is None else str(v)
+
+
+def _categorical(col: pd.Series, levels: list[Any]) -> pd.Categorical:
+    """String labels with the levels as categories, reference first (treatment coding uses the first)."""
+    import pandas as pd
+
+    return pd.Categorical(col.map(lambda v: _label(_py(v))), categories=[_label(v) for v in levels])
+
+
+def _fit(data: pd.DataFrame, varying: list[str]) -> Any:
+    """OLS of log_ips on the categorical factors; BenchError when factors are confounded."""
+    import statsmodels.formula.api as smf
+
+    model = smf.ols("log_ips ~ " + " + ".join(varying), data)
+    clash = _confounded(model.exog, list(model.exog_names), varying)
+    if clash:
+        raise _error(f"{clash} in this selection: their effects cannot be separated; narrow it with --where")
+    return model.fit()
+
+
+def _confounded(exog: Any, names: list[str], varying: list[str]) -> str | None:
+    """None when the design has full column rank, else which factor is aliased with which others."""
+    import numpy as np
+
+    def full_rank(factors: list[str]) -> bool:
+        cols = [i for i, n in enumerate(names) if n == "Intercept" or n.split("[")[0] in factors]
+        return bool(np.linalg.matrix_rank(exog[:, cols]) == len(cols))
+
+    if full_rank(varying):
+        return None
+    k = next(k for k in range(len(varying)) if not full_rank(varying[: k + 1]))
+    f, earlier = varying[k], varying[:k]
+    partner = next((g for g in earlier if not full_rank([g, f])), None)
+    if partner is not None or not earlier:
+        return f"{f} is confounded with {partner or 'the intercept'}"
+    return f"{f} is confounded with a combination of {', '.join(earlier)}"
+
+
+def _effect(res: Any, factor: str, level: Any, ref: Any, n_runs: int) -> Effect:
+    """exp of one coefficient, with its CI and p-value (None when df_resid is 0: no error estimate)."""
+    import numpy as np
+
+    name = f"{factor}[T.{_label(level)}]"
+    coef = float(res.params[name])
+    if res.df_resid < 1:
+        return Effect(factor, level, ref, math.exp(coef), None, None, None, n_runs)
+    low, high = (float(v) for v in res.conf_int(0.05).loc[name])
+    with np.errstate(divide="ignore", invalid="ignore"):  # an exact fit: t = coef / 0
+        p = float(res.pvalues[name])
+    return Effect(factor, level, ref, math.exp(coef), math.exp(low), math.exp(high),
+                  None if math.isnan(p) else p, n_runs)
+
+
+def _error(message: str) -> Exception:
+    from bench.ingest.errors import BenchError
+
+    return BenchError(message)

@@ -1,0 +1,71 @@
+-- One row per configuration and scale point (num_gpus, num_nodes), across repetitions.
+-- A configuration is every factor of a run except its repetition: framework, framework_version, model,
+-- dataset, data, mode, precision, data_format, variable_update, all_reduce, batch_size_per_device,
+-- gpu_model, and the tags except `repeat` as `config_tags` (a MAP with its entries sorted by key; {} when
+-- a run has no other tags, so NULL tags and {} group together). NULL factors group together (GROUP BY).
+-- num_nodes is not a factor but part of the scale point: 8 GPUs on 1 node and 8 GPUs on 2 nodes are two
+-- rows of one configuration.
+-- config_id: md5 of the JSON object of the factors and config_tags (a NULL factor is JSON null, never ''),
+-- the same at every scale point of a configuration; scaling, strong_scaling and compare join on it.
+-- n_runs counts every run, n_ok those with status 'ok'. images_per_sec (mean), median, min, max, stddev
+-- (sample) and wall_time_s (mean) are over the ok runs only: a failed run is never a zero.
+-- ci95_low/ci95_high: t-interval mean ± t(0.975, n-1) · stddev / sqrt(n), n = ok runs with a value; NULL
+-- when n < 2. t comes from the table `t975` (df 1..30, scipy.stats.t.ppf to 6 decimals, agreeing with
+-- printed t tables to their 3 decimals) and beyond df 30 from the Cornish-Fisher expansion in 1/df (error
+-- below 2e-6 at df 31, shrinking after), not 1.96, which would make a 31-run interval 4% too narrow.
+-- Reads the view `runs`. No parameters.
+WITH t975(df, t) AS (
+    VALUES (1, 12.706205), (2, 4.302653), (3, 3.182446), (4, 2.776445), (5, 2.570582),
+           (6, 2.446912), (7, 2.364624), (8, 2.306004), (9, 2.262157), (10, 2.228139),
+           (11, 2.200985), (12, 2.178813), (13, 2.160369), (14, 2.144787), (15, 2.131450),
+           (16, 2.119905), (17, 2.109816), (18, 2.100922), (19, 2.093024), (20, 2.085963),
+           (21, 2.079614), (22, 2.073873), (23, 2.068658), (24, 2.063899), (25, 2.059539),
+           (26, 2.055529), (27, 2.051831), (28, 2.048407), (29, 2.045230), (30, 2.042272)
+),
+keyed AS (
+    SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,
+           variable_update, all_reduce, batch_size_per_device, gpu_model,
+           -- grouped as a sorted list of entries and made a MAP once per group: cheaper than per run
+           list_sort([e FOR e IN map_entries(coalesce(tags, MAP {}::MAP(VARCHAR, VARCHAR))) IF e.key <> 'repeat'])
+               AS config_tags,
+           num_gpus, num_nodes, status, images_per_sec, wall_time_s
+    FROM runs
+),
+grouped AS (
+    SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,
+           variable_update, all_reduce, batch_size_per_device, gpu_model, config_tags, num_gpus, num_nodes,
+           count(*) AS n_runs,
+           count(*) FILTER (WHERE status = 'ok') AS n_ok,
+           count(images_per_sec) FILTER (WHERE status = 'ok') AS n_values,
+           avg(images_per_sec) FILTER (WHERE status = 'ok') AS images_per_sec,
+           median(images_per_sec) FILTER (WHERE status = 'ok') AS median,
+           min(images_per_sec) FILTER (WHERE status = 'ok') AS min,
+           max(images_per_sec) FILTER (WHERE status = 'ok') AS max,
+           stddev_samp(images_per_sec) FILTER (WHERE status = 'ok') AS stddev,
+           avg(wall_time_s) FILTER (WHERE status = 'ok') AS wall_time_s
+    FROM keyed
+    GROUP BY ALL
+),
+with_t AS (
+    SELECT g.* REPLACE (map_from_entries(g.config_tags) AS config_tags),
+           CASE WHEN g.n_values >= 2
+                THEN coalesce(t.t, 1.959964 + 2.372271 / (g.n_values - 1) + 2.822499 / (g.n_values - 1) ^ 2
+                                   + 2.555850 / (g.n_values - 1) ^ 3)
+           END AS t_quantile
+    FROM grouped g
+    LEFT JOIN t975 t ON t.df = g.n_values - 1
+)
+SELECT md5(to_json(struct_pack(
+           framework := framework, framework_version := framework_version, model := model,
+           dataset := dataset, data := data, mode := mode, precision := precision, data_format := data_format,
+           variable_update := variable_update, all_reduce := all_reduce,
+           batch_size_per_device := batch_size_per_device, gpu_model := gpu_model, config_tags := config_tags
+       ))) AS config_id,
+       framework, framework_version, model, dataset, data, mode, precision, data_format, variable_update,
+       all_reduce, batch_size_per_device, gpu_model, config_tags, num_gpus, num_nodes,
+       n_runs, n_ok, images_per_sec, median, min, max, stddev,
+       images_per_sec - t_quantile * stddev / sqrt(n_values) AS ci95_low,
+       images_per_sec + t_quantile * stddev / sqrt(n_values) AS ci95_high,
+       wall_time_s
+FROM with_t
+ORDER BY model, framework, gpu_model, data, batch_size_per_device, config_id, num_gpus, num_nodes

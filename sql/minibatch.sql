@@ -1,0 +1,67 @@
+-- One row per minibatch curve point: a configuration without its batch size (every factor of `configs`
+-- except batch_size_per_device, the tags except `repeat` as config_tags, and the scale point num_gpus,
+-- num_nodes; curve_id = md5 of their JSON object) at one batch_size_per_device.
+-- ms_per_image: time per image of one training (or inference) step, mean over the ok runs of
+--   forward_backward_ms / batch_size_per_device where the log times the step (caffe time), else
+--   1000 / images_per_sec (for several GPUs, the system's time per image). A mean of per-run times (so from
+--   throughputs, 1000 / ms_per_image is their harmonic mean, while images_per_sec below is their mean).
+-- forward_ms_per_image: mean over the ok runs of forward_ms / batch_size_per_device, where logged.
+-- images_per_sec: mean over the ok runs. n_runs counts every run, n_ok the ok ones, n_oom the runs that
+--   ran out of memory; oom = n_oom > 0. An OOM batch size stays as a row (its means NULL when no run was ok).
+-- curvature_sign of ms_per_image at this batch size between its measured neighbours (the next smaller and
+--   larger batch sizes with an ms_per_image; OOM-only points are skipped): the sign of the change of slope,
+--   (y2 - y1)/(x2 - x1) - (y1 - y0)/(x1 - x0), which for equally spaced batch sizes is the sign of the
+--   second difference y2 - 2·y1 + y0. +1 convex (diminishing returns), -1 concave, 0 straight (within
+--   1e-9 relative). NULL at the ends of the curve and where ms_per_image is NULL.
+-- Reads the view `runs`. No parameters.
+WITH keyed AS (
+    SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,
+           variable_update, all_reduce, gpu_model,
+           -- grouped as a sorted list of entries and made a MAP once per group: cheaper than per run
+           list_sort([e FOR e IN map_entries(coalesce(tags, MAP {}::MAP(VARCHAR, VARCHAR))) IF e.key <> 'repeat'])
+               AS config_tags,
+           num_gpus, num_nodes, batch_size_per_device, status, images_per_sec,
+           forward_ms / batch_size_per_device AS forward_ms_per_image,
+           coalesce(forward_backward_ms / batch_size_per_device, 1000.0 / images_per_sec) AS ms_per_image
+    FROM runs
+),
+points AS (
+    SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,
+           variable_update, all_reduce, gpu_model, config_tags, num_gpus, num_nodes, batch_size_per_device,
+           count(*) AS n_runs,
+           count(*) FILTER (WHERE status = 'ok') AS n_ok,
+           count(*) FILTER (WHERE status = 'oom') AS n_oom,
+           avg(ms_per_image) FILTER (WHERE status = 'ok') AS ms_per_image,
+           avg(forward_ms_per_image) FILTER (WHERE status = 'ok') AS forward_ms_per_image,
+           avg(images_per_sec) FILTER (WHERE status = 'ok') AS images_per_sec
+    FROM keyed
+    GROUP BY ALL
+),
+curves AS MATERIALIZED (  -- computed once: used twice below
+    SELECT md5(to_json(struct_pack(
+               framework := framework, framework_version := framework_version, model := model,
+               dataset := dataset, data := data, mode := mode, precision := precision,
+               data_format := data_format, variable_update := variable_update, all_reduce := all_reduce,
+               gpu_model := gpu_model, config_tags := config_tags, num_gpus := num_gpus, num_nodes := num_nodes
+           ))) AS curve_id, * REPLACE (map_from_entries(config_tags) AS config_tags)
+    FROM points
+),
+neighbours AS (
+    SELECT curve_id, batch_size_per_device AS x1, ms_per_image AS y1,
+           lag(batch_size_per_device) OVER w AS x0, lag(ms_per_image) OVER w AS y0,
+           lead(batch_size_per_device) OVER w AS x2, lead(ms_per_image) OVER w AS y2
+    FROM curves
+    WHERE ms_per_image IS NOT NULL AND batch_size_per_device IS NOT NULL
+    WINDOW w AS (PARTITION BY curve_id ORDER BY batch_size_per_device)
+),
+slopes AS (
+    SELECT curve_id, x1, (y1 - y0) / (x1 - x0) AS s01, (y2 - y1) / (x2 - x1) AS s12
+    FROM neighbours
+)
+SELECT c.*, c.n_oom > 0 AS oom,
+       CASE WHEN abs(s.s12 - s.s01) <= 1e-9 * (abs(s.s01) + abs(s.s12)) THEN 0
+            ELSE sign(s.s12 - s.s01)::INTEGER
+       END AS curvature_sign
+FROM curves c
+LEFT JOIN slopes s ON s.curve_id = c.curve_id AND s.x1 = c.batch_size_per_device
+ORDER BY model, framework, gpu_model, curve_id, batch_size_per_device

@@ -1,0 +1,313 @@
+"""bench compare: pairing, value matching, ratio statistics, TOST, the CLI, and the official 2017 sheet.
+
+The views ``configs`` and ``scaling`` are stood in for by small hand-made Arrow tables registered on a
+fresh DuckDB connection; every expected number is worked out by hand in the comments.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+import typer
+from scipy import stats
+from typer.testing import CliRunner
+
+from bench.analytics import compare as cmp
+from bench.analytics.cli import compare_command
+from bench.ingest.errors import BenchError
+
+P100, K80, P40 = "Tesla P100-SXM2-16GB", "Tesla K80", "Tesla P40"
+OFFICIAL = Path("/work/shared/reference/tf-official-2017.csv")
+
+_DEFAULTS: dict[str, Any] = {
+    "framework": "tensorflow", "framework_version": "1.2", "model": "resnet50", "dataset": "imagenet",
+    "data": "synthetic", "mode": "train", "precision": "fp32", "data_format": "NCHW",
+    "variable_update": "parameter_server", "all_reduce": None, "batch_size_per_device": 64, "gpu_model": P100,
+    "config_tags": {}, "num_gpus": 1, "num_nodes": 1, "n_runs": 1, "n_ok": 1, "images_per_sec": 100.0,
+}
+_TYPES = {
+    "batch_size_per_device": pa.int64(), "num_gpus": pa.int64(), "num_nodes": pa.int64(), "n_runs": pa.int64(),
+    "n_ok": pa.int64(), "images_per_sec": pa.float64(), "config_tags": pa.map_(pa.string(), pa.string()),
+    "baseline_gpus": pa.int64(), "speedup": pa.float64(), "efficiency": pa.float64(),
+}
+
+
+def _table(rows: list[dict[str, Any]], extra: tuple[str, ...] = ()) -> pa.Table:
+    """Rows over the default configuration; config_tags given as dicts."""
+    cols = [*_DEFAULTS, *extra]
+    full = [_DEFAULTS | r for r in rows]
+    data = {c: [list(r[c].items()) if c == "config_tags" else r.get(c) for r in full] for c in cols}
+    return pa.table({c: pa.array(v, _TYPES.get(c, pa.string())) for c, v in data.items()})
+
+
+def _con(configs: list[dict[str, Any]] | None = None, scaling: list[dict[str, Any]] | None = None) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    if configs is not None:
+        con.register("configs", _table(configs))
+    if scaling is not None:
+        con.register("scaling", _table(scaling, ("baseline_gpus", "speedup", "efficiency")))
+    return con
+
+
+def test_ratios_2_and_8_have_median_5_and_geomean_4() -> None:
+    con = _con([
+        {"model": "resnet50", "gpu_model": P100, "images_per_sec": 200.0},
+        {"model": "resnet50", "gpu_model": K80, "images_per_sec": 100.0},  # 200 / 100 = 2
+        {"model": "inception3", "gpu_model": P100, "images_per_sec": 400.0},
+        {"model": "inception3", "gpu_model": K80, "images_per_sec": 50.0},  # 400 / 50 = 8
+    ])
+    r = cmp.compare(con, "gpu_model", "P100", "K80")
+    assert (r.a, r.b, r.metric) == (P100, K80, "images_per_sec")
+    assert sorted(p.ratio for p in r.pairs) == [2.0, 8.0]
+    s = r.summary
+    assert (s.n, s.median, s.min, s.max) == (2, 5.0, 2.0, 8.0)
+    assert s.geomean == pytest.approx(4.0)  # sqrt(2 * 8)
+    assert r.unmatched == ()
+    assert s.equivalence is None
+
+
+def test_a_partner_must_agree_on_every_other_factor_tags_and_gpu_count() -> None:
+    con = _con([
+        {"gpu_model": P100, "num_gpus": 1, "images_per_sec": 300.0},
+        {"gpu_model": K80, "num_gpus": 1, "images_per_sec": 100.0},  # the one pair: 3
+        {"gpu_model": P100, "num_gpus": 2, "images_per_sec": 500.0},  # K80 has no 2-GPU row
+        {"gpu_model": P100, "config_tags": {"system": "dgx1"}, "images_per_sec": 1.0},  # tags differ
+        {"gpu_model": K80, "config_tags": {"system": "gce"}, "images_per_sec": 1.0},
+        {"gpu_model": K80, "precision": "fp16", "images_per_sec": 1.0},  # another factor differs
+    ])
+    r = cmp.compare(con, "gpu_model", P100, K80)
+    assert [(p.num_gpus, p.ratio) for p in r.pairs] == [(1, 3.0)]
+    lonely = sorted((u.side, u.num_gpus, u.config["precision"], str(u.config["config_tags"]), u.reason) for u in r.unmatched)
+    assert lonely == [
+        ("a", 1, "fp32", "{'system': 'dgx1'}", "no partner"),
+        ("a", 2, "fp32", "{}", "no partner"),
+        ("b", 1, "fp16", "{}", "no partner"),
+        ("b", 1, "fp32", "{'system': 'gce'}", "no partner"),
+    ]
+
+
+def test_a_configuration_without_an_ok_run_is_never_a_ratio_of_zero() -> None:
+    con = _con([
+        {"model": "resnet50", "gpu_model": P100, "images_per_sec": 200.0},
+        {"model": "resnet50", "gpu_model": K80, "images_per_sec": None, "n_ok": 0},  # only failed runs
+        {"model": "inception3", "gpu_model": P100, "images_per_sec": 90.0},
+        {"model": "inception3", "gpu_model": K80, "images_per_sec": 30.0},  # 3
+    ])
+    r = cmp.compare(con, "gpu_model", "P100", "K80")
+    assert [p.ratio for p in r.pairs] == [3.0]
+    assert (r.summary.n, r.summary.min) == (1, 3.0)
+    assert (r.summary.ci95_low, r.summary.ci95_high) == (None, None)  # one pair: nothing to resample
+    assert sorted((u.side, u.value, u.reason) for u in r.unmatched) == [
+        ("a", 200.0, "partner has no value"), ("b", None, "no value")]
+
+
+def test_substring_picks_the_one_matching_value_and_ambiguity_is_an_error() -> None:
+    rows = [{"gpu_model": g, "images_per_sec": 10.0} for g in (P100, K80, P40)]
+    assert cmp.compare(_con(rows), "gpu_model", "p100", "k80").a == P100  # case-insensitive
+    with pytest.raises(BenchError, match="several") as e:
+        cmp.compare(_con(rows), "gpu_model", "P", "K80")  # P100 and P40
+    assert P100 in str(e.value) and P40 in str(e.value) and K80 not in str(e.value)
+    with pytest.raises(BenchError, match="no value") as e:
+        cmp.compare(_con(rows), "gpu_model", "V100", "K80")
+    assert all(g in str(e.value) for g in (P100, K80, P40))
+
+
+def test_an_exact_value_wins_over_substrings_and_null_selects_null() -> None:
+    values = ["P100", "P100-PCIE", None]
+    assert cmp.resolve_value(values, "gpu_model", "P100") == "P100"
+    assert cmp.resolve_value(values, "gpu_model", "pcie") == "P100-PCIE"
+    assert cmp.resolve_value(values, "gpu_model", "NULL") is None
+    with pytest.raises(BenchError):
+        cmp.resolve_value(["P100"], "gpu_model", "null")  # no NULL value present
+
+
+def test_a_numeric_factor_takes_numbers_and_never_substrings() -> None:
+    con = _con([
+        {"batch_size_per_device": 64, "images_per_sec": 150.0},
+        {"batch_size_per_device": 32, "images_per_sec": 100.0},
+    ])
+    r = cmp.compare(con, "batch_size_per_device", "64", "32")
+    assert (r.a, r.b, [p.ratio for p in r.pairs]) == (64, 32, [1.5])
+    for bad in ("6", "sixty-four"):
+        with pytest.raises(BenchError, match="no value"):
+            cmp.compare(con, "batch_size_per_device", bad, "32")
+
+
+def test_where_filters_before_pairing_and_bad_input_is_a_bench_error() -> None:
+    con = _con([
+        {"gpu_model": P100, "num_gpus": n, "images_per_sec": 40.0 * n} for n in (1, 2)
+    ] + [{"gpu_model": K80, "num_gpus": n, "images_per_sec": 10.0 * n} for n in (1, 2)])
+    r = cmp.compare(con, "gpu_model", "P100", "K80", where="num_gpus = 2")
+    assert [(p.num_gpus, p.a_value, p.b_value) for p in r.pairs] == [(2, 80.0, 20.0)]
+    for kwargs, msg in [
+        ({"where": "no_such_column = 1"}, "--where"),
+        ({"factor": "num_gpus"}, "unknown factor"),
+        ({"metric": "latency"}, "unknown metric"),
+        ({"equivalence": 5.0}, "fraction"),
+        ({"b": "P100-SXM2"}, "both select"),
+    ]:
+        args = {"factor": "gpu_model", "a": "P100", "b": "K80"} | kwargs
+        with pytest.raises(BenchError, match=msg):
+            cmp.compare(con, **args)
+
+
+def _scaling_rows() -> list[dict[str, Any]]:
+    # batch 64 vs 32, speedups from 1 GPU: at 2 GPUs 1.9 / 1.8, at 4 GPUs 3.8 / 3.2 (ratios 1.0556, 1.1875)
+    rows = []
+    for bs, speedups in ((64, (1.0, 1.9, 3.8)), (32, (1.0, 1.8, 3.2))):
+        for n, s in zip((1, 2, 4), speedups, strict=True):
+            rows.append({"batch_size_per_device": bs, "num_gpus": n, "baseline_gpus": 1, "speedup": s, "efficiency": s / n})
+    # inception3 measured from 2 GPUs at batch 64 but from 1 GPU at batch 32: different baselines, no pair
+    rows.append({"model": "inception3", "batch_size_per_device": 64, "num_gpus": 2, "baseline_gpus": 2, "speedup": 1.0, "efficiency": 1.0})
+    rows.append({"model": "inception3", "batch_size_per_device": 32, "num_gpus": 2, "baseline_gpus": 1, "speedup": 1.9, "efficiency": 0.95})
+    # vgg16 from 8 GPUs on 1 node: the baseline pair (1 / 1) is left out, 8 GPUs on 2 nodes is a pair (0.9 / 0.8)
+    for bs, s in ((64, 0.9), (32, 0.8)):
+        rows.append({"model": "vgg16", "batch_size_per_device": bs, "num_gpus": 8, "num_nodes": 1, "baseline_gpus": 8, "speedup": 1.0, "efficiency": 1.0})
+        rows.append({"model": "vgg16", "batch_size_per_device": bs, "num_gpus": 8, "num_nodes": 2, "baseline_gpus": 8, "speedup": s, "efficiency": s})
+    return rows
+
+
+def test_speedup_compares_scaling_and_leaves_out_the_baseline_pairs() -> None:
+    r = cmp.compare(_con(scaling=_scaling_rows()), "batch_size_per_device", "64", "32", metric="speedup")
+    assert [(p.config["model"], p.num_gpus, p.a_value, p.b_value) for p in r.pairs] == [
+        ("resnet50", 2, 1.9, 1.8), ("resnet50", 4, 3.8, 3.2), ("vgg16", 8, 0.9, 0.8)]
+    assert [p.ratio for p in r.pairs] == pytest.approx([1.9 / 1.8, 3.8 / 3.2, 0.9 / 0.8])
+    assert r.summary.n == 3 and r.summary.n_baseline_excluded == 2
+    assert r.summary.median == pytest.approx(1.125)  # between 1.0556 and 1.1875
+    assert sorted((u.side, u.reason) for u in r.unmatched) == [("a", "different baseline"), ("b", "different baseline")]
+    eff = cmp.compare(_con(scaling=_scaling_rows()), "batch_size_per_device", "64", "32", metric="efficiency")
+    assert [p.ratio for p in eff.pairs] == pytest.approx([1.9 / 1.8, 3.8 / 3.2, 0.9 / 0.8])  # same GPU count: same ratio
+
+
+def test_compare_reads_the_shipped_configs_and_scaling_views() -> None:
+    """End to end over sql/configs.sql and sql/scaling.sql: repeats are averaged, a failed run is left out."""
+    from bench.analytics.views import register_views
+
+    runs = []
+    for gpu, per_gpu in ((P100, 200.0), (K80, 50.0)):
+        for n, eff in ((1, 1.0), (2, 0.9)):
+            for rep, jitter in (("1", -1.0), ("2", 1.0)):
+                runs.append({"gpu_model": gpu, "num_gpus": n, "status": "ok", "tags": [("repeat", rep)],
+                             "images_per_sec": per_gpu * n * eff + jitter})
+    runs.append({"gpu_model": K80, "num_gpus": 2, "status": "oom", "tags": [("repeat", "3")], "images_per_sec": None})
+    cols = {c: [_DEFAULTS[c] for _ in runs] for c in cmp.FACTORS if c != "gpu_model"}
+    cols |= {c: [r[c] for r in runs] for c in ("gpu_model", "num_gpus", "status", "images_per_sec", "tags")}
+    cols |= {"num_nodes": [1] * len(runs), "wall_time_s": [None] * len(runs)}
+    types = _TYPES | {"tags": pa.map_(pa.string(), pa.string()), "wall_time_s": pa.float64()}
+    con = duckdb.connect()
+    con.register("runs", pa.table({c: pa.array(v, types.get(c, pa.string())) for c, v in cols.items()}))
+    register_views(con, ["configs", "scaling"])
+    r = cmp.compare(con, "gpu_model", "P100", "K80")
+    assert [(p.num_gpus, p.a_value, p.b_value, p.ratio) for p in r.pairs] == [(1, 200.0, 50.0, 4.0), (2, 360.0, 90.0, 4.0)]
+    s = cmp.compare(con, "gpu_model", "P100", "K80", metric="speedup")
+    assert [(p.num_gpus, p.ratio) for p in s.pairs] == [(2, 1.0)] and s.summary.n_baseline_excluded == 1
+
+
+def _tost_p(ratios: list[float], margin: float) -> float:
+    """An independent paired TOST: two one-sided one-sample t tests on the log ratios."""
+    d = np.log(ratios)
+    n, bound = len(d), math.log(1 + margin)
+    se = d.std(ddof=1) / math.sqrt(n)
+    p_low = stats.t.sf((d.mean() + bound) / se, n - 1)  # H0: mean <= -bound
+    p_upp = stats.t.cdf((d.mean() - bound) / se, n - 1)  # H0: mean >= +bound
+    return float(max(p_low, p_upp))
+
+
+def test_tost_says_yes_within_one_percent_and_no_at_ten_percent() -> None:
+    close = [1.01, 0.99, 1.005, 0.995, 1.0, 1.008, 0.992, 1.002]
+    eq = cmp.summarize(close, 0.05).equivalence
+    assert eq is not None and (eq.verdict, eq.n, eq.margin) == ("yes", 8, 0.05)
+    assert eq.p_value == pytest.approx(_tost_p(close, 0.05), rel=1e-9) and eq.p_value < 0.05
+    far = [x * 1.10 for x in close]
+    eq = cmp.summarize(far, 0.05).equivalence
+    assert eq is not None and eq.verdict == "no"
+    assert eq.p_value == pytest.approx(_tost_p(far, 0.05), rel=1e-9) and eq.p_value > 0.5
+    few = cmp.summarize([1.0, 1.01], 0.05).equivalence
+    assert few is not None and (few.verdict, few.p_value) == ("not enough data", None)
+    same = cmp.summarize([1.02, 1.02, 1.02], 0.05).equivalence  # no spread: decided exactly
+    assert same is not None and same.verdict == "yes"
+
+
+def test_bootstrap_ci_contains_the_geomean_is_reproducible_and_about_the_normal_width() -> None:
+    ratios = list(np.exp(np.random.Generator(np.random.PCG64(7)).normal(0.3, 0.1, 50)))
+    s1, s2 = cmp.summarize(ratios), cmp.summarize(ratios)
+    assert (s1.ci95_low, s1.ci95_high) == (s2.ci95_low, s2.ci95_high)
+    assert s1.ci95_low is not None and s1.ci95_high is not None and s1.geomean is not None
+    assert s1.ci95_low < s1.geomean < s1.ci95_high
+    logs = np.log(ratios)
+    half = 1.96 * logs.std(ddof=1) / math.sqrt(len(logs))  # the normal-theory half-width in log space
+    assert math.log(s1.ci95_high / s1.ci95_low) / 2 == pytest.approx(half, rel=0.15)
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command()(compare_command)
+    return app
+
+
+def test_cli_json_is_one_object_with_the_documented_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    con = _con([
+        {"model": "resnet50", "gpu_model": P100, "images_per_sec": 200.0},
+        {"model": "resnet50", "gpu_model": K80, "images_per_sec": 100.0},
+        {"model": "inception3", "gpu_model": P100, "images_per_sec": 400.0},
+        {"model": "inception3", "gpu_model": K80, "images_per_sec": 50.0},
+        {"model": "vgg16", "gpu_model": K80, "images_per_sec": 10.0},
+    ])
+    monkeypatch.setattr("bench.analytics.store.connect", lambda root: con)
+    res = CliRunner().invoke(_app(), ["--factor", "gpu_model", "--a", "P100", "--b", "K80", "--json", "--store", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert list(out) == ["factor", "a", "b", "metric", "pairs", "unmatched", "summary"]
+    assert (out["factor"], out["a"], out["b"], out["metric"]) == ("gpu_model", P100, K80, "images_per_sec")
+    first = out["pairs"][0]
+    assert "gpu_model" not in first and first["model"] == "inception3" and first["config_tags"] == {}
+    assert (first["num_gpus"], first["a_value"], first["b_value"], first["ratio"]) == (1, 400.0, 50.0, 8.0)
+    assert [(u["side"], u["model"], u["reason"]) for u in out["unmatched"]] == [("b", "vgg16", "no partner")]
+    s = out["summary"]
+    assert (s["n"], s["median"], s["min"], s["max"], s["equivalence"]) == (2, 5.0, 2.0, 8.0, None)
+    assert s["geomean"] == pytest.approx(4.0) and len(s["ci95"]) == 2
+
+
+def test_cli_table_and_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    con = _con([{"gpu_model": g, "images_per_sec": v} for g, v in ((P100, 300.0), (K80, 100.0), (P40, 200.0))])
+    monkeypatch.setattr("bench.analytics.store.connect", lambda root: con)
+    args = ["--factor", "gpu_model", "--b", "K80", "--equivalence", "0.05", "--store", str(tmp_path)]
+    res = CliRunner().invoke(_app(), [*args, "--a", "P100"])
+    assert res.exit_code == 0, res.output
+    assert "3.00" in res.stdout and "n=1  median 3.000x" in res.stdout and "not enough data" in res.stdout
+    res = CliRunner().invoke(_app(), [*args, "--a", "P"])
+    assert isinstance(res.exception, BenchError) and "several" in str(res.exception)
+    assert "Example:" in CliRunner().invoke(_app(), ["--help"]).stdout
+
+
+def _official_configs() -> list[dict[str, Any]]:
+    """The 64 published points as configs rows (one ok run each)."""
+    lines = [ln for ln in OFFICIAL.read_text().splitlines() if not ln.startswith("#")]
+    rows = []
+    for r in csv.DictReader(lines):
+        for n in (1, 2, 4, 8):
+            rows.append({"batch_size_per_device": int(r["batch_size"]), "data": r["dataset"], "model": r["model"],
+                         "gpu_model": P100 if r["gpu"] == "P100" else K80, "num_gpus": n,
+                         "images_per_sec": float(r[f"gpus{n}"])})
+    return rows
+
+
+@pytest.mark.skipif(not OFFICIAL.exists(), reason=f"{OFFICIAL} is absent")
+def test_the_official_2017_sheet_medians() -> None:
+    rows = _official_configs()
+    assert len(rows) == 64
+    con = _con(rows)
+    r = cmp.compare(con, "gpu_model", "P100", "K80")
+    assert (r.summary.n, r.unmatched, round(r.summary.median or 0, 2)) == (32, (), 4.40)
+    r = cmp.compare(con, "model", "resnet50", "inception3")
+    assert (r.summary.n, round(r.summary.median or 0, 2)) == (32, 1.61)
+    medians = [cmp.compare(con, "data", "synthetic", "real", where=f"num_gpus = {n}").summary for n in (1, 2, 4, 8)]
+    assert [(s.n, round(s.median or 0, 2)) for s in medians] == [(8, 1.00), (8, 1.00), (8, 1.01), (8, 1.02)]

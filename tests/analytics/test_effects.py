@@ -1,0 +1,133 @@
+"""effects(): multiplicative factor effects recovered from synthetic log-linear runs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+import statistics
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from bench.analytics.effects import effects
+from bench.ingest.errors import BenchError
+
+MODEL = {"inception3": 1.0, "resnet50": 1.61}
+DATA = {"synthetic": 1.0, "real": 0.99}
+GPU = {"K80": 1.0, "P100": 4.4}
+SPEEDUP = {1: 1.0, 2: 1.9, 4: 3.7, 8: 7.2}
+
+
+def _runs(rows: list[dict[str, object]]) -> duckdb.DuckDBPyConnection:
+    cols = {"status": pa.string(), "images_per_sec": pa.float64(), "model": pa.string(), "gpu_model": pa.string(),
+            "data": pa.string(), "batch_size_per_device": pa.int64(), "variable_update": pa.string(),
+            "precision": pa.string(), "num_gpus": pa.int64()}
+    con = duckdb.connect()
+    con.register("runs", pa.table({c: pa.array([r.get(c) for r in rows], t) for c, t in cols.items()}))
+    return con
+
+
+def _grid(noise_sd: float, repeats: int, seed: int = 42) -> list[dict[str, object]]:
+    rng = random.Random(seed)
+    rows = []
+    for (m, d, g, n), _ in itertools.product(itertools.product(MODEL, DATA, GPU, SPEEDUP), range(repeats)):
+        rate = 100.0 * MODEL[m] * DATA[d] * GPU[g] * SPEEDUP[n] * math.exp(rng.gauss(0, noise_sd))
+        rows.append({"status": "ok", "images_per_sec": rate, "model": m, "data": d, "gpu_model": g,
+                     "num_gpus": n, "batch_size_per_device": 64, "variable_update": "parameter_server",
+                     "precision": "fp32"})
+    return rows
+
+
+def _by_level(result: object) -> dict[tuple[str, object], object]:
+    return {(e.factor, e.level): e for e in result.effects}  # type: ignore[attr-defined]
+
+
+def test_exact_log_linear_data_gives_back_every_multiplicative_effect() -> None:
+    r = effects(_runs(_grid(0.0, 1)), reference={"data": "synthetic"})
+    got = _by_level(r)
+    assert r.factors == ("model", "gpu_model", "data", "num_gpus")
+    assert r.fixed == {"batch_size_per_device": 64, "variable_update": "parameter_server", "precision": "fp32"}
+    assert r.reference == {"model": "inception3", "gpu_model": "K80", "data": "synthetic", "num_gpus": 1}
+    assert got["model", "resnet50"].ratio == pytest.approx(1.61, rel=1e-9)
+    assert got["data", "real"].ratio == pytest.approx(0.99, rel=1e-9)
+    assert got["gpu_model", "P100"].ratio == pytest.approx(4.4, rel=1e-9)
+    assert [got["num_gpus", n].ratio for n in (2, 4, 8)] == pytest.approx([1.9, 3.7, 7.2], rel=1e-9)
+    assert r.reference_images_per_sec == pytest.approx(100.0)
+    assert (r.n_runs, r.n_excluded, r.df_resid) == (32, 0, 32 - 7)
+
+
+def test_noisy_data_gives_cis_that_cover_the_truth_and_balanced_marginal_ratios() -> None:
+    rows = _grid(0.02, 3)
+    r = effects(_runs(rows))  # default reference: the first level, so data's reference is "real"
+    got = _by_level(r)
+    # In a balanced design the OLS main effect is the ratio of the marginal geometric means.
+    def gmean(key: str, value: object) -> float:
+        return math.exp(statistics.fmean(math.log(x["images_per_sec"]) for x in rows if x[key] == value))
+
+    assert got["model", "resnet50"].ratio == pytest.approx(gmean("model", "resnet50") / gmean("model", "inception3"))
+    synthetic = got["data", "synthetic"]
+    assert synthetic.reference == "real"
+    assert synthetic.ratio == pytest.approx(gmean("data", "synthetic") / gmean("data", "real"))
+    for e, truth in [(got["model", "resnet50"], 1.61), (synthetic, 1 / 0.99), (got["num_gpus", 8], 7.2)]:
+        assert e.ci95_low < truth < e.ci95_high
+        assert e.ci95_low < e.ratio < e.ci95_high
+    assert got["model", "resnet50"].p_value < 1e-20
+    assert got["model", "resnet50"].n_runs == 48
+
+
+def test_failed_runs_are_excluded_and_counted_and_null_is_a_level() -> None:
+    rows = [
+        {"status": "ok", "images_per_sec": 100.0, "model": "a", "gpu_model": "P100"},
+        {"status": "ok", "images_per_sec": 110.0, "model": "a", "gpu_model": "P100"},
+        {"status": "ok", "images_per_sec": 20.0, "model": "a", "gpu_model": None},  # a CPU run
+        {"status": "ok", "images_per_sec": 22.0, "model": "a", "gpu_model": None},
+        {"status": "oom", "images_per_sec": None, "model": "a", "gpu_model": "P100"},
+        {"status": "ok", "images_per_sec": 0.0, "model": "a", "gpu_model": "P100"},  # no throughput
+    ]
+    r = effects(_runs(rows))
+    (e,) = r.effects
+    assert (r.n_runs, r.n_excluded, r.reference) == (4, 2, {"gpu_model": "P100"})
+    assert (e.level, e.n_runs) == (None, 2)
+    assert e.ratio == pytest.approx(math.sqrt(20 * 22) / math.sqrt(100 * 110))  # geometric means by hand
+
+
+def test_user_errors() -> None:
+    rows = _grid(0.01, 1)
+    with pytest.raises(BenchError, match="no factor varies"):
+        effects(_runs(rows), where="model = 'resnet50' AND data = 'real' AND gpu_model = 'K80' AND num_gpus = 1")
+    with pytest.raises(BenchError, match="no ok run"):
+        effects(_runs(rows), where="model = 'vgg16'")
+    with pytest.raises(BenchError, match="nope"):
+        effects(_runs(rows), where="nope = 1")
+    with pytest.raises(BenchError, match="reference data='imagenet'"):
+        effects(_runs(rows), reference={"data": "imagenet"})
+    confounded = [dict(x, precision="fp16" if x["gpu_model"] == "P100" else "fp32") for x in rows]
+    with pytest.raises(BenchError, match="precision is confounded with gpu_model"):
+        effects(_runs(confounded))
+
+
+def test_cli_effects_text_json_and_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from bench.analytics import cli, store
+
+    app = typer.Typer()
+    app.command()(cli.effects_command)
+    runner = CliRunner()
+    assert "Example: bench effects" in runner.invoke(app, ["--help"]).output
+    missing = runner.invoke(app, ["--store", str(tmp_path / "nowhere")])
+    assert isinstance(missing.exception, BenchError) and "not a bench store" in str(missing.exception)
+    con = _runs(_grid(0.0, 1))
+    monkeypatch.setattr(store, "connect", lambda root: con)
+    text = runner.invoke(app, ["--where", "gpu_model = 'P100' AND num_gpus = 1"])
+    assert text.exit_code == 0, text.output
+    assert "OLS of log(images/sec) over 4 ok runs (0 excluded)" in text.output
+    assert "model: resnet50 is 1.61× inception3 (+61.0%, 95% CI +61.0%..+61.0%, p < 0.001; 2 runs)" in text.output
+    assert "data: synthetic is 1.01× real (+1.0%" in text.output
+    doc = json.loads(runner.invoke(app, ["--json"]).output)
+    assert doc["n_runs"] == 32 and doc["reference"]["num_gpus"] == 1
+    assert {(e["factor"], e["level"]): e["ratio"] for e in doc["effects"]}["gpu_model", "P100"] == pytest.approx(4.4)
