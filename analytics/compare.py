@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bench.analytics.derived import device_compare_key
 from bench.ingest.errors import BenchError
 
 if TYPE_CHECKING:
@@ -208,9 +209,18 @@ def resolve_value(values: Sequence[Any], factor: str, text: str, *, numeric: boo
 
 
 def _key(row: dict[str, Any], factor: str) -> tuple[Any, ...]:
-    """What a partner must agree on: every other factor, the tags, num_gpus and num_nodes."""
+    """What a partner must agree on: every other factor, the tags, num_gpus and num_nodes.
+
+    Over ``gpu_model`` a CPU-only run (gpu_model NULL, tag device=cpu) counts as one device and the
+    ``device`` tag is ignored, so a CPU server pairs with the 1-GPU run of the same configuration
+    ("1 P100 is ~5.3x a two-socket server": ``--a P100 --b NULL``).
+    """
     tags = _tags(row["config_tags"])
-    return (*(row[f] for f in FACTORS if f != factor), tuple(sorted(tags.items())), row["num_gpus"], row["num_nodes"])
+    others = tuple(row[f] for f in FACTORS if f != factor)
+    if factor == "gpu_model":
+        kept, devices = device_compare_key(row["gpu_model"], tags, row["num_gpus"])
+        return (*others, kept, devices, row["num_nodes"])
+    return (*others, tuple(sorted(tags.items())), row["num_gpus"], row["num_nodes"])
 
 
 def _tags(v: Any) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from bench.analytics.cli import compare_command
 from bench.ingest.errors import BenchError
 
 P100, K80, P40 = "Tesla P100-SXM2-16GB", "Tesla K80", "Tesla P40"
-OFFICIAL = Path("/work/shared/reference/tf-official-2017.csv")
+OFFICIAL = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tf-official-2017.csv"
 
 _DEFAULTS: dict[str, Any] = {
     "framework": "tensorflow", "framework_version": "1.2", "model": "resnet50", "dataset": "imagenet",
@@ -311,3 +311,16 @@ def test_the_official_2017_sheet_medians() -> None:
     assert (r.summary.n, round(r.summary.median or 0, 2)) == (32, 1.61)
     medians = [cmp.compare(con, "data", "synthetic", "real", where=f"num_gpus = {n}").summary for n in (1, 2, 4, 8)]
     assert [(s.n, round(s.median or 0, 2)) for s in medians] == [(8, 1.00), (8, 1.00), (8, 1.01), (8, 1.02)]
+
+
+def test_a_cpu_server_pairs_with_the_1_gpu_run_over_gpu_model() -> None:
+    # "1 P100 is ~5.3x a two-socket Broadwell server": the CPU run has gpu_model NULL, the tag device=cpu
+    # and no GPU count; it pairs with the 1-GPU run, not with the 2-GPU one.
+    con = _con([
+        {"gpu_model": None, "config_tags": {"device": "cpu"}, "num_gpus": None, "images_per_sec": 40.0},
+        {"gpu_model": P100, "num_gpus": 1, "images_per_sec": 212.0},
+        {"gpu_model": P100, "num_gpus": 2, "images_per_sec": 420.0},
+    ])
+    result = cmp.compare(con, "gpu_model", "P100", "NULL")
+    assert [(p.a_value, p.b_value, p.ratio) for p in result.pairs] == [(212.0, 40.0, 5.3)]
+    assert [(u.side, u.num_gpus) for u in result.unmatched] == [("a", 2)]
