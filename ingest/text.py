@@ -112,6 +112,33 @@ class GlogClock:
         return calendar.timegm((self.year, g.month, g.day, 0, 0, 0)) + g.seconds
 
 
+class GlogTimer:
+    """Reads the glog lines of one file: the parsed line and its time, with a year from a glog file
+    header (``Log file created at: 2015/09/06 ...``) when one was seen (see GlogClock)."""
+
+    def __init__(self) -> None:
+        self._year: int | None = None
+        self._clock: GlogClock | None = None
+
+    def set_year(self, year: int) -> None:
+        """A glog file header gave the year: the clock restarts from it."""
+        self._year, self._clock = year, None
+
+    @property
+    def absolute(self) -> bool:
+        """True when times are unix seconds (the year is known), not just comparable with each other."""
+        return self._clock is not None and self._clock.absolute
+
+    def read(self, line: str) -> tuple[GlogLine, float] | None:
+        """(parsed line, seconds) of a glog line, or None for any other line."""
+        g = parse_glog(line) if line[:1] in "IWEF" and line[1:2].isdigit() else None
+        if g is None:
+            return None
+        if self._clock is None:
+            self._clock = GlogClock(self._year)
+        return g, self._clock.seconds(g)
+
+
 _TF_STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?): [IWEF] ")
 
 

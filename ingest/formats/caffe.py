@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import GlogClock, GlogLine, parse_glog
+from bench.ingest.text import GlogLine, GlogTimer
 
 NAME = "caffe"
 DESCRIPTION = "Caffe / NVCaffe / Intel / OpenCL Caffe `caffe train` glog logs (solver display lines)"
@@ -172,20 +172,17 @@ class _State:
 class _Parser:
     def __init__(self, result: ParseResult):
         self.result = result
-        self.clock: GlogClock | None = None
-        self.year: int | None = None
+        self.glog = GlogTimer()
         self.st: _State | None = None
 
     # -- dispatch --
 
     def line(self, no: int, line: str) -> None:
-        g = parse_glog(line) if line[:1] in "IWEF" and line[1:2].isdigit() else None
-        if g is None:
+        read = self.glog.read(line)
+        if read is None:
             self._plain(no, line)
             return
-        if self.clock is None:
-            self.clock = GlogClock(self.year)
-        t = self.clock.seconds(g)
+        g, t = read
         msg = g.message
         st = self.st
         if st is None or (st.started and msg.startswith(_RUN_MARKERS)):
@@ -207,7 +204,7 @@ class _Parser:
         if year is not None:
             if self.st is not None and self.st.started:
                 self._new_run(no)
-            self.year, self.clock = year, None
+            self.glog.set_year(year)
             return
         st = self.st
         if st is None:
@@ -419,7 +416,7 @@ class _Parser:
     def _row(self, st: _State, no: int, it: int, t: float, metrics: dict[str, float], **kw: Any) -> dict[str, Any]:
         if st.t0 is not None:
             metrics["elapsed_s"] = t - st.t0
-        ts = t if self.clock is not None and self.clock.absolute else None
+        ts = t if self.glog.absolute else None
         return {"step": it, "line_no": no, "timestamp": ts, "metrics": metrics, **kw}
 
     def _step(self, st: _State, no: int, it: int, t: float, metrics: dict[str, float], **kw: Any) -> None:
@@ -456,7 +453,7 @@ class _Parser:
         if "resumed_from" not in st.details and st.first_iter:
             st.details["resumed_from"] = str(st.first_iter)
         st.tags["caffe_action"] = "train"
-        absolute = self.clock is not None and self.clock.absolute
+        absolute = self.glog.absolute
         t0, t1, i0, i1 = st.t0, st.t1, st.first_iter, st.last_iter
         wall = t1 - t0 if t0 is not None and t1 is not None and t1 > t0 else None  # one line: no duration
         run = st.run

@@ -28,7 +28,7 @@ from typing import Any
 
 from bench.ingest.formats import caffe
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import GlogClock, parse_glog
+from bench.ingest.text import GlogTimer
 
 NAME = "caffe_time"
 DESCRIPTION = "Caffe `caffe time` benchmark output (forward/backward ms per batch, per iteration)"
@@ -81,18 +81,15 @@ class _State:
 class _Parser:
     def __init__(self, result: ParseResult):
         self.result = result
-        self.year: int | None = None
-        self.clock: GlogClock | None = None
+        self.glog = GlogTimer()
         self.st: _State | None = None
 
     def line(self, no: int, line: str) -> None:
-        g = parse_glog(line) if line[:1] in "IWEF" and line[1:2].isdigit() else None
-        if g is None:
+        read = self.glog.read(line)
+        if read is None:
             self._plain(no, line)
             return
-        if self.clock is None:
-            self.clock = GlogClock(self.year)
-        t = self.clock.seconds(g)
+        g, t = read
         msg, st = g.message, self.st
         dev = caffe.device_of(msg)
         if st is None or (dev is not None and (st.began or st.fatal is not None)):
@@ -119,7 +116,7 @@ class _Parser:
         if year is not None:
             if self.st is not None and self.st.began:
                 self._new_run(no)
-            self.year, self.clock = year, None
+            self.glog.set_year(year)
             return
         st = self.st
         if st is None or not st.in_net:
@@ -158,7 +155,7 @@ class _Parser:
         rate = b * 1000.0 / ms if b is not None and ms > 0 else None
         if rate is not None:
             st.rate_sum += rate
-        ts = t if self.clock is not None and self.clock.absolute else None
+        ts = t if self.glog.absolute else None
         self.result.steps.add(len(self.result.runs), int(m.group(1)), step_time_ms=ms,
                               interval_images_per_sec=rate, timestamp=ts, line_no=no)
 
