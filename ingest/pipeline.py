@@ -210,7 +210,7 @@ class _Parsers:
         if not self._chunk:
             return
         chunk, self._chunk, self._chunk_bytes = self._chunk, [], 0
-        args = [(j.data, FileRef(j.item.source, j.sha, j.item.match_path)) for j in chunk]
+        args = [(j.data, FileRef(j.item.source, j.sha, j.item.match_path, j.item.sidecar)) for j in chunk]
         if self._pool is None:
             self._pending.append((chunk, _Done(_parse_many(args, self._fmt, self.patterns))))
         else:
@@ -257,7 +257,10 @@ def _read_item(item: Item, ctx: _Context) -> _Job | None:
         _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
         return None
     ctx.summary.bytes_read += len(data)
-    sha = hashlib.sha256(data).hexdigest()
+    hasher = hashlib.sha256(data)
+    if item.sidecar is not None:  # a bench run directory: output.log + run.json is one source
+        hasher.update(item.sidecar)
+    sha = hasher.hexdigest()
     return None if _is_duplicate(sha, ctx) else _Job(item, sha, data)
 
 
@@ -291,6 +294,8 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
     hasher = hashlib.sha256()
     for chunk in _chunks(item.reader):
         hasher.update(chunk)
+    if item.sidecar is not None:
+        hasher.update(item.sidecar)
     sha = hasher.hexdigest()
     ctx.summary.bytes_read += item.size
     if _is_duplicate(sha, ctx):
@@ -304,7 +309,7 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
     with _reopen(item) as reader:
         head = reader.read(registry.HEAD_CHARS)
         parsed = parse_stream(head, _chunks(reader), source=item.source, fmt=ctx.fmt, result=result)
-    ref = FileRef(item.source, sha, item.match_path)
+    ref = FileRef(item.source, sha, item.match_path, item.sidecar)
     file = file_rows(parsed, ref, ctx.patterns, time.time())
     steps, telemetry = tables([(parsed, ref)], ctx.patterns)
     batch.add_steps(steps)

@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from bench.ingest import patterns as pat
+from bench.ingest import rundir
 from bench.ingest.parse import FileParse
 from bench.ingest.records import Problem
 from bench.ingest.schema import run_row, steps_table, telemetry_table
@@ -29,19 +30,31 @@ class FileRows:
 
 @dataclass(frozen=True)
 class FileRef:
-    """Identity of one file: its source name, content hash and the path patterns match against."""
+    """Identity of one file: its source name, content hash and the path patterns match against.
+
+    ``sidecar``: the run.json of a ``bench run`` directory whose output.log this is (``sha`` then covers
+    the log's bytes followed by run.json's, so an updated run.json is ingested again).
+    """
 
     source: str
     sha: str
     match_path: str
+    sidecar: bytes | None = None
 
 
 def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], now: float) -> FileRows:
-    """Rows of one parsed file, with path-pattern values filled in (conflicts become problems)."""
+    """Rows of one parsed file, with run.json (``ref.sidecar``) and then path-pattern values filled in
+    (conflicts become problems). A run directory whose log shows no run still gives one run row."""
     res = parsed.result
     values = pat.match_first(patterns, ref.match_path)
     out = FileRows(parsed.format, n_steps=res.steps.total_rows, n_telemetry=res.telemetry.total_rows)
-    for run in res.runs:
+    runs = res.runs
+    if ref.sidecar is not None:
+        meta, problems = rundir.load_run_json(ref.sidecar)
+        res.problems.extend(problems)
+        if meta is not None:
+            runs = [rundir.apply_run_json(r, meta, res.problems) for r in (res.runs or [rundir.empty_run()])]
+    for run in runs:
         run = pat.apply(run, values, res.problems)
         out.runs.append(run_row(run, source=ref.source, sha=ref.sha, ingested_at=now))
     out.problems = [problem_row(ref.source, ref.sha, parsed.format, p, now) for p in res.problems]

@@ -2,6 +2,10 @@
 
 Archive members are streamed (tarfile ``r|*`` / zipfile), nothing is extracted to disk. Each item's
 reader is valid only until the next item is requested.
+
+Run directories of ``bench run`` (``output.log`` + ``run.json``, see ``rundir.py``): the log is one item
+carrying the run.json bytes as its ``sidecar``, and run.json is not yielded by itself; this holds in a
+walked directory, for an ``output.log`` given as a PATH, and inside archives.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from bench.ingest import rundir
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 MEMBER_SEP = "::"  # "<archive path>::<member path>"
@@ -38,6 +44,7 @@ class Item:
     archive: str | None = None
     member: str | None = None
     error: str | None = None
+    sidecar: bytes | None = None  # the run.json of the run directory this output.log belongs to
 
 
 def is_archive(path: str) -> bool:
@@ -56,12 +63,20 @@ def iter_items(paths: list[str], exclude: str | None = None, skip_globs: tuple[s
         if os.path.isdir(p):
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if os.path.realpath(os.path.join(root, d)) != skip)
-                for name in sorted(files):
-                    path = os.path.join(root, name)
-                    if not _skipped(path, skip_globs):
-                        yield from _file_items(path, skip_globs)
+                kept = [q for q in (os.path.join(root, n) for n in sorted(files)) if not _skipped(q, skip_globs)]
+                yield from _dir_items(kept, skip_globs)
         else:
-            yield from _file_items(p, skip_globs)
+            yield from _file_items(p, skip_globs, rundir.sidecar_beside(p))
+
+
+def _dir_items(paths: list[str], skip_globs: tuple[str, ...]) -> Iterator[Item]:
+    """The files of one directory; in a run directory, output.log carries run.json (not yielded itself)."""
+    logs = [q for q in paths if os.path.basename(q) == rundir.OUTPUT_LOG]
+    sidecar = rundir.sidecar_beside(logs[0]) if logs else None
+    for path in paths:
+        if sidecar is not None and os.path.basename(path) == rundir.RUN_JSON:
+            continue
+        yield from _file_items(path, skip_globs, sidecar if path in logs else None)
 
 
 def _skipped(path: str, globs: tuple[str, ...]) -> bool:
@@ -69,12 +84,10 @@ def _skipped(path: str, globs: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatch(path, g) or fnmatch.fnmatch(name, g) for g in globs)
 
 
-def _file_items(path: str, skip_globs: tuple[str, ...] = ()) -> Iterator[Item]:
+def _file_items(path: str, skip_globs: tuple[str, ...] = (), sidecar: bytes | None = None) -> Iterator[Item]:
     if is_archive(path):
         items = _zip_items(path) if path.lower().endswith(".zip") else _tar_items(path)
-        for item in items:
-            if item.member is None or not _skipped(item.member, skip_globs):
-                yield item
+        yield from rundir.pair_members(i for i in items if i.member is None or not _skipped(i.member, skip_globs))
         return
     try:
         size = os.path.getsize(path)
@@ -83,7 +96,7 @@ def _file_items(path: str, skip_globs: tuple[str, ...] = ()) -> Iterator[Item]:
         yield Item(path, _slash(path), 0, None, error=f"{type(e).__name__}: {e.strerror or e}")
         return
     with fh:
-        yield Item(path, _slash(path), size, fh)
+        yield Item(path, _slash(path), size, fh, sidecar=sidecar)
 
 
 def _tar_items(path: str) -> Iterator[Item]:

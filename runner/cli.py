@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 from bench.analytics.cli import compare_command, effects_command, fit_command, sql_command
-from bench.ingest.cli import ingest_command
+from bench.ingest.cli import StoreOpt, ingest_command
 from bench.ingest.errors import BenchError
 
 app = typer.Typer(
@@ -43,6 +44,96 @@ app.command("sql")(_translated(sql_command))
 app.command("compare")(_translated(compare_command))
 app.command("fit")(_translated(fit_command))
 app.command("effects")(_translated(effects_command))
+
+
+_T = "Trainer options"  # help panel of the options passed through to the trainer
+
+
+def run_command(
+    ctx: typer.Context,
+    model: Annotated[str | None, typer.Option(help="resnet50, inception3, ..., trivial, resnet20", rich_help_panel=_T)] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Per-device batch size", rich_help_panel=_T)] = None,
+    num_batches: Annotated[int | None, typer.Option(help="Timed steps", rich_help_panel=_T)] = None,
+    num_epochs: Annotated[float | None, typer.Option(help="Epochs instead of --num-batches", rich_help_panel=_T)] = None,
+    num_warmup_batches: Annotated[int | None, typer.Option(rich_help_panel=_T)] = None,
+    display_every: Annotated[int | None, typer.Option(rich_help_panel=_T)] = None,
+    variable_update: Annotated[str | None, typer.Option(help="parameter_server|replicated|horovod|distributed_ps|multi_worker", rich_help_panel=_T)] = None,
+    all_reduce: Annotated[str | None, typer.Option(help="nccl|hierarchical|ring", rich_help_panel=_T)] = None,
+    num_gpus: Annotated[int | None, typer.Option(rich_help_panel=_T)] = None,
+    device: Annotated[str | None, typer.Option(help="gpu|cpu", rich_help_panel=_T)] = None,
+    data_format: Annotated[str | None, typer.Option(help="NCHW|NHWC", rich_help_panel=_T)] = None,
+    precision: Annotated[str | None, typer.Option(help="fp32|fp16", rich_help_panel=_T)] = None,
+    optimizer: Annotated[str | None, typer.Option(help="sgd|momentum", rich_help_panel=_T)] = None,
+    data_dir: Annotated[str | None, typer.Option(help="ImageNet TFRecords (default: synthetic data)", rich_help_panel=_T)] = None,
+    decode_threads: Annotated[str | None, typer.Option(help="Integer or auto", rich_help_panel=_T)] = None,
+    xla: Annotated[bool, typer.Option("--xla", help="jit_compile the training step", rich_help_panel=_T)] = False,
+    out: Annotated[Path, typer.Option(help="Parent of the run directories")] = Path("logs"),
+    repeat: Annotated[int, typer.Option(min=1, help="Run N times (tag repeat=i)")] = 1,
+    tag: Annotated[list[str] | None, typer.Option(help="key=value stored in run.json tags (repeatable)")] = None,
+    launcher: Annotated[str, typer.Option(help="local|horovodrun|mpirun|slurm")] = "local",
+    hosts: Annotated[str | None, typer.Option(help="host1:4,host2:4")] = None,
+    np: Annotated[int | None, typer.Option("--np", help="Processes [default: slots of --hosts, else --num-gpus]")] = None,
+    gloo: Annotated[bool, typer.Option("--gloo", help="horovodrun --gloo (no MPI)")] = False,
+    sbatch: Annotated[bool, typer.Option("--sbatch", help="With --launcher slurm: write and submit a batch script")] = False,
+    timeout: Annotated[float | None, typer.Option(help="Kill the run's process group after S seconds")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the exact command(s) and exit")] = False,
+    no_ingest: Annotated[bool, typer.Option("--no-ingest", help="Do not ingest the run directory")] = False,
+    store: StoreOpt = None,
+    telemetry_interval: Annotated[float, typer.Option(help="Telemetry sampling period in seconds (0: off)")] = 5.0,
+    drop_caches: Annotated[bool, typer.Option("--drop-caches", help="sync and drop the page cache first (root)")] = False,
+) -> None:
+    """Launch a training benchmark; each run gets <out>/<run_id>/ with output.log, run.json, telemetry.csv.
+
+    Options the runner does not know (after `--` or not) are passed to the trainer verbatim. Exits 1
+    when a run did not end ok, 130 when interrupted.
+
+    Example: bench run --model resnet50 --batch-size 64 --num-gpus 1 --repeat 3 --out logs/
+    """
+    import os
+    import sys
+
+    from bench.runner import launch as lr
+    from bench.runner.spec import RunSpec, build_command, parse_tags
+
+    spec = RunSpec(model=model, batch_size=batch_size, num_batches=num_batches, num_epochs=num_epochs,
+                   num_warmup_batches=num_warmup_batches, display_every=display_every,
+                   variable_update=variable_update, all_reduce=all_reduce, num_gpus=num_gpus, device=device,
+                   data_format=data_format, precision=precision, optimizer=optimizer, data_dir=data_dir,
+                   decode_threads=decode_threads, xla=xla, extra_args=tuple(ctx.args), launcher=launcher,
+                   hosts=hosts, np=np, gloo=gloo, timeout_s=timeout, tags=parse_tags(tag or []))
+    if sbatch:
+        if launcher != "slurm":
+            raise typer.BadParameter("--sbatch needs --launcher slurm")
+        for i in range(1, repeat + 1):
+            run_dir, script, argv = lr.submit(spec, out, repeat=i if repeat > 1 else None, dry_run=dry_run)
+            typer.echo(script if dry_run else f"submitted {run_dir}")
+            typer.echo(lr.describe(argv))
+        return
+    if dry_run:
+        env_names = sorted(lr.rundir.matching_env(lr.child_env(os.environ)))
+        for _ in range(repeat):
+            typer.echo(lr.describe(build_command(spec, export_env=env_names)))
+        return
+    outcomes = lr.run_many(spec, out, repeat, drop=drop_caches, telemetry_interval_s=telemetry_interval,
+                           warn=lambda m: typer.echo(f"Warning: {m}", err=True), echo=sys.stdout.buffer)
+    rows = {} if no_ingest else lr.ingest_runs([o.run_dir for o in outcomes], _store_root(store))
+    for o in outcomes:
+        typer.echo(f"{o.run_dir}: {o.status}{lr.result_text(rows.get(o.run_dir.name))}")
+    if any(o.status == "interrupted" for o in outcomes):
+        raise typer.Exit(130)
+    if any(o.status != "ok" for o in outcomes):
+        raise typer.Exit(1)
+
+
+def _store_root(store: Path | None) -> Path:
+    from bench.ingest.store import default_store
+
+    return store or default_store()
+
+
+app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+    _translated(run_command)
+)
 
 
 def main() -> None:

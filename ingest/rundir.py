@@ -1,0 +1,359 @@
+"""Run directories written by ``bench run``: ``<run_id>/output.log`` + ``run.json`` (+ ``telemetry.csv``).
+
+The log is parsed like any other; run.json (schema_version 1, written by ``bench.runner.rundir``) is its
+*sidecar*: it fills the columns a log cannot give (host, gpu_model, framework_version, start/end times,
+wall time, the trainer options) and the launcher's verdict on how the process ended.
+
+Contract:
+- ``load_run_json(bytes)`` never raises: a run.json that is not UTF-8 JSON, not an object, or of an
+  unknown ``schema_version`` gives ``(None, [Problem("bad_line", ...)])`` (a missing schema_version:
+  ``missing_field``) and the log is then ingested as a plain log. A known field of the wrong type is
+  dropped with a ``bad_line`` problem; a missing ``run_id`` / ``status`` is a ``missing_field`` problem.
+  Problems carry ``line_no`` None (their line numbers would not refer to output.log) and say "run.json".
+- ``apply_run_json(run, meta, problems)`` fills a column only where the log is silent; where the log
+  says something else the log wins and a ``conflict`` problem is recorded (as with --path-pattern),
+  except for started_at / ended_at / wall_time_s (process times vs. stamps in the log: they differ).
+  One refinement: framework_version "2.15.1" from run.json replaces the log's "2.15".
+- Status (``resolve_status``): a run is ok only when the log has a result AND the launcher saw a clean
+  exit. An abnormal end seen by the launcher (status failed / oom / timeout / interrupted, or a non-zero
+  exit code) replaces a log status of ok, truncated or no_result; a failure the log names itself (failed,
+  oom) is kept, except that launcher oom refines log failed. A run that was ok in the log and is not ok
+  any more has its result metrics NULLed (the house rule for non-ok runs); the printed total is kept in
+  details ``log_images_per_sec``, and ``log_status`` records the log's own verdict.
+
+Archives are streamed, so the two members of a run directory meet in ``pair_members``: either order
+works (run.json first, or output.log first, which is what sorted tars hold, ``tar --sort=name`` and
+Python's tarfile: ``output.log`` < ``run.json``). The first of the two is held in memory (a log only up to
+``HOLD_LOG_BYTES``; a larger log that comes first is ingested without its run.json, which is then read as
+a file of its own) until its partner arrives or the stream leaves that directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import posixpath
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from bench.ingest.parse import RESULT_METRICS
+from bench.ingest.records import Problem, Run
+
+if TYPE_CHECKING:
+    from bench.ingest.sources import Item
+
+OUTPUT_LOG = "output.log"
+RUN_JSON = "run.json"
+SUPPORTED_VERSIONS = (1,)
+#: Launcher statuses run.json may hold (``running`` / ``submitted``: the launcher has not seen the end).
+LAUNCHER_STATUSES = ("ok", "failed", "oom", "timeout", "interrupted", "running", "submitted")
+ABNORMAL = ("failed", "oom", "timeout", "interrupted")
+MAX_RUN_JSON_BYTES = 16 * 1024 * 1024  # a larger "run.json" is not a sidecar; it is read as a file of its own
+HOLD_LOG_BYTES = 64 * 1024 * 1024  # an output.log held in memory while waiting for its run.json in an archive
+#: The launcher times the process, the log stamps its own lines: they differ by design, no conflict.
+_TIMES = ("started_at", "ended_at", "wall_time_s")
+_READ_ERRORS = (OSError, EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile, RuntimeError)
+#: Known fields and their JSON types; a present field of another type is dropped (None = absent).
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "run_id": str, "spec": dict, "argv": list, "env": dict, "tags": dict, "host": dict, "versions": dict,
+    "gpus": list, "topology": str, "gpu_topology": str, "exit_code": int, "status": str,
+    "repeat": (int, str), "wall_time_s": (int, float),
+}
+
+
+# --- detection ------------------------------------------------------------------------------------
+
+
+def sidecar_beside(log_path: str) -> bytes | None:
+    """The bytes of the run.json next to ``log_path`` when that file is an ``output.log`` of a run
+    directory; None otherwise, or when run.json cannot be read or is too large to be one."""
+    if os.path.basename(log_path) != OUTPUT_LOG:
+        return None
+    meta = os.path.join(os.path.dirname(log_path), RUN_JSON)
+    try:
+        if not os.path.isfile(meta) or os.path.getsize(meta) > MAX_RUN_JSON_BYTES:
+            return None
+        with open(meta, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def pair_members(items: Iterable[Item]) -> Iterator[Item]:
+    """Archive members in, with each ``x/output.log`` carrying its ``x/run.json`` as ``sidecar`` (and
+    that run.json not yielded); other members pass through. See the module docstring for the order."""
+    held: _Held | None = None
+    for item in items:
+        folder, name = posixpath.split(item.member or "")
+        if held is not None and (item.member is None or not held.covers(folder, name)):
+            yield from held.flush()
+            held = None
+        if item.member is None or item.reader is None or name not in (OUTPUT_LOG, RUN_JSON):
+            yield item
+            continue
+        held = held or _Held(folder)
+        yield from held.add(item, name)
+    if held is not None:
+        yield from held.flush()
+
+
+@dataclasses.dataclass
+class _Held:
+    """The members of one archive folder waiting for their partner."""
+
+    folder: str
+    log: Item | None = None
+    meta: bytes | None = None
+    meta_item: Item | None = None
+
+    def covers(self, folder: str, name: str) -> bool:
+        """Still inside this folder (members of its subfolders other than a run's two files pass by)."""
+        return folder == self.folder or (folder.startswith(self.folder + "/") and name not in (OUTPUT_LOG, RUN_JSON))
+
+    def add(self, item: Item, name: str) -> Iterator[Item]:
+        if name == RUN_JSON:
+            if item.size > MAX_RUN_JSON_BYTES:
+                yield item
+                return
+            try:
+                data = item.reader.read() if item.reader else b""
+            except _READ_ERRORS as e:
+                yield dataclasses.replace(item, reader=None, error=f"{type(e).__name__}: {e}")
+                return
+            if self.log is not None:
+                yield dataclasses.replace(self.log, sidecar=data)
+                self.log = None
+            else:
+                yield from self._release_meta()
+                self.meta, self.meta_item = data, item
+            return
+        if self.meta is not None:
+            yield dataclasses.replace(item, sidecar=self.meta)
+            self.meta = self.meta_item = None
+        elif item.size > HOLD_LOG_BYTES:
+            yield item
+        else:
+            if self.log is not None:
+                yield self.log
+            try:
+                self.log = dataclasses.replace(item, reader=io.BytesIO(item.reader.read() if item.reader else b""))
+            except _READ_ERRORS as e:
+                self.log = None
+                yield dataclasses.replace(item, reader=None, error=f"{type(e).__name__}: {e}")
+
+    def _release_meta(self) -> Iterator[Item]:
+        if self.meta is not None and self.meta_item is not None:
+            yield dataclasses.replace(self.meta_item, reader=io.BytesIO(self.meta))
+        self.meta = self.meta_item = None
+
+    def flush(self) -> Iterator[Item]:
+        """What never met its partner, as plain members."""
+        if self.log is not None:
+            yield self.log
+            self.log = None
+        yield from self._release_meta()
+
+
+# --- reading and validation ------------------------------------------------------------------------
+
+
+def load_run_json(data: bytes) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """Parse and check a run.json; ``(meta, problems)``, meta None when the file cannot be used at all.
+
+    In ``meta`` the times are unix seconds (float) and fields of a wrong type are removed.
+    """
+    try:
+        meta = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        return None, [_bad(f"not UTF-8 ({e.reason} at byte {e.start})")]
+    except json.JSONDecodeError as e:
+        return None, [_bad(f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})")]
+    if not isinstance(meta, dict):
+        return None, [_bad(f"top level is a JSON {type(meta).__name__}, not an object")]
+    version = meta.get("schema_version")
+    if version is None:
+        return None, [Problem("missing_field", "run.json has no schema_version; ignored, output.log read as a plain log")]
+    if type(version) is not int or version not in SUPPORTED_VERSIONS:
+        return None, [_bad(f"schema_version {version!r} is not one this dlbench reads "
+                           f"({', '.join(map(str, SUPPORTED_VERSIONS))}); upgrade dlbench and `bench ingest --rebuild`")]
+    return _checked(meta)
+
+
+def _bad(what: str) -> Problem:
+    return Problem("bad_line", f"run.json is {what}; ignored, output.log read as a plain log")
+
+
+def _checked(meta: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
+    out, problems = dict(meta), []
+    for key, kind in _TYPES.items():
+        value = out.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            problems.append(Problem("bad_line", f"run.json {key} is a JSON {type(value).__name__}; field ignored"))
+            del out[key]
+    for key in ("started_at", "ended_at"):
+        if out.get(key) is not None:
+            stamp = unix_seconds(out[key])
+            if stamp is None:
+                problems.append(Problem("bad_line", f"run.json {key} {out[key]!r} is neither ISO 8601 nor unix seconds; field ignored"))
+            out[key] = stamp
+    if out.get("status") is not None and out["status"] not in LAUNCHER_STATUSES:
+        problems.append(Problem("bad_line", f"run.json status {out['status']!r} is not one of {', '.join(LAUNCHER_STATUSES)}; field ignored"))
+        del out["status"]
+    for key in ("run_id", "status"):
+        if key not in meta:
+            problems.append(Problem("missing_field", f"run.json has no {key}"))
+    if isinstance(out.get("gpus"), list) and not all(isinstance(g, dict) for g in out["gpus"]):
+        problems.append(Problem("bad_line", "run.json gpus is not a list of objects; field ignored"))
+        del out["gpus"]
+    return out, problems
+
+
+def unix_seconds(value: object) -> float | None:
+    """ISO 8601 text (naive = UTC) or unix seconds -> unix seconds; None when it is neither."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
+
+
+# --- overlay -----------------------------------------------------------------------------------------
+
+
+def empty_run() -> Run:
+    """The run a run directory stands for when its log shows none (empty, unrecognized, crashed early):
+    failed runs are data, so it still gets a row, from run.json alone."""
+    return Run(framework="tensorflow", mode="train", status="no_result", status_detail="no run found in output.log")
+
+
+def apply_run_json(run: Run, meta: dict[str, Any], problems: list[Problem]) -> Run:
+    """``run`` with run.json's facts filled in where the log is silent and the launcher's status applied;
+    conflicts are appended to ``problems``. ``meta`` comes from :func:`load_run_json`."""
+    changes: dict[str, Any] = {}
+    for name, value in run_columns(meta).items():
+        current = getattr(run, name)
+        if current is None or (name == "framework_version" and str(value).startswith(f"{current}.")):
+            changes[name] = value
+        elif name not in _TIMES and not _same(current, value):
+            problems.append(Problem("conflict", f"run.json says {name}={value!r} but the log says {current!r}; keeping the log's value"))
+    tags = dict(run.tags)
+    for key, value in run_tags(meta).items():
+        if tags.setdefault(key, value) != value:
+            problems.append(Problem("conflict", f"run.json tag {key}={value!r} but the log says {tags[key]!r}; keeping the log's value"))
+    details = {**run_details(meta), **run.details}
+    launcher, exit_code = meta.get("status"), meta.get("exit_code")
+    status = resolve_status(run.status, launcher, exit_code)
+    if status != run.status:
+        details["log_status"] = run.status
+        changes["status"] = status
+        changes["status_detail"] = run.status_detail or f"bench run: status {launcher}, exit code {exit_code}"
+        if run.status == "ok":
+            if run.images_per_sec is not None:
+                details["log_images_per_sec"] = repr(run.images_per_sec)
+            changes.update(dict.fromkeys(RESULT_METRICS))
+    return dataclasses.replace(run, **changes, tags=tags, details=details)
+
+
+def resolve_status(log_status: str, launcher: str | None, exit_code: int | None) -> str:
+    """The run's status from the log's and the launcher's (see the module docstring)."""
+    abnormal = launcher if launcher in ABNORMAL else ("failed" if exit_code not in (None, 0) else None)
+    if abnormal is None or log_status == "oom":
+        return log_status
+    if log_status == "failed":
+        return "oom" if abnormal == "oom" else "failed"
+    return abnormal
+
+
+def run_columns(meta: dict[str, Any]) -> dict[str, Any]:
+    """Run columns run.json gives (absent values left out)."""
+    spec, host, versions = meta.get("spec") or {}, meta.get("host") or {}, meta.get("versions") or {}
+    gpus = meta.get("gpus") or []
+    hostname = host.get("hostname") or host.get("hostnames")
+    cpu = spec.get("device") == "cpu"  # N logical CPU devices are not GPUs (tf_cnn: num_gpus None on CPU)
+    start, end = meta.get("started_at"), meta.get("ended_at")
+    cols: dict[str, Any] = {
+        "host": ",".join(map(str, hostname)) if isinstance(hostname, list) else _text(hostname),
+        "framework_version": _text(versions.get("tensorflow")),
+        "gpu_model": _text(gpus[0].get("name")) if gpus else None,
+        "started_at": start, "ended_at": end,
+        "wall_time_s": _wall_time(meta, start, end),
+        "model": _text(spec.get("model")), "variable_update": _text(spec.get("variable_update")),
+        "all_reduce": _text(spec.get("all_reduce")), "data_format": _text(spec.get("data_format")),
+        "precision": _text(spec.get("precision")),
+        "batch_size_per_device": _int(spec.get("batch_size")),
+        "num_gpus": None if cpu else _int(spec.get("num_gpus")),
+        "data": ("real" if spec.get("data_dir") else "synthetic") if spec else None,
+        "num_nodes": len([h for h in str(spec["hosts"]).split(",") if h.strip()]) if spec.get("hosts") else None,
+        "num_ranks": _int(spec.get("np")),
+    }
+    return {k: v for k, v in cols.items() if v is not None}
+
+
+def run_tags(meta: dict[str, Any]) -> dict[str, str]:
+    """run.json tags (values as text), plus ``repeat`` and the spec's ``device``."""
+    tags = {str(k): str(v) for k, v in (meta.get("tags") or {}).items() if v is not None}
+    if meta.get("repeat") is not None:
+        tags.setdefault("repeat", str(meta["repeat"]))
+    device = (meta.get("spec") or {}).get("device")
+    if device:
+        tags.setdefault("device", str(device))
+    return tags
+
+
+def run_details(meta: dict[str, Any]) -> dict[str, str]:
+    """Provenance for ``Run.details``: versions, host facts, GPU facts, exit code, argv/env/spec as JSON."""
+    host, gpus = meta.get("host") or {}, meta.get("gpus") or []
+    first = gpus[0] if gpus else {}
+    raw: dict[str, Any] = {f"{k}_version": v for k, v in (meta.get("versions") or {}).items()}
+    raw.update({
+        "run_id": meta.get("run_id"), "launcher_status": meta.get("status"), "exit_code": meta.get("exit_code"),
+        "topology": meta.get("topology") or meta.get("gpu_topology"),
+        "cpu_model": host.get("cpu_model"), "physical_cores": host.get("physical_cores"),
+        "memory_mib": host.get("memory_mib", host.get("memory_total_mib")), "os": host.get("os"),
+        "kernel": host.get("kernel"), "python_version": host.get("python"),
+        "gpu_driver": first.get("driver", first.get("driver_version")),
+        "gpu_memory_total_mib": first.get("memory_total_mib"),
+        "gpu_clocks_max_sm_mhz": first.get("clocks_max_sm_mhz", first.get("sm_clock_max_mhz")),
+        "gpu_count": len(gpus) if gpus else None,
+    })
+    for key in ("argv", "env", "spec"):
+        if meta.get(key) is not None:
+            raw[key] = json.dumps(meta[key], sort_keys=True)
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in raw.items() if v is not None}
+
+
+def _wall_time(meta: dict[str, Any], start: float | None, end: float | None) -> float | None:
+    if start is not None and end is not None and end >= start:
+        return end - start
+    wall = meta.get("wall_time_s")
+    return float(wall) if isinstance(wall, (int, float)) else None
+
+
+def _text(value: object) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return a.casefold() == b.casefold()
+    if isinstance(a, float) or isinstance(b, float):
+        return a == b or (isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) < 1e-6)
+    return a == b

@@ -1,0 +1,328 @@
+"""Launch one run: a child process group whose merged stdout+stderr goes, unedited and in order, to
+``output.log`` (and optionally to our stdout), with telemetry sampled beside it, a timeout, and Ctrl-C.
+
+Contract of ``execute``: makes ``<out>/<run_id>/``, writes run.json (status ``running``) before launch and
+rewrites it at the end with times, exit code and status; never raises for a failing trainer (a failed
+run is data). Status: ``ok`` (exit 0); ``timeout`` (``timeout_s`` passed: SIGTERM to the whole process
+group, SIGKILL after ``grace_s``); ``interrupted`` (KeyboardInterrupt: SIGINT to the group, then TERM /
+KILL; the partial log is kept); else ``oom`` when the log shows ResourceExhaustedError / OOM when
+allocating / out of memory, else ``failed``. exit_code is the child's code (negative: killed by signal).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from bench.runner import rundir
+from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script
+
+OOM = re.compile(rb"ResourceExhaustedError|OOM when allocating|out of memory", re.I)
+SMI_TELEMETRY = ["nvidia-smi",
+                 "--query-gpu=timestamp,index,utilization.gpu,memory.used,temperature.gpu,power.draw,clocks.sm",
+                 "--format=csv"]
+CPU_TELEMETRY_HEADER = "timestamp, cpu_percent, memory_used_mib\n"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one run ended. ``exit_code`` None when the process never started or was only submitted."""
+
+    run_dir: Path
+    status: str
+    exit_code: int | None
+    wall_time_s: float | None
+
+
+def child_env(base: Mapping[str, str]) -> dict[str, str]:
+    """The trainer's environment: ``base`` plus PYTHONUNBUFFERED=1 (Python children line-buffer)."""
+    return {**base, "PYTHONUNBUFFERED": "1"}
+
+
+def classify(exit_code: int, log: Path) -> str:
+    """``ok`` for exit 0; else ``oom`` if the log matches OOM, else ``failed``."""
+    if exit_code == 0:
+        return "ok"
+    tail = b""
+    with open(log, "rb") as f:
+        while chunk := f.read(1 << 20):
+            if OOM.search(tail + chunk):
+                return "oom"
+            tail = chunk[-64:]
+    return "failed"
+
+
+def drop_caches(warn: Callable[[str], None], path: str = "/proc/sys/vm/drop_caches") -> bool:
+    """sync, then write 3 to ``path``; on failure (not root, read-only /proc) call ``warn``, return False."""
+    os.sync()
+    try:
+        with open(path, "w") as f:
+            f.write("3\n")
+    except OSError as e:
+        warn(f"--drop-caches: cannot drop the page cache ({e.strerror}); run as root to do it")
+        return False
+    return True
+
+
+class Telemetry:
+    """Samples into ``path`` every ``interval_s`` between ``start`` and ``stop``.
+
+    With nvidia-smi: its own loop (``-lms``) writing the SMI_TELEMETRY CSV. Without: a thread writing
+    ``timestamp, cpu_percent, memory_used_mib`` rows from /proc/stat and /proc/meminfo (timestamp in
+    nvidia-smi's local ``yyyy/mm/dd hh:mm:ss.fff`` form). interval_s <= 0 disables sampling.
+    """
+
+    def __init__(self, path: Path, interval_s: float):
+        self.path, self.interval_s = path, interval_s
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._file: IO[Any] | None = None
+
+    def start(self) -> None:
+        if self.interval_s <= 0:
+            return
+        if shutil.which("nvidia-smi"):
+            self._file = open(self.path, "wb")
+            ms = max(1, round(self.interval_s * 1000))
+            self._proc = subprocess.Popen([*SMI_TELEMETRY, f"--loop-ms={ms}"], stdout=self._file,
+                                          stderr=subprocess.DEVNULL, start_new_session=True)
+        else:
+            self._thread = threading.Thread(target=self._sample_cpu, daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._proc is not None:
+            _kill_group(self._proc, signal.SIGTERM, grace_s=2.0)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._file is not None:
+            self._file.close()
+
+    def _sample_cpu(self) -> None:
+        with open(self.path, "w", encoding="utf-8") as f:
+            f.write(CPU_TELEMETRY_HEADER)
+            f.flush()
+            prev = _cpu_times()
+            while not self._stop.wait(self.interval_s):
+                cur = _cpu_times()
+                busy = _busy_percent(prev, cur)
+                prev = cur
+                now = time.time()
+                stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
+                used = _memory_used_mib()
+                f.write(f"{stamp}, {'' if busy is None else f'{busy:.1f}'}, {'' if used is None else used}\n")
+                f.flush()
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(idle + iowait, total) jiffies from /proc/stat's ``cpu`` line, None if unreadable."""
+    try:
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return values[3] + (values[4] if len(values) > 4 else 0), sum(values)
+
+
+def _busy_percent(prev: tuple[int, int] | None, cur: tuple[int, int] | None) -> float | None:
+    if prev is None or cur is None or cur[1] <= prev[1]:
+        return None
+    return 100.0 * (1.0 - (cur[0] - prev[0]) / (cur[1] - prev[1]))
+
+
+def _memory_used_mib() -> int | None:
+    """MemTotal - MemAvailable from /proc/meminfo, in MiB."""
+    try:
+        with open("/proc/meminfo") as f:
+            info = {k: int(v.split()[0]) for k, v in (ln.split(":", 1) for ln in f if ":" in ln)}
+        return (info["MemTotal"] - info["MemAvailable"]) // 1024
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
+def _kill_group(proc: subprocess.Popen[bytes], sig: int, grace_s: float) -> None:
+    """Send ``sig`` to the process group of ``proc``; SIGKILL the group if it has not exited in grace_s."""
+    for s in (sig, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, s)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=grace_s)
+            # the leader is gone; still kill stragglers in its group (e.g. a child `sleep`)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        return
+
+
+def _pump(src: IO[bytes], log: IO[bytes], echo: IO[bytes] | None) -> None:
+    """Copy the child's bytes as they come (no decoding, no line editing) to the log and ``echo``.
+
+    Ends at EOF, or quietly when ``launch`` closes the pipe under it (a straggler kept it open)."""
+    try:
+        while chunk := src.read1(65536) if hasattr(src, "read1") else src.read(65536):
+            log.write(chunk)
+            log.flush()
+            if echo is not None:
+                echo.write(chunk)
+                echo.flush()
+    except (OSError, ValueError):
+        return
+
+
+def launch(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str], timeout_s: float | None = None,
+           grace_s: float = 5.0, echo: IO[bytes] | None = None) -> tuple[str | None, int | None]:
+    """Run ``argv`` in a new session with output to ``log_path``; returns (forced status, exit code).
+
+    forced status is ``timeout`` / ``interrupted`` when we stopped it, else None (see ``classify``).
+    Raises OSError when ``argv[0]`` cannot be executed.
+    """
+    with open(log_path, "ab", buffering=0) as log:
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True)
+        assert proc.stdout is not None
+        pump = threading.Thread(target=_pump, args=(proc.stdout, log, echo), daemon=True)
+        pump.start()
+        forced = None
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            forced = "timeout"
+            _kill_group(proc, signal.SIGTERM, grace_s)
+        except KeyboardInterrupt:
+            forced = "interrupted"
+            _kill_group(proc, signal.SIGINT, grace_s)
+        pump.join(timeout=grace_s)
+        if pump.is_alive():  # the trainer exited but something in its group still holds the pipe
+            _kill_group(proc, signal.SIGKILL, grace_s)
+            pump.join(timeout=grace_s)
+        proc.stdout.close()
+    return forced, proc.returncode
+
+
+def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Sequence[str] = DEFAULT_TRAINER,
+            telemetry_interval_s: float = 5.0, grace_s: float = 5.0, echo: IO[bytes] | None = None,
+            environ: Mapping[str, str] | None = None) -> Outcome:
+    """Run ``spec`` once into a new run directory under ``out``; see the module docstring."""
+    env = child_env(os.environ if environ is None else environ)
+    argv = build_command(spec, trainer=trainer, export_env=sorted(rundir.matching_env(env)))
+    run_id = rundir.new_run_id(spec, time.time(), repeat)
+    run_dir = rundir.create_run_dir(out, run_id)
+    doc = rundir.initial_doc(spec, run_id, argv, env, repeat)
+    log = run_dir / "output.log"
+    log.touch()
+    telemetry = Telemetry(run_dir / "telemetry.csv", telemetry_interval_s)
+    t0, start = time.perf_counter(), time.time()
+    doc["started_at"] = rundir.iso_utc(start)
+    rundir.write_json_atomic(run_dir / "run.json", doc)
+    telemetry.start()
+    try:
+        forced, code = launch(argv, log, env=env, timeout_s=spec.timeout_s, grace_s=grace_s, echo=echo)
+    except OSError as e:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"bench run: cannot execute {argv[0]!r}: {e}\n")
+        forced, code = "failed", None
+    finally:
+        telemetry.stop()
+    wall = time.perf_counter() - t0
+    status = forced or classify(code if code is not None else 1, log)
+    doc.update(ended_at=rundir.iso_utc(time.time()), wall_time_s=wall, exit_code=code, status=status)
+    rundir.write_json_atomic(run_dir / "run.json", doc)
+    return Outcome(run_dir, status, code, wall)
+
+
+def run_many(spec: RunSpec, out: Path, repeat: int = 1, *, drop: bool = False,
+             telemetry_interval_s: float = 5.0, warn: Callable[[str], None] = print,
+             echo: IO[bytes] | None = None, trainer: Sequence[str] = DEFAULT_TRAINER) -> list[Outcome]:
+    """Run ``spec`` ``repeat`` times (tag ``repeat=i``, 1-based, when repeat > 1), dropping the page
+    cache before each run if ``drop``; stops after an ``interrupted`` run."""
+    outcomes = []
+    for i in range(1, repeat + 1):
+        if drop:
+            drop_caches(warn)
+        outcome = execute(spec, out, repeat=i if repeat > 1 else None, trainer=trainer,
+                          telemetry_interval_s=telemetry_interval_s, echo=echo)
+        outcomes.append(outcome)
+        if outcome.status == "interrupted":
+            break
+    return outcomes
+
+
+def submit(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Sequence[str] = DEFAULT_TRAINER,
+           dry_run: bool = False) -> tuple[Path | None, str, list[str]]:
+    """``--sbatch``: write the batch script into a new run directory and submit it with ``sbatch``.
+
+    Returns (run_dir, script text, sbatch argv); with ``dry_run`` nothing is written (run_dir None).
+    run.json records status ``submitted`` and the job id (sbatch --parsable output).
+    Raises OSError when sbatch cannot be executed, CalledProcessError when it refuses the script.
+    """
+    run_id = rundir.new_run_id(spec, time.time(), repeat)
+    job_name = f"bench-{spec.model or 'run'}"
+    if dry_run:
+        script = build_sbatch_script(spec, output_log=str(out / run_id / "output.log"), job_name=job_name,
+                                     trainer=trainer)
+        return None, script, ["sbatch", "--parsable", str(out / run_id / "job.sbatch")]
+    run_dir = rundir.create_run_dir(out, run_id)
+    script = build_sbatch_script(spec, output_log=str(run_dir.resolve() / "output.log"), job_name=job_name,
+                                 trainer=trainer)
+    (run_dir / "job.sbatch").write_text(script, encoding="utf-8")
+    argv = ["sbatch", "--parsable", str(run_dir / "job.sbatch")]
+    doc = rundir.initial_doc(spec, run_id, argv, child_env(os.environ), repeat)
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
+    doc.update(status="submitted", started_at=rundir.iso_utc(time.time()),
+               slurm_job_id=done.stdout.strip().split(";")[0])
+    rundir.write_json_atomic(run_dir / "run.json", doc)
+    return run_dir, script, argv
+
+
+def describe(argv: Sequence[str]) -> str:
+    """The shell-quoted command line, as --dry-run prints it."""
+    return shlex.join(argv)
+
+
+def ingest_runs(run_dirs: Sequence[Path], store: Path) -> dict[str, dict[str, Any]]:
+    """Ingest the run directories into ``store``; return {run dir name: runs-row fields} for the rows
+    whose source lies under one of them (images_per_sec, images_per_sec_stderr, status, ...).
+
+    Raises BenchError from the ingest (store of another schema version, ...).
+    """
+    import pyarrow.parquet as pq
+
+    from bench.ingest.pipeline import ingest
+    from bench.ingest.store import table_files
+
+    ingest([str(d) for d in run_dirs], store, workers=0)
+    names = {d.name for d in run_dirs}
+    found: dict[str, dict[str, Any]] = {}
+    for part in table_files(Path(store), "runs"):
+        for row in pq.read_table(part, columns=["source", "images_per_sec", "images_per_sec_stderr",
+                                                "status"]).to_pylist():
+            hit = next((n for n in names if n in Path(row["source"]).parts), None)
+            if hit is not None and (hit not in found or row["images_per_sec"] is not None):
+                found[hit] = row
+    return found
+
+
+def result_text(row: Mapping[str, Any] | None) -> str:
+    """``", 123.45 images/sec (95% CI ±1.20)"`` from a runs row (CI = 1.96 x the step-line standard
+    error, when the log printed one); empty when the row is missing or has no images/sec."""
+    ips = None if row is None else row.get("images_per_sec")
+    if ips is None:
+        return ""
+    se = row.get("images_per_sec_stderr") if row else None
+    return f", {ips:.2f} images/sec" + (f" (95% CI ±{1.96 * se:.2f})" if se is not None else "")

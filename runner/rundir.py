@@ -1,0 +1,189 @@
+"""The run directory ``<out>/<run_id>/`` and its ``run.json`` (schema_version 1), written atomically.
+
+run.json keys: schema_version, run_id, spec (RunSpec.to_json), argv (the exact launched argv), tags,
+repeat, env (variables matching spec.ENV_PREFIXES), host (hostname, cpu_model, physical_cores,
+memory_total_mib, os, kernel, python), versions (tensorflow, cuda, cudnn, nccl, horovod, mpi: a string
+or None when not detectable), gpus (list of {name, driver_version, memory_total_mib, sm_clock_max_mhz}
+or None without nvidia-smi), gpu_topology (``nvidia-smi topo -m`` text or None), started_at / ended_at
+(ISO 8601 UTC), wall_time_s, exit_code, status (running -> ok / failed / oom / timeout / interrupted /
+submitted). Facts are gathered without importing TensorFlow: package metadata and command output only.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import os
+import platform
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bench.runner.spec import ENV_PREFIXES, RunSpec
+
+SCHEMA_VERSION = 1
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_PACKAGES = {
+    "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos", "tf-nightly"),
+    "horovod": ("horovod",),
+    "nccl": ("nvidia-nccl-cu12", "nvidia-nccl-cu11"),
+    "cudnn": ("nvidia-cudnn-cu12", "nvidia-cudnn-cu11"),
+    "cuda": ("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11"),
+}
+
+
+def new_run_id(spec: RunSpec, now: float, repeat: int | None = None) -> str:
+    """``<UTC yyyymmddThhmmssZ>-<model>[-b<batch>][-g<gpus>][-r<repeat>]-<4 hex>``: sortable, unique."""
+    parts = [time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)), _SAFE.sub("_", spec.model or "default")]
+    if spec.batch_size is not None:
+        parts.append(f"b{spec.batch_size}")
+    if spec.num_gpus is not None:
+        parts.append(f"g{spec.num_gpus}")
+    if repeat is not None:
+        parts.append(f"r{repeat}")
+    return "-".join([*parts, secrets.token_hex(2)])
+
+
+def create_run_dir(out: Path, run_id: str) -> Path:
+    """Make ``out/run_id`` (parents too); raises FileExistsError if it already exists."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / run_id
+    path.mkdir()
+    return path
+
+
+def write_json_atomic(path: Path, doc: Mapping[str, Any]) -> None:
+    """Write ``doc`` as indented JSON: temp file in the same directory, fsync, rename, fsync dir."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=2, sort_keys=True, default=str)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def iso_utc(t: float) -> str:
+    """Unix seconds -> ``2026-11-21T23:10:08.123456+00:00``."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(t, UTC).isoformat()
+
+
+def matching_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables whose name starts with one of spec.ENV_PREFIXES, sorted by name."""
+    return {k: environ[k] for k in sorted(environ) if k.startswith(ENV_PREFIXES)}
+
+
+def _command_output(argv: list[str], timeout_s: float = 10.0) -> str | None:
+    """stdout of ``argv`` when it exists and exits 0 within the timeout, else None."""
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def host_facts() -> dict[str, Any]:
+    """hostname, cpu_model, physical_cores, memory_total_mib, os, kernel, python (None when unknown)."""
+    cpuinfo = _read("/proc/cpuinfo") or ""
+    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
+    cores = {(m.group(1), m.group(2)) for m in re.finditer(
+        r"^physical id\s*:\s*(\d+)$.*?^core id\s*:\s*(\d+)$", cpuinfo, re.M | re.S)}
+    mem = re.search(r"^MemTotal:\s*(\d+) kB", _read("/proc/meminfo") or "", re.M)
+    pretty = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', _read("/etc/os-release") or "", re.M)
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_model": model.group(1).strip() if model else (platform.processor() or None),
+        "physical_cores": len(cores) or os.cpu_count(),
+        "logical_cpus": os.cpu_count(),
+        "memory_total_mib": int(mem.group(1)) // 1024 if mem else None,
+        "os": pretty.group(1) if pretty else platform.system(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+    }
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _package_version(names: tuple[str, ...]) -> str | None:
+    for name in names:
+        try:
+            return md.version(name)
+        except md.PackageNotFoundError:
+            continue
+    return None
+
+
+def versions(smi_header: str | None = None) -> dict[str, str | None]:
+    """Versions of tensorflow, cuda, cudnn, nccl, horovod (installed package metadata) and mpi
+    (``mpirun --version`` first line). CUDA falls back to the ``CUDA Version`` of ``nvidia-smi``'s
+    banner (``smi_header``), then to ``nvcc --version``. None when not detectable."""
+    out = {key: _package_version(names) for key, names in _PACKAGES.items()}
+    if out["cuda"] is None:
+        m = re.search(r"CUDA Version:\s*([\d.]+)", smi_header or "")
+        nvcc = None if m else _command_output(["nvcc", "--version"])
+        m = m or re.search(r"release ([\d.]+)", nvcc or "")
+        out["cuda"] = m.group(1) if m else None
+    mpi = _command_output(["mpirun", "--version"])
+    out["mpi"] = next((ln.strip() for ln in (mpi or "").splitlines() if ln.strip()), None)
+    return out
+
+
+def gpu_facts() -> tuple[list[dict[str, Any]] | None, str | None, str | None]:
+    """(gpus, topology, banner) from nvidia-smi; (None, None, None) without it.
+
+    gpus: one dict per line of ``--query-gpu=name,driver_version,memory.total,clocks.max.sm
+    --format=csv,noheader``; topology: ``nvidia-smi topo -m`` text; banner: plain ``nvidia-smi``.
+    """
+    query = _command_output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
+                             "--format=csv,noheader"])
+    if query is None:
+        return None, None, None
+    gpus = []
+    for line in query.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) >= 4:
+            gpus.append({"name": cells[0], "driver_version": cells[1],
+                         "memory_total_mib": _number(cells[2]), "sm_clock_max_mhz": _number(cells[3])})
+    return gpus, _command_output(["nvidia-smi", "topo", "-m"]), _command_output(["nvidia-smi"])
+
+
+def _number(text: str) -> float | None:
+    m = re.match(r"\s*(\d+(?:\.\d+)?)", text)
+    return float(m.group(1)) if m else None
+
+
+def initial_doc(spec: RunSpec, run_id: str, argv: list[str], env: Mapping[str, str],
+                repeat: int | None) -> dict[str, Any]:
+    """The run.json written before launch (status ``running``); ``finish_doc`` completes it."""
+    gpus, topology, banner = gpu_facts()
+    tags = dict(spec.tags)
+    if repeat is not None:
+        tags["repeat"] = str(repeat)
+    return {
+        "schema_version": SCHEMA_VERSION, "run_id": run_id, "spec": spec.to_json(), "argv": argv,
+        "tags": tags, "repeat": repeat, "env": matching_env(env), "host": host_facts(),
+        "versions": versions(banner), "gpus": gpus, "gpu_topology": topology,
+        "started_at": None, "ended_at": None, "wall_time_s": None, "exit_code": None, "status": "running",
+    }

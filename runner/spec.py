@@ -1,0 +1,207 @@
+"""What to run (``RunSpec``) and the pure functions that turn it into a command line or an sbatch script.
+
+Nothing here touches the machine: the same spec and parameters always give the same argv (golden tests
+in ``tests/runner/golden``). The trainer is ``python -m bench.runner.trainer`` unless a caller passes
+another argv prefix (tests substitute tiny programs).
+
+Launchers:
+- ``local``: the trainer argv itself.
+- ``horovodrun``: ``horovodrun -np N -H h1:4,h2:4 [--gloo] <trainer>``.
+- ``mpirun`` (Open MPI): ``mpirun -np N -H ... --bind-to none -map-by slot --tag-output -x VAR ... <trainer>``.
+- ``slurm``: ``srun --ntasks=N --label --kill-on-bad-exit=1 [--nodelist=... --ntasks-per-node=k] <trainer>``
+  inside an allocation, or with ``sbatch`` a batch script running that srun line (``build_sbatch_script``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+
+from bench.ingest.errors import BenchError
+
+LAUNCHERS = ("local", "horovodrun", "mpirun", "slurm")
+#: environment variables recorded in run.json and exported to MPI ranks
+ENV_PREFIXES = ("CUDA_", "NCCL_", "HOROVOD_", "TF_", "OMP_", "SLURM_")
+#: always exported to MPI ranks (Horovod's documented mpirun line), besides the ENV_PREFIXES variables
+MPI_BASE_ENV = ("LD_LIBRARY_PATH", "PATH", "PYTHONUNBUFFERED")
+DEFAULT_TRAINER: tuple[str, ...] = (sys.executable, "-m", "bench.runner.trainer")
+_HOST = re.compile(r"^([A-Za-z0-9._-]+)(?::(\d+))?$")
+
+#: RunSpec field -> trainer option; a None value is left out (the trainer's default applies)
+TRAINER_OPTIONS = {
+    "model": "--model",
+    "batch_size": "--batch-size",
+    "num_batches": "--num-batches",
+    "num_epochs": "--num-epochs",
+    "num_warmup_batches": "--num-warmup-batches",
+    "display_every": "--display-every",
+    "variable_update": "--variable-update",
+    "all_reduce": "--all-reduce",
+    "num_gpus": "--num-gpus",
+    "device": "--device",
+    "data_format": "--data-format",
+    "precision": "--precision",
+    "optimizer": "--optimizer",
+    "data_dir": "--data-dir",
+    "decode_threads": "--decode-threads",
+}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training run: trainer options (None = the trainer's default), launch layout, and tags.
+
+    ``extra_args`` are passed to the trainer verbatim after the known options. ``hosts`` is the
+    ``h1:4,h2:4`` form; ``np`` the number of processes (default: the slots of ``hosts``, else
+    ``num_gpus``, else 1). ``timeout_s`` bounds one run's wall time (None: no limit).
+    """
+
+    model: str | None = None
+    batch_size: int | None = None
+    num_batches: int | None = None
+    num_epochs: float | None = None
+    num_warmup_batches: int | None = None
+    display_every: int | None = None
+    variable_update: str | None = None
+    all_reduce: str | None = None
+    num_gpus: int | None = None
+    device: str | None = None
+    data_format: str | None = None
+    precision: str | None = None
+    optimizer: str | None = None
+    data_dir: str | None = None
+    decode_threads: str | None = None
+    xla: bool = False
+    extra_args: tuple[str, ...] = ()
+    launcher: str = "local"
+    hosts: str | None = None
+    np: int | None = None
+    gloo: bool = False
+    timeout_s: float | None = None
+    tags: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if self.launcher not in LAUNCHERS:
+            raise BenchError(f"unknown launcher {self.launcher!r}; use one of {', '.join(LAUNCHERS)}")
+        if self.hosts is not None:
+            parse_hosts(self.hosts)
+        if self.np is not None and self.np < 1:
+            raise BenchError(f"--np must be at least 1, got {self.np}")
+
+    def to_json(self) -> dict[str, object]:
+        """Plain JSON-able dict of every field (tags as a dict, tuples as lists)."""
+        out: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["tags"] = dict(self.tags)
+        out["extra_args"] = list(self.extra_args)
+        return out
+
+
+def parse_hosts(hosts: str) -> list[tuple[str, int]]:
+    """``"h1:4,h2:4"`` -> ``[("h1", 4), ("h2", 4)]`` (a host without ``:k`` has 1 slot).
+
+    Raises BenchError on an empty or malformed entry.
+    """
+    out = []
+    for entry in hosts.split(","):
+        m = _HOST.match(entry.strip())
+        if m is None or (m.group(2) is not None and int(m.group(2)) < 1):
+            raise BenchError(f"bad --hosts entry {entry!r}; write host:slots,host:slots (e.g. node1:4,node2:4)")
+        out.append((m.group(1), int(m.group(2) or 1)))
+    return out
+
+
+def parse_tags(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``["k=v", ...]`` -> sorted ``((k, v), ...)``; raises BenchError for an item without ``=``."""
+    tags = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise BenchError(f"bad --tag {item!r}; write key=value")
+        tags[key] = value
+    return tuple(sorted(tags.items()))
+
+
+def num_processes(spec: RunSpec) -> int:
+    """The process count: ``np``, else the slots of ``hosts``, else ``num_gpus``, else 1."""
+    if spec.np is not None:
+        return spec.np
+    if spec.hosts is not None:
+        return sum(slots for _, slots in parse_hosts(spec.hosts))
+    return spec.num_gpus or 1
+
+
+def trainer_argv(spec: RunSpec, trainer: Sequence[str] = DEFAULT_TRAINER) -> list[str]:
+    """The trainer's argv: ``trainer`` prefix, the set options in TRAINER_OPTIONS order, --xla, extras.
+
+    Under horovod-style launchers every rank is one process, so the trainer is told
+    ``--variable-update horovod`` only if the spec says so; nothing is inferred here.
+    """
+    argv = list(trainer)
+    for name, option in TRAINER_OPTIONS.items():
+        value = getattr(spec, name)
+        if value is not None:
+            argv += [option, str(value)]
+    if spec.xla:
+        argv.append("--xla")
+    return argv + list(spec.extra_args)
+
+
+def build_command(
+    spec: RunSpec,
+    launcher: str | None = None,
+    *,
+    trainer: Sequence[str] = DEFAULT_TRAINER,
+    export_env: Sequence[str] = (),
+) -> list[str]:
+    """The exact argv that runs ``spec`` with ``launcher`` (default ``spec.launcher``).
+
+    ``export_env``: names of environment variables mpirun forwards to the ranks with ``-x`` (besides
+    MPI_BASE_ENV), sorted and de-duplicated here. For ``slurm`` this is the srun line (the sbatch
+    script wraps it, see ``build_sbatch_script``). Raises BenchError for an unknown launcher.
+    """
+    launcher = launcher or spec.launcher
+    inner = trainer_argv(spec, trainer)
+    n = num_processes(spec)
+    if launcher == "local":
+        return inner
+    if launcher == "horovodrun":
+        hosts = spec.hosts or f"localhost:{n}"
+        return ["horovodrun", "-np", str(n), "-H", hosts, *(["--gloo"] if spec.gloo else []), *inner]
+    if launcher == "mpirun":
+        hosts = spec.hosts or f"localhost:{n}"
+        exports = [x for name in sorted(set(MPI_BASE_ENV) | set(export_env)) for x in ("-x", name)]
+        return ["mpirun", "-np", str(n), "-H", hosts, "--bind-to", "none", "-map-by", "slot",
+                "--tag-output", *exports, *inner]
+    if launcher == "slurm":
+        return [*_srun_prefix(spec, n), *inner]
+    raise BenchError(f"unknown launcher {launcher!r}; use one of {', '.join(LAUNCHERS)}")
+
+
+def _srun_prefix(spec: RunSpec, n: int) -> list[str]:
+    argv = ["srun", f"--ntasks={n}", "--label", "--kill-on-bad-exit=1"]
+    if spec.hosts is not None:
+        hosts = parse_hosts(spec.hosts)
+        argv.append(f"--nodelist={','.join(h for h, _ in hosts)}")
+        if len({slots for _, slots in hosts}) == 1:
+            argv.append(f"--ntasks-per-node={hosts[0][1]}")
+    return argv
+
+
+def build_sbatch_script(
+    spec: RunSpec, *, output_log: str, job_name: str, trainer: Sequence[str] = DEFAULT_TRAINER
+) -> str:
+    """A bash batch script for ``sbatch``: #SBATCH lines (tasks, nodes, output file, time limit from
+    ``timeout_s`` rounded up to whole minutes), then the srun line of ``build_command``."""
+    n = num_processes(spec)
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --ntasks={n}",
+             f"#SBATCH --output={output_log}", "#SBATCH --open-mode=append"]
+    if spec.hosts is not None:
+        lines.append(f"#SBATCH --nodes={len(parse_hosts(spec.hosts))}")
+    if spec.timeout_s is not None:
+        lines.append(f"#SBATCH --time={max(1, -(-int(spec.timeout_s) // 60))}")
+    lines += ["", "set -euo pipefail", "export PYTHONUNBUFFERED=1",
+              shlex.join(build_command(spec, "slurm", trainer=trainer)), ""]
+    return "\n".join(lines)

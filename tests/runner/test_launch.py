@@ -1,0 +1,282 @@
+"""Launching real tiny programs: ok, crash, OOM, timeout (whole process group), Ctrl-C, telemetry, ingest.
+
+The trainer argv prefix is replaced by ``python -c <program>``; each test runs in well under a second
+or two (the timeout test waits 1 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.runner import launch, rundir
+from bench.runner.spec import RunSpec
+
+HEADER = """TensorFlow:  2.15
+Model:       resnet20
+Dataset:     cifar10 (synthetic)
+Mode:        training
+SingleSess:  False
+Batch size:  32 global
+             32 per device
+Num batches: 20
+Num epochs:  0.01
+Devices:     ['/cpu:0']
+NUMA bind:   False
+Data format: NHWC
+Optimizer:   sgd
+Variables:   parameter_server
+==========
+Running warm up
+Done warm up
+Step\tImg/sec\ttotal_loss
+1\timages/sec: 120.0 +/- 0.0 (jitter = 0.0)\t2.303
+10\timages/sec: 122.5 +/- 1.1 (jitter = 2.0)\t2.250
+20\timages/sec: 123.4 +/- 0.8 (jitter = 1.9)\t2.201
+----------------------------------------------------------------
+total images/sec: 123.45
+----------------------------------------------------------------
+"""
+OK = f"import sys\nsys.stderr.write('stderr line before\\n')\nsys.stdout.write({HEADER!r})"
+CRASH = "print('step 1'); raise ValueError('boom')"
+OOM = ("import sys; print('allocating'); "
+       "sys.stderr.write('tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating"
+       " tensor with shape[256,64,112,112]\\n'); sys.exit(1)")
+HANG = textwrap.dedent("""
+    import subprocess, sys, time
+    child = subprocess.Popen(['sleep', '60'])
+    open(sys.argv[1], 'w').write(str(child.pid))
+    print('started', flush=True)
+    time.sleep(60)
+""")
+INTERRUPTIBLE = textwrap.dedent("""
+    import time
+    print('step 1', flush=True)
+    try:
+        time.sleep(30)
+    except KeyboardInterrupt:
+        print('stopping cleanly', flush=True)
+        raise SystemExit(130)
+""")
+
+
+def _run(tmp_path: Path, program: str, *args: str, spec: RunSpec | None = None, **kw):
+    return launch.execute(spec or RunSpec(model="resnet20", batch_size=32), tmp_path / "logs",
+                          trainer=(sys.executable, "-c", program, *args), telemetry_interval_s=0, grace_s=2,
+                          **kw)
+
+
+def _doc(run_dir: Path) -> dict:
+    return json.loads((run_dir / "run.json").read_text())
+
+
+def test_ok_run_writes_log_and_run_json(tmp_path: Path) -> None:
+    env = {**os.environ, "NCCL_DEBUG": "INFO", "TF_CPP_MIN_LOG_LEVEL": "1", "UNRELATED_VAR": "x"}
+    spec = RunSpec(model="resnet20", batch_size=32, tags=(("site", "lab"),))
+    out = _run(tmp_path, OK, spec=spec, environ=env, repeat=2)
+    assert (out.status, out.exit_code) == ("ok", 0)
+    assert (out.run_dir / "output.log").read_text() == "stderr line before\n" + HEADER
+    doc = _doc(out.run_dir)
+    assert doc["schema_version"] == 1
+    assert doc["run_id"] == out.run_dir.name
+    assert doc["argv"] == [sys.executable, "-c", OK, "--model", "resnet20", "--batch-size", "32"]
+    assert doc["status"] == "ok" and doc["exit_code"] == 0
+    assert doc["tags"] == {"site": "lab", "repeat": "2"}
+    assert doc["spec"]["model"] == "resnet20" and doc["spec"]["batch_size"] == 32
+    assert doc["env"]["NCCL_DEBUG"] == "INFO" and doc["env"]["TF_CPP_MIN_LOG_LEVEL"] == "1"
+    assert "UNRELATED_VAR" not in doc["env"] and "PATH" not in doc["env"]
+    assert doc["host"]["physical_cores"] >= 1 and doc["host"]["memory_total_mib"] > 0
+    assert doc["host"]["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert set(doc["versions"]) == {"tensorflow", "cuda", "cudnn", "nccl", "horovod", "mpi"}
+    assert doc["started_at"] <= doc["ended_at"] and 0 < doc["wall_time_s"] < 10
+    assert "tensorflow" not in sys.modules  # facts never import TensorFlow
+
+
+@pytest.mark.parametrize(("program", "status", "code", "text"), [
+    (CRASH, "failed", 1, "ValueError: boom"),
+    (OOM, "oom", 1, "OOM when allocating"),
+    ("import sys; sys.exit(3)", "failed", 3, None),
+])
+def test_failures_are_data(tmp_path: Path, program: str, status: str, code: int, text: str | None) -> None:
+    out = _run(tmp_path, program)
+    assert (out.status, out.exit_code) == (status, code)
+    doc = _doc(out.run_dir)
+    assert (doc["status"], doc["exit_code"]) == (status, code)
+    if text is not None:
+        assert text in (out.run_dir / "output.log").read_text()
+
+
+def test_missing_executable_is_a_failed_run(tmp_path: Path) -> None:
+    out = launch.execute(RunSpec(), tmp_path, trainer=("/nonexistent/trainer",), telemetry_interval_s=0)
+    assert (out.status, out.exit_code) == ("failed", None)
+    assert "cannot execute" in (out.run_dir / "output.log").read_text()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1].startswith("Z")  # a zombie awaiting its reaper is dead
+    except FileNotFoundError:
+        return True
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    spec = RunSpec(timeout_s=1.0)
+    out = _run(tmp_path, HANG, str(pid_file), spec=spec)
+    assert out.status == "timeout"
+    assert out.exit_code == -signal.SIGTERM
+    assert _doc(out.run_dir)["status"] == "timeout"
+    assert (out.run_dir / "output.log").read_text() == "started\n"
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 3
+    while not _gone(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(child), "the trainer's child `sleep` survived the timeout"
+
+
+def test_ctrl_c_stops_children_cleanly_and_keeps_the_log(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+
+    def press_ctrl_c() -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if any("step 1" in p.read_text() for p in logs.glob("*/output.log")):
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.02)
+
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    out = _run(tmp_path, INTERRUPTIBLE)
+    assert out.status == "interrupted" and out.exit_code == 130
+    assert (out.run_dir / "output.log").read_text() == "step 1\nstopping cleanly\n"
+    assert _doc(out.run_dir)["status"] == "interrupted"
+
+
+def test_run_many_repeats_and_stops_on_interrupt(tmp_path: Path) -> None:
+    outs = launch.run_many(RunSpec(model="m"), tmp_path, 3, telemetry_interval_s=0,
+                           trainer=(sys.executable, "-c", "print('hi')"))
+    assert [o.status for o in outs] == ["ok"] * 3
+    assert sorted(_doc(o.run_dir)["tags"]["repeat"] for o in outs) == ["1", "2", "3"]
+    assert len({o.run_dir for o in outs}) == 3
+
+
+def test_drop_caches_writes_3_or_warns(tmp_path: Path) -> None:
+    warnings: list[str] = []
+    target = tmp_path / "drop_caches"
+    assert launch.drop_caches(warnings.append, str(target)) is True
+    assert target.read_text() == "3\n" and warnings == []
+    assert launch.drop_caches(warnings.append, str(tmp_path)) is False  # a directory: cannot write
+    assert len(warnings) == 1 and warnings[0].startswith("--drop-caches: cannot drop the page cache")
+
+
+def test_cli_dry_run_prints_the_command_and_runs_nothing(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from bench.runner.cli import app
+
+    res = CliRunner().invoke(app, ["run", "--model", "resnet50", "--batch-size", "64", "--launcher",
+                                   "horovodrun", "--hosts", "h1:4,h2:4", "--gloo", "--out", str(tmp_path),
+                                   "--dry-run", "--", "--decode-threads", "4"])
+    assert res.exit_code == 0, res.output
+    assert res.output == (f"horovodrun -np 8 -H h1:4,h2:4 --gloo {sys.executable} -m bench.runner.trainer "
+                          "--model resnet50 --batch-size 64 --decode-threads 4\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("args", "code", "text"), [
+    (["--launcher", "ssh"], 1, "Error: unknown launcher 'ssh'"),
+    (["--hosts", "h1:x"], 1, "Error: bad --hosts entry 'h1:x'"),
+    (["--tag", "novalue"], 1, "Error: bad --tag 'novalue'"),
+    (["--sbatch"], 2, "--sbatch needs --launcher slurm"),
+])
+def test_cli_user_errors(tmp_path: Path, args: list[str], code: int, text: str) -> None:
+    from typer.testing import CliRunner
+
+    from bench.runner.cli import app
+
+    res = CliRunner().invoke(app, ["run", "--dry-run", "--out", str(tmp_path), *args])
+    assert res.exit_code == code
+    assert text in res.output
+
+
+def test_cpu_telemetry_csv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    out = launch.execute(RunSpec(), tmp_path, trainer=(sys.executable, "-c", "import time; time.sleep(0.6)"),
+                         telemetry_interval_s=0.1)
+    lines = (out.run_dir / "telemetry.csv").read_text().splitlines()
+    assert lines[0] == "timestamp, cpu_percent, memory_used_mib"
+    assert len(lines) >= 3
+    stamp, cpu, mem = (c.strip() for c in lines[1].split(","))
+    assert time.strptime(stamp.split(".")[0], "%Y/%m/%d %H:%M:%S")
+    assert 0.0 <= float(cpu) <= 100.0 and int(mem) > 0
+
+
+FAKE_SMI = """#!/bin/sh
+case "$1" in
+  --query-gpu=name*) echo "Tesla V100-SXM2-16GB, 535.104.05, 16384 MiB, 1530 MHz";;
+  topo) printf '\\tGPU0\\tCPU Affinity\\nGPU0\\t X \\t0-7\\n';;
+  --query-gpu=timestamp*)
+    echo "timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W], clocks.sm [MHz]"
+    while true; do echo "2026/11/21 10:00:00.000, 0, 95 %, 15000 MiB, 70, 250.00 W, 1530 MHz"; sleep 0.1; done;;
+  *) echo "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2 |";;
+esac
+"""
+
+
+def test_gpu_facts_and_telemetry_from_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    out = launch.execute(RunSpec(), tmp_path / "logs",
+                         trainer=(sys.executable, "-c", "import time; time.sleep(0.5)"), telemetry_interval_s=0.1)
+    doc = _doc(out.run_dir)
+    assert doc["gpus"] == [{"name": "Tesla V100-SXM2-16GB", "driver_version": "535.104.05",
+                            "memory_total_mib": 16384.0, "sm_clock_max_mhz": 1530.0}]
+    assert doc["gpu_topology"].startswith("\tGPU0")
+    if rundir._package_version(rundir._PACKAGES["cuda"]) is None:
+        assert doc["versions"]["cuda"] == "12.2"  # from the nvidia-smi banner
+    from bench.ingest.formats import telemetry
+
+    text = (out.run_dir / "telemetry.csv").read_text()
+    assert telemetry.sniff(text[:4096])
+    cols = telemetry.parse_lines(text.splitlines(), source="t").telemetry.take()
+    assert cols["utilization_pct"][0] == 95.0 and cols["power_w"][0] == 250.0
+
+
+def test_ok_run_ingests_into_the_store(tmp_path: Path) -> None:
+    out = _run(tmp_path, OK)
+    rows = launch.ingest_runs([out.run_dir], tmp_path / "store")
+    row = rows[out.run_dir.name]
+    assert row["images_per_sec"] == pytest.approx(123.45)
+    assert row["status"] == "ok"
+    assert launch.result_text(row).startswith(", 123.45 images/sec (95% CI ±1.57)")
+
+
+def test_straggler_holding_the_pipe_is_killed_after_a_normal_exit(tmp_path: Path) -> None:
+    program = ("import subprocess, sys; c = subprocess.Popen(['sleep', '30']); "
+               "open(sys.argv[1], 'w').write(str(c.pid)); print('done', flush=True)")
+    pid_file = tmp_path / "child.pid"
+    t0 = time.monotonic()
+    out = launch.execute(RunSpec(), tmp_path / "logs", trainer=(sys.executable, "-c", program, str(pid_file)),
+                         telemetry_interval_s=0, grace_s=0.3)
+    assert time.monotonic() - t0 < 5
+    assert (out.status, out.exit_code) == ("ok", 0)
+    assert (out.run_dir / "output.log").read_text() == "done\n"
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 3
+    while not _gone(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(child)

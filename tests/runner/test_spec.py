@@ -1,0 +1,114 @@
+"""RunSpec and the pure command builders; commands compared with tests/runner/golden/<name>.txt.
+
+Regenerate the golden files only with BENCH_REGEN_GOLDEN=1 (then read the diff before committing).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+from bench.ingest.errors import BenchError
+from bench.runner.spec import (
+    RunSpec,
+    build_command,
+    build_sbatch_script,
+    num_processes,
+    parse_hosts,
+    parse_tags,
+    trainer_argv,
+)
+
+GOLDEN = Path(__file__).parent / "golden"
+TRAINER = ("python", "-m", "bench.runner.trainer")
+BASE = {"model": "resnet50", "batch_size": 64, "num_batches": 100, "variable_update": "horovod",
+        "data_format": "NCHW", "precision": "fp16"}
+
+CASES = {
+    "local": (RunSpec(model="resnet50", batch_size=64, num_gpus=2, variable_update="replicated",
+                      all_reduce="nccl", xla=True, extra_args=("--decode-threads", "auto")), "local"),
+    "horovodrun": (RunSpec(**BASE, launcher="horovodrun", hosts="h1:4,h2:4"), None),
+    "horovodrun_gloo": (RunSpec(**BASE, launcher="horovodrun", np=2, gloo=True, device="cpu"), None),
+    "mpirun": (RunSpec(**BASE, launcher="mpirun", hosts="h1:4,h2:4"), None),
+    "srun": (RunSpec(**BASE, launcher="slurm", hosts="n1:4,n2:4"), None),
+}
+
+
+def _check_golden(name: str, text: str) -> None:
+    path = GOLDEN / f"{name}.txt"
+    if os.environ.get("BENCH_REGEN_GOLDEN") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert path.read_text(encoding="utf-8") == text
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_command_matches_golden(name: str) -> None:
+    spec, launcher = CASES[name]
+    argv = build_command(spec, launcher, trainer=TRAINER, export_env=["NCCL_DEBUG", "CUDA_VISIBLE_DEVICES"])
+    _check_golden(name, shlex.join(argv) + "\n")
+
+
+def test_sbatch_script_matches_golden() -> None:
+    spec = RunSpec(**BASE, launcher="slurm", hosts="n1:4,n2:4", timeout_s=3601)
+    script = build_sbatch_script(spec, output_log="/logs/r1/output.log", job_name="bench-resnet50",
+                                 trainer=TRAINER)
+    _check_golden("sbatch", script)
+    assert "#SBATCH --time=61" in script  # 3601 s rounds up to 61 minutes
+
+
+def test_mpirun_exports_are_sorted_and_unique() -> None:
+    argv = build_command(RunSpec(launcher="mpirun", np=2), trainer=("t",), export_env=["TF_X", "PATH", "TF_X"])
+    exported = [argv[i + 1] for i, a in enumerate(argv) if a == "-x"]
+    assert exported == ["LD_LIBRARY_PATH", "PATH", "PYTHONUNBUFFERED", "TF_X"]
+    assert argv[:5] == ["mpirun", "-np", "2", "-H", "localhost:2"]
+    assert argv[-1] == "t"
+
+
+def test_trainer_argv_leaves_out_unset_options() -> None:
+    assert trainer_argv(RunSpec(), ("t",)) == ["t"]
+    assert trainer_argv(RunSpec(num_epochs=1.5, batch_size=8), ("t",)) == ["t", "--batch-size", "8",
+                                                                           "--num-epochs", "1.5"]
+
+
+@pytest.mark.parametrize(("spec", "n"), [
+    (RunSpec(), 1), (RunSpec(num_gpus=4), 4), (RunSpec(hosts="a:4,b:2", num_gpus=1), 6),
+    (RunSpec(hosts="a:4", np=3), 3), (RunSpec(hosts="a,b"), 2),
+])
+def test_num_processes(spec: RunSpec, n: int) -> None:
+    assert num_processes(spec) == n
+
+
+def test_srun_without_uniform_slots_has_no_tasks_per_node() -> None:
+    argv = build_command(RunSpec(launcher="slurm", hosts="a:4,b:2"), trainer=("t",))
+    assert argv == ["srun", "--ntasks=6", "--label", "--kill-on-bad-exit=1", "--nodelist=a,b", "t"]
+
+
+def test_parse_hosts_and_tags() -> None:
+    assert parse_hosts("h1:4, h2:2,h3") == [("h1", 4), ("h2", 2), ("h3", 1)]
+    assert parse_tags(["b=2", "a=x=y", "b=3"]) == (("a", "x=y"), ("b", "3"))
+
+
+@pytest.mark.parametrize("bad", ["h1:0", "h1:x", "", "h1:4,,h2:4"])
+def test_bad_hosts_are_user_errors(bad: str) -> None:
+    with pytest.raises(BenchError, match="--hosts"):
+        RunSpec(launcher="mpirun", hosts=bad)
+
+
+def test_bad_launcher_tag_and_np_are_user_errors() -> None:
+    with pytest.raises(BenchError, match="unknown launcher"):
+        RunSpec(launcher="ssh")
+    with pytest.raises(BenchError, match="key=value"):
+        parse_tags(["novalue"])
+    with pytest.raises(BenchError, match="--np"):
+        RunSpec(np=0)
+
+
+def test_spec_to_json_is_plain() -> None:
+    doc = RunSpec(model="m", tags=(("k", "v"),), extra_args=("--a",)).to_json()
+    assert doc["tags"] == {"k": "v"}
+    assert doc["extra_args"] == ["--a"]
+    assert doc["model"] == "m"
+    assert doc["launcher"] == "local"
