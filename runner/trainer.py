@@ -1,0 +1,249 @@
+"""``python -m bench.runner.trainer``: a tf_cnn_benchmarks-style CNN training benchmark on TensorFlow 2.
+
+Prints tf_cnn_benchmarks' header, step lines and total (log-formats.md §1-§3; see ``bench.runner.timing``)
+on stdout, one flushed line at a time, plus ``Timed window: <s> s for <n> images`` before the total.
+
+- Step: a ``tf.function`` that runs ``strategy.run`` over the replicas; the per-replica forward and
+  backward pass is compiled with XLA under ``--xla``. Each step is timed with ``time.perf_counter``
+  around the call and the read of its loss (which waits for the whole step, updates included).
+- ``--variable-update replicated``: ``MirroredStrategy`` over the devices; ``--all-reduce`` picks its
+  cross-device ops: nccl -> NcclAllReduce (GPUs only), hierarchical -> HierarchicalCopyAllReduce,
+  ring -> ReductionToOneDevice (TF2 has no public single-process ring all-reduce; reduce-to-one-then-
+  broadcast is the CPU-capable fallback), unset -> the strategy's default (NCCL on GPUs).
+- ``--variable-update parameter_server``: ``CentralStorageStrategy`` with the variables on ``/cpu:0`` and
+  the gradients reduced there, the TF2 equivalent of upstream's single-node ps mode.
+- ``--device cpu --num-gpus N`` splits the CPU into N logical devices, so both modes run N replicas.
+
+Exit codes: 0 ok; 2 usage errors (argparse, NCHW on CPU, NCCL on CPU, XLA with parameter_server,
+modes not implemented yet);
+1 when the machine lacks what was asked for (fewer GPUs than ``--num-gpus``). Failures inside
+TensorFlow (OOM, crashes) raise with their traceback, which the ingest parser classifies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench.runner import timing
+from bench.runner.models import MODEL_NAMES, SPECS
+
+NOT_YET = ("horovod", "distributed_ps", "multi_worker")
+DEFAULT_NUM_BATCHES = 100  # upstream's _DEFAULT_NUM_BATCHES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The trainer's options (tf_cnn_benchmarks' names with dashes)."""
+    p = argparse.ArgumentParser(prog="python -m bench.runner.trainer", description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=MODEL_NAMES, default="trivial")
+    p.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
+    p.add_argument("--num-gpus", type=_positive, default=1, help="devices (logical CPU devices with --device cpu)")
+    p.add_argument("--batch-size", type=_positive, default=32, help="images per device per step")
+    p.add_argument("--num-batches", type=_positive, default=None, help="timed steps after warm-up (default 100)")
+    p.add_argument("--num-epochs", type=float, default=None,
+                   help="instead of --num-batches: ceil(epochs x dataset images / global batch) steps")
+    p.add_argument("--num-warmup-batches", type=_non_negative, default=10)
+    p.add_argument("--display-every", type=_positive, default=10)
+    p.add_argument("--data-format", choices=("NCHW", "NHWC"), default=None,
+                   help="default NCHW on GPUs, NHWC on CPU (TensorFlow's CPU kernels support only NHWC)")
+    p.add_argument("--optimizer", choices=("sgd", "momentum"), default="sgd")
+    p.add_argument("--learning-rate", type=float, default=0.005)
+    p.add_argument("--variable-update", choices=("parameter_server", "replicated", *NOT_YET),
+                   default="parameter_server")
+    p.add_argument("--all-reduce", choices=("nccl", "hierarchical", "ring"), default=None)
+    p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32")
+    p.add_argument("--xla", action="store_true", help="compile each replica's step with XLA (jit_compile)")
+    p.add_argument("--data-dir", default=None, help="ImageNet TFRecords (not implemented yet: synthetic only)")
+    return p
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """Why these options cannot run (a usage error, exit 2), or None. Pure; fills the data-format default."""
+    if args.data_format is None:
+        args.data_format = "NHWC" if args.device == "cpu" else "NCHW"
+    if args.num_batches is not None and args.num_epochs is not None:
+        return "give --num-batches or --num-epochs, not both"
+    if args.num_epochs is not None and not args.num_epochs > 0:
+        return f"--num-epochs must be positive, got {args.num_epochs}"
+    if args.device == "cpu" and args.data_format == "NCHW":
+        return ("--data-format NCHW needs a GPU: TensorFlow's CPU convolution kernels support only NHWC; "
+                "use --data-format NHWC with --device cpu")
+    if args.device == "cpu" and args.all_reduce == "nccl":
+        return "--all-reduce nccl needs GPUs; on CPU use --all-reduce ring or hierarchical"
+    if args.all_reduce is not None and args.variable_update != "replicated":
+        return "--all-reduce applies only to --variable-update replicated"
+    if args.xla and args.variable_update == "parameter_server":
+        return ("--xla cannot compile a step whose variables live on another device (parameter_server keeps "
+                "them on /cpu:0); use --variable-update replicated with --xla")
+    if args.variable_update in NOT_YET:
+        return f"--variable-update {args.variable_update} is not implemented yet; use parameter_server or replicated"
+    if args.data_dir is not None:
+        return "--data-dir (real ImageNet TFRecords) is not implemented yet; omit it for synthetic data"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv``, train, print the tf_cnn log on stdout; return the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    problem = usage_problem(args)
+    if problem is not None:
+        parser.error(problem)  # exits 2 with the usage line
+    args.num_batches = num_batches(args.num_batches, args.num_epochs, args.model, args.batch_size * args.num_gpus)
+    try:
+        return train(args)
+    except DeviceError as e:
+        print(f"Error: {e}", file=sys.stderr, flush=True)
+        return 1
+
+
+def num_batches(batches: int | None, epochs: float | None, model: str, global_batch: int) -> int:
+    """Timed steps: ``batches``, else upstream's ceil(epochs x training images / global batch), else 100."""
+    if batches is not None:
+        return batches
+    if epochs is None:
+        return DEFAULT_NUM_BATCHES
+    images = timing.TRAIN_IMAGES[SPECS[model].dataset]
+    return max(1, math.ceil(epochs * images / global_batch))
+
+
+class DeviceError(Exception):
+    """The machine lacks the devices the options ask for."""
+
+
+def train(args: argparse.Namespace) -> int:
+    """Set up devices, model and step; print the header, warm up, run the timed loop, print the total."""
+    import tensorflow as tf
+
+    devices = setup_devices(tf, args.device, args.num_gpus)
+    if args.precision == "fp16":
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    strategy = make_strategy(tf, args.variable_update, args.all_reduce, devices)
+    spec = SPECS[args.model]
+    from bench.runner.data import synthetic_batches
+    from bench.runner.models import build_model
+
+    with strategy.scope():
+        model = build_model(args.model, args.data_format)
+        optimizer = make_optimizer(tf, args.optimizer, args.learning_rate, args.precision == "fp16")
+    images, labels = synthetic_batches(strategy, spec, args.batch_size, args.data_format)
+    step = make_train_step(tf, strategy, model, optimizer, xla=args.xla)
+    header = timing.Header(
+        tf_version=".".join(tf.__version__.split(".")[:2]), model=args.model, dataset=spec.dataset,
+        synthetic=True, batch_size_per_device=args.batch_size, devices=tuple(devices),
+        num_batches=args.num_batches, epochs=args.num_epochs, data_format=args.data_format, optimizer=args.optimizer,
+        variable_update=args.variable_update, all_reduce=args.all_reduce)
+    for line in timing.header_lines(header):
+        _say(line)
+    run_loop(lambda: step(images, labels), args, header.global_batch)
+    return 0
+
+
+def setup_devices(tf: Any, device: str, n: int) -> list[str]:
+    """Device names ``/<device>:<i>`` for i < n; with ``cpu`` and n > 1 the CPU is first split into n
+    logical devices. Must run before TensorFlow initialises its devices. Raises DeviceError."""
+    if device == "cpu":
+        tf.config.set_visible_devices([], "GPU")
+        if n > 1:
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * n)
+    else:
+        found = len(tf.config.list_physical_devices("GPU"))
+        if found < n:
+            raise DeviceError(f"--num-gpus {n} asked for {n} GPUs but TensorFlow sees {found}; "
+                              "use --device cpu to run on logical CPU devices")
+    return [f"/{device}:{i}" for i in range(n)]
+
+
+def make_strategy(tf: Any, variable_update: str, all_reduce: str | None, devices: list[str]) -> Any:
+    """The tf.distribute strategy for a variable-update mode (see the module docstring)."""
+    if variable_update == "parameter_server":
+        return tf.distribute.experimental.CentralStorageStrategy(compute_devices=devices, parameter_device="/cpu:0")
+    ops = {
+        None: None, "nccl": tf.distribute.NcclAllReduce, "ring": tf.distribute.ReductionToOneDevice,
+        "hierarchical": tf.distribute.HierarchicalCopyAllReduce,
+    }[all_reduce]
+    return tf.distribute.MirroredStrategy(devices, cross_device_ops=ops() if ops else None)
+
+
+def make_optimizer(tf: Any, name: str, learning_rate: float, loss_scaling: bool) -> Any:
+    """Plain SGD or SGD with momentum 0.9 (upstream's default momentum), loss-scaled for fp16."""
+    opt = tf.keras.optimizers.SGD(learning_rate, momentum=0.9 if name == "momentum" else 0.0)
+    return tf.keras.mixed_precision.LossScaleOptimizer(opt) if loss_scaling else opt
+
+
+def make_train_step(tf: Any, strategy: Any, model: Any, optimizer: Any, *, xla: bool) -> Callable[..., Any]:
+    """A compiled step: every replica computes its gradients (XLA-compiled if ``xla``), the strategy
+    reduces them and the optimizer applies them. Returns the replicas' mean cross-entropy loss."""
+    scaled = isinstance(optimizer, tf.keras.mixed_precision.LossScaleOptimizer)
+    replicas = strategy.num_replicas_in_sync
+    variables = model.trainable_variables
+
+    @tf.function(jit_compile=xla)
+    def gradients(images: Any, labels: Any) -> tuple[Any, Any]:
+        with tf.GradientTape() as tape:
+            logits = tf.cast(model(images, training=True), tf.float32)
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
+            objective = loss / replicas
+            if scaled:
+                objective = optimizer.get_scaled_loss(objective)
+        grads = tape.gradient(objective, variables)
+        return loss, (optimizer.get_unscaled_gradients(grads) if scaled else grads)
+
+    def replica_step(images: Any, labels: Any) -> Any:
+        loss, grads = gradients(images, labels)
+        optimizer.apply_gradients(zip(grads, variables, strict=True))
+        return loss
+
+    @tf.function
+    def step(images: Any, labels: Any) -> Any:
+        losses = strategy.run(replica_step, args=(images, labels))
+        return strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
+
+    return step
+
+
+def run_loop(step: Callable[[], Any], args: argparse.Namespace, batch: int) -> None:
+    """Warm up, then time ``args.num_batches`` steps of ``batch`` images and print tf_cnn's lines."""
+    _say("Running warm up")
+    for _ in range(args.num_warmup_batches):
+        float(step())
+    _say("Done warm up")
+    _say("Step\tImg/sec\ttotal_loss")
+    times: list[float] = []
+    loop_start = time.perf_counter()
+    for k in range(1, args.num_batches + 1):
+        t0 = time.perf_counter()
+        loss = float(step())  # reading the loss waits for the whole step
+        times.append(time.perf_counter() - t0)
+        if timing.is_display_step(k, args.display_every):
+            _say(timing.step_line(k, timing.step_stats(times, batch), loss))
+    elapsed = time.perf_counter() - loop_start
+    for line in timing.total_lines(args.num_batches * batch, elapsed):
+        _say(line)
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
