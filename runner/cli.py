@@ -136,6 +136,45 @@ app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_o
 )
 
 
+def sweep_command(
+    plan: Annotated[Path, typer.Argument(help="Plan file (TOML); see fixtures/plans/")],
+    resume: Annotated[bool, typer.Option("--resume", help="Skip cells that already have an ok run in the store")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the expanded cells and exit")] = False,
+    out: Annotated[Path, typer.Option(help="Parent of the run directories")] = Path("logs"),
+    store: StoreOpt = None,
+) -> None:
+    """Run a plan's matrix of benchmarks (weak or strong scaling, repetitions), one run directory per cell.
+
+    Every run is tagged sweep=<plan name>, cell=<factors> and repeat=<i>, and ingested as it ends. Exits 1
+    when a launched cell did not end ok, 130 when interrupted.
+
+    Example: bench sweep fixtures/plans/cpu-smoke.toml --out logs/ --resume
+    """
+    import sys
+
+    from rich.console import Console
+
+    from bench.runner import sweep as sw
+
+    parsed = sw.load_plan(plan)
+    cells = sw.expand(parsed)
+    if dry_run:
+        Console(width=200).print(sw.plan_table(parsed, cells))
+        return
+    reporter_cls = sw.RichReporter if sys.stderr.isatty() else sw.PlainReporter
+    reporter = reporter_cls(lambda m: typer.echo(m, err=True))
+    results = sw.run_sweep(parsed, cells, out, _store_root(store), resume=resume, reporter=reporter,
+                           warn=lambda m: typer.echo(f"Warning: {m}", err=True))
+    for r in results:
+        typer.echo(sw.result_line(r))
+    code = sw.exit_code(results)
+    if code:
+        raise typer.Exit(code)
+
+
+app.command("sweep")(_translated(sweep_command))
+
+
 def main() -> None:
     """Console entry point: user errors print ``Error: ...`` and exit 1; bugs keep their traceback."""
     app()
