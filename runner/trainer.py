@@ -12,10 +12,12 @@ on stdout, one flushed line at a time, plus ``Timed window: <s> s for <n> images
   broadcast is the CPU-capable fallback), unset -> the strategy's default (NCCL on GPUs).
 - ``--variable-update parameter_server``: ``CentralStorageStrategy`` with the variables on ``/cpu:0`` and
   the gradients reduced there, the TF2 equivalent of upstream's single-node ps mode.
+- ``--variable-update horovod``: one process per device under ``horovodrun``, gradients averaged by
+  ``hvd.DistributedGradientTape``; every rank prints its own log (see ``bench.runner.hvd``).
 - ``--device cpu --num-gpus N`` splits the CPU into N logical devices, so both modes run N replicas.
 
 Exit codes: 0 ok; 2 usage errors (argparse, NCHW on CPU, NCCL on CPU, XLA with parameter_server,
-modes not implemented yet);
+horovod with --num-gpus > 1, modes not implemented yet);
 1 when the machine lacks what was asked for (fewer GPUs than ``--num-gpus``). Failures inside
 TensorFlow (OOM, crashes) raise with their traceback, which the ingest parser classifies.
 """
@@ -32,7 +34,7 @@ from typing import Any
 from bench.runner import timing
 from bench.runner.models import MODEL_NAMES, SPECS
 
-NOT_YET = ("horovod", "distributed_ps", "multi_worker")
+NOT_YET = ("distributed_ps", "multi_worker")
 DEFAULT_NUM_BATCHES = 100  # upstream's _DEFAULT_NUM_BATCHES
 
 
@@ -52,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default NCHW on GPUs, NHWC on CPU (TensorFlow's CPU kernels support only NHWC)")
     p.add_argument("--optimizer", choices=("sgd", "momentum"), default="sgd")
     p.add_argument("--learning-rate", type=float, default=0.005)
-    p.add_argument("--variable-update", choices=("parameter_server", "replicated", *NOT_YET),
+    p.add_argument("--variable-update", choices=("parameter_server", "replicated", "horovod", *NOT_YET),
                    default="parameter_server")
     p.add_argument("--all-reduce", choices=("nccl", "hierarchical", "ring"), default=None)
     p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32")
@@ -93,8 +95,14 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     if args.xla and args.variable_update == "parameter_server":
         return ("--xla cannot compile a step whose variables live on another device (parameter_server keeps "
                 "them on /cpu:0); use --variable-update replicated with --xla")
+    if args.variable_update == "horovod":
+        from bench.runner import hvd
+
+        if (problem := hvd.usage_problem(args)) is not None:
+            return problem
     if args.variable_update in NOT_YET:
-        return f"--variable-update {args.variable_update} is not implemented yet; use parameter_server or replicated"
+        return (f"--variable-update {args.variable_update} is not implemented yet; "
+                "use parameter_server, replicated or horovod")
     if args.data_dir is not None:
         return "--data-dir (real ImageNet TFRecords) is not implemented yet; omit it for synthetic data"
     return None
@@ -107,8 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = usage_problem(args)
     if problem is not None:
         parser.error(problem)  # exits 2 with the usage line
-    args.num_batches = num_batches(args.num_batches, args.num_epochs, args.model, args.batch_size * args.num_gpus)
     try:
+        if args.variable_update == "horovod":
+            from bench.runner import hvd
+
+            return hvd.train(args, lambda batch: num_batches(args.num_batches, args.num_epochs, args.model, batch))
+        args.num_batches = num_batches(args.num_batches, args.num_epochs, args.model, args.batch_size * args.num_gpus)
         return train(args)
     except DeviceError as e:
         print(f"Error: {e}", file=sys.stderr, flush=True)
@@ -221,8 +233,11 @@ def make_train_step(tf: Any, strategy: Any, model: Any, optimizer: Any, *, xla: 
     return step
 
 
-def run_loop(step: Callable[[], Any], args: argparse.Namespace, batch: int) -> None:
-    """Warm up, then time ``args.num_batches`` steps of ``batch`` images and print tf_cnn's lines."""
+def run_loop(step: Callable[[], Any], args: argparse.Namespace, batch: int, num_workers: int = 1) -> None:
+    """Warm up, then time ``args.num_batches`` steps of ``batch`` images and print tf_cnn's lines.
+
+    Step lines rate this process's ``batch``; the total counts ``num_workers`` x steps x ``batch``
+    images over this process's timed window (upstream's extrapolation to all Horovod workers)."""
     _say("Running warm up")
     for _ in range(args.num_warmup_batches):
         float(step())
@@ -237,7 +252,7 @@ def run_loop(step: Callable[[], Any], args: argparse.Namespace, batch: int) -> N
         if timing.is_display_step(k, args.display_every):
             _say(timing.step_line(k, timing.step_stats(times, batch), loss))
     elapsed = time.perf_counter() - loop_start
-    for line in timing.total_lines(args.num_batches * batch, elapsed):
+    for line in timing.total_lines(num_workers * args.num_batches * batch, elapsed):
         _say(line)
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import textwrap
 import threading
@@ -98,7 +99,14 @@ def test_ok_run_writes_log_and_run_json(tmp_path: Path) -> None:
     assert doc["host"]["python"] == ".".join(map(str, sys.version_info[:3]))
     assert set(doc["versions"]) == {"tensorflow", "cuda", "cudnn", "nccl", "horovod", "mpi"}
     assert doc["started_at"] <= doc["ended_at"] and 0 < doc["wall_time_s"] < 10
-    assert "tensorflow" not in sys.modules  # facts never import TensorFlow
+
+
+def test_collecting_run_facts_never_imports_tensorflow() -> None:
+    # in a fresh interpreter: other tests of this session may have imported TensorFlow themselves
+    code = ("import sys\nfrom bench.runner import rundir\nrundir.versions(); rundir.gpu_facts(); rundir.host_facts()\n"
+            "print('tensorflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
 
 
 @pytest.mark.parametrize(("program", "status", "code", "text"), [

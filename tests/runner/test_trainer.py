@@ -24,7 +24,7 @@ TINY = ["--model", "trivial", "--device", "cpu", "--num-gpus", "2", "--batch-siz
     (["--variable-update", "replicated", "--all-reduce", "nccl"], "--all-reduce nccl needs GPUs"),
     (["--all-reduce", "ring"], "--all-reduce applies only to --variable-update replicated"),
     (["--variable-update", "parameter_server", "--xla"], "--xla cannot compile"),
-    (["--variable-update", "horovod"], "horovod is not implemented yet"),
+    (["--variable-update", "distributed_ps"], "distributed_ps is not implemented yet"),
     (["--data-dir", "/data/imagenet"], "--data-dir (real ImageNet TFRecords) is not implemented yet"),
     (["--batch-size", "0"], "must be >= 1, got 0"),
 ])
