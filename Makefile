@@ -52,6 +52,7 @@ lint: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.ingest.benchmark
 	$(BIN)/python -m bench.analytics.benchmark
+	$(BIN)/python -m bench.runner.benchmark
 
 clean:
 	rm -rf $(VENV) demo-store bench-store .pytest_cache
