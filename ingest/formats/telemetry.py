@@ -55,7 +55,7 @@ def sniff(head: str) -> bool:
     first = next((ln for ln in complete if ln.strip()), "")
     if first.startswith("timestamp") and "," in first:
         names = {_UNIT.sub("", f.strip()) for f in first.split(",")}
-        return "index" in names and bool(names & _SMI_FIELDS.keys())
+        return ("index" in names and bool(names & _SMI_FIELDS.keys())) or _HOST_FIELDS.keys() <= names
     lines = [ln for ln in complete if ln.strip()]
     return bool(lines) and all(_thermal_time(ln) is not None for ln in lines)
 
@@ -146,6 +146,28 @@ def _with_first(first_no: int, first: str, rest: Iterable[tuple[int, str]]) -> I
     yield from rest
 
 
+#: ``bench run``'s telemetry.csv without GPUs: ``timestamp, cpu_percent, memory_used_mib`` (host-wide rows:
+#: gpu_index NULL, the CPU's busy percentage in utilization_pct).
+_HOST_FIELDS = {"cpu_percent": "utilization_pct", "memory_used_mib": "memory_used_mib"}
+
+
+def _parse_host(cols: dict[str, int], rest: Iterable[tuple[int, str]], result: ParseResult) -> None:
+    t0: float | None = None
+    sample = 0
+    for line_no, line in rest:
+        if not line.strip() or line.startswith("timestamp"):
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != len(cols):
+            result.problem("bad_line", f"expected {len(cols)} comma-separated fields", line_no, line)
+            continue
+        t = _smi_time(cells[cols["timestamp"]]) if "timestamp" in cols else None
+        t0 = t if t0 is None else t0
+        values: dict[str, Any] = {attr: _smi_value(cells[cols[name]]) for name, attr in _HOST_FIELDS.items()}
+        result.telemetry.add(sample, timestamp=t, elapsed_s=None if t is None or t0 is None else t - t0, **values)
+        sample += 1
+
+
 def _smi_time(text: str) -> float | None:
     m = _SMI_TIME.match(text)
     if m is None:
@@ -166,6 +188,9 @@ def _smi_value(text: str) -> float | None:
 def _parse_smi(header: str, rest: Iterable[tuple[int, str]], result: ParseResult) -> None:
     names = [_UNIT.sub("", f.strip()) for f in header.split(",")]
     cols = {name: i for i, name in enumerate(names)}
+    if "index" not in cols and _HOST_FIELDS.keys() <= cols.keys():
+        _parse_host(cols, rest, result)
+        return
     t0: float | None = None
     sample, seen = 0, set[int]()
     for line_no, line in rest:

@@ -139,3 +139,16 @@ def test_lambda_thermal_values(corpus: Path) -> None:
     assert (res.telemetry[1].gpu_index, res.telemetry[1].temperature_c) == (1, 31.0)
     fifth = res.telemetry[8]
     assert (fifth.sample_index, fifth.elapsed_s, fifth.images_per_sec, fifth.temperature_c) == (4, 8.0, 19752.5, 56.0)
+
+
+def test_bench_run_cpu_telemetry_csv() -> None:
+    """bench run without GPUs samples the host: timestamp, cpu_percent, memory_used_mib (runner/launch.py)."""
+    text = ("timestamp, cpu_percent, memory_used_mib\n"
+            "2026/11/21 23:19:57.965, 99.9, 2473\n"
+            "2026/11/21 23:20:02.965, 50.0, 2480\n"
+            "2026/11/21 23:20:07.965, 12.5\n")
+    assert telemetry.sniff(text)
+    res = telemetry.parse_lines(text.split("\n"), source="test")
+    rows = [(s.sample_index, s.gpu_index, s.utilization_pct, s.memory_used_mib, s.elapsed_s) for s in res.telemetry]
+    assert rows == [(0, None, 99.9, 2473.0, 0.0), (1, None, 50.0, 2480.0, 5.0)]
+    assert [(p.kind, p.line_no) for p in res.problems] == [("bad_line", 4)]
