@@ -48,7 +48,6 @@ def sql_command(
         render.print_table(cols, rows)
 
 
-# --- compare ---
 class CompareMetric(StrEnum):
     images_per_sec = "images_per_sec"
     speedup = "speedup"
@@ -80,10 +79,8 @@ def compare_command(
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:
         print_compare(result)
-# --- end compare ---
 
 
-# --- fit ---
 def fit_command(
     where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of scaling, e.g. \"model = 'resnet50'\"")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
@@ -104,44 +101,11 @@ def fit_command(
     if as_json:
         typer.echo(json.dumps(dataclasses.asdict(report), indent=2, default=str))
     else:
-        _print_fits(report)
+        from bench.analytics.scaling_laws import print_fits
+
+        print_fits(report)
 
 
-def _print_fits(report) -> None:  # report: a bench.analytics.scaling_laws.FitReport
-    """One table row per configuration: parameters with their 95% CIs, the USL peak, the extrapolation."""
-    from bench.analytics import render
-
-    if report.skipped:
-        typer.echo(f"{len(report.skipped)} configuration(s) with fewer than 3 GPU counts not fitted.")
-    if not report.fits:
-        return
-    first = report.fits[0].factors
-    # Label a configuration by the factors that differ between the fitted ones (all of them if one).
-    names = [k for k in first if len({repr(c.factors.get(k)) for c in report.fits}) > 1] or \
-        [k for k, v in first.items() if v not in (None, {})]
-    rows = []
-    for c in report.fits:
-        f, p = c.fit, c.fit.predicted
-        rows.append((" ".join(str(c.factors.get(k)) for k in names), ",".join(map(str, f.gpu_counts)),
-                     _fmt_estimate(f.serial_fraction), _fmt_num(f.amdahl_r2), _fmt_estimate(f.alpha),
-                     _fmt_estimate(f.beta), _fmt_num(f.usl_r2), _fmt_num(f.peak_gpus),
-                     f"{_fmt_num(p.usl_speedup)} at {p.num_gpus} GPUs"))
-    cols = ["configuration", "GPUs", "Amdahl s [95% CI]", "Amdahl R²", "USL α [95% CI]", "USL β [95% CI]",
-            "USL R²", "USL peak (GPUs)", "USL speedup, extrapolated"]
-    render.print_table(cols, rows, title="Scaling laws (speedup relative to each configuration's smallest GPU count)")
-
-
-def _fmt_num(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3g}"
-
-
-def _fmt_estimate(e) -> str:  # e: a bench.analytics.scaling_laws.Estimate
-    ci = "" if e.ci95_low is None else f" [{_fmt_num(e.ci95_low)}, {_fmt_num(e.ci95_high)}]"
-    return _fmt_num(e.estimate) + ci
-# --- end fit ---
-
-
-# --- effects ---
 def effects_command(
     where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of runs, e.g. 'num_gpus = 1'")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
@@ -162,29 +126,7 @@ def effects_command(
     if as_json:
         typer.echo(json.dumps(dataclasses.asdict(result), indent=2, default=str))
     else:
-        for line in _effect_lines(result):
+        from bench.analytics.effects import effect_lines
+
+        for line in effect_lines(result):
             typer.echo(line)
-
-
-def _effect_lines(r) -> list[str]:  # r: a bench.analytics.effects.EffectsResult
-    """'model: resnet50 is 1.61× inception3 (+61%, 95% CI +55%..+67%, p < 0.001)', one per level."""
-    r2 = "" if r.r2 is None else f", R² {r.r2:.3f} on the log scale"
-    lines = [f"OLS of log(images/sec) over {r.n_runs} ok runs ({r.n_excluded} excluded){r2}."]
-    if r.fixed:
-        lines.append("Same in every run: " + ", ".join(f"{k}={_fmt_level(v)}" for k, v in r.fixed.items()))
-    for e in r.effects:
-        ci = "no CI: no residual degrees of freedom" if e.ci95_low is None else \
-            f"95% CI {_fmt_pct(e.ci95_low)}..{_fmt_pct(e.ci95_high)}, " + \
-            ("p < 0.001" if e.p_value < 0.001 else f"p = {e.p_value:.2g}")
-        lines.append(f"{e.factor}: {_fmt_level(e.level)} is {e.ratio:#.3g}× {_fmt_level(e.reference)} "
-                     f"({_fmt_pct(e.ratio)}, {ci}; {e.n_runs} runs)")
-    return lines
-
-
-def _fmt_level(v: object) -> str:
-    return "NULL" if v is None else str(v)
-
-
-def _fmt_pct(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f}%"
-# --- end effects ---

@@ -190,3 +190,26 @@ def _error(message: str) -> Exception:
     from bench.ingest.errors import BenchError
 
     return BenchError(message)
+
+
+def effect_lines(r: EffectsResult) -> list[str]:
+    """'model: resnet50 is 1.61× inception3 (+61%, 95% CI +55%..+67%, p < 0.001)', one per level."""
+    r2 = "" if r.r2 is None else f", R² {r.r2:.3f} on the log scale"
+    lines = [f"OLS of log(images/sec) over {r.n_runs} ok runs ({r.n_excluded} excluded){r2}."]
+    if r.fixed:
+        lines.append("Same in every run: " + ", ".join(f"{k}={_fmt_level(v)}" for k, v in r.fixed.items()))
+    for e in r.effects:
+        ci = "no CI: no residual degrees of freedom" if e.ci95_low is None else \
+            f"95% CI {_fmt_pct(e.ci95_low)}..{_fmt_pct(e.ci95_high)}, " + \
+            ("p < 0.001" if e.p_value < 0.001 else f"p = {e.p_value:.2g}")
+        lines.append(f"{e.factor}: {_fmt_level(e.level)} is {e.ratio:#.3g}× {_fmt_level(e.reference)} "
+                     f"({_fmt_pct(e.ratio)}, {ci}; {e.n_runs} runs)")
+    return lines
+
+
+def _fmt_level(v: object) -> str:
+    return "NULL" if v is None else str(v)
+
+
+def _fmt_pct(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}%"

@@ -298,3 +298,36 @@ def _ols_origin(g: np.ndarray, k: int, y: np.ndarray, xs: list[np.ndarray], npts
         sigma2 = np.where(df > 0, ssr / df, np.nan)
         r2 = np.where(yy > 0, 1 - ssr / yy, np.nan)
     return _Ols(params, sigma2[:, None, None] * inv, df, r2)
+
+
+def print_fits(report: FitReport) -> None:
+    """One table row per configuration: parameters with their 95% CIs, the USL peak, the extrapolation."""
+    from bench.analytics import render
+
+    if report.skipped:
+        print(f"{len(report.skipped)} configuration(s) with fewer than 3 GPU counts not fitted.")
+    if not report.fits:
+        return
+    first = report.fits[0].factors
+    # Label a configuration by the factors that differ between the fitted ones (all of them if one).
+    names = [k for k in first if len({repr(c.factors.get(k)) for c in report.fits}) > 1] or \
+        [k for k, v in first.items() if v not in (None, {})]
+    rows = []
+    for c in report.fits:
+        f, p = c.fit, c.fit.predicted
+        rows.append((" ".join(str(c.factors.get(k)) for k in names), ",".join(map(str, f.gpu_counts)),
+                     _fmt_estimate(f.serial_fraction), _fmt_num(f.amdahl_r2), _fmt_estimate(f.alpha),
+                     _fmt_estimate(f.beta), _fmt_num(f.usl_r2), _fmt_num(f.peak_gpus),
+                     f"{_fmt_num(p.usl_speedup)} at {p.num_gpus} GPUs"))
+    cols = ["configuration", "GPUs", "Amdahl s [95% CI]", "Amdahl R²", "USL α [95% CI]", "USL β [95% CI]",
+            "USL R²", "USL peak (GPUs)", "USL speedup, extrapolated"]
+    render.print_table(cols, rows, title="Scaling laws (speedup relative to each configuration's smallest GPU count)")
+
+
+def _fmt_num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def _fmt_estimate(e: Estimate) -> str:
+    ci = "" if e.ci95_low is None else f" [{_fmt_num(e.ci95_low)}, {_fmt_num(e.ci95_high)}]"
+    return _fmt_num(e.estimate) + ci
