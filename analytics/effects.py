@@ -199,9 +199,11 @@ def effect_lines(r: EffectsResult) -> list[str]:
     if r.fixed:
         lines.append("Same in every run: " + ", ".join(f"{k}={_fmt_level(v)}" for k, v in r.fixed.items()))
     for e in r.effects:
-        ci = "no CI: no residual degrees of freedom" if e.ci95_low is None else \
-            f"95% CI {_fmt_pct(e.ci95_low)}..{_fmt_pct(e.ci95_high)}, " + \
-            ("p < 0.001" if e.p_value < 0.001 else f"p = {e.p_value:.2g}")
+        if e.ci95_low is None or e.ci95_high is None or e.p_value is None:
+            ci = "no CI: no residual degrees of freedom"
+        else:
+            p = "p < 0.001" if e.p_value < 0.001 else f"p = {e.p_value:.2g}"
+            ci = f"95% CI {_fmt_pct(e.ci95_low)}..{_fmt_pct(e.ci95_high)}, {p}"
         lines.append(f"{e.factor}: {_fmt_level(e.level)} is {e.ratio:#.3g}× {_fmt_level(e.reference)} "
                      f"({_fmt_pct(e.ratio)}, {ci}; {e.n_runs} runs)")
     return lines
