@@ -1,6 +1,6 @@
 """Walk the PATHs given to ``bench ingest``: files, directories (recursive) and archives read in place.
 
-Archive members are streamed (tarfile ``r|*`` / zipfile), nothing is extracted to disk. Each item's
+Archive members are streamed (bench.ingest.tarstream / zipfile), nothing is extracted to disk. Each item's
 reader is valid only until the next item is requested.
 
 Run directories of ``bench run`` (``output.log`` + ``run.json``, see ``rundir.py``): the log is one item
@@ -11,10 +11,10 @@ walked directory, for an ``output.log`` given as a PATH, and inside archives.
 from __future__ import annotations
 
 import fnmatch
+import gzip
 import os
 import shutil
 import subprocess
-import tarfile
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from bench.ingest import rundir
+from bench.ingest.tarstream import TarFormatError, iter_members
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 MEMBER_SEP = "::"  # "<archive path>::<member path>"
@@ -101,26 +102,30 @@ def _file_items(path: str, skip_globs: tuple[str, ...] = (), sidecar: bytes | No
 
 def _tar_items(path: str) -> Iterator[Item]:
     gunzip = _gunzip(path)
-    try:
-        tf = tarfile.open(fileobj=gunzip.stdout, mode="r|") if gunzip else tarfile.open(path, mode="r|*")
-    except (OSError, tarfile.TarError, EOFError) as e:
-        _reap(gunzip)
-        yield Item(path, _slash(path), 0, None, archive=path, error=f"unreadable archive: {e}")
-        return
     err: str | None = None
+    fobj: IO[bytes] | None = None
     try:
-        with tf:
-            for member in tf:
-                if not member.isfile():
-                    continue
-                reader = tf.extractfile(member)
-                yield Item(f"{path}{MEMBER_SEP}{member.name}", member.name, member.size, reader, path, member.name)
-    except (OSError, tarfile.TarError, EOFError, zlib.error) as e:  # cut or corrupt: keep what was read
+        fobj = _tar_stream(path, gunzip)
+        for name, size, reader in iter_members(fobj):
+            yield Item(f"{path}{MEMBER_SEP}{name}", name, size, reader, path, name)
+    except (OSError, EOFError, zlib.error, TarFormatError) as e:  # cut or corrupt: keep what was read
         err = str(e)
     finally:
+        if gunzip is None and fobj is not None:
+            fobj.close()  # the gzip child's pipe is drained and closed by _reap
         err = _reap(gunzip) or err
     if err:
         yield Item(path, _slash(path), 0, None, archive=path, error=f"archive ends early or is corrupt: {err}")
+
+
+def _tar_stream(path: str, gunzip: subprocess.Popen[bytes] | None) -> IO[bytes]:
+    """The uncompressed bytes of a tar: the gzip child's pipe, Python's gzip without one, or the file."""
+    if gunzip is not None:
+        assert gunzip.stdout is not None
+        return gunzip.stdout
+    if path.lower().endswith((".tar.gz", ".tgz")):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
 
 
 def _gunzip(path: str) -> subprocess.Popen[bytes] | None:
