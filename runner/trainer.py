@@ -15,11 +15,13 @@ on stdout, one flushed line at a time, plus ``Timed window: <s> s for <n> images
 - ``--variable-update horovod``: one process per device under ``horovodrun``, gradients averaged by
   ``hvd.DistributedGradientTape``; every rank prints its own log (see ``bench.runner.hvd``).
 - ``--device cpu --num-gpus N`` splits the CPU into N logical devices, so both modes run N replicas.
+- Data: synthetic by default; ``--data-dir`` reads ImageNet TFRecords with ``--decode-threads N|auto``
+  (auto = physical cores - 4 x GPUs, at least 1; see ``bench.runner.data``) and prints ``Dataset: imagenet``.
 
 Exit codes: 0 ok; 2 usage errors (argparse, NCHW on CPU, NCCL on CPU, XLA with parameter_server,
-horovod with --num-gpus > 1, modes not implemented yet);
-1 when the machine lacks what was asked for (fewer GPUs than ``--num-gpus``). Failures inside
-TensorFlow (OOM, crashes) raise with their traceback, which the ingest parser classifies.
+horovod with --num-gpus > 1, --decode-threads without --data-dir, modes not implemented yet);
+1 when the machine lacks what was asked for (fewer GPUs than ``--num-gpus``, no ``train-*`` files in
+``--data-dir``). Failures inside TensorFlow (OOM, crashes) raise with their traceback, which the ingest parser classifies.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench.runner import timing
+from bench.runner.data import DataError
 from bench.runner.models import MODEL_NAMES, SPECS
 
 NOT_YET = ("distributed_ps", "multi_worker")
@@ -59,7 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-reduce", choices=("nccl", "hierarchical", "ring"), default=None)
     p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32")
     p.add_argument("--xla", action="store_true", help="compile each replica's step with XLA (jit_compile)")
-    p.add_argument("--data-dir", default=None, help="ImageNet TFRecords (not implemented yet: synthetic only)")
+    p.add_argument("--data-dir", default=None,
+                   help="real data: a directory of ImageNet train-* TFRecords (default: synthetic data)")
+    p.add_argument("--decode-threads", type=_threads, default=None,
+                   help="with --data-dir: input threads, N or auto = physical cores - 4 x GPUs, at least 1 "
+                        "(default auto)")
     return p
 
 
@@ -68,6 +75,10 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def _threads(text: str) -> int | str:
+    return "auto" if text == "auto" else _positive(text)
 
 
 def _non_negative(text: str) -> int:
@@ -95,6 +106,11 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     if args.xla and args.variable_update == "parameter_server":
         return ("--xla cannot compile a step whose variables live on another device (parameter_server keeps "
                 "them on /cpu:0); use --variable-update replicated with --xla")
+    if args.decode_threads is not None and args.data_dir is None:
+        return "--decode-threads applies only to real data: give --data-dir too"
+    if args.data_dir is not None and args.variable_update == "horovod":
+        # hvd.train has synthetic input only (wording kept as tests/runner/test_horovod_run.py expects).
+        return "--data-dir (real ImageNet TFRecords) is not implemented yet; omit it for synthetic data"
     if args.variable_update == "horovod":
         from bench.runner import hvd
 
@@ -103,8 +119,6 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     if args.variable_update in NOT_YET:
         return (f"--variable-update {args.variable_update} is not implemented yet; "
                 "use parameter_server, replicated or horovod")
-    if args.data_dir is not None:
-        return "--data-dir (real ImageNet TFRecords) is not implemented yet; omit it for synthetic data"
     return None
 
 
@@ -122,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return hvd.train(args, lambda batch: num_batches(args.num_batches, args.num_epochs, args.model, batch))
         args.num_batches = num_batches(args.num_batches, args.num_epochs, args.model, args.batch_size * args.num_gpus)
         return train(args)
-    except DeviceError as e:
+    except (DeviceError, DataError) as e:
         print(f"Error: {e}", file=sys.stderr, flush=True)
         return 1
 
@@ -150,23 +164,36 @@ def train(args: argparse.Namespace) -> int:
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
     strategy = make_strategy(tf, args.variable_update, args.all_reduce, devices)
     spec = SPECS[args.model]
-    from bench.runner.data import synthetic_batches
     from bench.runner.models import build_model
 
     with strategy.scope():
         model = build_model(args.model, args.data_format)
         optimizer = make_optimizer(tf, args.optimizer, args.learning_rate, args.precision == "fp16")
-    images, labels = synthetic_batches(strategy, spec, args.batch_size, args.data_format)
+    next_batch = make_input(strategy, args)
     step = make_train_step(tf, strategy, model, optimizer, xla=args.xla)
     header = timing.Header(
-        tf_version=".".join(tf.__version__.split(".")[:2]), model=args.model, dataset=spec.dataset,
-        synthetic=True, batch_size_per_device=args.batch_size, devices=tuple(devices),
+        tf_version=".".join(tf.__version__.split(".")[:2]), model=args.model,
+        dataset=spec.dataset if args.data_dir is None else "imagenet", synthetic=args.data_dir is None,
+        batch_size_per_device=args.batch_size, devices=tuple(devices),
         num_batches=args.num_batches, epochs=args.num_epochs, data_format=args.data_format, optimizer=args.optimizer,
         variable_update=args.variable_update, all_reduce=args.all_reduce)
     for line in timing.header_lines(header):
         _say(line)
-    run_loop(lambda: step(images, labels), args, header.global_batch)
+    run_loop(lambda: step(*next_batch()), args, header.global_batch)
     return 0
+
+
+def make_input(strategy: Any, args: argparse.Namespace) -> Callable[[], tuple[Any, Any]]:
+    """The per-step (images, labels) source: the same synthetic tensors every step, or the next batch of
+    ``--data-dir``'s TFRecords (Dataset ``imagenet`` whatever the model, resized to its input size)."""
+    from bench.runner import data
+
+    spec = SPECS[args.model]
+    if args.data_dir is None:
+        batch = data.synthetic_batches(strategy, spec, args.batch_size, args.data_format)
+        return lambda: batch
+    threads = data.decode_threads(args.decode_threads or "auto", args.num_gpus)
+    return data.real_batches(strategy, spec, args.batch_size, args.data_format, args.data_dir, threads)
 
 
 def setup_devices(tf: Any, device: str, n: int) -> list[str]:

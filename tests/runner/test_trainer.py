@@ -25,7 +25,7 @@ TINY = ["--model", "trivial", "--device", "cpu", "--num-gpus", "2", "--batch-siz
     (["--all-reduce", "ring"], "--all-reduce applies only to --variable-update replicated"),
     (["--variable-update", "parameter_server", "--xla"], "--xla cannot compile"),
     (["--variable-update", "distributed_ps"], "distributed_ps is not implemented yet"),
-    (["--data-dir", "/data/imagenet"], "--data-dir (real ImageNet TFRecords) is not implemented yet"),
+    (["--decode-threads", "4"], "--decode-threads applies only to real data"),
     (["--batch-size", "0"], "must be >= 1, got 0"),
 ])
 def test_usage_errors_exit_2_with_a_message(extra: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
