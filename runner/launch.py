@@ -19,7 +19,8 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -185,6 +186,26 @@ def _pump(src: IO[bytes], log: IO[bytes], echo: IO[bytes] | None) -> None:
         return
 
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT back to its default. A shell starts background jobs with SIGINT
+    ignored, and an ignored signal survives exec, so the trainer could not be stopped cleanly."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextmanager
+def _ctrl_c_raises() -> Iterator[None]:
+    """Make SIGINT raise KeyboardInterrupt while we wait, whatever handler a library installed before
+    (the interrupted status depends on it). Only the main thread may set handlers; elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def launch(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str], timeout_s: float | None = None,
            grace_s: float = 5.0, echo: IO[bytes] | None = None) -> tuple[str | None, int | None]:
     """Run ``argv`` in a new session with output to ``log_path``; returns (forced status, exit code).
@@ -194,13 +215,15 @@ def launch(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str], timeo
     """
     with open(log_path, "ab", buffering=0) as log:
         proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True)
+                                stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True,
+                                preexec_fn=_default_sigint)
         assert proc.stdout is not None
         pump = threading.Thread(target=_pump, args=(proc.stdout, log, echo), daemon=True)
         pump.start()
         forced = None
         try:
-            proc.wait(timeout=timeout_s)
+            with _ctrl_c_raises():
+                proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             forced = "timeout"
             _kill_group(proc, signal.SIGTERM, grace_s)

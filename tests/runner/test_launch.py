@@ -16,6 +16,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,7 +153,12 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert _gone(child), "the trainer's child `sleep` survived the timeout"
 
 
-def test_ctrl_c_stops_children_cleanly_and_keeps_the_log(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inherited", [signal.SIG_DFL, signal.SIG_IGN])
+def test_ctrl_c_stops_children_cleanly_and_keeps_the_log(
+    tmp_path: Path, inherited: Any
+) -> None:
+    # SIG_IGN: how a shell starts a background job (and how CI may run us); it must not defeat Ctrl-C
+    previous = signal.signal(signal.SIGINT, inherited if inherited == signal.SIG_IGN else signal.default_int_handler)
     logs = tmp_path / "logs"
 
     def press_ctrl_c() -> None:
@@ -164,7 +170,10 @@ def test_ctrl_c_stops_children_cleanly_and_keeps_the_log(tmp_path: Path) -> None
             time.sleep(0.02)
 
     threading.Thread(target=press_ctrl_c, daemon=True).start()
-    out = _run(tmp_path, INTERRUPTIBLE)
+    try:
+        out = _run(tmp_path, INTERRUPTIBLE)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert out.status == "interrupted" and out.exit_code == 130
     assert (out.run_dir / "output.log").read_text() == "step 1\nstopping cleanly\n"
     assert _doc(out.run_dir)["status"] == "interrupted"
