@@ -33,10 +33,14 @@ horovod: | $(BIN)/python
 	$(BIN)/python -c "import horovod.tensorflow" 2>/dev/null || \
 		$(HOROVOD_FLAGS) $(BIN)/pip install --quiet --no-build-isolation horovod==0.28.1
 
+OFFICIAL_PATTERN := {source}/{host}/{dataset}-{data}-{precision}/{model}-bs{batch_size_per_device}-{num_gpus}gpus.log
+
 demo: $(VENV)/.installed
 	rm -rf demo-store
 	$(BIN)/bench ingest fixtures/logs --store demo-store --exclude '*.expected.json' --exclude '*.md' --exclude '*.py'
+	$(BIN)/bench ingest fixtures/official-2017/tf-official-2017 --store demo-store --path-pattern '$(OFFICIAL_PATTERN)'
 	$(BIN)/bench sql --store demo-store -f sql/demo_summary.sql
+	$(BIN)/bench compare --store demo-store --factor gpu_model --a P100 --b K80 --where "num_gpus = 8"
 
 test: $(VENV)/.installed-dev
 	$(BIN)/pytest
