@@ -130,3 +130,33 @@ def effects_command(
 
         for line in effect_lines(result):
             typer.echo(line)
+
+
+class PlotKind(StrEnum):
+    speedup = "speedup"
+    efficiency = "efficiency"
+    throughput = "throughput"
+    ratio = "ratio"
+    minibatch = "minibatch"
+    trace = "trace"
+
+
+def plot_command(
+    kind: Annotated[PlotKind, typer.Argument(help="speedup, efficiency, throughput, ratio, minibatch or trace")],
+    where: Annotated[str | None, typer.Option("--where", help="SQL filter over the kind's view: scaling (speedup, efficiency, throughput), configs (ratio), minibatch, runs (trace: its first run)")] = None,
+    by: Annotated[str | None, typer.Option("--by", help="Factor named first in the series labels; for ratio, the compared factor")] = None,
+    a: Annotated[str | None, typer.Option("--a", help="ratio only: numerator value of --by, e.g. P100")] = None,
+    b: Annotated[str | None, typer.Option("--b", help="ratio only: denominator value of --by, e.g. K80")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="FILE.png, .svg or .pdf [default: plot-KIND.png]")] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Draw one figure from the store and write it to a file; prints the file's path.
+
+    Example: bench plot speedup --where "model = 'resnet50'" --by gpu_model --out speedup.png
+    """
+    from bench.analytics.plots import make_figure, save
+    from bench.analytics.store import connect
+    from bench.ingest.store import default_store
+
+    fig = make_figure(connect(store or default_store()), kind.value, where=where, by=by, a=a, b=b)
+    typer.echo(str(save(fig, out or Path(f"plot-{kind.value}.png"))))

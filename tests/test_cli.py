@@ -19,7 +19,8 @@ runner = CliRunner()
 
 
 @pytest.mark.parametrize(
-    "args", [["--help"], ["ingest", "--help"], ["sql", "--help"], ["compare", "--help"], ["fit", "--help"], ["effects", "--help"]]
+    "args", [["--help"], ["ingest", "--help"], ["sql", "--help"], ["compare", "--help"], ["fit", "--help"], ["effects", "--help"],
+             ["run", "--help"], ["sweep", "--help"], ["plot", "--help"]]
 )
 def test_help(args: list[str]) -> None:
     result = runner.invoke(app, args)

@@ -1,0 +1,179 @@
+"""The tidy frames that ``bench plot`` draws: one pandas DataFrame per kind, read from the store's views.
+
+Each function takes a DuckDB connection with the views it names (``bench.analytics.store.connect``) and
+a ``where`` (a SQL boolean expression over that view's columns). Series are labelled by the factors
+that vary in the selection, ``by`` first (see :func:`add_labels`); a factor that is the same for every
+row says nothing about a line and is left out of its label.
+
+Decisions (the issue is silent on these):
+- ``trace`` draws one run: the first (by run_id) run of ``runs`` matching ``where`` that has step rows.
+- Its series is what ``run_stats`` reads: the per-interval rates of the run's lowest rank in step order;
+  the warm-up cut is ``run_stats.mser5`` on that series (the same function, not a copy), none below
+  ``run_stats.MIN_INTERVALS`` intervals. x is seconds since the first interval when every interval has
+  a timestamp, else the step number (the unit is then "step").
+- Telemetry is averaged over the run's GPUs per sample (one line, not one per GPU).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bench.ingest.errors import BenchError
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+#: Factors a series label may name, in the order they are written.
+LABEL_FACTORS = (
+    "model", "gpu_model", "framework", "framework_version", "dataset", "data", "mode", "precision",
+    "data_format", "variable_update", "all_reduce", "batch_size_per_device",
+)
+_SCALING_COLS = (
+    "config_id, num_gpus, num_nodes, n_runs, n_ok, images_per_sec, ci95_low, ci95_high, wall_time_s, "
+    "baseline_gpus, baseline_images_per_sec, speedup, efficiency, superlinear"
+)
+
+
+def _query(con: duckdb.DuckDBPyConnection, sql: str, what: str, where: str | None) -> pd.DataFrame:
+    """``sql`` as a DataFrame; a DuckDB error (a bad --where) becomes a BenchError naming ``what``."""
+    import duckdb
+
+    try:
+        return con.sql(sql).df()
+    except duckdb.Error as e:
+        raise BenchError(f"cannot read {what}{' with --where ' + repr(where) if where else ''}: {e}") from e
+
+
+def _where(where: str | None) -> str:
+    return f"({where})" if where else "true"
+
+
+def add_labels(df: pd.DataFrame, by: str | None = None, factors: tuple[str, ...] = LABEL_FACTORS) -> pd.DataFrame:
+    """``df`` with a ``label`` column: ``factor=value`` of the ``factors`` that vary across its rows, ``by``
+    first (always written when given). A selection where nothing varies is labelled by its model.
+
+    Raises BenchError when ``by`` is not one of ``factors``.
+    """
+    if by is not None and by not in factors:
+        raise BenchError(f"unknown factor {by!r} for --by; choose one of: {', '.join(factors)}")
+    present = [c for c in factors if c in df.columns]
+    varying = [c for c in present if df[c].astype(str).nunique(dropna=False) > 1]
+    names = ([by] if by else []) + [c for c in varying if c != by]
+    if not names:
+        names = [c for c in ("model",) if c in df.columns]
+    out = df.copy()
+    if not names:
+        out["label"] = "all"
+        return out
+    out["label"] = [", ".join(f"{n}={v}" for n, v in zip(names, row, strict=True))
+                    for row in df[names].astype(str).itertuples(index=False)]
+    return out
+
+
+def scaling_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by: str | None = None) -> pd.DataFrame:
+    """One row per configuration and scale point of the view ``scaling`` (rows with a GPU count):
+    config_id, label, the factors, num_gpus, num_nodes, n_runs, n_ok, images_per_sec, ci95_low/high
+    (images/s), wall_time_s (s), baseline_gpus, baseline_images_per_sec, speedup, efficiency, superlinear.
+    Sorted by label, num_gpus. Feeds the speedup, efficiency and throughput plots."""
+    sql = (f"SELECT {', '.join(LABEL_FACTORS)}, {_SCALING_COLS} FROM scaling "
+           f"WHERE {_where(where)} AND num_gpus > 0 ORDER BY config_id, num_gpus, num_nodes")
+    df = add_labels(_query(con, sql, "the scaling view", where), by)
+    return df.sort_values(["label", "config_id", "num_gpus"], kind="stable").reset_index(drop=True)
+
+
+def usl_frame(con: duckdb.DuckDBPyConnection, scaling: pd.DataFrame, where: str | None = None,
+              points: int = 50) -> pd.DataFrame:
+    """The fitted USL speedup curve of each configuration of ``scaling`` that ``scaling_laws.fit`` fits
+    (3+ GPU counts): config_id, label, num_gpus (float, from the baseline to the largest measured
+    count), usl_speedup. S(N) = n / (1 + a(n-1) + b n(n-1)), n = N / baseline_gpus; points where the
+    denominator is not positive are left out."""
+    import numpy as np
+    import pandas as pd
+
+    from bench.analytics.scaling_laws import fit
+
+    labels = dict(zip(scaling["config_id"], scaling["label"], strict=False))
+    rows: list[dict[str, Any]] = []
+    for cf in fit(con, where=_where(where) + " AND num_gpus > 0").fits:
+        if cf.config_id not in labels:
+            continue
+        f = cf.fit
+        gpus = np.linspace(f.baseline_gpus, max(f.gpu_counts), points)
+        n = gpus / f.baseline_gpus
+        denom = 1 + f.alpha.estimate * (n - 1) + f.beta.estimate * n * (n - 1)
+        for g, x, d in zip(gpus, n, denom, strict=True):
+            if d > 0:
+                rows.append({"config_id": cf.config_id, "label": labels[cf.config_id],
+                             "num_gpus": float(g), "usl_speedup": float(x / d)})
+    return pd.DataFrame(rows, columns=["config_id", "label", "num_gpus", "usl_speedup"])
+
+
+def minibatch_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by: str | None = None) -> pd.DataFrame:
+    """One row per point of the view ``minibatch``: curve_id, label (factors varying across curves, and
+    num_gpus when it varies), batch_size_per_device, ms_per_image, forward_ms_per_image (ms), oom,
+    n_runs, n_ok. Sorted by label, batch size."""
+    sql = (f"SELECT {', '.join(c for c in LABEL_FACTORS if c != 'batch_size_per_device')}, curve_id, "
+           "num_gpus, batch_size_per_device, ms_per_image, forward_ms_per_image, oom, n_runs, n_ok "
+           f"FROM minibatch WHERE {_where(where)} ORDER BY curve_id, batch_size_per_device")
+    df = _query(con, sql, "the minibatch view", where)
+    # the batch size is the x axis of a curve, not a label
+    df = add_labels(df, by, tuple(c for c in LABEL_FACTORS if c != "batch_size_per_device"))
+    if df["num_gpus"].astype(str).nunique() > 1:
+        df["label"] = df["label"] + ", num_gpus=" + df["num_gpus"].astype(str)
+    return df.sort_values(["label", "curve_id", "batch_size_per_device"], kind="stable").reset_index(drop=True)
+
+
+def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(intervals, telemetry) of one run (see module doc for which run and x).
+
+    intervals: run_id, x, x_unit ("s" or "step"), interval_images_per_sec (images/s), warmup (bool).
+    telemetry: elapsed_s (s), temperature_c, utilization_pct: means over the GPUs per sample; empty when
+    the run has none. Raises BenchError when no run matching ``where`` has step rows.
+    """
+    import numpy as np
+
+    from bench.analytics.run_stats import MIN_INTERVALS, mser5
+
+    pick = (f"SELECT run_id FROM runs WHERE {_where(where)} AND run_id IN (SELECT DISTINCT run_id FROM steps) "
+            "ORDER BY run_id LIMIT 1")
+    found = _query(con, pick, "the runs view", where)
+    if found.empty:
+        raise BenchError("no run with step rows matches" + (f" --where {where!r}" if where else " (the store has none)"))
+    run_id = str(found["run_id"].iloc[0])
+    # The series of run_stats: finite interval rates of the lowest rank, in step order.
+    steps = con.execute("""
+        SELECT run_id::VARCHAR AS run_id, step, timestamp, interval_images_per_sec
+        FROM steps WHERE run_id = ? AND isfinite(interval_images_per_sec)
+        QUALIFY rank IS NOT DISTINCT FROM min(rank) OVER ()
+        ORDER BY step NULLS LAST, line_no NULLS LAST""", [run_id]).df()
+    timed = steps["timestamp"].notna().all() and len(steps) > 0
+    steps["x"] = steps["timestamp"] - steps["timestamp"].iloc[0] if timed else steps["step"].astype(float)
+    steps["x_unit"] = "s" if timed else "step"
+    rates = steps["interval_images_per_sec"].to_numpy(dtype=np.float64)
+    cut = mser5(rates) if len(rates) >= MIN_INTERVALS else 0
+    steps["warmup"] = np.arange(len(steps)) < cut
+    telemetry = con.execute("""
+        SELECT sample_index, avg(elapsed_s) AS elapsed_s, avg(temperature_c) AS temperature_c,
+               avg(utilization_pct) AS utilization_pct
+        FROM telemetry WHERE run_id = ? GROUP BY sample_index ORDER BY sample_index""", [run_id]).df()
+    cols = ["run_id", "x", "x_unit", "interval_images_per_sec", "warmup"]
+    return steps[cols], telemetry[["elapsed_s", "temperature_c", "utilization_pct"]]
+
+
+def ratio_frame(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, where: str | None = None,
+                metric: str = "images_per_sec") -> tuple[pd.DataFrame, str]:
+    """The pairs of ``compare.compare`` as (frame, title): label (the other factors that vary across the
+    pairs), num_gpus, ratio (A / B, dimensionless); the title names factor, A, B, metric and the median."""
+    import pandas as pd
+
+    from bench.analytics.compare import compare
+
+    res = compare(con, factor, a, b, metric=metric, where=where)
+    if not res.pairs:
+        raise BenchError(f"no matched pairs of {factor} = {res.a!r} and {res.b!r}; see `bench compare`")
+    df = pd.DataFrame([{**{k: v for k, v in p.config.items() if k in LABEL_FACTORS},
+                        "num_gpus": p.num_gpus, "ratio": p.ratio} for p in res.pairs])
+    df = add_labels(df)
+    title = f"{metric}: {factor} {res.a} / {res.b} (median {res.summary.median:.2f}×, n = {res.summary.n})"
+    return df[["label", "num_gpus", "ratio"]], title

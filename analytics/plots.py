@@ -1,0 +1,270 @@
+"""The figures of ``bench plot``: one function per kind, a tidy DataFrame in, a matplotlib Figure out.
+
+Frames come from bench.analytics.plot_data. Figures are drawn with the Agg backend (no display needed)
+and saved by :func:`save` only. Points are joined by a line only within a series (one configuration
+across GPU counts, one curve across batch sizes, one run across time); bars and heatmap cells are not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench.ingest.errors import BenchError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+FORMATS = (".png", ".svg", ".pdf")
+SPEEDUP_YLABEL = "speedup (× baseline throughput)"
+GPUS_XLABEL = "GPUs (count)"
+
+
+def _figure(width: float = 7.0, height: float = 4.5) -> Any:
+    """A new Figure on the Agg canvas (no pyplot, so no global state and no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _series(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(label, rows) per configuration (config_id, else label), in the frame's order."""
+    key = "config_id" if "config_id" in df.columns else "label"
+    return [(str(g["label"].iloc[0]), g) for _, g in df.groupby(key, sort=False)]
+
+
+def _baseline_text(df: pd.DataFrame) -> str:
+    """One line per configuration: its baseline GPU count and absolute throughput (images/s)."""
+    lines = []
+    for label, g in _series(df):
+        base = g.dropna(subset=["baseline_images_per_sec"])
+        if not base.empty:
+            r = base.iloc[0]
+            lines.append(f"{label}: baseline {int(r['baseline_gpus'])} GPU = {r['baseline_images_per_sec']:.1f} images/s")
+    return "\n".join(lines)
+
+
+def speedup(df: pd.DataFrame, usl: pd.DataFrame | None = None) -> Figure:
+    """Speedup against GPU count: one marked line per configuration (points with a speedup), the ideal
+    line y = x / smallest baseline, the USL fit (dashed) per configuration in ``usl``, and each
+    baseline's absolute throughput written in the lower right. ``df``: plot_data.scaling_frame."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    pts = df.dropna(subset=["speedup"])
+    if pts.empty:
+        raise BenchError("no configuration has a speedup to plot (no ok runs with a GPU count)")
+    base = float(pts["baseline_gpus"].min())
+    top = float(pts["num_gpus"].max())
+    ax.plot([base, top], [1.0, top / base], color="grey", linestyle=":", label="ideal (linear)")
+    for label, g in _series(pts):
+        (line,) = ax.plot(g["num_gpus"], g["speedup"], marker="o", label=label)
+        if usl is not None and not usl.empty:
+            curve = usl[usl["config_id"] == g["config_id"].iloc[0]]
+            if not curve.empty:
+                ax.plot(curve["num_gpus"], curve["usl_speedup"], linestyle="--", color=line.get_color(),
+                        label=f"USL fit: {label}")
+    ax.set_xlabel(GPUS_XLABEL)
+    ax.set_ylabel(SPEEDUP_YLABEL)
+    ax.set_title("Speedup")
+    ax.set_xticks(sorted(pts["num_gpus"].unique()))
+    ax.text(0.98, 0.02, _baseline_text(pts), transform=ax.transAxes, ha="right", va="bottom", fontsize=7)
+    ax.legend(fontsize=7, loc="upper left")
+    return fig
+
+
+def efficiency(df: pd.DataFrame) -> Figure:
+    """Scaling efficiency (speedup / GPU multiple) in percent against GPU count, one marked line per
+    configuration, with the 100% line; never clamped. ``df``: plot_data.scaling_frame."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    pts = df.dropna(subset=["efficiency"])
+    if pts.empty:
+        raise BenchError("no configuration has an efficiency to plot (no ok runs with a GPU count)")
+    ax.axhline(100.0, color="grey", linestyle=":", label="100% (linear scaling)")
+    for label, g in _series(pts):
+        ax.plot(g["num_gpus"], g["efficiency"] * 100.0, marker="o", label=label)
+    ax.set_xlabel(GPUS_XLABEL)
+    ax.set_ylabel("scaling efficiency (%)")
+    ax.set_title("Scaling efficiency")
+    ax.set_xticks(sorted(pts["num_gpus"].unique()))
+    ax.legend(fontsize=7)
+    return fig
+
+
+def throughput(df: pd.DataFrame) -> Figure:
+    """Images/s bars: one group per configuration, one bar per GPU count in it; 95% CI error bars where
+    the point has repetitions (ci95 known); training time (wall_time_s, mean of ok runs) as a marked
+    line per configuration on a second axis when any is known. Failed points (no mean) get no bar."""
+    fig = _figure(max(7.0, 1.2 * df["label"].nunique() + 3), 4.5)
+    ax = fig.add_subplot()
+    groups = _series(df)
+    counts = sorted(df["num_gpus"].dropna().unique())
+    width = 0.8 / max(len(counts), 1)
+    ax2 = ax.twinx() if df["wall_time_s"].notna().any() else None
+    for j, n in enumerate(counts):
+        _bars(ax, groups, n, (j - (len(counts) - 1) / 2) * width, width)
+    if ax2 is not None:
+        labelled = False
+        for i, (_, g) in enumerate(groups):
+            t = g.dropna(subset=["wall_time_s"])
+            if t.empty:
+                continue
+            xs = [i + (counts.index(n) - (len(counts) - 1) / 2) * width for n in t["num_gpus"]]
+            ax2.plot(xs, t["wall_time_s"], color="black", marker="s", markersize=4,
+                     label=None if labelled else "training time")  # one legend entry for all groups
+            labelled = True
+        ax2.set_ylabel("training time (s)")
+        ax2.legend(fontsize=7, loc="upper right")
+    ax.set_xticks(range(len(groups)), [label for label, _ in groups], rotation=20, ha="right", fontsize=7)
+    ax.set_ylabel("throughput (images/s)")
+    ax.set_title("Throughput per GPU count")
+    ax.legend(fontsize=7, loc="upper left")
+    return fig
+
+
+def _bars(ax: Any, groups: list[tuple[str, pd.DataFrame]], n: float, shift: float, width: float) -> None:
+    """The bars of GPU count ``n``, one per group that has a mean there, at group index + ``shift``;
+    a 95% CI error bar where the point has one (repetitions), none elsewhere."""
+    import numpy as np
+
+    xs, ys, lo, hi = [], [], [], []
+    for i, (_, g) in enumerate(groups):
+        for _, row in g[(g["num_gpus"] == n) & g["images_per_sec"].notna()].iterrows():
+            xs.append(i + shift)
+            ys.append(row["images_per_sec"])
+            has_ci = np.isfinite(row["ci95_low"]) and np.isfinite(row["ci95_high"])
+            lo.append(row["images_per_sec"] - row["ci95_low"] if has_ci else 0.0)
+            hi.append(row["ci95_high"] - row["images_per_sec"] if has_ci else 0.0)
+    # lists, not a (2, n) array: matplotlib's first-finite probe warns on one-element rows
+    err = [lo, hi] if any(lo) or any(hi) else None
+    ax.bar(xs, ys, width=width, yerr=err, capsize=3, label=f"{int(n)} GPU")
+
+
+def ratio(df: pd.DataFrame, title: str = "ratio") -> Figure:
+    """Heatmap of A/B ratios: configurations (rows) × GPU count (columns), each cell labelled ``4.73×``;
+    an empty cell is a configuration not measured (or not paired) at that count. Colours are on a log
+    scale centred on 1 (A = B). ``df``: plot_data.ratio_frame."""
+    import numpy as np
+    from matplotlib.colors import LogNorm
+
+    grid = df.pivot_table(index="label", columns="num_gpus", values="ratio", aggfunc="first")
+    fig = _figure(max(5.0, 1.0 * grid.shape[1] + 4), max(2.5, 0.4 * grid.shape[0] + 1.5))
+    ax = fig.add_subplot()
+    vals = grid.to_numpy(dtype=float)
+    span = float(np.nanmax(np.abs(np.log(vals)))) or 0.1
+    im = ax.imshow(vals, cmap="RdBu_r", norm=LogNorm(np.exp(-span), np.exp(span)), aspect="auto")
+    for (i, j), v in np.ndenumerate(vals):
+        if np.isfinite(v):
+            dark = abs(np.log(v)) > span / 2  # white on the saturated end of the colour map
+            ax.text(j, i, f"{v:.2f}×", ha="center", va="center", fontsize=8, color="white" if dark else "black")
+    ax.set_xticks(range(grid.shape[1]), [str(int(c)) for c in grid.columns])
+    ax.set_yticks(range(grid.shape[0]), list(grid.index), fontsize=7)
+    ax.set_xlabel(GPUS_XLABEL)
+    ax.set_ylabel("configuration")
+    fig.suptitle(title, fontsize=9)  # over the whole figure: the row labels widen it
+    from matplotlib.ticker import FuncFormatter
+
+    bar = fig.colorbar(im, ax=ax, label="ratio A / B (×)")
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}×"))  # not LogNorm's 4×10⁰
+    bar.ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:.2g}×"))
+    return fig
+
+
+def minibatch(df: pd.DataFrame) -> Figure:
+    """ms per image against batch size per device: forward+backward (solid) and forward (dashed, where
+    logged), one line per curve; batch sizes that ran out of memory are marked with an × on the x axis
+    (they have no time), never dropped. ``df``: plot_data.minibatch_frame."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    for label, g in _series(df.rename(columns={"curve_id": "config_id"})):
+        ok = g.dropna(subset=["ms_per_image"])
+        (line,) = ax.plot(ok["batch_size_per_device"], ok["ms_per_image"], marker="o", label=f"{label} (fwd+bwd)")
+        fwd = g.dropna(subset=["forward_ms_per_image"])
+        if not fwd.empty:
+            ax.plot(fwd["batch_size_per_device"], fwd["forward_ms_per_image"], marker="o", linestyle="--",
+                    color=line.get_color(), label=f"{label} (forward)")
+        oom = g[g["oom"].fillna(False).astype(bool)]
+        if not oom.empty:
+            ax.plot(oom["batch_size_per_device"], [0.0] * len(oom), linestyle="none", marker="x", markersize=9,
+                    color=line.get_color(), label=f"{label}: out of memory")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size per GPU (images)")
+    ax.set_ylabel("time per image (ms)")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Mini-batch efficiency")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def trace(steps: pd.DataFrame, telemetry: pd.DataFrame | None = None) -> Figure:
+    """One run's per-interval throughput over time, the warm-up cut as a vertical line at the first
+    steady interval, and GPU temperature (°C) or, without it, utilisation (%) on a second axis when the
+    run has telemetry. ``steps``, ``telemetry``: plot_data.trace_frames."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    unit = str(steps["x_unit"].iloc[0]) if len(steps) else "step"
+    ax.plot(steps["x"], steps["interval_images_per_sec"], marker=".", label="images/s per interval")
+    steady = steps[~steps["warmup"]]
+    if steps["warmup"].any() and not steady.empty:
+        ax.axvline(float(steady["x"].iloc[0]), color="red", linestyle="--", label="warm-up cut (MSER-5)")
+    ax.set_xlabel("time since first interval (s)" if unit == "s" else "step (count)")
+    ax.set_ylabel("throughput (images/s)")
+    ax.set_title(f"Run {steps['run_id'].iloc[0]}" if len(steps) else "Run")
+    ax.legend(fontsize=7, loc="lower right")
+    if telemetry is not None and not telemetry.empty:
+        col, ylabel = (("temperature_c", "GPU temperature (°C)") if telemetry["temperature_c"].notna().any()
+                       else ("utilization_pct", "GPU utilisation (%)"))
+        t = telemetry.dropna(subset=["elapsed_s", col])
+        if not t.empty:
+            ax2 = ax.twinx()
+            ax2.plot(t["elapsed_s"], t[col], color="tab:orange", label=ylabel)
+            ax2.set_ylabel(ylabel)
+            ax2.legend(fontsize=7, loc="upper right")
+    return fig
+
+
+def save(fig: Figure, out: Path) -> Path:
+    """Write ``fig`` to ``out`` (format from its suffix: .png, .svg or .pdf); returns ``out``.
+    Raises BenchError for another suffix or an unwritable path."""
+    if out.suffix.lower() not in FORMATS:
+        raise BenchError(f"--out must end in {', '.join(FORMATS)}, got {out.name!r}")
+    try:
+        fig.savefig(out, dpi=150)
+    except OSError as e:
+        raise BenchError(f"cannot write {out}: {e.strerror or e}") from e
+    return out
+
+
+KINDS = ("speedup", "efficiency", "throughput", "ratio", "minibatch", "trace")
+
+
+def make_figure(con: Any, kind: str, where: str | None = None, by: str | None = None,
+                a: str | None = None, b: str | None = None) -> Figure:
+    """The figure of ``kind`` (one of :data:`KINDS`) over the views on ``con``, rows filtered by ``where``.
+    ``by``: the factor written first in series labels; for ``ratio`` the compared factor, with values
+    ``a`` (numerator) and ``b``. Raises BenchError for an unknown kind or missing ratio options."""
+    from bench.analytics import plot_data
+
+    if kind in ("speedup", "efficiency", "throughput"):
+        df = plot_data.scaling_frame(con, where, by)
+        if df.empty:
+            raise BenchError("no configuration with a GPU count matches" + (f" --where {where!r}" if where else ""))
+        if kind == "speedup":
+            return speedup(df, plot_data.usl_frame(con, df, where))
+        return efficiency(df) if kind == "efficiency" else throughput(df)
+    if kind == "ratio":
+        if not (by and a and b):
+            raise BenchError("plot ratio needs --by FACTOR --a VALUE --b VALUE, e.g. --by gpu_model --a P100 --b K80")
+        return ratio(*plot_data.ratio_frame(con, by, a, b, where))
+    if kind == "minibatch":
+        df = plot_data.minibatch_frame(con, where, by)
+        if df.empty:
+            raise BenchError("no minibatch point matches" + (f" --where {where!r}" if where else ""))
+        return minibatch(df)
+    if kind == "trace":
+        return trace(*plot_data.trace_frames(con, where))
+    raise BenchError(f"unknown plot kind {kind!r}; choose one of: {', '.join(KINDS)}")
