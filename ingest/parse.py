@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,19 +40,35 @@ def parse_bytes(
     if not data.strip():
         result.problems.append(Problem("empty", "the file is empty or only whitespace"))
         return FileParse(None, result)
-    text, problems = decode(data)
+    ascii_only = data.isascii()  # then bytes are characters: no need to decode the whole file up front
+    text, problems = (data[: registry.HEAD_CHARS].decode("ascii"), []) if ascii_only else decode(data)
     result.problems.extend(problems)
     module = forced or registry.detect(text[: registry.HEAD_CHARS])
     if module is None:
         result.problems.append(Problem("unrecognized_format", "no known log format matched the content"))
         return FileParse(None, result)
-    run_lines(module, split_lines(text), source=source, result=result)
+    fast = chunk_parser(module)
+    if fast is not None:
+        run_parser(module, lambda: fast([data], source=source, result=result), result)
+    else:
+        run_lines(module, split_lines(data.decode("ascii") if ascii_only else text), source=source, result=result)
     if not data.endswith(b"\n"):
-        last = text[text.rfind("\n") + 1 :]
+        n_lines = data.count(b"\n")
+        last = data[data.rfind(b"\n") + 1 :].decode("utf-8", errors="replace")
         result.problems.append(
-            Problem("truncated", "the file ends without a final newline (cut mid-line?)", text.count("\n") + 1, last)
+            Problem("truncated", "the file ends without a final newline (cut mid-line?)", n_lines + 1, last)
         )
     return FileParse(module.NAME, result)
+
+
+def chunk_parser(module: registry.FormatModule) -> Callable[..., ParseResult] | None:
+    """The format's bytes fast path (``parse_chunks``: the C tf_cnn scanner), when it is built and not
+    switched off with ``BENCH_PURE_PYTHON=1``; None to parse decoded lines."""
+    if module.NAME != "tf_cnn" or os.environ.get("BENCH_PURE_PYTHON") == "1":
+        return None
+    from bench.ingest.formats import tf_cnn_scan
+
+    return tf_cnn_scan.parse_chunks if tf_cnn_scan.AVAILABLE else None
 
 
 #: Run metrics that only a run that ended ok has. A failed, out-of-memory, truncated or result-less run
@@ -64,10 +81,16 @@ RESULT_METRICS = (
 
 
 def run_lines(module: registry.FormatModule, lines: Iterable[str], *, source: str, result: ParseResult) -> None:
-    """Run one parser over lines, turning a parser exception into a ``parser_error`` problem, then
-    apply the one rule every format shares: runs that did not end ok have NULL result metrics."""
+    """Run one parser over lines (see :func:`run_parser`)."""
+    run_parser(module, lambda: module.parse_lines(lines, source=source, result=result), result)
+
+
+def run_parser(module: registry.FormatModule, parse: Callable[[], object], result: ParseResult) -> None:
+    """Run ``parse`` (which fills ``result``), turning a parser exception into a ``parser_error``
+    problem, then apply the one rule every format shares: runs that did not end ok have NULL result
+    metrics."""
     try:
-        module.parse_lines(lines, source=source, result=result)
+        parse()
     except Exception as e:  # a parser bug must not abort the ingest of other files
         tb = traceback.format_exception_only(type(e), e)[-1].strip()
         result.problems.append(Problem("parser_error", f"{module.NAME} parser raised {tb}"))
@@ -75,31 +98,42 @@ def run_lines(module: registry.FormatModule, lines: Iterable[str], *, source: st
     result.runs[:] = [r if r.status == "ok" else dataclasses.replace(r, **cleared) for r in result.runs]
 
 
-def iter_stream_lines(chunks: Iterator[bytes], problems: list[Problem]) -> Iterator[str]:
-    """Lines of a byte stream, decoded chunk by chunk (bounded memory). Invalid UTF-8 is replaced and
-    reported once, with its line number."""
+def line_blocks(chunks: Iterable[bytes], problems: list[Problem]) -> Iterator[bytes]:
+    """A byte stream re-cut into blocks that end at a line end (the last block may not). Invalid UTF-8 is
+    reported once, with its line number; the blocks themselves are passed on undecoded."""
     rest = b""
     line_base = 0
     reported = False
     for chunk in chunks:
-        buf = rest + chunk
+        buf = rest + chunk if rest else chunk
         cut = buf.rfind(b"\n") + 1
         if cut == 0:
             rest = buf
             continue
-        block, rest = buf[:cut], buf[cut:]
-        text, probs = decode(block)
-        if probs and not reported:
-            reported = True
-            p = probs[0]
-            problems.append(Problem(p.kind, p.message, (p.line_no or 1) + line_base))
+        block, rest = (buf, b"") if cut == len(buf) else (buf[:cut], buf[cut:])
+        if not reported and not block.isascii():
+            reported = _report_encoding(block, line_base, problems)
         line_base += block.count(b"\n")
-        yield from iter_lines(text)
+        yield block
     if rest:
-        text, probs = decode(rest)
-        if probs and not reported:
-            problems.append(Problem(probs[0].kind, probs[0].message, line_base + 1))
-        yield from iter_lines(text)
+        if not reported and not rest.isascii():
+            _report_encoding(rest, line_base, problems)
+        yield rest
+
+
+def _report_encoding(block: bytes, line_base: int, problems: list[Problem]) -> bool:
+    _, probs = decode(block)
+    if probs:
+        p = probs[0]
+        problems.append(Problem(p.kind, p.message, (p.line_no or 1) + line_base))
+    return bool(probs)
+
+
+def iter_stream_lines(chunks: Iterable[bytes], problems: list[Problem]) -> Iterator[str]:
+    """Lines of a byte stream, decoded block by block (bounded memory). Invalid UTF-8 is replaced and
+    reported once, with its line number."""
+    for block in line_blocks(chunks, problems):
+        yield from iter_lines(block.decode("utf-8", errors="replace"))
 
 
 def parse_stream(
@@ -124,7 +158,12 @@ def parse_stream(
                 last[:] = c[-1:]
                 yield c
 
-    run_lines(module, iter_stream_lines(all_chunks(), result.problems), source=source, result=result)
+    fast = chunk_parser(module)
+    if fast is not None:
+        run_parser(module, lambda: fast(line_blocks(all_chunks(), result.problems), source=source, result=result),
+                   result)
+    else:
+        run_lines(module, iter_stream_lines(all_chunks(), result.problems), source=source, result=result)
     if (bytes(last) if last else head[-1:]) != b"\n":
         result.problems.append(Problem("truncated", "the file ends without a final newline (cut mid-line?)"))
     return FileParse(module.NAME, result)

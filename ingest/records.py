@@ -262,6 +262,28 @@ class StepTable(ColumnBuffer):
         c["metrics"].append(metrics)
         self._added()
 
+    def add_block(self, run_index: int, n: int, columns: dict[str, Any]) -> None:
+        """``n`` rows of one run at once: ``columns`` maps column names to buffers of n native int64 /
+        float64 values with the NULL sentinels already in place (e.g. numpy arrays); a column not given is
+        NULL. The bulk path of the C step scanner; the same rows as ``n`` calls of :meth:`add`."""
+        c = self._cols
+        for name, kind in self.COLUMNS.items():
+            if name == "metrics":
+                c[name].extend([None] * n)
+            elif name == "run_index":
+                c[name].extend(array("q", [run_index]) * n)
+            elif name in columns:
+                buf = memoryview(columns[name]).cast("B")
+                if len(buf) != 8 * n:
+                    raise ValueError(f"column {name}: {len(buf)} bytes for {n} rows")
+                c[name].frombytes(buf)
+            else:
+                c[name].extend(array("q", [_INT_NULL]) * n if kind == "i" else array("d", [_NAN]) * n)
+        self._n += n
+        self.total_rows += n
+        if self._spill is not None and self._n >= self._spill_rows:
+            self.flush()
+
 
 # Columns of the telemetry table as parsers give them (see TelemetrySample for the meaning).
 TELEMETRY_COLUMNS: dict[str, str] = {

@@ -200,6 +200,19 @@ class _Reader:
         cur = self.cur
         return cur if cur is not None and not cur.done else self.pending
 
+    def feed(self, no: int, line: str) -> None:
+        """Line ``no`` of the file, whatever it is (empty lines are skipped)."""
+        if line[:1] == "2" and line[4:5] == "-":  # "2020-09-05 18:47:50.15: I ...": most of a log
+            if self.seg_first is None:
+                self.seg_first = line
+            self.seg_last, self.seg_last_no = line, no
+            if "OOM" in line or "ResourceExhausted" in line:
+                self.error_line(no, line)
+            elif self.gpu is None and ("name: " in line or "device (" in line):
+                self.find_gpu(line)
+        elif line:
+            self.line(no, line)
+
     def line(self, no: int, line: str) -> None:
         """Any line but a bare stamped stderr line: strip a rank prefix, then cheap guards dispatch."""
         c, rank = line[0], None
@@ -266,26 +279,31 @@ class _Reader:
                 self.cur.details.setdefault("loss_name", parts[2])
 
     def add_step(self, no: int, rank: int | None, m: re.Match[str]) -> None:
-        step, mean = int(m[1]), float(m[2])
+        self.add_step_values(no, rank, int(m[1]), float(m[2]), _num(m[3]), _num(m[4]), _num(m[5]), _num(m[6]),
+                             _num(m[7]), _num(m[8]))
+
+    def add_step_values(self, no: int, rank: int | None, step: int, mean: float, stderr: float | None,
+                        jitter: float | None, loss: float | None, top1: float | None, top5: float | None,
+                        ts: float | None) -> None:
+        """One step line's values (``None`` where the line has no such field); the C scanner's rows
+        come here too (bench.ingest.formats.tf_cnn_scan), so both paths share these rules."""
         st = self.cur or self.start_run(no)
         if rank in st.series and step <= st.series[rank].last_step:  # counter restarted: a new run
             st = self.start_run(no)
         s = st.mark(rank, no)
         st.step_line = no
         rate = s.advance(step, mean)
-        s.stderr = float(m[3]) if m[3] is not None else None
-        s.jitter = float(m[4]) if m[4] is not None else None
-        if m[5] is not None and m[5].endswith("nan"):
+        s.stderr, s.jitter = stderr, jitter
+        if loss is not None and loss != loss:  # a printed nan (or -nan) loss
             st.nan_losses += 1
-        ts = float(m[8]) if m[8] is not None else None
         if ts is not None:
             if s.first_ts is None:
                 s.first_ts = ts
             s.last_ts = ts
         self.result.steps.add(
             st.index, step, rank=rank, images_per_sec=mean, interval_images_per_sec=rate,
-            images_per_sec_stderr=s.stderr, images_per_sec_jitter=s.jitter, loss=_num(m[5]),
-            top1_accuracy=_num(m[6]), top5_accuracy=_num(m[7]), timestamp=ts, line_no=no,
+            images_per_sec_stderr=stderr, images_per_sec_jitter=jitter, loss=loss,
+            top1_accuracy=top1, top5_accuracy=top5, timestamp=ts, line_no=no,
         )
 
     def add_eval(self, no: int, rank: int | None, e: re.Match[str]) -> None:
@@ -418,17 +436,9 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
     """Parse one tf_cnn log (see the module docstring). Single pass; steps go to ``result.steps``."""
     result = result if result is not None else ParseResult()
     r = _Reader(result)
+    feed = r.feed
     for no, line in enumerate(lines, 1):
-        if line[:1] == "2" and line[4:5] == "-":  # "2020-09-05 18:47:50.15: I ...": most of a log
-            if r.seg_first is None:
-                r.seg_first = line
-            r.seg_last, r.seg_last_no = line, no
-            if "OOM" in line or "ResourceExhausted" in line:
-                r.error_line(no, line)
-            elif r.gpu is None and ("name: " in line or "device (" in line):
-                r.find_gpu(line)
-        elif line:
-            r.line(no, line)
+        feed(no, line)
     r.finish()
     return result
 

@@ -1,0 +1,464 @@
+/* bench.ingest._tfscan: the hot path of the tf_cnn_benchmarks parser, in C.
+ *
+ * scan(buf, lines_before, null_bits, labels, rare) reads the lines of ``buf`` (split on LF, one CR before it dropped, exactly as
+ * bench.ingest.text.split_lines does) and sorts them into three kinds:
+ *
+ *   - step lines that match a strict subset of tf_cnn.py's _STEP regex, optionally behind an Open MPI
+ *     ``[j,r]<stdout>:``, Gloo ``[r]<stdout>:`` or Slurm ``" r: "`` prefix: their numbers go to columns;
+ *   - "boring" TF stderr lines (``2020-09-05 18:47:50.1: I ...``, no OOM / ResourceExhausted / GPU name
+ *     marker): the parser only keeps the first and the last of a consecutive run of them, so only those
+ *     two are returned;
+ *   - lines the Python reader ignores in every state (see inert()), dropped;
+ *   - every other non-empty line, returned as (line_no, str) for the Python state machine.
+ *
+ * A line the scanner is not sure about is always an "other" line, so the Python parser sees it and
+ * decides exactly as before; the scanner only takes lines whose every field it reads the way Python's
+ * regex + float() would (decimals are converted with the exact Clinger fast path, else with CPython's own
+ * PyOS_string_to_double). tests/ingest/test_tfscan.py checks this against the pure-Python parser.
+ *
+ * Line numbers are 1-based and continue from lines_before (the lines of earlier chunks).
+ * Returns (n_lines, columns, others): columns is a tuple of 10 bytes objects of native 8-byte values,
+ * one per step line: line_no, rank, step (int64; NULL rank = INT64_MIN), mean, stderr, jitter, loss,
+ * top1, top5, timestamp (float64; NULL = the NaN with payload ``null_bits``).
+ */
+#define _GNU_SOURCE /* memmem */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { C_LINE, C_RANK, C_STEP, C_MEAN, C_STDERR, C_JITTER, C_LOSS, C_TOP1, C_TOP5, C_TS, NCOL };
+
+typedef struct {
+    uint64_t *v;
+    Py_ssize_t n, cap;
+} Col;
+
+typedef struct {
+    Col col[NCOL];
+    uint64_t null_bits;
+    PyObject *others;
+    PyObject *labels; /* tuple of bytes: the header labels tf_cnn.py dispatches on (its _LABELS) */
+    PyObject *rare;   /* tuple of bytes: the prefixes of its rare lines (its _RARE) */
+} Out;
+
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_ws(char c) { return c == ' ' || c == '\t'; }
+
+static int col_push(Col *c, uint64_t x) {
+    if (c->n == c->cap) {
+        Py_ssize_t cap = c->cap ? c->cap * 2 : 4096;
+        uint64_t *v = PyMem_Realloc(c->v, (size_t)cap * sizeof(uint64_t));
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        c->v = v;
+        c->cap = cap;
+    }
+    c->v[c->n++] = x;
+    return 0;
+}
+
+static uint64_t dbits(double d) {
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+/* CPython's own conversion of the text [s, e): bit-identical to float(text). -1 with an error set. */
+static int slow_double(const char *s, const char *e, double *out) {
+    char tmp[64];
+    size_t n = (size_t)(e - s);
+    if (n >= sizeof tmp)
+        return 1; /* not a number we take: the line goes to Python */
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
+    char *end = NULL;
+    double d = PyOS_string_to_double(tmp, &end, NULL);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 1;
+    }
+    if (end != tmp + n)
+        return 1;
+    *out = d;
+    return 0;
+}
+
+/* An unsigned decimal that is the whole of [s, e): \d+(\.\d*)? when frac_optional, \d+\.\d+ otherwise.
+ * 0 = ok, 1 = not that shape (or not convertible here). */
+static int decimal(const char *s, const char *e, int frac_optional, double *out) {
+    const char *p = s;
+    uint64_t m = 0;
+    int nd = 0, frac = 0, dot = 0;
+    if (p == e || !is_digit(*p))
+        return 1;
+    for (; p < e && is_digit(*p); p++, nd++)
+        m = nd < 19 ? m * 10 + (uint64_t)(*p - '0') : m;
+    if (p < e && *p == '.') {
+        dot = 1;
+        for (p++; p < e && is_digit(*p); p++, nd++, frac++)
+            m = nd < 19 ? m * 10 + (uint64_t)(*p - '0') : m;
+    }
+    if (p != e)
+        return 1;
+    if (!frac_optional && (!dot || frac == 0))
+        return 1;
+    if (nd <= 19 && m <= (1ULL << 53) && frac <= 22) {
+        /* Clinger's fast path: m and 10^frac are exact doubles, so one IEEE division rounds correctly. */
+        *out = frac ? (double)m / POW10[frac] : (double)m;
+        return 0;
+    }
+    return slow_double(s, e, out);
+}
+
+/* The _F token of tf_cnn.py: [-+]?(?:\d+\.\d+|nan|inf), the whole of [s, e). */
+static int f_token(const char *s, const char *e, double *out) {
+    const char *p = s;
+    int neg = 0;
+    if (p < e && (*p == '-' || *p == '+')) {
+        neg = *p == '-';
+        p++;
+    }
+    if (e - p == 3 && (memcmp(p, "nan", 3) == 0 || memcmp(p, "inf", 3) == 0))
+        return slow_double(s, e, out);
+    if (decimal(p, e, 0, out) != 0)
+        return 1;
+    if (neg)
+        *out = -*out;
+    return 0;
+}
+
+static int ts_token(const char *s, const char *e, double *out) {
+    Py_ssize_t n = e - s;
+    if (n < 9 || n > 11)
+        return 1;
+    for (const char *p = s; p < e; p++)
+        if (!is_digit(*p))
+            return 1;
+    return decimal(s, e, 1, out);
+}
+
+/* \d+(\.\d*)? or "nan" at p (not necessarily the whole rest): its end, or NULL. */
+static const char *stat_value(const char *p, const char *e, double *out) {
+    if (e - p >= 3 && memcmp(p, "nan", 3) == 0)
+        return slow_double(p, p + 3, out) == 0 ? p + 3 : NULL;
+    const char *q = p;
+    while (q < e && is_digit(*q))
+        q++;
+    if (q == p)
+        return NULL;
+    if (q < e && *q == '.')
+        for (q++; q < e && is_digit(*q); q++)
+            ;
+    return decimal(p, q, 1, out) == 0 ? q : NULL;
+}
+
+static const char *digits(const char *p, const char *e, int max, long long *out) {
+    long long v = 0;
+    int n = 0;
+    while (p < e && is_digit(*p)) {
+        if (++n > max)
+            return NULL;
+        v = v * 10 + (*p++ - '0');
+    }
+    if (n == 0)
+        return NULL;
+    *out = v;
+    return p;
+}
+
+static int has(const char *s, Py_ssize_t n, const char *needle) {
+    return memmem(s, (size_t)n, needle, strlen(needle)) != NULL;
+}
+
+/* The rank prefix, as text.split_rank reads it (only the forms the Python dispatcher would strip).
+ * Returns the body start, sets *rank (-1 = none); NULL when the line must go to Python. */
+static const char *strip_rank(const char *s, const char *e, long long *rank) {
+    *rank = -1;
+    if (*s == '[') {
+        long long a, b;
+        const char *p = digits(s + 1, e, 9, &a);
+        if (p == NULL)
+            return NULL;
+        if (p < e && *p == ',') {
+            p = digits(p + 1, e, 9, &b);
+            if (p == NULL)
+                return NULL;
+            a = b;
+        }
+        if (e - p >= 10 && (memcmp(p, "]<stdout>:", 10) == 0 || memcmp(p, "]<stderr>:", 10) == 0)) {
+            *rank = a;
+            return p + 10;
+        }
+        return NULL;
+    }
+    int slurm = *s == ' ';
+    if (is_digit(*s)) /* the dispatcher splits a digit-led line only with ": " inside its first 8 chars */
+        for (const char *p = s + 1; p + 1 < e && p + 2 <= s + 8; p++)
+            if (p[0] == ':' && p[1] == ' ')
+                slurm = 1;
+    if (!slurm)
+        return s;
+    const char *p = s;
+    while (p < e && *p == ' ')
+        p++;
+    long long r;
+    const char *q = digits(p, e, 5, &r);
+    if (q == NULL || e - q < 2 || q[0] != ':' || q[1] != ' ')
+        return NULL;
+    *rank = r;
+    return q + 2;
+}
+
+/* The trailing tokens: (loss)? (top1 top5)? (stamp)? as the regex backtracks over them. */
+static int tail_tokens(const char *p, const char *e, double v[4], uint64_t nullb) {
+    const char *ts[5], *te[5];
+    int n = 0;
+    if (p < e && !is_ws(*p))
+        return 1;
+    while (p < e) {
+        while (p < e && is_ws(*p))
+            p++;
+        if (p == e)
+            break;
+        if (n == 5)
+            return 1;
+        ts[n] = p;
+        while (p < e && !is_ws(*p))
+            p++;
+        te[n++] = p;
+    }
+    double nul;
+    memcpy(&nul, &nullb, sizeof nul);
+    for (int i = 0; i < 4; i++)
+        v[i] = nul;
+    if (n > 0 && ts_token(ts[n - 1], te[n - 1], &v[3]) == 0)
+        n--;
+    double f[3];
+    for (int i = 0; i < n; i++)
+        if (f_token(ts[i], te[i], &f[i]) != 0)
+            return 1;
+    if (n == 1) {
+        v[0] = f[0];
+    } else if (n == 2) { /* "(F)?(F F)?": the regex gives both to the accuracy pair */
+        v[1] = f[0];
+        v[2] = f[1];
+    } else if (n == 3) {
+        v[0] = f[0];
+        v[1] = f[1];
+        v[2] = f[2];
+    } else if (n != 0) {
+        return 1;
+    }
+    return 0;
+}
+
+/* A step line body ``<step>\s+images/sec: <mean>[ +/- <se> (jitter = <j>)][tokens]``: 0 = taken. */
+static int step_body(const char *p, const char *e, long long rank, Py_ssize_t no, Out *o) {
+    long long step;
+    double mean, se, jit, t[4], nul;
+    memcpy(&nul, &o->null_bits, sizeof nul);
+    p = digits(p, e, 18, &step);
+    if (p == NULL || p == e || !is_ws(*p))
+        return 1;
+    while (p < e && is_ws(*p))
+        p++;
+    if (e - p < 12 || memcmp(p, "images/sec: ", 12) != 0)
+        return 1;
+    p += 12;
+    const char *q = p;
+    while (q < e && is_digit(*q))
+        q++;
+    if (q < e && *q == '.')
+        for (q++; q < e && is_digit(*q); q++)
+            ;
+    if (decimal(p, q, 1, &mean) != 0)
+        return 1;
+    p = q;
+    se = jit = nul;
+    if (e - p >= 5 && memcmp(p, " +/- ", 5) == 0) {
+        p = stat_value(p + 5, e, &se);
+        if (p == NULL || e - p < 11 || memcmp(p, " (jitter = ", 11) != 0)
+            return 1;
+        p = stat_value(p + 11, e, &jit);
+        if (p == NULL || p == e || *p != ')')
+            return 1;
+        p++;
+    }
+    if (tail_tokens(p, e, t, o->null_bits) != 0)
+        return 1;
+    uint64_t row[NCOL] = {(uint64_t)no, rank < 0 ? (uint64_t)INT64_MIN : (uint64_t)rank, (uint64_t)step,
+                          dbits(mean), dbits(se), dbits(jit), dbits(t[0]), dbits(t[1]), dbits(t[2]), dbits(t[3])};
+    for (int i = 0; i < NCOL; i++)
+        if (col_push(&o->col[i], row[i]) != 0)
+            return -1;
+    return 0;
+}
+
+static int emit(Out *o, Py_ssize_t no, const char *s, Py_ssize_t n) {
+    PyObject *text = PyUnicode_DecodeUTF8(s, n, "replace");
+    if (text == NULL)
+        return -1;
+    PyObject *item = Py_BuildValue("(nN)", no, text);
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(o->others, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+static int in_tuple(PyObject *t, const char *s, Py_ssize_t n, int prefix) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
+        PyObject *b = PyTuple_GET_ITEM(t, i);
+        Py_ssize_t m = PyBytes_GET_SIZE(b);
+        if ((prefix ? m <= n : m == n) && memcmp(PyBytes_AS_STRING(b), s, (size_t)m) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* A line on which tf_cnn.py's _Reader.line() does nothing at all, whatever its state: no rank prefix,
+ * no rate, no header label, no rare line, no error, GPU name, flag or absl stamp. Conservative: ASCII
+ * only, and any doubt means "not inert". Inert lines are dropped without breaking a stderr stretch. */
+static int inert(const Out *o, const char *s, Py_ssize_t n) {
+    char c = s[0];
+    if (c == '[' || c == ' ' || is_digit(c))
+        return 0;
+    if (n > 3 && s[3] == ' ' && has(s, n < 40 ? n : 40, "]<std"))
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] >= 0x80 || s[i] == '\r')
+            return 0;
+    if (c >= 'A' && c <= 'Z') {
+        const char *colon = memchr(s + 1, ':', (size_t)(n - 1 < 16 ? n - 1 : 16));
+        if (colon != NULL && in_tuple(o->labels, s, colon - s, 0))
+            return 0;
+        if (in_tuple(o->rare, s, n, 1))
+            return 0;
+    }
+    if (has(s, n, "/sec") || has(s, n, "rror") || has(s, n, "xception") || has(s, n, "OOM") ||
+        has(s, n, "Traceback (") || has(s, n, "name: ") || has(s, n, " --"))
+        return 0;
+    return !(n >= 12 && memcmp(s + 1, "0000 00:00:", 11) == 0);
+}
+
+typedef struct {
+    Py_ssize_t count, first_no, last_no;
+    const char *first, *last;
+    Py_ssize_t first_n, last_n;
+} Run;
+
+static int flush_run(Out *o, Run *r) {
+    if (r->count == 0)
+        return 0;
+    if (emit(o, r->first_no, r->first, r->first_n) != 0)
+        return -1;
+    if (r->count > 1 && emit(o, r->last_no, r->last, r->last_n) != 0)
+        return -1;
+    r->count = 0;
+    return 0;
+}
+
+/* One non-empty line: 0 = handled, -1 = error set. */
+static int one_line(Out *o, Run *run, const char *s, Py_ssize_t n, Py_ssize_t no) {
+    const char *e = s + n;
+    if (s[0] == '2' && n > 4 && s[4] == '-') { /* TF C++ stderr: boring unless it carries a marker */
+        if (has(s, n, "OOM") || has(s, n, "ResourceExhausted") || has(s, n, "name: ") || has(s, n, "device (")) {
+            if (flush_run(o, run) != 0)
+                return -1;
+            return emit(o, no, s, n);
+        }
+        if (run->count == 0) {
+            run->first = s, run->first_n = n, run->first_no = no;
+        }
+        run->last = s, run->last_n = n, run->last_no = no;
+        run->count++;
+        return 0;
+    }
+    if (inert(o, s, n))
+        return 0;
+    if (flush_run(o, run) != 0)
+        return -1;
+    long long rank;
+    const char *body = strip_rank(s, e, &rank);
+    int rc = 1;
+    if (body != NULL && body < e && is_digit(*body) && !(body[0] == '2' && e - body > 4 && body[4] == '-'))
+        rc = step_body(body, e, rank, no, o);
+    if (rc == 1)
+        return emit(o, no, s, n);
+    return rc;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t no0;
+    unsigned long long null_bits;
+    PyObject *labels, *rare;
+    if (!PyArg_ParseTuple(args, "y*nKO!O!", &buf, &no0, &null_bits, &PyTuple_Type, &labels, &PyTuple_Type, &rare))
+        return NULL;
+    Out o;
+    memset(&o, 0, sizeof o);
+    o.null_bits = null_bits;
+    o.labels = labels;
+    o.rare = rare;
+    for (int k = 0; k < 2; k++) {
+        PyObject *t = k ? rare : labels;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++)
+            if (!PyBytes_Check(PyTuple_GET_ITEM(t, i))) {
+                PyBuffer_Release(&buf);
+                PyErr_SetString(PyExc_TypeError, "labels and rare prefixes must be bytes");
+                return NULL;
+            }
+    }
+    o.others = PyList_New(0);
+    Run run = {0};
+    PyObject *result = NULL, *cols = NULL;
+    const char *data = buf.buf, *end = data + buf.len, *p = data;
+    Py_ssize_t no = no0;
+    if (o.others == NULL)
+        goto done;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        Py_ssize_t n = le - p;
+        if (n > 0 && p[n - 1] == '\r')
+            n--;
+        no++;
+        if (n > 0 && one_line(&o, &run, p, n, no) != 0)
+            goto done;
+        p = nl ? nl + 1 : end;
+    }
+    if (flush_run(&o, &run) != 0)
+        goto done;
+    cols = PyTuple_New(NCOL);
+    if (cols == NULL)
+        goto done;
+    for (int i = 0; i < NCOL; i++) {
+        PyObject *b = PyBytes_FromStringAndSize((const char *)o.col[i].v, o.col[i].n * (Py_ssize_t)sizeof(uint64_t));
+        if (b == NULL)
+            goto done;
+        PyTuple_SET_ITEM(cols, i, b);
+    }
+    result = Py_BuildValue("(nOO)", no - no0, cols, o.others);
+done:
+    Py_XDECREF(cols);
+    Py_XDECREF(o.others);
+    for (int i = 0; i < NCOL; i++)
+        PyMem_Free(o.col[i].v);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS, "scan(buf, lines_before, null_bits, labels, rare) -> (n_lines, columns, others)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tfscan", "tf_cnn step-line scanner", -1, methods};
+
+PyMODINIT_FUNC PyInit__tfscan(void) { return PyModule_Create(&module); }

@@ -1,0 +1,185 @@
+"""The fast path of the tf_cnn parser: the C line scanner (ingest/_tfscan.c) plus step blocks in numpy.
+
+Same input, same output as ``tf_cnn.parse_lines``, for bytes instead of decoded lines:
+
+- the scanner takes the step lines it can read exactly (their numbers go straight to columns) and the
+  stamped TF stderr lines that only move the stamp window (it returns the first and last of each
+  consecutive stretch); every other line comes back as text and goes through ``_Reader.feed``;
+- step rows are handed to the reader in file order, interleaved with those lines by line number. A
+  stretch of one rank's steps that neither restarts its counter nor opens a run is applied at once with
+  numpy (``_add_vector``: the interval rates and sums of ``_Series.advance``, in the same float
+  operations and the same order); anything else goes row by row through ``_Reader.add_step_values``.
+
+tests/ingest/test_tfscan.py checks that both paths give identical runs, steps and problems.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from bench.ingest.formats.tf_cnn import _LABELS, _RARE, _Reader
+from bench.ingest.records import _INT_NULL, _NULL_BITS, ParseResult
+
+try:
+    from bench.ingest import _tfscan
+except ImportError:  # installed without a C compiler: the pure-Python parser does everything
+    _tfscan = None
+
+AVAILABLE = _tfscan is not None
+VECTOR_MIN = 32  # below this many rows a stretch goes row by row (numpy's per-call cost would dominate)
+_NULL_INT64 = _NULL_BITS - (1 << 64) if _NULL_BITS >= 1 << 63 else _NULL_BITS  # its bits read as an int64
+_LABEL_BYTES = tuple(k.encode() for k in _LABELS)
+_RARE_BYTES = tuple(k.encode() for k in _RARE)
+_COLS = ("line_no", "rank", "step", "images_per_sec", "images_per_sec_stderr", "images_per_sec_jitter",
+         "loss", "top1_accuracy", "top5_accuracy", "timestamp")
+
+
+def parse_chunks(chunks: Iterable[bytes], *, source: str, result: ParseResult | None = None) -> ParseResult:
+    """Parse a tf_cnn log given as byte chunks that each end at a line end (the last may not).
+
+    Invalid UTF-8 in a line the scanner hands back is replaced, as the decoders of parse.py do.
+    """
+    if _tfscan is None:
+        raise RuntimeError("bench.ingest._tfscan is not built")
+    result = result if result is not None else ParseResult()
+    r = _Reader(result)
+    before = 0
+    for chunk in chunks:
+        n, cols, others = _tfscan.scan(chunk, before, _NULL_BITS, _LABEL_BYTES, _RARE_BYTES)
+        before += n
+        _merge(r, _Block(cols), others)
+    r.finish()
+    return result
+
+
+class _Block:
+    """The step rows of one scanned chunk: int64 / float64 memoryviews (numpy arrays on demand)."""
+
+    def __init__(self, cols: tuple[bytes, ...]):
+        self.raw = dict(zip(_COLS, cols, strict=True))
+        self.n = len(cols[0]) // 8
+        self.lines = memoryview(cols[0]).cast("q")
+        self._np: dict[str, Any] | None = None
+
+    def np(self) -> dict[str, Any]:
+        if self._np is None:
+            import numpy as np
+
+            ints = ("line_no", "rank", "step")
+            self._np = {k: np.frombuffer(v, dtype=np.int64 if k in ints else np.float64) for k, v in self.raw.items()}
+        return self._np
+
+    def rows(self, lo: int, hi: int) -> Iterator[tuple[Any, ...]]:
+        """(line_no, rank, step, mean, stderr, jitter, loss, top1, top5, ts) with None for NULL."""
+        cols = []
+        for k, v in self.raw.items():
+            ints = memoryview(v).cast("q")[lo:hi].tolist()
+            if k in ("line_no", "step"):
+                cols.append(ints)
+            elif k == "rank":
+                cols.append([None if x == _INT_NULL else x for x in ints])
+            else:
+                floats = memoryview(v).cast("d")[lo:hi].tolist()
+                cols.append([None if b == _NULL_INT64 else f for b, f in zip(ints, floats, strict=True)])
+        return zip(*cols, strict=True)
+
+
+def _merge(r: _Reader, b: _Block, others: list[tuple[int, str]]) -> None:
+    """Feed the chunk's lines to the reader in file order: step stretches between the other lines."""
+    i = 0
+    for no, text in others:
+        j = bisect.bisect_left(b.lines, no, i)
+        if j > i:
+            _add_steps(r, b, i, j)
+            i = j
+        r.feed(no, text)
+    if i < b.n:
+        _add_steps(r, b, i, b.n)
+
+
+def _add_steps(r: _Reader, b: _Block, lo: int, hi: int) -> None:
+    """Rows lo..hi (no other line between them): long stretches at once, the rest row by row."""
+    while lo < hi:
+        end = hi
+        if hi - lo >= VECTOR_MIN:
+            k = _stretch(r, b, lo, hi)
+            if k >= VECTOR_MIN:
+                _add_vector(r, b, lo, lo + k)
+                lo += k
+                continue
+            end = lo + max(k, 1)
+        for row in b.rows(lo, end):
+            r.add_step_values(*row)
+        lo = end
+
+
+def _stretch(r: _Reader, b: _Block, lo: int, hi: int) -> int:
+    """How many rows from ``lo`` belong to one rank of the open run with a rising step counter (0 if the
+    first row would open or restart a run). Looks at ``VECTOR_MIN`` rows first, so interleaved ranks
+    cost O(VECTOR_MIN) per row, not O(rows left)."""
+    import numpy as np
+
+    cur = r.cur
+    if cur is None:
+        return 0
+    a = b.np()
+    rank0 = int(a["rank"][lo])
+    s = cur.series.get(None if rank0 == _INT_NULL else rank0)
+    if s is not None and a["step"][lo] <= s.last_step:
+        return 0
+    n = 0
+    for end in (min(hi, lo + VECTOR_MIN), hi):
+        ranks, steps = a["rank"][lo:end], a["step"][lo:end]
+        other = np.flatnonzero(ranks != rank0)
+        n = int(other[0]) if len(other) else end - lo
+        back = np.flatnonzero(np.diff(steps[:n]) <= 0)
+        n = int(back[0]) + 1 if len(back) else n
+        if n < end - lo:
+            break
+    return n
+
+
+def _add_vector(r: _Reader, b: _Block, lo: int, hi: int) -> None:
+    """Rows lo..hi of one rank in the open run, as ``hi - lo`` calls of ``add_step_values`` would."""
+    import numpy as np
+
+    a = {k: v[lo:hi] for k, v in b.np().items()}
+    st = r.cur
+    assert st is not None
+    rank = None if a["rank"][0] == _INT_NULL else int(a["rank"][0])
+    s = st.mark(rank, int(a["line_no"][0]))
+    st.last_line = st.step_line = int(a["line_no"][-1])
+    step, mean = a["step"], a["images_per_sec"]
+    with np.errstate(all="ignore"):
+        t = np.where(mean > 0, step / mean, np.inf)
+        prev_t = np.concatenate(([s.last_t], t[:-1]))
+        prev_step = np.concatenate(([s.last_step], step[:-1]))
+        dt = t - prev_t
+        ok = (dt > 0) & (dt < np.inf)
+        rate = (step - prev_step) / dt
+    rate.view(np.uint64)[~ok] = _NULL_BITS
+    taken = rate[ok]
+    if len(taken):  # a running sum in file order, like the += of _Series.advance
+        s.interval_sum = float(np.add.accumulate(np.concatenate(([s.interval_sum], taken)))[-1])
+        s.interval_n += len(taken)
+    s.last_step, s.last_t = int(step[-1]), float(t[-1])
+    s.stderr, s.jitter = _value(a["images_per_sec_stderr"][-1]), _value(a["images_per_sec_jitter"][-1])
+    loss = a["loss"]
+    st.nan_losses += int(np.count_nonzero(np.isnan(loss) & (loss.view(np.uint64) != _NULL_BITS)))
+    ts = a["timestamp"][a["timestamp"].view(np.uint64) != _NULL_BITS]
+    if len(ts):
+        if s.first_ts is None:
+            s.first_ts = float(ts[0])
+        s.last_ts = float(ts[-1])
+    cols = {k: v for k, v in a.items() if k != "rank"}
+    cols["rank"] = a["rank"]
+    cols["interval_images_per_sec"] = rate
+    r.result.steps.add_block(st.index, hi - lo, {k: np.ascontiguousarray(v) for k, v in cols.items()})
+
+
+def _value(x: Any) -> float | None:
+    import numpy as np
+
+    return None if np.float64(x).view(np.uint64) == _NULL_BITS else float(x)

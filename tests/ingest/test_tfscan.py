@@ -1,0 +1,165 @@
+"""The C tf_cnn scanner (ingest/_tfscan.c + formats/tf_cnn_scan.py) against the pure-Python parser.
+
+The fast path must be invisible: for every input, the same runs, the same step rows bit for bit (NaN
+payloads included, so NULL stays NULL and a printed nan stays NaN) and the same problems as
+``tf_cnn.parse_lines``. Checked on every tf_cnn fixture, on generated logs long enough for the numpy
+stretch path, on every tf_cnn log of the Lambda corpus, on fuzzed lines, and under any chunking.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tarfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from logtools import tf_cnn_log
+
+from bench.ingest.formats import tf_cnn, tf_cnn_scan
+from bench.ingest.records import ParseResult
+from bench.ingest.synth import tf_cnn_lines
+from bench.ingest.text import decode, split_lines
+
+pytestmark = pytest.mark.skipif(not tf_cnn_scan.AVAILABLE, reason="bench.ingest._tfscan is not built (no C compiler)")
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "tf_cnn"
+
+
+def _python(data: bytes) -> ParseResult:
+    return tf_cnn.parse_lines(split_lines(decode(data)[0]), source="x")
+
+
+def _same(a: ParseResult, b: ParseResult) -> None:
+    assert repr(a.runs) == repr(b.runs)
+    assert repr(a.problems) == repr(b.problems)
+    ca, cb = a.steps.columns(), b.steps.columns()
+    for name in ca:
+        va, vb = ca[name], cb[name]
+        assert (va.tobytes() if hasattr(va, "tobytes") else va) == (vb.tobytes() if hasattr(vb, "tobytes") else vb), name
+
+
+def _check(data: bytes, chunk_lines: int | None = None) -> ParseResult:
+    chunks = [data]
+    if chunk_lines:
+        lines = data.splitlines(keepends=True)
+        chunks = [b"".join(lines[i:i + chunk_lines]) for i in range(0, len(lines), chunk_lines)]
+    fast = tf_cnn_scan.parse_chunks(chunks, source="x")
+    _same(_python(data), fast)
+    return fast
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.log")), ids=lambda p: p.name)
+def test_every_fixture_parses_identically(path: Path) -> None:
+    _check(path.read_bytes())
+    _check(path.read_bytes(), chunk_lines=7)
+
+
+def _interleaved(stretch: int) -> bytes:
+    a = list(tf_cnn_lines(300, display_every=1, prefix="[0]<stdout>:"))
+    b = list(tf_cnn_lines(300, display_every=1, prefix="[1]<stdout>:", seed=5))
+    lines = [x for i in range(0, 300, stretch) for x in a[i:i + stretch] + b[i:i + stretch]]
+    return ("\n".join(lines) + "\n").encode()
+
+
+GENERATED = {
+    "long": lambda: tf_cnn_log(3000, display_every=1, seed=3).encode(),
+    "mpi-accuracy-stamps": lambda: ("\n".join(itertools.islice(tf_cnn_lines(
+        5000, display_every=1, prefix="[1,0]<stdout>:", accuracy=True, epoch_start=1_600_000_000,
+        jitter_every=50), 6000)) + "\n").encode(),
+    "appended-runs": lambda: (tf_cnn_log(500, display_every=1, seed=3) + tf_cnn_log(700, display_every=1)).encode(),
+    "ranks-every-line": lambda: _interleaved(1),
+    "ranks-in-stretches": lambda: _interleaved(40),
+}
+
+
+@pytest.mark.parametrize("name", GENERATED)
+def test_generated_logs_parse_identically_in_any_chunking(name: str) -> None:
+    data = GENERATED[name]()
+    fast = _check(data)
+    assert len(fast.steps) > tf_cnn_scan.VECTOR_MIN  # long enough for the numpy stretch path
+    for n in (1, 5, 97, 4096):
+        _check(data, chunk_lines=n)
+
+
+def test_lines_the_regex_reads_in_surprising_ways() -> None:
+    """Hand-checked values: two trailing floats are the accuracy pair (the regex backtracks over the
+    optional loss), a signed -nan loss is NaN, decimals past the fast path go through CPython."""
+    text = (
+        b"Batch size: 64 global\n"
+        b"Variables: replicated\n"
+        b"10\timages/sec: 100.0 +/- 1.5 (jitter = 2.0)\t0.250\t0.750\n"
+        b"20\timages/sec: 200.0 +/- nan (jitter = nan)\t-nan\n"
+        b"30\timages/sec: 300.12345678901234567890 +/- 0.1 (jitter = 0.2)\t+inf 1600000000\n"
+        b" 3: 40\timages/sec: 400.0\n"
+        b"40\timages/sec: 1.0 junk\n"
+        b"total images/sec: 299.5\n"
+    )
+    fast = _check(text)
+    rows = fast.steps.rows()
+    assert (rows[0]["loss"], rows[0]["top1_accuracy"], rows[0]["top5_accuracy"]) == (None, 0.25, 0.75)
+    assert rows[1]["loss"] != rows[1]["loss"] and rows[1]["images_per_sec_stderr"] != rows[1]["images_per_sec_stderr"]
+    assert rows[2]["images_per_sec"] == float("300.12345678901234567890")
+    assert (rows[2]["loss"], rows[2]["timestamp"]) == (float("inf"), 1600000000.0)
+    assert (rows[3]["rank"], rows[3]["step"]) == (3, 40)
+    assert [p.line_no for p in fast.problems] == [7]  # "junk": a bad step line, as in the Python parser
+
+
+_PREFIX = st.sampled_from(["", "[1,0]<stdout>:", "[0]<stderr>:", " 1: ", "12: ", "[3] ", "Mon Jan  4 10:00:00 2021[0]<stdout>:"])
+_NUM = st.one_of(st.integers(0, 10**6).map(str), st.floats(0, 1e6, allow_nan=False).map(lambda f: f"{f:.3f}"),
+                 st.sampled_from(["nan", "-nan", "inf", "1.", "0.1234567890123456789", "9" * 25 + ".5", "١٠"]))
+_SEP = st.sampled_from(["\t", " ", "  ", "\t ", "\x0b", ""])
+
+
+@st.composite
+def _line(draw: st.DrawFn) -> str:
+    kind = draw(st.integers(0, 9))
+    if kind <= 5:
+        tail = "".join(draw(_SEP) + draw(_NUM) for _ in range(draw(st.integers(0, 5))))
+        pm = draw(st.sampled_from(["", f" +/- {draw(_NUM)} (jitter = {draw(_NUM)})"]))
+        return (f"{draw(_PREFIX)}{draw(st.integers(0, 60))}{draw(_SEP)}images/sec: {draw(_NUM)}{pm}{tail}"
+                + draw(st.sampled_from(["", "\r", " ", "x"])))
+    return draw(st.sampled_from([
+        "2020-09-05 18:47:50.152480: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1] done",
+        "2020-09-05 18:47:51.0: I name: Tesla V100 major: 7", "2020-09-05 18:47:52.0: W OOM when allocating",
+        "Model:       resnet50", "TensorFlow:  2.15", "total images/sec: 12.5", "Traceback (most recent call last):",
+        "Instructions for updating:", "name: GeForce RTX 2080 Ti major: 7", "", "Running warm up",
+        "             64 per device", "Done with training", "I0000 00:00:1600000000.5 123 x.cc:1] hi", "é ünïcode",
+    ]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_line(), min_size=1, max_size=60), st.integers(1, 8))
+def test_fuzzed_lines_parse_identically(lines: list[str], chunk_lines: int) -> None:
+    data = ("\n".join(lines) + "\n").encode()
+    _check(data)
+    _check(data, chunk_lines=chunk_lines)
+
+
+def test_invalid_utf8_and_crlf_lines_come_back_replaced() -> None:
+    data = b"Model:       resnet\xff50\r\n10\timages/sec: 5.0\r\ntotal images/sec: 5.0\r\n"
+    fast = _check(data)
+    assert fast.runs[0].model == "resnet\ufffd50"
+    assert fast.steps.rows()[0]["images_per_sec"] == 5.0
+
+
+def test_every_lambda_tf_cnn_log_parses_identically(corpus: Path) -> None:
+    tarball = corpus / "tf_cnn_benchmarks" / "lambda-logs.tar.gz"
+    n = 0
+    with tarfile.open(tarball) as tf:
+        for member in tf:
+            fh = tf.extractfile(member) if member.isfile() else None
+            data = fh.read() if fh is not None else b""
+            if data and tf_cnn.sniff(data[:262144].decode("utf-8", errors="replace")):
+                _check(data)
+                n += 1
+    assert n == 3949  # the tarball's tf_cnn logs (its other members are thermal and metadata files)
+
+
+def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.ingest import parse
+
+    module = tf_cnn
+    assert parse.chunk_parser(module) is tf_cnn_scan.parse_chunks
+    monkeypatch.setenv("BENCH_PURE_PYTHON", "1")
+    assert parse.chunk_parser(module) is None
