@@ -7,19 +7,23 @@ STORE ?= bench-store
 HOROVOD_FLAGS := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
 	HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
 
-.PHONY: demo test lint bench clean horovod
+.PHONY: demo test lint bench clean horovod build-tools
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# Stamp files: re-install only when pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# Stamp files: re-install (which also rebuilds the C scanner in place) only when these change.
+INSTALL_DEPS := pyproject.toml setup.py ingest/_tfscan.c
+
+$(VENV)/.installed: $(INSTALL_DEPS) | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
+	@$(BIN)/python -c "import bench.ingest._tfscan" 2>/dev/null || echo "note: no C compiler: the tf_cnn parser runs in pure Python (slower)"
 	touch $@
 
 # The test set-up adds TensorFlow (the trainer) and Horovod, so that real trainings run in the tests.
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-dev: $(INSTALL_DEPS) | $(BIN)/python
+	$(MAKE) --no-print-directory build-tools
 	$(BIN)/pip install --quiet -e '.[dev,train]'
 	$(MAKE) --no-print-directory horovod
 	touch $@ $(VENV)/.installed
@@ -27,11 +31,15 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 # Horovod 0.28.1 (its last release) built against the venv's TensorFlow 2.15.1 with Gloo, without MPI:
 # about 15 minutes on 2 cores the first time, then pip's wheel cache makes it instant. As root, the
 # Debian build tools are installed when missing.
-horovod: | $(BIN)/python
-	@command -v cmake >/dev/null && command -v g++ >/dev/null || { [ "$$(id -u)" = 0 ] && \
-		apt-get update && apt-get install -y cmake g++; }
+horovod: build-tools | $(BIN)/python
 	$(BIN)/python -c "import horovod.tensorflow" 2>/dev/null || \
 		$(HOROVOD_FLAGS) $(BIN)/pip install --quiet --no-build-isolation horovod==0.28.1
+
+# Compilers for the C scanner and Horovod, and Chromium for the report test: installed as root when missing.
+build-tools:
+	@command -v cmake >/dev/null && command -v g++ >/dev/null && command -v chromium >/dev/null || { \
+		[ "$$(id -u)" = 0 ] && apt-get update && apt-get install -y cmake g++ chromium; } || \
+		echo "note: not root; cmake, g++ or chromium is missing (tests that need them skip)"
 
 OFFICIAL_PATTERN := {source}/{host}/{dataset}-{data}-{precision}/{model}-bs{batch_size_per_device}-{num_gpus}gpus.log
 
@@ -59,4 +67,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.runner.benchmark
 
 clean:
-	rm -rf $(VENV) demo-store bench-store .pytest_cache
+	rm -rf $(VENV) demo-store bench-store .pytest_cache ingest/_tfscan*.so

@@ -33,6 +33,7 @@ from bench.ingest.store import Batch, StoreWriter
 
 BIG_FILE = 64 * 1024 * 1024  # above this a file is parsed as a stream, never held whole
 CHUNK = 8 * 1024 * 1024
+SPILL_ROWS = 500_000  # a large file's step / telemetry rows go to the batch every this many rows
 BATCH_SOURCES = 2000  # commit every this many new sources, so a long ingest keeps its progress
 _READ_ERRORS = (OSError, EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile, RuntimeError)
 
@@ -92,7 +93,8 @@ def ingest(
 ) -> IngestSummary:
     """Ingest ``paths`` into the store at ``store``; see the module docstring for the contract.
 
-    ``workers`` parser processes (default: one per core; 0 parses in this process). The main process
+    ``workers`` parser processes (default: one per core, started once more than ``_Parsers.INLINE_BYTES``
+    are queued; 0 parses in this process). The main process
     reads, hashes and writes; parsing of small files runs in the workers, in file order.
     ``skip_globs``: files found under a directory or in an archive whose path or name matches one of
     these shell patterns are not read.
@@ -171,18 +173,24 @@ class _Parsers:
 
     CHUNK_BYTES = 2 * 1024 * 1024
     MAX_PENDING = 8
+    INLINE_BYTES = 8 * 1024 * 1024  # parse the first this many bytes here: a small ingest never pays for a pool
 
     def __init__(self, workers: int | None):
         self.workers = (os.cpu_count() or 1) if workers is None else workers
         self._pool: Any = None
         self._chunk: list[_Job] = []
         self._chunk_bytes = 0
+        self._sent_bytes = 0
         self._pending: deque[tuple[list[_Job], Any]] = deque()
         self._fmt: str | None = None
         self.patterns: list[pat.PathPattern] = []
 
     def __enter__(self) -> _Parsers:
-        if self.workers > 0:
+        return self
+
+    def _start_pool(self) -> None:
+        """Start the worker processes (once there is enough work to pay for their start-up)."""
+        if self.workers > 0 and self._pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
@@ -193,7 +201,6 @@ class _Parsers:
             ctx.set_forkserver_preload(["bench.ingest.rows", "bench.ingest.formats.tf_cnn", "pandas"])
             self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx,
                                              initializer=_exit_with_ingest, initargs=(os.getpid(),))
-        return self
 
     def __exit__(self, *exc: object) -> None:
         if self._pool is not None:
@@ -209,8 +216,11 @@ class _Parsers:
     def _send(self) -> None:
         if not self._chunk:
             return
-        chunk, self._chunk, self._chunk_bytes = self._chunk, [], 0
+        chunk, size, self._chunk, self._chunk_bytes = self._chunk, self._chunk_bytes, [], 0
         args = [(j.data, FileRef(j.item.source, j.sha, j.item.match_path, j.item.sidecar)) for j in chunk]
+        self._sent_bytes += size
+        if self._sent_bytes > self.INLINE_BYTES:
+            self._start_pool()
         if self._pool is None:
             self._pending.append((chunk, _Done(_parse_many(args, self._fmt, self.patterns))))
         else:
@@ -288,27 +298,74 @@ def _is_duplicate(sha: str, ctx: _Context) -> bool:
     return False
 
 
+class _Duplicate(BaseException):
+    """A large file's hash, known only once parsing is under way, is already in the store. A
+    BaseException, so that the parse guard (which turns parser exceptions into problems) lets it out."""
+
+
 def _ingest_big(item: Item, ctx: _Context) -> None:
-    """A large file: hash it in one streaming pass, then parse it in a second (bounded memory)."""
+    """A large file, streamed (bounded memory). A plain file is hashed on a helper thread while this one
+    parses it; an archive member is hashed first and then read again. Rows spill to the batch only once
+    the hash is known and new, so a duplicate writes nothing."""
     assert item.reader is not None
+    ctx.summary.bytes_read += item.size
+    checked: list[str] = []
+
+    def new_sha() -> str:  # the hash, checked against the store once; _Duplicate when it is known
+        if not checked:
+            sha = hash_future.result() if hash_future is not None else early_sha
+            if _is_duplicate(sha, ctx):
+                raise _Duplicate
+            checked.append(sha)
+        return checked[0]
+
+    hash_future, early_sha, pool = None, "", None
+    if item.archive is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(1, thread_name_prefix="bench-sha256")
+        hash_future = pool.submit(_sha256, item, None)
+    else:
+        early_sha = _sha256(item, item.reader)
+        if _is_duplicate(early_sha, ctx):
+            return
+        checked.append(early_sha)
+    try:
+        _parse_big(item, ctx, new_sha)
+    except _Duplicate:
+        return
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _sha256(item: Item, reader: IO[bytes] | None) -> str:
     hasher = hashlib.sha256()
-    for chunk in _chunks(item.reader):
-        hasher.update(chunk)
+    if reader is None:
+        with open(item.source, "rb") as fh:
+            for chunk in _chunks(fh):
+                hasher.update(chunk)
+    else:
+        for chunk in _chunks(reader):
+            hasher.update(chunk)
     if item.sidecar is not None:
         hasher.update(item.sidecar)
-    sha = hasher.hexdigest()
-    ctx.summary.bytes_read += item.size
-    if _is_duplicate(sha, ctx):
-        return
+    return hasher.hexdigest()
+
+
+def _parse_big(item: Item, ctx: _Context, new_sha: Callable[[], str]) -> None:
     batch = ctx.batch
     tags = pat.match_first(ctx.patterns, item.match_path)
     result = ParseResult(
-        steps=StepTable(spill=lambda cols: batch.add_steps(steps_table([(cols, sha)]))),
-        telemetry=TelemetryTable(spill=lambda cols: batch.add_telemetry(telemetry_table([(cols, sha, item.source, tags)]))),
+        steps=StepTable(spill=lambda cols: batch.add_steps(steps_table([(cols, new_sha())])), spill_rows=SPILL_ROWS),
+        telemetry=TelemetryTable(
+            spill=lambda cols: batch.add_telemetry(telemetry_table([(cols, new_sha(), item.source, tags)])),
+            spill_rows=SPILL_ROWS),
     )
     with _reopen(item) as reader:
         head = reader.read(registry.HEAD_CHARS)
         parsed = parse_stream(head, _chunks(reader), source=item.source, fmt=ctx.fmt, result=result)
+    sha = new_sha()
     ref = FileRef(item.source, sha, item.match_path, item.sidecar)
     file = file_rows(parsed, ref, ctx.patterns, time.time())
     steps, telemetry = tables([(parsed, ref)], ctx.patterns)

@@ -157,6 +157,8 @@ class Batch:
         self._part_no = {"steps": 0, "telemetry": 0}
         self.n_sources = 0
         self.n_step_rows = 0
+        self._writer: Any = None  # one background thread for part files (pyarrow writes without the GIL)
+        self._writing: list[Any] = []
 
     PART_ROWS = 1_000_000
 
@@ -174,10 +176,40 @@ class Batch:
                 self._flush_part(name)
 
     def _flush_part(self, name: str) -> None:
+        """Write the buffered rows of ``name`` as the next part file, in the background: parsing goes on
+        meanwhile, and at most one earlier part is still being written (so memory stays bounded)."""
         tables = self._parts[name]
         if tables or self._part_no[name] == 0:  # always one (maybe empty) part, so the glob finds the table
-            self._write(f"{name}-{self._part_no[name]:05d}.parquet", pa.concat_tables([TABLES[name].empty_table(), *tables]))
+            table = pa.concat_tables([TABLES[name].empty_table(), *tables])
+            part = f"{name}-{self._part_no[name]:05d}.parquet"
             self._part_no[name] += 1
+            self._parts[name] = []
+            if self._writer is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="bench-parquet")
+            self._wait(keep=1)
+            self._writing.append(self._writer.submit(self._write, part, table))
+
+    def _wait(self, keep: int = 0) -> None:
+        """Wait until at most ``keep`` part writes are in flight (re-raising a write's error)."""
+        while len(self._writing) > keep:
+            self._writing.pop(0).result()
+
+    def savepoint(self) -> dict[str, int]:
+        """Flush what is buffered, so that every part file written from now on holds only rows added
+        from now on; :meth:`rollback` then removes them (a large file that turned out to be a duplicate)."""
+        for name in self._parts:
+            if self._parts[name]:
+                self._flush_part(name)
+        return dict(self._part_no)
+
+    def rollback(self, point: dict[str, int]) -> None:
+        self._wait()
+        for name, first in point.items():
+            for k in range(first, self._part_no[name]):
+                (self.dir / f"{name}-{k:05d}.parquet").unlink(missing_ok=True)
+            self._part_no[name] = first
             self._parts[name] = []
 
     def _write(self, name: str, table: pa.Table) -> None:
@@ -188,6 +220,9 @@ class Batch:
         """Write the buffered tables and move the batch into ``batches/`` in one rename."""
         for name in self._parts:
             self._flush_part(name)
+        self._wait()
+        if self._writer is not None:
+            self._writer.shutdown()
         for table, rows in self.rows.items():
             self._write(f"{table}.parquet", pa.Table.from_pylist(rows, schema=TABLES[table]))
         for f in self.dir.iterdir():

@@ -170,6 +170,21 @@ def test_big_files_stream_with_the_same_result(tmp_path: Path, monkeypatch: pyte
     assert len(read(tmp_path / "st", "steps")) == 6000
 
 
+def test_a_big_duplicate_spills_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two plain big files with the same bytes: the second is hashed while it is parsed, and its rows
+    must not reach the store even though they start spilling before its hash is known."""
+    text = tf_cnn_log(2000, display_every=1, seed=3)
+    for name in ("a.log", "b.log"):
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(pipeline, "BIG_FILE", 10_000)
+    monkeypatch.setattr(pipeline, "CHUNK", 4096)
+    monkeypatch.setattr(pipeline, "SPILL_ROWS", 300)
+    s = ingest([str(tmp_path / "a.log"), str(tmp_path / "b.log")], tmp_path / "st", workers=0)
+    assert (s.duplicates_skipped, s.runs_added, s.steps_added) == (1, 1, 2000)
+    assert len(read(tmp_path / "st", "steps")) == 2000
+    assert len(read(tmp_path / "st", "sources")) == 1
+
+
 def test_store_of_another_schema_version_is_refused(tmp_path: Path) -> None:
     write_logs(tmp_path / "logs", 1)
     ingest([str(tmp_path / "logs")], tmp_path / "st", workers=0)
