@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 OUTPUT_LOG = "output.log"
 RUN_JSON = "run.json"
+TELEMETRY_CSV = "telemetry.csv"
 SUPPORTED_VERSIONS = (1,)
 #: Launcher statuses run.json may hold (``running`` / ``submitted``: the launcher has not seen the end).
 LAUNCHER_STATUSES = ("ok", "failed", "oom", "timeout", "interrupted", "running", "submitted")
@@ -158,6 +159,35 @@ class _Held:
             yield self.log
             self.log = None
         yield from self._release_meta()
+
+
+def telemetry_run_id(telemetry_path: str) -> str | None:
+    """The store ``run_id`` of the run a run directory's ``telemetry.csv`` was sampled for, or None.
+
+    None unless ``telemetry_path`` is a ``telemetry.csv`` beside an ``output.log`` and its run.json (a
+    directory of ``bench run``). The id is the one the pipeline gives that log's run: the first 16 hex of
+    SHA-256 over the log's bytes followed by run.json's (see ``pipeline._read_item``), then ``-0``, the
+    index of the single run a ``bench run`` log holds (also of the run row made from run.json alone).
+    """
+    import hashlib
+
+    from bench.ingest.schema import run_id
+
+    if os.path.basename(telemetry_path) != TELEMETRY_CSV:
+        return None
+    log = os.path.join(os.path.dirname(telemetry_path), OUTPUT_LOG)
+    meta = sidecar_beside(log)
+    if meta is None:
+        return None
+    hasher = hashlib.sha256()
+    try:
+        with open(log, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                hasher.update(chunk)
+    except OSError:
+        return None
+    hasher.update(meta)
+    return run_id(hasher.hexdigest(), 0)
 
 
 # --- reading and validation ------------------------------------------------------------------------

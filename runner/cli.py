@@ -56,6 +56,7 @@ def run_command(
     batch_size: Annotated[int | None, typer.Option(help="Per-device batch size", rich_help_panel=_T)] = None,
     num_batches: Annotated[int | None, typer.Option(help="Timed steps", rich_help_panel=_T)] = None,
     num_epochs: Annotated[float | None, typer.Option(help="Epochs instead of --num-batches", rich_help_panel=_T)] = None,
+    num_examples: Annotated[int | None, typer.Option(help="Images per epoch of --data-dir [default: counted]", rich_help_panel=_T)] = None,
     num_warmup_batches: Annotated[int | None, typer.Option(rich_help_panel=_T)] = None,
     display_every: Annotated[int | None, typer.Option(rich_help_panel=_T)] = None,
     variable_update: Annotated[str | None, typer.Option(help="parameter_server|replicated|horovod|distributed_ps|multi_worker", rich_help_panel=_T)] = None,
@@ -97,7 +98,7 @@ def run_command(
     from bench.runner.spec import RunSpec, build_command, parse_tags
 
     spec = RunSpec(model=model, batch_size=batch_size, num_batches=num_batches, num_epochs=num_epochs,
-                   num_warmup_batches=num_warmup_batches, display_every=display_every,
+                   num_examples=num_examples, num_warmup_batches=num_warmup_batches, display_every=display_every,
                    variable_update=variable_update, all_reduce=all_reduce, num_gpus=num_gpus, device=device,
                    data_format=data_format, precision=precision, optimizer=optimizer, data_dir=data_dir,
                    decode_threads=decode_threads, xla=xla, extra_args=tuple(ctx.args), launcher=launcher,

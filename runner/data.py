@@ -83,9 +83,9 @@ def synthetic_batches(strategy: Any, spec: ModelSpec, batch_per_device: int, dat
     devices = strategy.extended.worker_devices  # one per replica, in replica order
 
     def make(ctx: Any) -> tuple[Any, Any]:
-        seed = ctx.replica_id_in_sync_group
+        seed = ctx.replica_id_in_sync_group  # global over workers (multi_worker); devices are this worker's
         # distribute_values_from_function does not enter the replica's device itself.
-        with tf.device(devices[seed]):
+        with tf.device(devices[seed % len(devices)]):
             images = tf.random.stateless_truncated_normal(shape, seed=[seed, 1])
             labels = tf.random.stateless_uniform([batch_per_device], seed=[seed, 2], minval=0,
                                                  maxval=spec.num_classes, dtype=tf.int32)
@@ -112,18 +112,28 @@ def real_batches(strategy: Any, spec: ModelSpec, batch_per_device: int, data_for
     Each call yields ``batch_per_device`` images per replica (float32 in ``data_format``, values in
     [-1, 1]) and int32 labels in ``[0, num_classes)``. Raises DataError when there are no train files.
     """
-    import tensorflow as tf
-
     files = train_files(data_dir)
-    global_batch = batch_per_device * strategy.num_replicas_in_sync
-    parse = _parser(tf, spec, data_format)
-    ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files)).repeat()
-    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(threads, len(files)),
-                       num_parallel_calls=threads, deterministic=False)
-    ds = ds.shuffle(SHUFFLE_BUFFER).map(parse, num_parallel_calls=threads, deterministic=False)
-    ds = ds.batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    ds = real_dataset(files, spec, batch_per_device * strategy.num_replicas_in_sync, data_format, threads)
     iterator = iter(strategy.experimental_distribute_dataset(ds))
     return lambda: next(iterator)
+
+
+def real_dataset(files: Sequence[str], spec: ModelSpec, batch: int, data_format: str, threads: int,
+                 record_shard: tuple[int, int] | None = None) -> Any:
+    """The endless ``tf.data.Dataset`` of (images, labels) batches of ``batch`` from the TFRecord ``files``
+    (see the module docstring). ``record_shard=(index, count)`` keeps every count-th record from
+    ``index`` on (a Horovod rank's share when there are fewer files than ranks)."""
+    import tensorflow as tf
+
+    parse = _parser(tf, spec, data_format)
+    seed = None if record_shard is None else 0  # record sharding needs the same file order on every rank
+    ds = tf.data.Dataset.from_tensor_slices(list(files)).shuffle(len(files), seed=seed).repeat()
+    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(threads, len(files)),
+                       num_parallel_calls=threads, deterministic=record_shard is not None)
+    if record_shard is not None:
+        ds = ds.shard(record_shard[1], record_shard[0])
+    ds = ds.shuffle(SHUFFLE_BUFFER).map(parse, num_parallel_calls=threads, deterministic=False)
+    return ds.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 def _parser(tf: Any, spec: ModelSpec, data_format: str) -> Callable[[Any], tuple[Any, Any]]:

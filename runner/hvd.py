@@ -13,6 +13,9 @@ Launched once per rank (``horovodrun -np N ... python -m bench.runner.trainer --
   batch b = B (a per-rank rate), and its ``total images/sec`` extrapolates to the cluster as upstream:
   N x timed steps x B / its own timed window. Each rank's loss is its local loss.
 - Synthetic data differs per rank (seeded by the rank), as upstream's per-device random tensors.
+- Real data (``--data-dir``): each rank reads its own share of the ``train-*`` files, files r, r + N, ...
+  (with fewer files than ranks: every N-th record; ``bench.runner.tfrecords.shard_files``), through the
+  same tf.data pipeline as the other modes, with ``--decode-threads auto`` counted for one device.
 """
 
 from __future__ import annotations
@@ -54,19 +57,38 @@ def train(args: argparse.Namespace, num_batches: Callable[[int], int]) -> int:
     with tf.device(device):
         model = build_model(args.model, args.data_format)
         optimizer = trainer.make_optimizer(tf, args.optimizer, args.learning_rate, args.precision == "fp16")
-        images, labels = synthetic_batch(tf, spec, args.batch_size, args.data_format, hvd.rank())
+        next_batch = rank_input(tf, spec, args, hvd.rank(), size)
     hvd.broadcast_variables(model.variables, root_rank=0)
     step = make_train_step(tf, hvd, model, optimizer, xla=args.xla)
     header = timing.Header(
-        tf_version=".".join(tf.__version__.split(".")[:2]), model=args.model, dataset=spec.dataset,
-        synthetic=True, batch_size_per_device=args.batch_size, devices=horovod_devices(args.device, size),
+        tf_version=".".join(tf.__version__.split(".")[:2]), model=args.model,
+        dataset=spec.dataset if args.data_dir is None else "imagenet", synthetic=args.data_dir is None,
+        batch_size_per_device=args.batch_size, devices=horovod_devices(args.device, size),
         num_batches=args.num_batches, epochs=args.num_epochs, data_format=args.data_format,
-        optimizer=args.optimizer, variable_update="horovod", all_reduce=None)
+        optimizer=args.optimizer, variable_update="horovod", all_reduce=None,
+        epoch_images=trainer.header_epoch_images(args))
     for line in timing.header_lines(header):
         print(line, flush=True)
     with tf.device(device):
-        trainer.run_loop(lambda: step(images, labels), args, args.batch_size, num_workers=size)
+        trainer.run_loop(lambda: step(*next_batch()), args, args.batch_size, num_workers=size)
     return 0
+
+
+def rank_input(tf: Any, spec: Any, args: argparse.Namespace, rank: int, size: int) -> Callable[[], Any]:
+    """This rank's per-step (images, labels): its synthetic tensors every step, or the next batch of
+    its share of ``--data-dir`` (see the module docstring). Raises DataError without train files."""
+    if args.data_dir is None:
+        batch = synthetic_batch(tf, spec, args.batch_size, args.data_format, rank)
+        return lambda: batch
+    from bench.runner import data
+    from bench.runner.tfrecords import shard_files
+
+    files, by_record = shard_files(data.train_files(args.data_dir), rank, size)
+    threads = data.decode_threads(args.decode_threads or "auto", 1)
+    ds = data.real_dataset(files, spec, args.batch_size, args.data_format, threads,
+                           record_shard=(rank, size) if by_record else None)
+    iterator = iter(ds)
+    return lambda: next(iterator)
 
 
 def horovod_devices(device: str, size: int) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ OOM = re.compile(rb"ResourceExhaustedError|OOM when allocating|out of memory", r
 SMI_TELEMETRY = ["nvidia-smi",
                  "--query-gpu=timestamp,index,utilization.gpu,memory.used,temperature.gpu,power.draw,clocks.sm",
                  "--format=csv"]
+EPOCH_IMAGES = re.compile(rb"(?:^|:)Num examples: (\d+) \(([^)]*)\)\s*$")
 CPU_TELEMETRY_HEADER = "timestamp, cpu_percent, memory_used_mib\n"
 
 
@@ -61,6 +62,17 @@ def classify(exit_code: int, log: Path) -> str:
                 return "oom"
             tail = chunk[-64:]
     return "failed"
+
+
+def epoch_images_from_log(log: Path) -> dict[str, Any] | None:
+    """``{"count": N, "source": S}`` from the trainer's first ``Num examples: N (S)`` header line (printed
+    with --data-dir when an epoch had to be sized; any rank prefix allowed); None when there is none."""
+    with open(log, "rb") as f:
+        for line in f:
+            m = EPOCH_IMAGES.search(line)
+            if m is not None:
+                return {"count": int(m[1]), "source": m[2].decode("utf-8", "replace")}
+    return None
 
 
 def drop_caches(warn: Callable[[str], None], path: str = "/proc/sys/vm/drop_caches") -> bool:
@@ -264,7 +276,8 @@ def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Seq
         telemetry.stop()
     wall = time.perf_counter() - t0
     status = forced or classify(code if code is not None else 1, log)
-    doc.update(ended_at=rundir.iso_utc(time.time()), wall_time_s=wall, exit_code=code, status=status)
+    doc.update(ended_at=rundir.iso_utc(time.time()), wall_time_s=wall, exit_code=code, status=status,
+               epoch_images=epoch_images_from_log(log))
     rundir.write_json_atomic(run_dir / "run.json", doc)
     return Outcome(run_dir, status, code, wall)
 

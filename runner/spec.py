@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, fields
 from bench.ingest.errors import BenchError
 
 LAUNCHERS = ("local", "horovodrun", "mpirun", "slurm")
+#: variable-update modes whose processes are configured by TF_CONFIG (bench.runner.cluster)
+CLUSTER_MODES = ("multi_worker", "distributed_ps")
 #: environment variables recorded in run.json and exported to MPI ranks
 ENV_PREFIXES = ("CUDA_", "NCCL_", "HOROVOD_", "TF_", "OMP_", "SLURM_")
 #: always exported to MPI ranks (Horovod's documented mpirun line), besides the ENV_PREFIXES variables
@@ -36,6 +38,7 @@ TRAINER_OPTIONS = {
     "batch_size": "--batch-size",
     "num_batches": "--num-batches",
     "num_epochs": "--num-epochs",
+    "num_examples": "--num-examples",
     "num_warmup_batches": "--num-warmup-batches",
     "display_every": "--display-every",
     "variable_update": "--variable-update",
@@ -63,6 +66,7 @@ class RunSpec:
     batch_size: int | None = None
     num_batches: int | None = None
     num_epochs: float | None = None
+    num_examples: int | None = None
     num_warmup_batches: int | None = None
     display_every: int | None = None
     variable_update: str | None = None
@@ -165,6 +169,8 @@ def build_command(
     launcher = launcher or spec.launcher
     inner = trainer_argv(spec, trainer)
     n = num_processes(spec)
+    if spec.variable_update in CLUSTER_MODES:
+        return _cluster_command(spec, launcher, inner, n)
     if launcher == "local":
         return inner
     if launcher == "horovodrun":
@@ -178,6 +184,25 @@ def build_command(
     if launcher == "slurm":
         return [*_srun_prefix(spec, n), *inner]
     raise BenchError(f"unknown launcher {launcher!r}; use one of {', '.join(LAUNCHERS)}")
+
+
+def cluster_tasks(spec: RunSpec) -> int:
+    """Processes of a cluster-mode run: ``num_processes`` workers, plus chief and one ps for distributed_ps."""
+    n = num_processes(spec)
+    return n + 2 if spec.variable_update == "distributed_ps" else n
+
+
+def _cluster_command(spec: RunSpec, launcher: str, inner: list[str], workers: int) -> list[str]:
+    """multi_worker / distributed_ps: locally, ``bench.runner.workers`` starts every task with its
+    TF_CONFIG (with the trainer's interpreter); under Slurm, one srun task per process, each building its
+    TF_CONFIG from the SLURM_* variables. Other launchers are refused (BenchError)."""
+    if launcher == "local":
+        return [inner[0], "-m", "bench.runner.workers", "--mode", str(spec.variable_update), "--np", str(workers),
+                "--", *inner]
+    if launcher == "slurm":
+        return [*_srun_prefix(spec, cluster_tasks(spec)), *inner]
+    raise BenchError(f"--variable-update {spec.variable_update} starts its own processes with TF_CONFIG; "
+                     "use --launcher local (one host, --np workers) or --launcher slurm")
 
 
 def _srun_prefix(spec: RunSpec, n: int) -> list[str]:
@@ -195,7 +220,7 @@ def build_sbatch_script(
 ) -> str:
     """A bash batch script for ``sbatch``: #SBATCH lines (tasks, nodes, output file, time limit from
     ``timeout_s`` rounded up to whole minutes), then the srun line of ``build_command``."""
-    n = num_processes(spec)
+    n = cluster_tasks(spec)
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --ntasks={n}",
              f"#SBATCH --output={output_log}", "#SBATCH --open-mode=append"]
     if spec.hosts is not None:

@@ -51,10 +51,14 @@ class Header:
     all_reduce: str | None  # printed (as "None" when unset) only in replicated mode
     mode: str = "training"
     epochs: float | None = None  # as given with --num-epochs; else derived from num_batches
+    #: real data: (images per epoch, how it was learned), printed as ``Num examples:``; None: the dataset's split
+    epoch_images: tuple[int, str] | None = None
+    #: worker processes with ``devices`` each (multi_worker / distributed_ps); > 1 prints ``Sync: True``
+    num_workers: int = 1
 
     @property
     def global_batch(self) -> int:
-        return self.batch_size_per_device * len(self.devices)
+        return self.batch_size_per_device * len(self.devices) * self.num_workers
 
 
 def step_stats(step_times_s: Sequence[float], batch: int) -> StepStats:
@@ -90,7 +94,8 @@ def num_epochs(h: Header) -> float:
     """The ``--num-epochs`` given, else the timed batches as a fraction of the dataset's training split."""
     if h.epochs is not None:
         return h.epochs
-    return h.num_batches * h.global_batch / TRAIN_IMAGES[h.dataset]
+    images = h.epoch_images[0] if h.epoch_images is not None else TRAIN_IMAGES[h.dataset]
+    return h.num_batches * h.global_batch / images
 
 
 def header_lines(h: Header) -> list[str]:
@@ -105,6 +110,7 @@ def header_lines(h: Header) -> list[str]:
         f"             {h.batch_size_per_device} per device",
         f"Num batches: {h.num_batches}",
         f"Num epochs:  {num_epochs(h):.2f}",
+        *([f"Num examples: {h.epoch_images[0]} ({h.epoch_images[1]})"] if h.epoch_images is not None else []),
         f"Devices:     {list(h.devices)!r}",
         f"Data format: {h.data_format}",
         f"Optimizer:   {h.optimizer}",
@@ -112,6 +118,8 @@ def header_lines(h: Header) -> list[str]:
     ]
     if h.variable_update == "replicated":
         lines.append(f"AllReduce:   {h.all_reduce}")
+    if h.variable_update in ("multi_worker", "distributed_ps"):
+        lines.append("Sync:        True")  # upstream prints it for every job with a job_name
     lines.append("==========")
     return lines
 

@@ -14,14 +14,16 @@ on stdout, one flushed line at a time, plus ``Timed window: <s> s for <n> images
   the gradients reduced there, the TF2 equivalent of upstream's single-node ps mode.
 - ``--variable-update horovod``: one process per device under ``horovodrun``, gradients averaged by
   ``hvd.DistributedGradientTape``; every rank prints its own log (see ``bench.runner.hvd``).
+- ``--variable-update multi_worker|distributed_ps``: one process per task, configured by TF_CONFIG or
+  Slurm (see ``bench.runner.multiworker``; ``bench run`` starts them with ``bench.runner.workers``).
 - ``--device cpu --num-gpus N`` splits the CPU into N logical devices, so both modes run N replicas.
 - Data: synthetic by default; ``--data-dir`` reads ImageNet TFRecords with ``--decode-threads N|auto``
   (auto = physical cores - 4 x GPUs, at least 1; see ``bench.runner.data``) and prints ``Dataset: imagenet``.
 
 Exit codes: 0 ok; 2 usage errors (argparse, NCHW on CPU, NCCL on CPU, XLA with parameter_server,
-horovod with --num-gpus > 1, --decode-threads without --data-dir, modes not implemented yet);
+horovod with --num-gpus > 1, --decode-threads / --num-examples without --data-dir, cluster-mode limits);
 1 when the machine lacks what was asked for (fewer GPUs than ``--num-gpus``, no ``train-*`` files in
-``--data-dir``). Failures inside TensorFlow (OOM, crashes) raise with their traceback, which the ingest parser classifies.
+``--data-dir``, no TF_CONFIG/Slurm in a cluster mode). Failures inside TensorFlow (OOM, crashes) raise with their traceback, which the ingest parser classifies.
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench.runner import timing
+from bench.runner.cluster import ClusterError
 from bench.runner.data import DataError
 from bench.runner.models import MODEL_NAMES, SPECS
+from bench.runner.tfrecords import EpochImages, RecordError, epoch_images
 
-NOT_YET = ("distributed_ps", "multi_worker")
+CLUSTER_MODES = ("distributed_ps", "multi_worker")
 DEFAULT_NUM_BATCHES = 100  # upstream's _DEFAULT_NUM_BATCHES
 
 
@@ -51,13 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-batches", type=_positive, default=None, help="timed steps after warm-up (default 100)")
     p.add_argument("--num-epochs", type=float, default=None,
                    help="instead of --num-batches: ceil(epochs x dataset images / global batch) steps")
+    p.add_argument("--num-examples", type=_positive, default=None,
+                   help="with --data-dir: images per epoch (default: the full ImageNet count for its 1024 "
+                        "train shards, else the records counted in --data-dir)")
     p.add_argument("--num-warmup-batches", type=_non_negative, default=10)
     p.add_argument("--display-every", type=_positive, default=10)
     p.add_argument("--data-format", choices=("NCHW", "NHWC"), default=None,
                    help="default NCHW on GPUs, NHWC on CPU (TensorFlow's CPU kernels support only NHWC)")
     p.add_argument("--optimizer", choices=("sgd", "momentum"), default="sgd")
     p.add_argument("--learning-rate", type=float, default=0.005)
-    p.add_argument("--variable-update", choices=("parameter_server", "replicated", "horovod", *NOT_YET),
+    p.add_argument("--variable-update", choices=("parameter_server", "replicated", "horovod", *CLUSTER_MODES),
                    default="parameter_server")
     p.add_argument("--all-reduce", choices=("nccl", "hierarchical", "ring"), default=None)
     p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32")
@@ -108,17 +115,17 @@ def usage_problem(args: argparse.Namespace) -> str | None:
                 "them on /cpu:0); use --variable-update replicated with --xla")
     if args.decode_threads is not None and args.data_dir is None:
         return "--decode-threads applies only to real data: give --data-dir too"
-    if args.data_dir is not None and args.variable_update == "horovod":
-        # hvd.train has synthetic input only (wording kept as tests/runner/test_horovod_run.py expects).
-        return "--data-dir (real ImageNet TFRecords) is not implemented yet; omit it for synthetic data"
+    if args.num_examples is not None and args.data_dir is None:
+        return "--num-examples applies only to real data: give --data-dir too"
     if args.variable_update == "horovod":
         from bench.runner import hvd
 
         if (problem := hvd.usage_problem(args)) is not None:
             return problem
-    if args.variable_update in NOT_YET:
-        return (f"--variable-update {args.variable_update} is not implemented yet; "
-                "use parameter_server, replicated or horovod")
+    if args.variable_update in CLUSTER_MODES:
+        from bench.runner import multiworker
+
+        return multiworker.usage_problem(args)
     return None
 
 
@@ -130,25 +137,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         parser.error(problem)  # exits 2 with the usage line
     try:
+        args.epoch_images = real_epoch_images(args)
+        images = None if args.epoch_images is None else args.epoch_images.count
         if args.variable_update == "horovod":
             from bench.runner import hvd
 
-            return hvd.train(args, lambda batch: num_batches(args.num_batches, args.num_epochs, args.model, batch))
-        args.num_batches = num_batches(args.num_batches, args.num_epochs, args.model, args.batch_size * args.num_gpus)
+            return hvd.train(args, lambda batch: num_batches(args.num_batches, args.num_epochs, args.model, batch,
+                                                             images))
+        if args.variable_update in CLUSTER_MODES:
+            from bench.runner import cluster, multiworker
+
+            workers = cluster.workers_of(args.variable_update)
+            args.num_batches = num_batches(args.num_batches, args.num_epochs, args.model,
+                                           args.batch_size * args.num_gpus * workers, images)
+            return multiworker.train(args)
+        args.num_batches = num_batches(args.num_batches, args.num_epochs, args.model, args.batch_size * args.num_gpus,
+                                       images)
         return train(args)
-    except (DeviceError, DataError) as e:
+    except (DeviceError, DataError, RecordError, ClusterError) as e:
         print(f"Error: {e}", file=sys.stderr, flush=True)
         return 1
 
 
-def num_batches(batches: int | None, epochs: float | None, model: str, global_batch: int) -> int:
-    """Timed steps: ``batches``, else upstream's ceil(epochs x training images / global batch), else 100."""
+def num_batches(batches: int | None, epochs: float | None, model: str, global_batch: int,
+                images: int | None = None) -> int:
+    """Timed steps: ``batches``, else upstream's ceil(epochs x images / global batch), else 100.
+
+    ``images``: the images of one epoch of the data read (real data); None: the training split of the
+    model's own dataset (synthetic data)."""
     if batches is not None:
         return batches
     if epochs is None:
         return DEFAULT_NUM_BATCHES
-    images = timing.TRAIN_IMAGES[SPECS[model].dataset]
+    if images is None:
+        images = timing.TRAIN_IMAGES[SPECS[model].dataset]
     return max(1, math.ceil(epochs * images / global_batch))
+
+
+def real_epoch_images(args: argparse.Namespace) -> EpochImages | None:
+    """With ``--data-dir``: the images per epoch (``bench.runner.tfrecords.epoch_images``), learned only
+    when ``--num-epochs`` or ``--num-examples`` needs it; None otherwise. Raises DataError, RecordError."""
+    if args.data_dir is None or (args.num_epochs is None and args.num_examples is None):
+        return None
+    from bench.runner.data import train_files
+
+    return epoch_images(train_files(args.data_dir), args.num_examples)
 
 
 class DeviceError(Exception):
@@ -176,11 +209,17 @@ def train(args: argparse.Namespace) -> int:
         dataset=spec.dataset if args.data_dir is None else "imagenet", synthetic=args.data_dir is None,
         batch_size_per_device=args.batch_size, devices=tuple(devices),
         num_batches=args.num_batches, epochs=args.num_epochs, data_format=args.data_format, optimizer=args.optimizer,
-        variable_update=args.variable_update, all_reduce=args.all_reduce)
+        variable_update=args.variable_update, all_reduce=args.all_reduce, epoch_images=header_epoch_images(args))
     for line in timing.header_lines(header):
         _say(line)
     run_loop(lambda: step(*next_batch()), args, header.global_batch)
     return 0
+
+
+def header_epoch_images(args: argparse.Namespace) -> tuple[int, str] | None:
+    """``Header.epoch_images`` from ``args.epoch_images`` (set by ``main``; None when not learned)."""
+    found = getattr(args, "epoch_images", None)
+    return None if found is None else (found.count, found.source)
 
 
 def make_input(strategy: Any, args: argparse.Namespace) -> Callable[[], tuple[Any, Any]]:
@@ -229,14 +268,15 @@ def make_optimizer(tf: Any, name: str, learning_rate: float, loss_scaling: bool)
     return tf.keras.mixed_precision.LossScaleOptimizer(opt) if loss_scaling else opt
 
 
-def make_train_step(tf: Any, strategy: Any, model: Any, optimizer: Any, *, xla: bool) -> Callable[..., Any]:
+def make_train_step(tf: Any, strategy: Any, model: Any, optimizer: Any, *, xla: bool,
+                    compiled: bool = True) -> Callable[..., Any]:
     """A compiled step: every replica computes its gradients (XLA-compiled if ``xla``), the strategy
-    reduces them and the optimizer applies them. Returns the replicas' mean cross-entropy loss."""
+    reduces them and the optimizer applies them. Returns the replicas' mean cross-entropy loss.
+    ``compiled=False``: the plain function, for a caller that wraps it in its own tf.function."""
     scaled = isinstance(optimizer, tf.keras.mixed_precision.LossScaleOptimizer)
     replicas = strategy.num_replicas_in_sync
     variables = model.trainable_variables
 
-    @tf.function(jit_compile=xla)
     def gradients(images: Any, labels: Any) -> tuple[Any, Any]:
         with tf.GradientTape() as tape:
             logits = tf.cast(model(images, training=True), tf.float32)
@@ -247,24 +287,29 @@ def make_train_step(tf: Any, strategy: Any, model: Any, optimizer: Any, *, xla: 
         grads = tape.gradient(objective, variables)
         return loss, (optimizer.get_unscaled_gradients(grads) if scaled else grads)
 
+    if xla:  # only replicated mode: a nested tf.function cannot hold CentralStorage's merge_call
+        gradients = tf.function(gradients, jit_compile=True)
+
     def replica_step(images: Any, labels: Any) -> Any:
         loss, grads = gradients(images, labels)
         optimizer.apply_gradients(zip(grads, variables, strict=True))
         return loss
 
-    @tf.function
     def step(images: Any, labels: Any) -> Any:
         losses = strategy.run(replica_step, args=(images, labels))
         return strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
 
-    return step
+    return tf.function(step) if compiled else step
 
 
-def run_loop(step: Callable[[], Any], args: argparse.Namespace, batch: int, num_workers: int = 1) -> None:
+def run_loop(step: Callable[[], Any], args: argparse.Namespace, batch: int, num_workers: int = 1,
+             say: Callable[[str], None] | None = None) -> None:
     """Warm up, then time ``args.num_batches`` steps of ``batch`` images and print tf_cnn's lines.
 
     Step lines rate this process's ``batch``; the total counts ``num_workers`` x steps x ``batch``
-    images over this process's timed window (upstream's extrapolation to all Horovod workers)."""
+    images over this process's timed window (upstream's extrapolation to all Horovod workers).
+    ``say`` prints a line (default: stdout, flushed); a quiet worker passes a no-op."""
+    _say = say or _print
     _say("Running warm up")
     for _ in range(args.num_warmup_batches):
         float(step())
@@ -285,6 +330,9 @@ def run_loop(step: Callable[[], Any], args: argparse.Namespace, batch: int, num_
 
 def _say(line: str) -> None:
     print(line, flush=True)
+
+
+_print = _say
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ def test_horovod_options_pass_the_usage_checks() -> None:
 
 @pytest.mark.parametrize(("extra", "message"), [
     (["--all-reduce", "ring"], "--all-reduce applies only to --variable-update replicated"),
-    (["--data-dir", "/data"], "--data-dir (real ImageNet TFRecords) is not implemented yet; omit it for synthetic data"),
+    (["--num-examples", "10"], "--num-examples applies only to real data: give --data-dir too"),
 ])
 def test_horovod_keeps_the_other_checks(extra: list[str], message: str) -> None:
     args = trainer.build_parser().parse_args([*TINY, *extra])

@@ -50,8 +50,6 @@ def test_physical_cores_falls_back_to_cpu_count_without_core_ids() -> None:
 @pytest.mark.parametrize(("extra", "message"), [
     (["--decode-threads", "2"], "--decode-threads applies only to real data"),
     (["--decode-threads", "0", "--data-dir", "d"], "must be >= 1, got 0"),
-    (["--variable-update", "horovod", "--num-gpus", "1", "--data-dir", "d"],
-     "--data-dir (real ImageNet TFRecords) is not implemented yet"),  # with horovod only
 ])
 def test_real_data_usage_errors(extra: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
@@ -82,12 +80,14 @@ def test_training_on_generated_tfrecords_parses_as_real_data(tmp_path: Path) -> 
     assert made.returncode == 0, made.stderr[-2000:]
     assert sorted(p.name for p in records.iterdir()) == ["train-00000-of-00002", "train-00001-of-00002"]
     proc = subprocess.run([sys.executable, "-m", "bench.runner.trainer", "--model", "trivial", "--device", "cpu",
-                           "--num-gpus", "1", "--variable-update", "parameter_server", "--batch-size", "8",
-                           "--num-batches", "5", "--display-every", "5", "--data-format", "NHWC",
+                           "--num-gpus", "2", "--variable-update", "parameter_server", "--batch-size", "4",
+                           "--num-epochs", "1.5", "--display-every", "4", "--data-format", "NHWC",
                            "--data-dir", str(records), "--decode-threads", "2"],
                           capture_output=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert b"Dataset:     imagenet\n" in proc.stdout
+    # 1.5 epochs of the 64 generated images (not of ImageNet's 1,281,167) at 2 x 4 per step: ceil(96 / 8).
+    assert b"Num batches: 12\nNum epochs:  1.50\nNum examples: 64 (counted)\n" in proc.stdout
     parsed = parse_bytes(proc.stdout, source="real-data.log")
     assert parsed.format == "tf_cnn"
     assert parsed.result.problems == []
@@ -96,3 +96,4 @@ def test_training_on_generated_tfrecords_parses_as_real_data(tmp_path: Path) -> 
     assert run.data == "real"
     assert run.dataset == "imagenet"
     assert run.images_per_sec is not None and run.images_per_sec > 0
+    assert [s["step"] for s in parsed.result.steps.rows()] == [1, 4, 8, 12]

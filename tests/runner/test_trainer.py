@@ -24,7 +24,6 @@ TINY = ["--model", "trivial", "--device", "cpu", "--num-gpus", "2", "--batch-siz
     (["--variable-update", "replicated", "--all-reduce", "nccl"], "--all-reduce nccl needs GPUs"),
     (["--all-reduce", "ring"], "--all-reduce applies only to --variable-update replicated"),
     (["--variable-update", "parameter_server", "--xla"], "--xla cannot compile"),
-    (["--variable-update", "distributed_ps"], "distributed_ps is not implemented yet"),
     (["--decode-threads", "4"], "--decode-threads applies only to real data"),
     (["--batch-size", "0"], "must be >= 1, got 0"),
 ])
@@ -71,6 +70,12 @@ def test_nchw_on_cpu_is_refused_by_the_command() -> None:
 
 
 UPDATES = ("replicated", "parameter_server")
+#: resnet20 (batch normalisation) under parameter_server: CentralStorageStrategy once crashed inside
+#: BatchNormalization ("merge_call called while defining a new graph") when the per-replica gradient
+#: computation was a nested tf.function.
+RESNET20_PS = ["--model", "resnet20", "--device", "cpu", "--num-gpus", "2", "--batch-size", "4",
+               "--num-batches", "4", "--display-every", "2", "--num-warmup-batches", "1",
+               "--variable-update", "parameter_server"]
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +85,8 @@ def trainings() -> dict[str, subprocess.CompletedProcess[bytes]]:
     procs = {u: subprocess.Popen([sys.executable, "-m", "bench.runner.trainer", *TINY, "--variable-update", u,
                                   "--data-format", "NHWC"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for u in UPDATES}
+    procs["resnet20_ps"] = subprocess.Popen([sys.executable, "-m", "bench.runner.trainer", *RESNET20_PS],
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     done = {}
     for u, p in procs.items():
         out, err = p.communicate(timeout=120)
@@ -133,3 +140,18 @@ def test_tiny_training_on_two_logical_cpus(update: str, trainings: dict[str, sub
     assert images == 10 * 8
     assert run.images_per_sec == pytest.approx(images / seconds, abs=0.006)  # printed with %.2f
     assert run.images_per_sec_mean is not None and run.images_per_sec_mean > 0
+
+
+@pytest.mark.slow
+def test_resnet20_trains_under_parameter_server_on_two_devices(
+        trainings: dict[str, subprocess.CompletedProcess[bytes]]) -> None:
+    proc = trainings["resnet20_ps"]
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert b"merge_call" not in proc.stderr
+    fp = parse_bytes(proc.stdout, source="resnet20-ps.log")
+    (run,) = fp.result.runs
+    assert (run.status, run.model, run.variable_update, run.global_batch_size) == (
+        "ok", "resnet20", "parameter_server", 8)
+    assert [s["step"] for s in fp.result.steps.rows()] == [1, 2, 4]
+    losses = [float(x) for x in re.findall(rb"\)\t([\d.]+)$", proc.stdout, re.M)]
+    assert len(losses) == 3 and all(0 < x < 10 for x in losses)  # cross-entropy of 10 classes, finite
