@@ -49,6 +49,8 @@ demo: $(VENV)/.installed
 	$(BIN)/bench ingest fixtures/official-2017/tf-official-2017 --store demo-store --path-pattern '$(OFFICIAL_PATTERN)'
 	$(BIN)/bench sql --store demo-store -f sql/demo_summary.sql
 	$(BIN)/bench compare --store demo-store --factor gpu_model --a P100 --b K80 --where "num_gpus = 8"
+	$(BIN)/bench report --store demo-store --where "tags['source'] = 'tf-official-2017'" --equivalence 0.05 \
+		--title "TensorFlow official benchmarks 2017" --out bench-report
 
 test: $(VENV)/.installed-dev
 	$(BIN)/pytest
@@ -67,4 +69,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.runner.benchmark
 
 clean:
-	rm -rf $(VENV) demo-store bench-store .pytest_cache ingest/_tfscan*.so
+	rm -rf $(VENV) demo-store bench-store bench-report .pytest_cache ingest/_tfscan*.so

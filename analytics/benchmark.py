@@ -137,9 +137,24 @@ def main() -> None:
         dlbs = _timed("DLBS-style speedup (JSON list + pandas)", lambda: dlbs_style_speedup(runs_json))
         print(f"  DLBS-style / bench scaling: {dlbs / times['scaling']:.1f}x")
         slow = [k for k, v in times.items() if v > 2]
+        _report_timing(Path(tmp))
         print(f"  goal < 2 s each: {'met' if not slow else 'NOT met for ' + ', '.join(slow)}")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"  peak RSS: {peak:.0f} MB (goal < 4096 MB: {'met' if peak < 4096 else 'NOT met'})")
+
+
+REPORT_RUNS = 10_000
+REPORT_GOAL_S = 30.0
+
+
+def _report_timing(tmp: Path) -> None:
+    """Issue 5 §4: ``bench report`` (every table, figures once per family) on a store of 10,000 runs."""
+    from bench.analytics.report import Options, make_report
+
+    root = tmp / "store-10k"
+    make_store(root, REPORT_RUNS)
+    secs = _timed(f"bench report on {REPORT_RUNS:,} runs", lambda: make_report(root, tmp / "report", Options()))
+    print(f"  goal < {REPORT_GOAL_S:.0f} s: {'met' if secs < REPORT_GOAL_S else 'NOT met'}")
 
 
 def _query(con: Any, sql: str) -> Callable[[], Any]:

@@ -160,3 +160,25 @@ def plot_command(
 
     fig = make_figure(connect(store or default_store()), kind.value, where=where, by=by, a=a, b=b)
     typer.echo(str(save(fig, out or Path(f"plot-{kind.value}.png"))))
+
+
+# --- report ---
+def report_command(
+    where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of runs, e.g. \"model = 'resnet50'\"")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Folder for report.html, report.md, figures/ and tables/")] = Path("bench-report"),
+    title: Annotated[str, typer.Option("--title", help="Title of the report")] = "Benchmark report",
+    equivalence: Annotated[float | None, typer.Option("--equivalence", help="Test every ratio for 'A and B within ±X' (0.05 = 5%)")] = None,
+    trace: Annotated[str | None, typer.Option("--trace", help="run_id of the trace figure [default: the first run with telemetry]")] = None,
+    max_figures: Annotated[int, typer.Option("--max-figures", min=0, help="Configuration families that get figures (tables cover all)")] = 12,
+    store: StoreOpt = None,
+) -> None:
+    """Write an HTML + Markdown report (tables as CSV) of the selected runs; prints the path of report.html.
+
+    Example: bench report --where "gpu_model LIKE '%P100%'" --equivalence 0.05 --out bench-report
+    """
+    from bench.analytics.report import Options, make_report
+    from bench.ingest.store import default_store
+
+    opts = Options(where=where, title=title, equivalence=equivalence, trace=trace, max_families=max_figures)
+    typer.echo(str(make_report(store or default_store(), out, opts)))
+# --- end report ---

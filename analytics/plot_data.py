@@ -11,7 +11,15 @@ Decisions (the issue is silent on these):
   the warm-up cut is ``run_stats.mser5`` on that series (the same function, not a copy), none below
   ``run_stats.MIN_INTERVALS`` intervals. x is seconds since the first interval when every interval has
   a timestamp, else the step number (the unit is then "step").
-- Telemetry is averaged over the run's GPUs per sample (one line, not one per GPU).
+- Telemetry is averaged over the run's GPUs per sample (one line, not one per GPU): the samples of
+  gpu_index < num_gpus when the run's GPU count is known (a Lambda thermal file samples every GPU of the
+  machine; the idle ones would pull a 2-GPU run's 78 °C down to 48 °C), else every GPU.
+- A telemetry row belongs to the run by run_id or, when its run_id is NULL (Lambda ``thermal/1`` files
+  beside ``throughput/1``), by tags: every tag of the telemetry row equals the run's tag of that key or
+  the run's column of that name (as text), e.g. system, model, num_gpus, batch_size_per_device.
+- Telemetry time is put on the steps' clock: seconds since the first step's timestamp, from the sample's
+  own timestamp (so samples before training started are at negative times). Only when the steps or the
+  samples carry no timestamp is the sample's elapsed_s used as is.
 """
 
 from __future__ import annotations
@@ -153,12 +161,42 @@ def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None) -> tu
     rates = steps["interval_images_per_sec"].to_numpy(dtype=np.float64)
     cut = mser5(rates) if len(rates) >= MIN_INTERVALS else 0
     steps["warmup"] = np.arange(len(steps)) < cut
-    telemetry = con.execute("""
-        SELECT sample_index, avg(elapsed_s) AS elapsed_s, avg(temperature_c) AS temperature_c,
-               avg(utilization_pct) AS utilization_pct
-        FROM telemetry WHERE run_id = ? GROUP BY sample_index ORDER BY sample_index""", [run_id]).df()
+    t0 = float(steps["timestamp"].iloc[0]) if timed else None
+    telemetry = _run_telemetry(con, run_id, t0)
     cols = ["run_id", "x", "x_unit", "interval_images_per_sec", "warmup"]
     return steps[cols], telemetry[["elapsed_s", "temperature_c", "utilization_pct"]]
+
+
+def _run_telemetry(con: duckdb.DuckDBPyConnection, run_id: str, t0: float | None) -> pd.DataFrame:
+    """The run's telemetry per sample (see module doc): elapsed_s on the steps' clock when ``t0`` (epoch
+    seconds of the first step) is known, temperature_c and utilization_pct averaged over its GPUs."""
+    cur = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
+    run = dict(zip([d[0] for d in cur.description], cur.fetchall()[0], strict=True))
+    sources = _tagged_sources(con, run)
+    clock = "epoch(timestamp) - ?" if t0 is not None else "NULL"
+    return con.execute(f"""
+        WITH t AS (
+            SELECT * FROM telemetry
+            WHERE (run_id = ? OR (run_id IS NULL AND source IN (SELECT unnest(?::VARCHAR[]))))
+              AND (? IS NULL OR gpu_index IS NULL OR gpu_index < ?)
+        )
+        SELECT sample_index, coalesce(avg({clock}), avg(elapsed_s)) AS elapsed_s,
+               avg(temperature_c) AS temperature_c, avg(utilization_pct) AS utilization_pct
+        FROM t GROUP BY sample_index ORDER BY sample_index""",
+        [run_id, sources, run["num_gpus"], run["num_gpus"], *([t0] if t0 is not None else [])]).df()
+
+
+def _tagged_sources(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> list[str]:
+    """Sources of telemetry rows without a run_id whose every tag matches ``run`` (its tag of that key,
+    else its column of that name, compared as text)."""
+    tags = dict(run.get("tags") or [])
+    rows = con.execute("SELECT DISTINCT source::VARCHAR, tags FROM telemetry WHERE run_id IS NULL AND tags IS NOT NULL").fetchall()
+    out = []
+    for source, ttags in rows:
+        want = dict(ttags)
+        if want and all(str(tags.get(k, run.get(k))) == v for k, v in want.items()):
+            out.append(source)
+    return out
 
 
 def ratio_frame(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, where: str | None = None,

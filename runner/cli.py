@@ -12,7 +12,14 @@ from typing import Annotated, Any
 
 import typer
 
-from bench.analytics.cli import compare_command, effects_command, fit_command, plot_command, sql_command
+from bench.analytics.cli import (
+    compare_command,
+    effects_command,
+    fit_command,
+    plot_command,
+    report_command,
+    sql_command,
+)
 from bench.ingest.cli import StoreOpt, ingest_command
 from bench.ingest.errors import BenchError
 
@@ -45,6 +52,7 @@ app.command("compare")(_translated(compare_command))
 app.command("fit")(_translated(fit_command))
 app.command("effects")(_translated(effects_command))
 app.command("plot")(_translated(plot_command))
+app.command("report")(_translated(report_command))
 
 
 _T = "Trainer options"  # help panel of the options passed through to the trainer

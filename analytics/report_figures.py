@@ -1,0 +1,137 @@
+"""``bench report``: the figures, drawn once per configuration family (never once per run) with the
+functions of bench.analytics.plots, plus the cross-system throughput-per-GPU bars and one trace.
+
+Decisions (the issue is silent on these):
+- Per family: the throughput bars (training time on a second axis), the speedup (ideal line, USL fit)
+  and the efficiency figure: the Dell-style set. At most ``max_families`` families get figures (their
+  tables are always complete); the report says which were left out.
+- Throughput per GPU across systems: one horizontal bar figure per (model, precision) whose
+  configurations span 2+ GPU models or systems: images/s divided by the GPU count, one bar per
+  configuration and GPU count (the question "which system is fastest per GPU" is read across bars).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bench.analytics.report_model import Figure, png_bytes, slugify
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+MAX_FAMILIES = 12  #: default cap of families drawn (3 figures each); tables cover every family
+MAX_BARS = 60  #: bars in one throughput-per-GPU figure before it is split by GPU count
+
+
+def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFrame, points: pd.DataFrame,
+                   run_ids: tuple[str, ...]) -> list[Figure]:
+    """Throughput, speedup and efficiency figures of one family (``points``: report_tables.scaling_points
+    of its configurations; series labelled by ``family['series']``). Empty when no point has a value."""
+    from bench.analytics import plot_data, plots
+
+    df = points.merge(family[["config_id", "series"]], on="config_id").rename(columns={"series": "label"})
+    if df["images_per_sec"].notna().sum() == 0:
+        return []
+    df = df.sort_values(["label", "num_gpus"], kind="stable").reset_index(drop=True)
+    ids = ", ".join("'" + c.replace("'", "''") + "'" for c in df["config_id"].unique())
+    usl = plot_data.usl_frame(con, df, where=f"config_id IN ({ids})")
+    out = []
+    for kind, fig in (("throughput", plots.throughput(df)), ("speedup", plots.speedup(df, usl)),
+                      ("efficiency", plots.efficiency(df))):
+        fig.suptitle(name, fontsize=9)
+        out.append(Figure(f"fig-{slugify(name)[:60]}-{kind}", f"{kind.capitalize()}: {name}", png_bytes(fig), run_ids))
+        _close(fig)
+    return out
+
+
+def per_gpu_frame(configs: pd.DataFrame, points: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(title, frame) per (model, precision) spanning 2+ GPU models or systems: label, num_gpus,
+    images_per_gpu (images/s per GPU = images/s / GPU count); points without a value are left out."""
+    from bench.analytics.report_tables import label_of
+
+    out = []
+    keys = [c for c in ("model", "precision") if c in configs.columns]
+    spread = [c for c in configs.columns if c == "gpu_model" or c.startswith("tag:")]
+    for key, g in configs.groupby(keys, sort=True, dropna=False):
+        if len(g) < 2 or not spread or g[spread].astype(str).drop_duplicates().shape[0] < 2:
+            continue
+        lab = g.assign(label=label_of(g, [c for c in g.columns if c not in ("config_id", *keys)]))
+        df = points.merge(lab[["config_id", "label"]], on="config_id").dropna(subset=["images_per_sec"])
+        if df.empty:
+            continue
+        df = df.assign(images_per_gpu=df["images_per_sec"] / df["num_gpus"])
+        title = ", ".join(f"{k}={v}" for k, v in zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
+        out.append((title, df[["config_id", "label", "num_gpus", "images_per_gpu"]]))
+    return out
+
+
+def per_gpu_figure(df: pd.DataFrame, title: str) -> Any:
+    """Horizontal bars of images/s per GPU: one row per configuration (fastest per GPU on top), one bar per
+    GPU count in it. ``df``: one frame of :func:`per_gpu_frame`."""
+    from bench.analytics.plots import _figure
+
+    order = df.groupby("label")["images_per_gpu"].max().sort_values().index.tolist()
+    counts = sorted(df["num_gpus"].unique())
+    height = 0.8 / len(counts)
+    fig = _figure(10.0, min(40.0, 1.5 + 0.28 * len(order) * max(1, len(counts) / 2)))
+    ax = fig.add_subplot()
+    short = [lbl if len(lbl) <= 70 else lbl[:67] + "..." for lbl in order]  # long labels would squeeze the bars
+    for j, n in enumerate(counts):
+        sub = df[df["num_gpus"] == n]
+        ys = [order.index(lbl) + (j - (len(counts) - 1) / 2) * height for lbl in sub["label"]]
+        ax.barh(ys, sub["images_per_gpu"], height=height, label=f"{int(n)} GPU")
+    ax.set_yticks(range(len(order)), short, fontsize=7)
+    ax.set_xlabel("throughput per GPU (images/s per GPU)")
+    ax.set_ylabel("configuration")
+    ax.set_title(f"Throughput per GPU: {title}", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(axis="x", linestyle=":", alpha=0.5)
+    return fig
+
+
+def trace_figure(con: duckdb.DuckDBPyConnection, run_id: str | None) -> Figure | None:
+    """The ``trace`` figure of ``run_id``, or by default of the first selected run (by run_id) that has
+    both steps and telemetry; None when there is no such run. Raises BenchError for an unknown run_id."""
+    from bench.analytics import plot_data, plots
+
+    if run_id is None:
+        run_id = first_traced_run(con)
+        if run_id is None:
+            return None
+    steps, telemetry = plot_data.trace_frames(con, where=f"run_id = '{run_id.replace(chr(39), chr(39) * 2)}'")
+    fig = plots.trace(steps, telemetry)
+    out = Figure(slugify(f"trace-{run_id}"), f"Trace of run {run_id}: throughput per interval and GPU telemetry",
+                 png_bytes(fig), (run_id,))
+    _close(fig)
+    return out
+
+
+def first_traced_run(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The first selected run (by run_id) with steps and telemetry, joined by run_id or else by tags
+    (every telemetry tag equal to the run's tag or column of that name, as in plot_data)."""
+    found = con.execute("""SELECT min(run_id) FROM runs WHERE run_id IN (SELECT run_id FROM steps)
+                           AND run_id IN (SELECT run_id FROM telemetry)""").fetchone()
+    if found and found[0] is not None:
+        return str(found[0])
+    sets: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
+    for (tags,) in con.execute("SELECT DISTINCT tags FROM telemetry WHERE run_id IS NULL AND tags IS NOT NULL").fetchall():
+        t = dict(tags)
+        keys = tuple(sorted(t))
+        sets.setdefault(keys, set()).add(tuple(t[k] for k in keys))
+    if not sets:
+        return None
+    cur = con.execute("SELECT * FROM runs WHERE run_id IN (SELECT run_id FROM steps) ORDER BY run_id")
+    names = [d[0] for d in cur.description]
+    for values in cur.fetchall():
+        run = dict(zip(names, values, strict=True))
+        tags = dict(run.get("tags") or {})
+        for keys, seen in sets.items():
+            if tuple(str(tags.get(k, run.get(k))) for k in keys) in seen:
+                return str(run["run_id"])
+    return None
+
+
+def _close(fig: Any) -> None:
+    """Free a figure's memory now (figures here are not pyplot-managed; clearing drops the artists)."""
+    fig.clear()

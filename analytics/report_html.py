@@ -1,0 +1,97 @@
+"""``bench report`` writer: report.html, one self-contained file (CSS inline, figures as base64 PNG data:
+URIs, no script, no network access). All text from the store (labels, sources, status details, tags) is
+escaped with ``html.escape``. A number with runs behind it links to ``#run-<first run_id>`` in the
+provenance table (the runs of one configuration point are adjacent there) and lists every run_id in its
+``title``; provenance rows carry ``id="run-<run_id>"``."""
+
+from __future__ import annotations
+
+import base64
+import html
+
+from bench.analytics.report_model import Figure, Report, Section, Table
+
+CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1200px;
+       padding: 1.5em 2em; color: #1d1d1f; }
+h1 { font-size: 1.7em; margin-bottom: .2em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
+h3 { margin-top: 1.6em; } .sel { color: #555; }
+.tbl { overflow-x: auto; margin: .6em 0 1.2em; }
+table { border-collapse: collapse; font-size: 12.5px; }
+caption { text-align: left; font-weight: 600; padding: .3em 0; }
+th, td { border: 1px solid #ddd; padding: 3px 7px; vertical-align: top; }
+th { background: #f3f4f6; position: sticky; top: 0; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.t { max-width: 38em; overflow-wrap: anywhere; }
+tr:nth-child(even) td { background: #fafafa; }
+tr:target td { background: #fff3b0; }
+a { color: #0b57d0; text-decoration: none; } a:hover { text-decoration: underline; }
+.note { color: #555; font-style: italic; margin: .2em 0; }
+.figs { display: flex; flex-wrap: wrap; gap: 12px; } .figs figure { flex: 1 1 360px; max-width: 640px; }
+figure { margin: 1em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { color: #555; font-size: 12px; }
+nav ul { columns: 2; font-size: 13px; }
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _anchor(run_id: str) -> str:
+    return "run-" + run_id
+
+
+def html_table(t: Table) -> str:
+    """One table: numbers right-aligned in their column's format, "—" for no value, each number with runs
+    linked to the first of them (title: all run_ids); provenance rows get their run anchor."""
+    cols = list(t.frame.columns)
+    numeric = {c for c in cols if t.frame[c].dtype.kind in "fiu"}
+    rows = []
+    for i in range(len(t.frame)):
+        cells = []
+        for c in cols:
+            text, ids = _e(t.text(i, c)), t.cell_runs.get((i, c), ())
+            if ids:
+                text = f'<a href="#{_e(_anchor(ids[0]))}" title="runs: {_e(" ".join(ids))}">{text}</a>'
+            cells.append(f'<td class="{"n" if c in numeric else "t"}">{text}</td>')
+        rid = f' id="{_e(_anchor(str(t.frame["run_id"].iloc[i])))}"' if t.slug == "provenance" else ""
+        rows.append(f"<tr{rid}>{''.join(cells)}</tr>")
+    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
+    notes = "".join(f'<p class="note">{_e(n)}</p>' for n in t.notes)
+    return (f'<div class="tbl" id="{_e(t.slug)}"><table><caption>{_e(t.title)}</caption>'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{notes}</div>")
+
+
+def html_figure(f: Figure) -> str:
+    """A figure inline as a base64 PNG data: URI, with its caption (and the runs it draws, as a title)."""
+    data = base64.b64encode(f.png).decode("ascii")
+    runs = f' title="runs: {_e(" ".join(f.run_ids))}"' if f.run_ids and len(f.run_ids) <= 200 else ""
+    return (f'<figure id="{_e(f.slug)}"><img src="data:image/png;base64,{data}" alt="{_e(f.caption)}"{runs}>'
+            f"<figcaption>{_e(f.caption)}</figcaption></figure>")
+
+
+def _section(sec: Section) -> str:
+    parts = [f'<h{sec.level} id="{_e(_sec_id(sec))}">{_e(sec.title)}</h{sec.level}>']
+    parts += [f"<p>{_e(p)}</p>" for p in sec.paragraphs]
+    parts += [html_table(t) for t in sec.tables]
+    if sec.figures:  # side by side where the page is wide enough: a family's three figures in one row
+        parts.append('<div class="figs">' + "".join(html_figure(f) for f in sec.figures) + "</div>")
+    return "\n".join(parts)
+
+
+def _sec_id(sec: Section) -> str:
+    from bench.analytics.report_model import slugify
+
+    return "sec-" + slugify(sec.title)
+
+
+def render_html(report: Report) -> str:
+    """The whole report as one HTML document (UTF-8), with a table of contents of the level-2 sections."""
+    toc = "".join(f'<li><a href="#{_e(_sec_id(s))}">{_e(s.title)}</a></li>' for s in report.sections if s.level == 2)
+    body = "\n".join(_section(s) for s in report.sections)
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{_e(report.title)}</title><style>{CSS}</style></head><body>"
+            f'<h1>{_e(report.title)}</h1><p class="sel">Selection: {_e(report.selection)}</p>'
+            f"<nav><ul>{toc}</ul></nav>\n{body}\n</body></html>\n")

@@ -1,0 +1,67 @@
+"""``bench report`` writers for the folder: report.md (figures linked as figures/<slug>.png) and the
+files beside it (figures/*.png, tables/*.csv with the numbers unformatted, NULL as an empty field).
+Text from the store is written as is in Markdown table cells, with ``|`` and newlines escaped."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bench.analytics.report_model import Report, Table
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def write_assets(report: Report, out: Path) -> None:
+    """figures/<slug>.png and tables/<slug>.csv of every section (a slug seen twice gets a -2 suffix)."""
+    (out / "figures").mkdir(exist_ok=True)
+    (out / "tables").mkdir(exist_ok=True)
+    for sec in report.sections:
+        for fig in sec.figures:
+            (out / "figures" / f"{fig.slug}.png").write_bytes(fig.png)
+        for t in sec.tables:
+            t.frame.to_csv(out / "tables" / f"{t.slug}.csv", index=False)
+
+
+def unique_slugs(report: Report) -> None:
+    """Make every table and figure slug unique within the report (files and anchors share them)."""
+    seen: dict[str, int] = {}
+    for sec in report.sections:
+        for item in [*sec.tables, *sec.figures]:
+            n = seen.get(item.slug, 0) + 1
+            seen[item.slug] = n
+            if n > 1:
+                item.slug = f"{item.slug}-{n}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(t: Table) -> list[str]:
+    """The table in GitHub Markdown: formatted numbers, "—" for no value, notes below."""
+    cols = list(t.frame.columns)
+    lines = [f"**{_cell(t.title)}** (`tables/{t.slug}.csv`)", "",
+             "| " + " | ".join(_cell(str(c)) for c in cols) + " |",
+             "|" + "|".join("---:" if t.frame[c].dtype.kind in "fiu" else "---" for c in cols) + "|"]
+    for i in range(len(t.frame)):
+        lines.append("| " + " | ".join(_cell(t.text(i, c)) for c in cols) + " |")
+    if not len(t.frame):
+        lines.append("| " + " | ".join("—" for _ in cols) + " |")
+    lines += [""] + [f"_{_cell(n)}_" for n in t.notes] + ([""] if t.notes else [])
+    return lines
+
+
+def render_md(report: Report) -> str:
+    """report.md: title, the selection, then each section's paragraphs, tables and figures."""
+    unique_slugs(report)
+    lines = [f"# {report.title}", "", f"Selection: {report.selection}", ""]
+    for sec in report.sections:
+        lines += ["#" * sec.level + " " + sec.title, ""]
+        for p in sec.paragraphs:
+            lines += [p, ""]
+        for t in sec.tables:
+            lines += md_table(t)
+        for f in sec.figures:
+            lines += [f"![{f.caption}](figures/{f.slug}.png)", ""]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,100 @@
+"""The content of ``bench report`` as plain data: tables, figures and sections, built by
+bench.analytics.report and written by report_html / report_md (no formatting logic here beyond the
+number format of a column).
+
+A :class:`Table` holds its numbers unformatted (NaN / None = no value, shown as "—", never 0); its
+``cell_runs`` name the runs behind each number so a writer can link the number to them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+NULL_TEXT = "—"
+
+
+@dataclass
+class Table:
+    """One table. ``slug``: file name (tables/<slug>.csv) and anchor; ``formats``: column -> format spec
+    for numbers (e.g. ".1f"; default ".4g"); ``cell_runs``: (row position, column) -> run_ids."""
+
+    slug: str
+    title: str
+    frame: pd.DataFrame
+    formats: dict[str, str] = field(default_factory=dict)
+    cell_runs: dict[tuple[int, str], tuple[str, ...]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def text(self, row: int, col: str) -> str:
+        """The cell as text: the number in its column's format, "—" for no value."""
+        return format_value(self.frame[col].iloc[row], self.formats.get(col))
+
+
+@dataclass
+class Figure:
+    """One figure as PNG bytes. ``slug``: file name (figures/<slug>.png) and anchor."""
+
+    slug: str
+    caption: str
+    png: bytes
+    run_ids: tuple[str, ...] = ()
+
+
+@dataclass
+class Section:
+    """A heading with paragraphs, tables and figures, in that order; ``level`` 2 or 3."""
+
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    level: int = 2
+
+
+@dataclass
+class Report:
+    """Everything ``bench report`` writes: a title, a one-line description of the selection, sections."""
+
+    title: str
+    selection: str
+    sections: list[Section]
+
+
+def format_value(v: Any, spec: str | None = None) -> str:
+    """A number in ``spec`` (default: an integer as is, else 4 significant digits); "—" for None / NaN
+    (no value is never written as 0); a bool as yes / no; anything else as str."""
+    import numbers
+
+    if v is None:
+        return NULL_TEXT
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
+        return "yes" if v else "no"
+    if isinstance(v, numbers.Real):
+        x = float(v)
+        if math.isnan(x):
+            return NULL_TEXT
+        if spec is None and x == int(x) and abs(x) < 1e15:
+            return str(int(x))
+        return format(x, spec or ".4g")
+    text = str(v)
+    return NULL_TEXT if text in ("", "nan", "None", "NaT", "<NA>") else text
+
+
+def slugify(text: str) -> str:
+    """A file-name and anchor-safe slug: lower case letters, digits and '-' (at most 80 characters)."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:80] or "x"
+
+
+def png_bytes(fig: Any, dpi: int = 100) -> bytes:
+    """A matplotlib Figure as PNG bytes (written once; the HTML inlines them, the Markdown links a file)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()

@@ -1,0 +1,155 @@
+"""``bench report``: the selection (``--where`` over ``runs``), what is in it, the flagged runs and the
+provenance table. Pure functions of a DuckDB connection; they return report_model Tables.
+
+Decisions (the issue is silent on these):
+- ``--where`` is a SQL boolean expression over the columns of ``runs`` (so ``tags['system']``, ``host``,
+  ``source`` work). The selected runs are materialised once as the table ``runs`` on the connection, the
+  store's view renamed; every curated view (configs, scaling, ...) reads ``runs`` and so sees only the
+  selection, and ``steps`` / ``telemetry`` are narrowed to the selected runs.
+- A run is flagged *unstable* when its per-interval CV after the MSER-5 warm-up cut exceeds 2%
+  (``run_stats``), *superlinear* when its configuration point has efficiency > 1 (``scaling``), and
+  *no result* when its status is not ok or it has no images/s. A run can carry several flags.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bench.analytics.report_model import Table
+from bench.ingest.errors import BenchError
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+SHA_PREFIX = 12  #: characters of source_sha256 shown in the provenance table
+
+
+def select_runs(con: duckdb.DuckDBPyConnection, where: str | None) -> int:
+    """Narrow ``con`` to the runs matching ``where`` (see module doc); returns how many were selected.
+
+    Raises BenchError for a bad ``where`` or when it selects no run.
+    """
+    import duckdb
+
+    con.execute("ALTER VIEW runs RENAME TO _store_runs")
+    try:
+        con.execute(f"CREATE TEMP TABLE runs AS SELECT * FROM _store_runs WHERE ({where or 'true'})")
+    except duckdb.Error as e:
+        raise BenchError(f"--where {where!r} failed over the columns of runs: {e}") from e
+    # telemetry without a run_id (joined to its run by tags, see plot_data) stays in
+    for table, keep in (("steps", "false"), ("telemetry", "run_id IS NULL")):
+        con.execute(f"ALTER VIEW {table} RENAME TO _store_{table}")
+        con.execute(f"CREATE VIEW {table} AS SELECT * FROM _store_{table} "
+                    f"WHERE {keep} OR run_id IN (SELECT run_id FROM runs)")
+    n = int(con.execute("SELECT count(*) FROM runs").fetchone()[0])  # type: ignore[index]
+    if n == 0:
+        raise BenchError("no run matches" + (f" --where {where!r}" if where else " (the store is empty)"))
+    # computed once: every section reads them
+    con.execute("CREATE TEMP TABLE _configs AS SELECT * FROM configs")
+    con.execute("CREATE TEMP TABLE _scaling AS SELECT * FROM scaling")
+    con.execute("CREATE TEMP TABLE _report_runs AS SELECT * FROM report_runs")
+    return n
+
+
+_SUMMARY_SQL = """
+SELECT count(*) AS runs, count(*) FILTER (WHERE status = 'ok') AS ok,
+       count(*) FILTER (WHERE status <> 'ok' OR status IS NULL) AS not_ok,
+       (SELECT count(DISTINCT config_id) FROM _report_runs) AS configurations,
+       count(DISTINCT source_sha256) AS sources,
+       string_agg(DISTINCT gpu_model, ', ' ORDER BY gpu_model) AS gpu_models,
+       string_agg(DISTINCT framework || coalesce(' ' || framework_version, ''), ', '
+                  ORDER BY framework || coalesce(' ' || framework_version, '')) AS frameworks,
+       string_agg(DISTINCT model, ', ' ORDER BY model) AS models,
+       min(started_at)::VARCHAR AS first_started, max(coalesce(ended_at, started_at))::VARCHAR AS last_ended
+FROM runs
+"""
+_LABELS = {
+    "runs": "runs", "ok": "runs with status ok", "not_ok": "runs without a result (failed, oom, ...)",
+    "configurations": "configurations", "sources": "source files", "gpu_models": "GPU models",
+    "frameworks": "frameworks", "models": "models", "first_started": "first run started (UTC)",
+    "last_ended": "last run ended (UTC)",
+}
+
+
+def summary_table(con: duckdb.DuckDBPyConnection) -> Table:
+    """What is in the selection: one row per item (runs, ok runs, configurations, GPU models, frameworks,
+    models, date range). Dates are NULL ("—") when no log stamped them."""
+    import pandas as pd
+
+    row = con.sql(_SUMMARY_SQL).df().iloc[0]
+    frame = pd.DataFrame({"item": list(_LABELS.values()), "value": [row[k] for k in _LABELS]})
+    return Table("selection", "What is in the selection", frame)
+
+
+def status_table(con: duckdb.DuckDBPyConnection) -> Table:
+    """Runs by status and status detail (why a run failed), most frequent first; every run is counted.
+    Each count links to the runs it counts."""
+    df = con.sql("""
+        SELECT * FROM (
+            SELECT coalesce(status, 'unknown') AS st, status_detail AS why, count(*) AS n,
+                   list(run_id ORDER BY run_id) AS _ids
+            FROM runs GROUP BY 1, 2)
+        ORDER BY st = 'ok' DESC, n DESC, st, why""").df()
+    df = df.rename(columns={"st": "status", "why": "why (status detail)", "n": "runs (count)"})
+    cell_runs = {(i, "runs (count)"): tuple(ids) for i, ids in enumerate(df.pop("_ids"))}
+    return Table("status", "Runs by status, and why", df, cell_runs=cell_runs)
+
+
+def flags_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str]) -> Table:
+    """One row per run and flag: unstable (CV > 2%), superlinear (efficiency > 1), no result (see module
+    doc). ``labels``: config_id -> configuration label. Columns: run_id, configuration, GPUs, flag,
+    detail (CV %, efficiency %, or status: detail)."""
+    from bench.analytics.run_stats import STABLE_CV, compute_run_stats
+
+    con.register("_run_stats", compute_run_stats(con))
+    df = con.sql(f"""
+        SELECT r.run_id, r.config_id, r.num_gpus AS "GPUs", 'unstable' AS flag,
+               printf('CV %.2f%% after %d warm-up intervals', 100 * s.cv, s.warmup_intervals) AS detail
+        FROM _report_runs r JOIN _run_stats s USING (run_id) WHERE s.cv > {STABLE_CV}
+        UNION ALL
+        SELECT r.run_id, r.config_id, r.num_gpus, 'superlinear',
+               printf('efficiency %.1f%% of its %d-GPU baseline', 100 * c.efficiency, c.baseline_gpus)
+        FROM _report_runs r JOIN _scaling c ON c.config_id = r.config_id
+             AND c.num_gpus IS NOT DISTINCT FROM r.num_gpus AND c.num_nodes IS NOT DISTINCT FROM r.num_nodes
+        WHERE c.superlinear AND r.status = 'ok'
+        UNION ALL
+        SELECT run_id, config_id, num_gpus, 'no result',
+               coalesce(status, 'unknown') || coalesce(': ' || status_detail, '')
+        FROM _report_runs WHERE status IS DISTINCT FROM 'ok' OR images_per_sec IS NULL
+        ORDER BY flag, run_id""").df()
+    df.insert(1, "configuration", [labels.get(c, c) for c in df.pop("config_id")])
+    cell_runs = {(i, "run_id"): (rid,) for i, rid in enumerate(df["run_id"])}
+    return Table("flags", "Runs flagged unstable (CV > 2%), superlinear (efficiency > 100%) or without a result",
+                 df, cell_runs=cell_runs)
+
+
+def provenance_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str]) -> Table:
+    """Every selected run: run_id, configuration, GPUs, nodes, status, source, sha256 prefix. Sorted by
+    configuration and scale point, so the runs behind one number are adjacent (a number links to the
+    first of them)."""
+    df = con.sql(f"""
+        SELECT run_id, config_id, num_gpus AS "GPUs", num_nodes AS "nodes", status, source,
+               left(source_sha256, {SHA_PREFIX}) AS "sha256 (prefix)"
+        FROM _report_runs""").df()
+    df.insert(1, "configuration", [labels.get(c, c) for c in df.pop("config_id")])
+    df = df.sort_values(["configuration", "GPUs", "nodes", "run_id"], kind="stable").reset_index(drop=True)
+    return Table("provenance", "Provenance: every run and its source", df)
+
+
+def point_runs(con: duckdb.DuckDBPyConnection) -> dict[tuple[Any, ...], tuple[str, ...]]:
+    """(config_id, num_gpus, num_nodes) -> run_ids of the selection (all statuses), for linking numbers."""
+    rows = con.execute("""
+        SELECT config_id, num_gpus, num_nodes, list(run_id ORDER BY run_id)
+        FROM _report_runs GROUP BY ALL""").fetchall()
+    return {(c, g, n): tuple(ids) for c, g, n, ids in rows}
+
+
+def describe(where: str | None, n_runs: int) -> str:
+    """One line naming the selection."""
+    return f"{n_runs} runs" + (f" where {where}" if where else " (the whole store)")
+
+
+def frame_of(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
+    """``sql`` over ``con`` as a DataFrame (a thin helper so callers need not import duckdb)."""
+    return con.sql(sql).df()

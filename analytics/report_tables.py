@@ -1,0 +1,237 @@
+"""``bench report``: the table frames of the configuration families, the ratio tables and the scaling-law
+fits. Pure functions over a connection narrowed by ``report_select.select_runs``.
+
+Decisions (the issue is silent on these):
+- A *family* is the configurations that agree on :data:`FAMILY_FACTORS` (model, dataset, data, mode,
+  precision, variable update, batch size per GPU); its *series* differ in the rest (GPU model,
+  framework, data format, all-reduce, tags such as the system). A family table is laid out like the
+  published sheet: rows are GPU counts, columns are the family's series.
+- Ratio tables: for each factor of :data:`RATIO_FACTORS` with 2+ values in the selection. With two
+  values, A is the one with the higher mean images/s, so ratios read "A is x× B" as on the sheet;
+  with more, B is the value with the most configurations and each other value (up to
+  :data:`MAX_RATIO_VALUES`, most configurations first) is an A. ``batch_size_per_device`` gets a
+  speedup ratio table too (the sheet's "batch 64 vs 32" block compares speedups).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bench.analytics.compare import FACTORS
+from bench.analytics.report_model import Table, slugify
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+    from bench.analytics.compare import CompareResult
+
+FAMILY_FACTORS = ("model", "dataset", "data", "mode", "precision", "variable_update", "batch_size_per_device")
+RATIO_FACTORS = ("gpu_model", "model", "data", "batch_size_per_device", "variable_update")
+MAX_RATIO_VALUES = 6
+UNITS = {"images_per_sec": "images/s", "speedup": "×", "efficiency": "%"}
+FORMATS = {"images_per_sec": ".1f", "speedup": ".2f", "efficiency": ".1f"}
+PointRuns = dict[tuple[Any, ...], tuple[str, ...]]
+
+
+def configs_frame(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """One row per configuration of the selection: config_id, every factor, and one ``tag:KEY`` column per
+    tag key (config_tags without `repeat`); sorted by config_id."""
+    import pandas as pd
+
+    cols = ", ".join(FACTORS)
+    rows = con.sql(f"SELECT DISTINCT ON (config_id) config_id, {cols}, config_tags FROM _configs "
+                   "ORDER BY config_id").to_arrow_table().to_pylist()
+    for r in rows:
+        for k, v in dict(r.pop("config_tags") or {}).items():
+            r[f"tag:{k}"] = v
+    return pd.DataFrame(rows, columns=None if rows else ["config_id", *FACTORS])
+
+
+def label_of(df: pd.DataFrame, among: list[str], fallback: str = "model") -> list[str]:
+    """Per row, ``name=value`` of the columns of ``among`` whose value varies across ``df`` (tag columns
+    written without their ``tag:`` prefix); the ``fallback`` column's value when none varies."""
+    present = [c for c in among if c in df.columns]
+    varying = [c for c in present if df[c].astype(str).nunique(dropna=False) > 1]
+    if not varying:
+        return [str(v) for v in df[fallback]] if fallback in df.columns else ["all"] * len(df)
+    return [", ".join(f"{c.removeprefix('tag:')}={v}" for c, v in zip(varying, row, strict=True) if str(v) not in ("nan", "None", "<NA>"))
+            for row in df[varying].astype(str).itertuples(index=False)]
+
+
+def _tag_columns(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c.startswith("tag:")]
+
+
+def config_labels(configs: pd.DataFrame) -> dict[str, str]:
+    """config_id -> the factors and tags that vary across the whole selection."""
+    return dict(zip(configs["config_id"], label_of(configs, [*FACTORS, *_tag_columns(configs)]), strict=True))
+
+
+def families(configs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(family label, its configurations with a ``series`` label column) per family, in label order."""
+    keys = [c for c in FAMILY_FACTORS if c in configs.columns]
+    labelled = configs.assign(_family=label_of(configs, keys))
+    out = []
+    series_cols = [c for c in configs.columns if c not in (*keys, "config_id")]
+    for name, g in labelled.groupby("_family", sort=True, dropna=False):
+        g = g.drop(columns="_family")
+        out.append((str(name), g.assign(series=label_of(g, series_cols, fallback="gpu_model"))))
+    return out
+
+
+def scaling_points(con: duckdb.DuckDBPyConnection, config_ids: list[str]) -> pd.DataFrame:
+    """The ``scaling`` rows of ``config_ids`` (GPU count > 0), sorted by config, GPU count, nodes."""
+    ids = ", ".join("'" + c.replace("'", "''") + "'" for c in config_ids) or "NULL"
+    return con.sql(f"""SELECT config_id, num_gpus, num_nodes, n_runs, n_ok, images_per_sec, ci95_low, ci95_high,
+                              wall_time_s, baseline_gpus, baseline_images_per_sec, speedup, efficiency, superlinear
+                       FROM _scaling WHERE config_id IN ({ids}) AND num_gpus > 0
+                       ORDER BY config_id, num_gpus, num_nodes""").df()
+
+
+def family_tables(name: str, family: pd.DataFrame, points: pd.DataFrame, runs: PointRuns) -> list[Table]:
+    """The family's images/s, speedup and efficiency (%) tables: rows = GPU counts (with the node count
+    when it varies), columns = series; a number links to the runs of its configuration point."""
+    pts = points.merge(family[["config_id", "series"]], on="config_id")
+    many_nodes = pts["num_nodes"].astype(str).nunique() > 1
+    pts["GPUs"] = [f"{int(g)} ({n} nodes)" if many_nodes else int(g) for g, n in zip(pts["num_gpus"], pts["num_nodes"], strict=True)]
+    pts["efficiency"] = pts["efficiency"] * 100.0
+    tables = []
+    for metric, what in (("images_per_sec", "Throughput"), ("speedup", "Speedup"), ("efficiency", "Scaling efficiency")):
+        unit = UNITS[metric]
+        pts["column"] = pts["series"] + f" [{unit}]"
+        wide = pts.pivot_table(index="GPUs", columns="column", values=metric, aggfunc="first", dropna=False, sort=False)
+        order = list(dict.fromkeys(pts["column"]))
+        wide = wide.reindex(columns=order).reset_index()
+        wide.columns.name = None
+        cell_runs = {}
+        for _, p in pts.iterrows():
+            i = int((wide["GPUs"] == p["GPUs"]).to_numpy().nonzero()[0][0])
+            cell_runs[(i, p["column"])] = runs.get((p["config_id"], p["num_gpus"], p["num_nodes"]), ())
+        base = "" if metric == "images_per_sec" else " (baseline: each series' smallest GPU count)"
+        tables.append(Table(f"{slugify(name)[:60]}-{metric}", f"{what} ({unit}): {name}{base}", wide,
+                            dict.fromkeys(order, FORMATS[metric]), cell_runs))
+    return tables
+
+
+def ratio_plan(con: duckdb.DuckDBPyConnection) -> list[tuple[str, Any, Any, str]]:
+    """(factor, A, B, metric) of every ratio table (see module doc), factors in RATIO_FACTORS order."""
+    plan = []
+    for factor in RATIO_FACTORS:
+        rows = con.execute(f"""SELECT {factor}, count(DISTINCT config_id), avg(images_per_sec) FROM _configs
+                               WHERE {factor} IS NOT NULL GROUP BY ALL""").fetchall()
+        if len(rows) < 2:
+            continue
+        if len(rows) == 2:
+            a, b = sorted(rows, key=lambda r: -(r[2] or 0.0))
+            pairs = [(a[0], b[0])]
+        else:
+            ranked = sorted(rows, key=lambda r: (-r[1], r[2] or 0.0, str(r[0])))
+            pairs = [(r[0], ranked[0][0]) for r in ranked[1:MAX_RATIO_VALUES + 1]]
+        metrics = ["images_per_sec", "speedup"] if factor == "batch_size_per_device" else ["images_per_sec"]
+        plan += [(factor, a, b, m) for a, b in pairs for m in metrics]
+    return plan
+
+
+def ratio_table(res: CompareResult, configs: pd.DataFrame, runs: PointRuns) -> Table:
+    """One compare result laid out like the sheet: rows = GPU counts, columns = matched configurations
+    (the other factors that vary among the pairs), each row ending with its median; the summary (n,
+    median, geometric mean with its bootstrap 95% CI, equivalence) is the table's note."""
+    import pandas as pd
+
+    from bench.analytics.compare import summary_text
+
+    rows = [{**{k: v for k, v in p.config.items() if k in FACTORS},
+             **{f"tag:{k}": v for k, v in p.config["config_tags"].items()}, "GPUs": p.num_gpus, "ratio": p.ratio}
+            for p in res.pairs]
+    df = pd.DataFrame(rows)
+    df["column"] = label_of(df, [c for c in df.columns if c not in ("GPUs", "ratio")]) if rows else []
+    wide = df.pivot_table(index="GPUs", columns="column", values="ratio", aggfunc="first", sort=False) if rows \
+        else pd.DataFrame({"GPUs": []}).set_index("GPUs")
+    wide = wide.reindex(columns=list(dict.fromkeys(df.get("column", [])))).sort_index()
+    wide["median"] = wide.median(axis=1)
+    wide = wide.rename(columns=lambda c: f"{c} [×]").reset_index()
+    wide.columns.name = None
+    ids = _config_ids(configs)
+    cell_runs = {}
+    for p, col in zip(res.pairs, df.get("column", []), strict=True):
+        i = int((wide["GPUs"] == p.num_gpus).to_numpy().nonzero()[0][0])
+        cell_runs[(i, f"{col} [×]")] = tuple(
+            rid for side in (res.a, res.b)
+            for rid in runs.get((ids.get(_key({**p.config, res.factor: side})), p.num_gpus, p.config["num_nodes"]), ()))
+    title = f"Ratio of {res.metric} ({UNITS[res.metric]}): {res.factor} {res.a} / {res.b}"
+    notes = [summary_text(res.summary).replace("\n", "; ")]
+    if res.unmatched:
+        notes.append(f"{len(res.unmatched)} configuration point(s) without a usable partner are not in the table.")
+    return Table(slugify(f"ratio-{res.metric}-{res.factor}-{res.a}-{res.b}"), title, wide,
+                 {c: ".2f" for c in wide.columns if c != "GPUs"}, cell_runs, notes)
+
+
+def _key(cfg: dict[str, Any]) -> tuple[Any, ...]:
+    tags = cfg.get("config_tags") or {}
+    return (*(cfg.get(f) for f in FACTORS), tuple(sorted(tags.items())))
+
+
+def _config_ids(configs: pd.DataFrame) -> dict[tuple[Any, ...], str]:
+    """Configuration key (factors, sorted tags) -> config_id, to find the runs of a compare pair."""
+    tags = _tag_columns(configs)
+    out = {}
+    for r in configs.to_dict("records"):
+        cfg = {f: (None if _missing(r.get(f)) else r.get(f)) for f in FACTORS}
+        cfg["config_tags"] = {t[4:]: r[t] for t in tags if not _missing(r[t])}
+        out[_key(cfg)] = r["config_id"]
+    return out
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and v != v)
+
+
+def ratio_summary_table(results: list[CompareResult]) -> Table:
+    """One row per ratio table: factor, A, B, metric, pairs, median, geometric mean, its 95% CI, and the
+    equivalence verdict and TOST p-value when one was asked for (else "—")."""
+    import pandas as pd
+
+    rows = []
+    for r in results:
+        s, eq = r.summary, r.summary.equivalence
+        rows.append({"factor": r.factor, "A": r.a, "B": r.b, "metric": r.metric, "pairs (count)": s.n,
+                     "median (×)": s.median, "geomean (×)": s.geomean, "geomean 95% CI low (×)": s.ci95_low,
+                     "geomean 95% CI high (×)": s.ci95_high,
+                     "equivalent within ±margin": None if eq is None else f"{eq.verdict} (±{eq.margin:.1%})",
+                     "TOST p": None if eq is None else eq.p_value})
+    cols = ["factor", "A", "B", "metric", "pairs (count)", "median (×)", "geomean (×)", "geomean 95% CI low (×)",
+            "geomean 95% CI high (×)", "equivalent within ±margin", "TOST p"]
+    fmt = {c: ".3f" for c in cols if "(×)" in c} | {"TOST p": ".3g"}
+    return Table("ratio-summary", "Ratios A / B: median and geometric mean with its bootstrap 95% CI",
+                 pd.DataFrame(rows, columns=cols), fmt)
+
+
+def fits_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str], runs: PointRuns) -> Table:
+    """Amdahl and USL fits (scaling_laws.fit) of every configuration with 3+ GPU counts: estimates with
+    their Student-t 95% CIs (— where undefined: 0 residual degrees of freedom), R², USL peak (GPUs)."""
+    import pandas as pd
+
+    from bench.analytics.scaling_laws import fit
+
+    report = fit(con)
+    rows = []
+    for c in report.fits:
+        f = c.fit
+        row: dict[str, Any] = {"configuration": labels.get(c.config_id, str(c.config_id)),
+                               "GPU counts": ", ".join(map(str, f.gpu_counts))}
+        for name, e in (("Amdahl s", f.serial_fraction), ("USL α", f.alpha), ("USL β", f.beta)):
+            row[name] = e.estimate
+            row[f"{name} 95% CI low"], row[f"{name} 95% CI high"] = e.ci95_low, e.ci95_high
+        row["Amdahl R²"], row["USL R²"], row["USL peak (GPUs)"] = f.amdahl_r2, f.usl_r2, f.peak_gpus
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    ids = {labels.get(c.config_id, str(c.config_id)): c.config_id for c in report.fits}
+    cell_runs = {}
+    for i, label in enumerate(df.get("configuration", [])):
+        mine = tuple(r for (cid, _, _), rs in runs.items() if cid == ids[label] for r in rs)
+        cell_runs.update({(i, col): mine for col in df.columns if col not in ("configuration", "GPU counts")})
+    notes = [f"{len(report.skipped)} configuration(s) with fewer than 3 GPU counts are not fitted."] if report.skipped else []
+    notes.append("Speedups are relative to each configuration's smallest GPU count (n = GPUs / baseline).")
+    return Table("scaling-laws", "Scaling-law fits: Amdahl serial fraction and USL (95% CIs)", df,
+                 dict.fromkeys(df.columns, ".3g"), cell_runs, notes)

@@ -1,0 +1,168 @@
+"""bench report on the official TensorFlow 2017 sheet (issue 5 §3): the sheet's blocks as tables (images/s,
+speedup, efficiency; P100/K80, synthetic/real, batch 64/32 speedups, resnet50/inception3 with medians),
+the Dell-style figures, the files written, the HTML opened in headless Chromium. Expected values are
+computed here from ../shared/reference/tf-official-2017.csv (or the fixture script's copy of it)."""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import statistics
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from bench.analytics.cli import report_command
+from bench.analytics.report import Options, build_report, write_report
+from bench.analytics.report_html import render_html
+from bench.analytics.report_model import Report, Section, Table, format_value
+from bench.analytics.store import connect
+
+from .test_official_2017 import FOLDER, PATTERN, _published, make_logs
+
+approx = pytest.approx
+P100, K80 = "Tesla P100-SXM2-16GB", "Tesla K80"
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, Path]:
+    from bench.ingest.pipeline import ingest
+
+    root = tmp_path_factory.mktemp("report")
+    ingest([str(FOLDER / make_logs.SOURCE)], root / "store", path_patterns=[PATTERN], workers=0)
+    report = build_report(connect(root / "store"), Options(title="TF 2017 <sheet>", equivalence=0.05))
+    write_report(report, root / "out")
+    return report, root / "out"
+
+
+def _table(report: Report, title_part: str) -> Table:
+    found = [t for s in report.sections for t in s.tables if title_part in t.title]
+    assert len(found) == 1, [t.title for s in report.sections for t in s.tables]
+    return found[0]
+
+
+def _col(t: Table, prefix: str) -> list[float]:
+    (col,) = [c for c in t.frame.columns if c.startswith(prefix)]
+    return list(t.frame[col])
+
+
+def test_family_tables_are_the_sheets_images_speedup_and_efficiency(written: tuple[Report, Path]) -> None:
+    report, _ = written
+    fig = _published()
+    name = "model=inception3, data=synthetic, batch_size_per_device=64"
+    ips = _table(report, f"Throughput (images/s): {name}")
+    assert list(ips.frame["GPUs"]) == [1, 2, 4, 8]
+    assert _col(ips, f"gpu_model={P100}") == [fig[64, "synthetic", "inception3", "P100", n] for n in (1, 2, 4, 8)]
+    assert _col(ips, f"gpu_model={K80}") == [30, 58, 116, 227]  # written out from the sheet
+    speedup = _table(report, f"Speedup (×): {name}")
+    assert _col(speedup, f"gpu_model={P100}") == approx([1.0, 2.0, 596 / 142, 1131 / 142])
+    eff = _table(report, f"Scaling efficiency (%): {name}")
+    assert _col(eff, f"gpu_model={P100}")[2] == approx(100 * 596 / 142 / 4)  # 104.93%: superlinear, kept
+    assert eff.text(2, f"gpu_model={P100} [%]") == "104.9"
+    # each number links to the runs of its configuration point: one run per point here
+    assert all(len(ids) == 1 for ids in ips.cell_runs.values()) and len(ips.cell_runs) == 8
+
+
+def _row_medians(t: Table) -> dict[int, float]:
+    return dict(zip(t.frame["GPUs"], t.frame["median [×]"], strict=True))
+
+
+def test_p100_over_k80_and_model_ratio_tables_with_medians(written: tuple[Report, Path]) -> None:
+    report, _ = written
+    fig = _published()
+    gpu = _table(report, f"images_per_sec (images/s): gpu_model {P100} / {K80}")
+    assert list(gpu.frame["GPUs"]) == [1, 2, 4, 8] and gpu.frame.shape[1] == 1 + 8 + 1  # 8 configurations + median
+    for n, med in _row_medians(gpu).items():
+        by_hand = statistics.median(x / fig[(*k[:3], "K80", n)] for k, x in fig.items() if k[3] == "P100" and k[4] == n)
+        assert med == approx(by_hand, rel=1e-12)
+    summary = _table(report, "Ratios A / B")
+    rows = {(r["factor"], r["metric"]): r for r in summary.frame.to_dict("records")}
+    assert (rows["gpu_model", "images_per_sec"]["pairs (count)"], round(rows["gpu_model", "images_per_sec"]["median (×)"], 2)) == (32, 4.40)
+    assert round(rows["model", "images_per_sec"]["median (×)"], 2) == 1.61
+    assert rows["model", "images_per_sec"]["A"] == "resnet50"  # the faster value is A
+    low, high = rows["gpu_model", "images_per_sec"]["geomean 95% CI low (×)"], rows["gpu_model", "images_per_sec"]["geomean 95% CI high (×)"]
+    assert low < rows["gpu_model", "images_per_sec"]["geomean (×)"] < high
+    assert rows["gpu_model", "images_per_sec"]["equivalent within ±margin"] == "no (±5.0%)"  # 4.4× is no tie
+
+
+def test_synthetic_over_real_and_batch_speedup_ratios(written: tuple[Report, Path]) -> None:
+    report, _ = written
+    fig = _published()
+    data = _table(report, "images_per_sec (images/s): data synthetic / real")
+    assert [round(m, 2) for m in _row_medians(data).values()] == [1.00, 1.00, 1.01, 1.02]
+    batch = _table(report, "speedup (×): batch_size_per_device 64 / 32")
+    assert list(batch.frame["GPUs"]) == [2, 4, 8]  # the baseline (1 / 1) is left out
+
+    def s(b: int, k: tuple[str, str, str], n: int) -> float:
+        return fig[(b, *k, n)] / fig[(b, *k, 1)]
+    keys = {k[1:4] for k in fig}
+    for n, med in _row_medians(batch).items():
+        assert med == approx(statistics.median(s(64, k, n) / s(32, k, n) for k in keys), rel=1e-12)
+
+
+def test_dell_style_figures_and_files(written: tuple[Report, Path]) -> None:
+    report, out = written
+    figures = [f for s in report.sections for f in s.figures]
+    family = [f for f in figures if f.slug.startswith("fig-")]
+    assert len(family) == 8 * 3  # 8 families × (throughput, speedup, efficiency), not one per run
+    assert sum(f.slug.startswith("per-gpu") for f in figures) == 2  # inception3, resnet50 across P100/K80
+    assert all(f.png.startswith(b"\x89PNG") for f in figures)
+    assert (out / "report.md").read_text().count("![") == len(figures)
+    assert len(list((out / "figures").glob("*.png"))) == len(figures)
+    prov = pd.read_csv(out / "tables" / "provenance.csv")
+    assert len(prov) == 64 and prov["sha256 (prefix)"].str.len().eq(12).all()
+    html = (out / "report.html").read_text()
+    assert "TF 2017 &lt;sheet&gt;" in html and "<script" not in html
+    assert not re.search(r'(src|href)="(?!#|data:)', html)  # nothing fetched: anchors and data: URIs only
+    assert html.count('id="run-') == 64 and re.search(r'<a href="#run-[0-9a-f]{16}-0" title="runs: ', html)
+
+
+def test_text_from_the_store_is_escaped_and_null_is_a_dash() -> None:
+    t = Table("provenance", "p", pd.DataFrame({"run_id": ["r<1>"], "source": ['<img src=x onerror="alert(1)">'],
+                                                "images/s": [float("nan")]}))
+    html = render_html(Report("t", "s", [Section("P", tables=[t])]))
+    assert "<img src=x" not in html and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in html
+    assert 'id="run-r&lt;1&gt;"' in html and "<td class=\"n\">—</td>" in html
+    assert (format_value(None), format_value(0.0, ".1f"), format_value(float("nan"))) == ("—", "0.0", "—")
+
+
+def test_command_writes_and_reports_user_errors(written: tuple[Report, Path], tmp_path: Path) -> None:
+    app = typer.Typer()
+    app.command()(report_command)
+    store = written[1].parent / "store"
+    out = tmp_path / "r"
+    res = CliRunner().invoke(app, ["--store", str(store), "--where", "num_gpus = 8 AND model = 'resnet50'",
+                                   "--out", str(out), "--max-figures", "1"])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == str(out / "report.html")
+    assert len(pd.read_csv(out / "tables" / "provenance.csv")) == 8  # 2 data × 2 batch × 2 GPUs at 8 GPUs
+    res = CliRunner().invoke(app, ["--store", str(store), "--where", "no_such_column = 1", "--out", str(out)])
+    assert res.exit_code != 0 and "--where" in str(res.exception)
+    res = CliRunner().invoke(app, ["--store", str(store), "--where", "num_gpus = 3", "--out", str(out)])
+    assert res.exit_code != 0 and "no run matches" in str(res.exception)
+
+
+def test_report_opens_in_headless_chromium(written: tuple[Report, Path], tmp_path: Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium not installed (Debian package `chromium`)")
+    url = (written[1] / "report.html").resolve().as_uri()
+    shot = tmp_path / "report.png"
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"]
+    run = subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1280,4000", url],
+                         capture_output=True, text=True, timeout=120)
+    assert "Uncaught" not in run.stderr and "ERROR:CONSOLE" not in run.stderr, run.stderr[-2000:]
+    assert shot.read_bytes().startswith(b"\x89PNG")
+    shutil.copy(shot, "/tmp/report-shot.png")
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    srcs = re.findall(r'<img src="([^"]*)"', dom)
+    assert len(srcs) == sum(len(s.figures) for s in written[0].sections) > 0
+    for src in srcs:
+        assert src.startswith("data:image/png;base64,")
+        data = base64.b64decode(src.split(",", 1)[1], validate=True)
+        assert data.startswith(b"\x89PNG") and len(data) > 1000
