@@ -22,7 +22,7 @@ from typing import IO, Any
 import pyarrow as pa
 
 from bench.ingest import patterns as pat
-from bench.ingest import registry
+from bench.ingest import registry, rundir
 from bench.ingest.errors import BenchError
 from bench.ingest.parse import parse_bytes, parse_stream
 from bench.ingest.records import ParseResult, Problem, StepTable, TelemetryTable
@@ -217,7 +217,7 @@ class _Parsers:
         if not self._chunk:
             return
         chunk, size, self._chunk, self._chunk_bytes = self._chunk, self._chunk_bytes, [], 0
-        args = [(j.data, FileRef(j.item.source, j.sha, j.item.match_path, j.item.sidecar)) for j in chunk]
+        args = [(j.data, _ref(j.item, j.sha)) for j in chunk]
         self._sent_bytes += size
         if self._sent_bytes > self.INLINE_BYTES:
             self._start_pool()
@@ -366,12 +366,18 @@ def _parse_big(item: Item, ctx: _Context, new_sha: Callable[[], str]) -> None:
         head = reader.read(registry.HEAD_CHARS)
         parsed = parse_stream(head, _chunks(reader), source=item.source, fmt=ctx.fmt, result=result)
     sha = new_sha()
-    ref = FileRef(item.source, sha, item.match_path, item.sidecar)
+    ref = _ref(item, sha)
     file = file_rows(parsed, ref, ctx.patterns, time.time())
     steps, telemetry = tables([(parsed, ref)], ctx.patterns)
     batch.add_steps(steps)
     batch.add_telemetry(telemetry)
     _record(item, sha, item.size, file, ctx)
+
+
+def _ref(item: Item, sha: str) -> FileRef:
+    """The file's identity; a run directory's telemetry.csv also names the run it was sampled for."""
+    owner = rundir.telemetry_run_id(item.source) if item.archive is None else None
+    return FileRef(item.source, sha, item.match_path, item.sidecar, owner)
 
 
 def _chunks(reader: IO[bytes]) -> Iterator[bytes]:

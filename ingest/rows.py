@@ -40,6 +40,7 @@ class FileRef:
     sha: str
     match_path: str
     sidecar: bytes | None = None
+    run_id: str | None = None  # the run this file's telemetry belongs to (a run directory's telemetry.csv)
 
 
 def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], now: float) -> FileRows:
@@ -65,7 +66,8 @@ def tables(parses: list[tuple[FileParse, FileRef]], patterns: list[pat.PathPatte
     """The steps and telemetry still buffered in ``parses``, as two Arrow tables (buffers emptied)."""
     steps = steps_table([(p.result.steps.take(), ref.sha) for p, ref in parses])
     telemetry = telemetry_table(
-        [(p.result.telemetry.take(), ref.sha, ref.source, pat.match_first(patterns, ref.match_path)) for p, ref in parses]
+        [(p.result.telemetry.take(), ref.sha, ref.source, pat.match_first(patterns, ref.match_path)) for p, ref in parses],
+        [ref.run_id for _, ref in parses],
     )
     return steps, telemetry
 

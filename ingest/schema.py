@@ -237,14 +237,18 @@ def steps_table(parts: list[tuple[dict[str, Any], str]]) -> pa.Table:
     return pa.Table.from_arrays([arrays[f.name] for f in STEPS], schema=STEPS)
 
 
-def telemetry_table(parts: list[tuple[dict[str, Any], str, str, dict[str, str]]]) -> pa.Table:
+def telemetry_table(parts: list[tuple[dict[str, Any], str, str, dict[str, str]]],
+                    run_ids: list[str | None] | None = None) -> pa.Table:
     """Telemetry buffers of several files -> one Arrow table of TELEMETRY.
 
-    ``parts`` holds (TelemetryTable columns, SHA-256, source, tags) per file.
+    ``parts`` holds (TelemetryTable columns, SHA-256, source, tags) per file. ``run_ids``, when given,
+    holds per file the run its samples belong to (a ``bench run`` directory's telemetry.csv), else None.
     """
     import numpy as np
 
-    parts = [p for p in parts if len(p[0]["sample_index"])]
+    keep = [i for i, p in enumerate(parts) if len(p[0]["sample_index"])]
+    parts = [parts[i] for i in keep]
+    owners = [run_ids[i] for i in keep] if run_ids is not None else []
     if not parts:
         return TELEMETRY.empty_table()
     counts = [len(cols["sample_index"]) for cols, *_ in parts]
@@ -254,6 +258,13 @@ def telemetry_table(parts: list[tuple[dict[str, Any], str, str, dict[str, str]]]
     micros = np.round(stamps * 1e6).astype(np.int64, copy=False) if len(stamps) else stamps.astype(np.int64)
     arrays["timestamp"] = pa.array(micros, TS, mask=_null_mask(stamps, "d") | np.isnan(stamps))
     arrays["run_id"] = _run_ids([(c, sha) for c, sha, *_ in parts])
+    if any(owners):
+        pieces, pos = [], 0
+        for owner, n in zip(owners, counts, strict=True):
+            piece = arrays["run_id"].slice(pos, n).cast(pa.string())
+            pieces.append(pa.array([owner] * n, pa.string()) if owner else piece)
+            pos += n
+        arrays["run_id"] = pa.concat_arrays(pieces).dictionary_encode()
     arrays["source"] = _per_file([src for _, _, src, _ in parts], counts)
     arrays["source_sha256"] = _per_file([sha for _, sha, *_ in parts], counts)
     arrays["tags"] = _per_file_tags([tags for *_, tags in parts], counts)

@@ -72,7 +72,7 @@ _LABELS = {
     "TensorFlow": "framework_version", "Model": "model", "Dataset": "dataset", "Mode": "mode",
     "Batch size": "global", "Devices": "devices", "Data format": "data_format",
     "Variables": "variable_update", "AllReduce": "all_reduce", "SingleSess": "tag:single_session",
-    "Num batches": "tag:num_batches", "Num epochs": "detail:num_epochs", "NUMA bind": "tag:numa_bind",
+    "Num batches": "tag:num_batches", "Num epochs": "detail:num_epochs", "Num examples": "detail:num_examples", "NUMA bind": "tag:numa_bind",
     "RewriterConfig": "tag:rewriter_config", "Layout optimizer": "tag:layout_optimizer",
     "Optimizer": "tag:optimizer", "Use NCCL": "tag:use_nccl", "Sync": "tag:sync",
     "Staged vars": "tag:staged_vars", "Horovod on": "tag:horovod_device",

@@ -289,7 +289,6 @@ def test_telemetry_run_id_needs_a_run_directory(tmp_path: Path) -> None:
     assert rundir.telemetry_run_id(str(tmp_path / "output.log")) is None  # only telemetry.csv is linked
 
 
-@pytest.mark.xfail(strict=True, reason="needs the pipeline to call rundir.telemetry_run_id (runner2 report)")
 def test_ingested_telemetry_rows_carry_their_runs_id(tmp_path: Path) -> None:
     run_dir = tmp_path / "logs" / "r1"
     shutil.copytree(OK, run_dir)
