@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from bench.ingest.synth import tf_cnn_lines
 
 
@@ -14,3 +16,16 @@ def total_of(text: str) -> float:
     """The value on the log's own `total images/sec:` line (read independently of the parser)."""
     line = next(x for x in text.splitlines() if x.startswith("total images/sec:"))
     return float(line.split(":")[1])
+
+
+def runs_table(rows: list[dict[str, Any]]) -> Any:
+    """A pyarrow table of the store's exact runs schema from dicts; columns a row does not give are NULL,
+    status is 'ok' unless given (for given/expect tests of the sql/ views)."""
+    import pyarrow as pa
+
+    from bench.ingest.schema import RUNS
+
+    cols: dict[str, list[Any]] = {f.name: [r.get(f.name) for r in rows] for f in RUNS}
+    cols["status"] = [r.get("status", "ok") for r in rows]
+    cols["tags"] = [None if r.get("tags") is None else list(r["tags"].items()) for r in rows]
+    return pa.table(cols, schema=RUNS)

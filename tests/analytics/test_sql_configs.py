@@ -5,21 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 import pytest
+from logtools import runs_table
 
 from bench.analytics.views import load_sql
-from bench.ingest.schema import RUNS
 
 P100 = "Tesla P100-SXM2-16GB"
 
-
-def runs_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """A table of the store's exact runs schema; columns a row does not give are NULL, status is 'ok'."""
-    cols: dict[str, list[Any]] = {f.name: [r.get(f.name) for r in rows] for f in RUNS}
-    cols["status"] = [r.get("status", "ok") for r in rows]
-    cols["tags"] = [None if r.get("tags") is None else list(r["tags"].items()) for r in rows]
-    return pa.table(cols, schema=RUNS)
 
 
 def query(rows: list[dict[str, Any]], columns: str) -> list[tuple[Any, ...]]:

@@ -10,9 +10,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pytest
+from logtools import runs_table
 
 from bench.analytics.views import load_sql, register_views
-from bench.ingest.schema import RUNS
 
 REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tf-official-2017.csv"
 OUT = "config_id, num_gpus, num_nodes, images_per_sec, baseline_gpus, baseline_images_per_sec, speedup, efficiency, superlinear"
@@ -78,13 +78,6 @@ def test_baseline_prefers_fewest_nodes_at_the_smallest_gpu_count() -> None:
         ("d", 4, 2, 380.0, 2, 200.0, approx(1.9), approx(0.95), False),  # 380/200 = 1.9; 1.9/2 = 0.95
     ]
 
-
-def runs_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """A table of the store's exact runs schema; columns a row does not give are NULL, status is 'ok'."""
-    cols: dict[str, list[Any]] = {f.name: [r.get(f.name) for r in rows] for f in RUNS}
-    cols["status"] = [r.get("status", "ok") for r in rows]
-    cols["tags"] = [None if r.get("tags") is None else list(r["tags"].items()) for r in rows]
-    return pa.table(cols, schema=RUNS)
 
 
 def scale_runs(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:

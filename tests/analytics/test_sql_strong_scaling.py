@@ -8,9 +8,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pytest
+from logtools import runs_table
 
 from bench.analytics.views import load_sql, register_views
-from bench.ingest.schema import RUNS
 
 FACTORS = ["framework", "framework_version", "model", "dataset", "data", "mode", "precision", "data_format",
            "variable_update", "all_reduce", "gpu_model"]
@@ -77,13 +77,6 @@ def test_missing_baseline_null_factor_and_unknown_global_batch() -> None:
         (None, 4, None, 180.0, None, None, None, None, None),
     ]
 
-
-def runs_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """A table of the store's exact runs schema; columns a row does not give are NULL, status is 'ok'."""
-    cols: dict[str, list[Any]] = {f.name: [r.get(f.name) for r in rows] for f in RUNS}
-    cols["status"] = [r.get("status", "ok") for r in rows]
-    cols["tags"] = [None if r.get("tags") is None else list(r["tags"].items()) for r in rows]
-    return pa.table(cols, schema=RUNS)
 
 
 def test_from_runs_through_configs() -> None:
