@@ -7,6 +7,7 @@ schema version). Idempotent: a source whose SHA-256 is already in the store is s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tarfile
@@ -340,13 +341,10 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
 
 
 def _sha256(item: Item, reader: IO[bytes] | None) -> str:
+    """SHA-256 of the item's bytes (then its run.json sidecar's), read from ``reader`` or opened anew."""
     hasher = hashlib.sha256()
-    if reader is None:
-        with open(item.source, "rb") as fh:
-            for chunk in _chunks(fh):
-                hasher.update(chunk)
-    else:
-        for chunk in _chunks(reader):
+    with open(item.source, "rb") if reader is None else contextlib.nullcontext(reader) as fh:
+        for chunk in _chunks(fh):
             hasher.update(chunk)
     if item.sidecar is not None:
         hasher.update(item.sidecar)

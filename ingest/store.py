@@ -196,22 +196,6 @@ class Batch:
         while len(self._writing) > keep:
             self._writing.pop(0).result()
 
-    def savepoint(self) -> dict[str, int]:
-        """Flush what is buffered, so that every part file written from now on holds only rows added
-        from now on; :meth:`rollback` then removes them (a large file that turned out to be a duplicate)."""
-        for name in self._parts:
-            if self._parts[name]:
-                self._flush_part(name)
-        return dict(self._part_no)
-
-    def rollback(self, point: dict[str, int]) -> None:
-        self._wait()
-        for name, first in point.items():
-            for k in range(first, self._part_no[name]):
-                (self.dir / f"{name}-{k:05d}.parquet").unlink(missing_ok=True)
-            self._part_no[name] = first
-            self._parts[name] = []
-
     def _write(self, name: str, table: pa.Table) -> None:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **METADATA})
         pq.write_table(table, self.dir / name, compression="zstd")

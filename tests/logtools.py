@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 from bench.ingest.synth import tf_cnn_lines
@@ -29,3 +31,15 @@ def runs_table(rows: list[dict[str, Any]]) -> Any:
     cols["status"] = [r.get("status", "ok") for r in rows]
     cols["tags"] = [None if r.get("tags") is None else list(r["tags"].items()) for r in rows]
     return pa.table(cols, schema=RUNS)
+
+
+def run_concurrently(argvs: dict[str, list[str]], env: dict[str, str], tmp: Path,
+                     timeout: float = 240) -> dict[str, tuple[subprocess.CompletedProcess[bytes], Path]]:
+    """Start every argv at once (real multi-process runs are slow; they overlap), then wait for each:
+    name -> (its completed process, ``tmp``)."""
+    procs = {k: subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for k, a in argvs.items()}
+    done = {}
+    for k, p in procs.items():
+        out, err = p.communicate(timeout=timeout)
+        done[k] = (subprocess.CompletedProcess(p.args, p.returncode, out, err), tmp)
+    return done

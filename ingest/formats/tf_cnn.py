@@ -203,13 +203,7 @@ class _Reader:
     def feed(self, no: int, line: str) -> None:
         """Line ``no`` of the file, whatever it is (empty lines are skipped)."""
         if line[:1] == "2" and line[4:5] == "-":  # "2020-09-05 18:47:50.15: I ...": most of a log
-            if self.seg_first is None:
-                self.seg_first = line
-            self.seg_last, self.seg_last_no = line, no
-            if "OOM" in line or "ResourceExhausted" in line:
-                self.error_line(no, line)
-            elif self.gpu is None and ("name: " in line or "device (" in line):
-                self.find_gpu(line)
+            self.stderr_line(no, line)
         elif line:
             self.line(no, line)
 

@@ -173,9 +173,7 @@ def _add_vector(r: _Reader, b: _Block, lo: int, hi: int) -> None:
         if s.first_ts is None:
             s.first_ts = float(ts[0])
         s.last_ts = float(ts[-1])
-    cols = {k: v for k, v in a.items() if k != "rank"}
-    cols["rank"] = a["rank"]
-    cols["interval_images_per_sec"] = rate
+    cols = {**a, "interval_images_per_sec": rate}
     r.result.steps.add_block(st.index, hi - lo, {k: np.ascontiguousarray(v) for k, v in cols.items()})
 
 

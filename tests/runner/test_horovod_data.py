@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from logtools import run_concurrently
 
 BIN = Path(sys.executable).parent
 
@@ -56,12 +57,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[subprocess
         "shard": [str(horovodrun), "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, "-c", SHARD,
                   str(tmp / "records")],
     }
-    procs = {k: subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for k, a in argvs.items()}
-    done = {}
-    for k, p in procs.items():
-        out, err = p.communicate(timeout=240)
-        done[k] = (subprocess.CompletedProcess(p.args, p.returncode, out, err), tmp)
-    return done
+    return run_concurrently(argvs, env, tmp)
 
 
 @pytest.mark.slow

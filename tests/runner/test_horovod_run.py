@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from logtools import run_concurrently
 
 from bench.ingest.parse import parse_bytes
 from bench.runner import hvd, trainer
@@ -95,13 +96,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[subprocess
                   "--telemetry-interval", "0", "--out", str(tmp / "logs"), "--store", str(tmp / "store")],
         "sync": [*hvd2, "-c", SYNC],
     }
-    procs = {k: subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
-             for k, a in argvs.items()}
-    done = {}
-    for k, p in procs.items():
-        out, err = p.communicate(timeout=240)
-        done[k] = (subprocess.CompletedProcess(p.args, p.returncode, out, err), tmp)
-    return done
+    return run_concurrently(argvs, _env(), tmp)
 
 
 @pytest.mark.slow
