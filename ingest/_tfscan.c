@@ -17,9 +17,10 @@
  * PyOS_string_to_double). tests/ingest/test_tfscan.py checks this against the pure-Python parser.
  *
  * Line numbers are 1-based and continue from lines_before (the lines of earlier chunks).
- * Returns (n_lines, columns, others): columns is a tuple of 10 bytes objects of native 8-byte values,
+ * Returns (n_lines, columns, others, all_ascii): columns is a tuple of 10 bytes objects of native 8-byte values,
  * one per step line: line_no, rank, step (int64; NULL rank = INT64_MIN), mean, stderr, jitter, loss,
- * top1, top5, timestamp (float64; NULL = the NaN with payload ``null_bits``).
+ * top1, top5, timestamp (float64; NULL = the NaN with payload ``null_bits``). all_ascii is False when
+ * the buffer holds a byte >= 0x80 (the caller then checks it for invalid UTF-8).
  */
 #define _GNU_SOURCE /* memmem */
 #define PY_SSIZE_T_CLEAN
@@ -30,7 +31,7 @@
 enum { C_LINE, C_RANK, C_STEP, C_MEAN, C_STDERR, C_JITTER, C_LOSS, C_TOP1, C_TOP5, C_TS, NCOL };
 
 typedef struct {
-    uint64_t *v;
+    PyObject *bytes; /* the column itself: a bytes object written in place, shrunk to n values at the end */
     Py_ssize_t n, cap;
 } Col;
 
@@ -50,16 +51,17 @@ static int is_ws(char c) { return c == ' ' || c == '\t'; }
 
 static int col_push(Col *c, uint64_t x) {
     if (c->n == c->cap) {
-        Py_ssize_t cap = c->cap ? c->cap * 2 : 4096;
-        uint64_t *v = PyMem_Realloc(c->v, (size_t)cap * sizeof(uint64_t));
-        if (v == NULL) {
-            PyErr_NoMemory();
+        Py_ssize_t cap = c->cap * 2 + 4096;
+        if (c->bytes == NULL)
+            c->bytes = PyBytes_FromStringAndSize(NULL, cap * (Py_ssize_t)sizeof(uint64_t));
+        else
+            _PyBytes_Resize(&c->bytes, cap * (Py_ssize_t)sizeof(uint64_t));
+        if (c->bytes == NULL)
             return -1;
-        }
-        c->v = v;
         c->cap = cap;
     }
-    c->v[c->n++] = x;
+    memcpy(PyBytes_AS_STRING(c->bytes) + c->n * (Py_ssize_t)sizeof(uint64_t), &x, sizeof x);
+    c->n++;
     return 0;
 }
 
@@ -394,6 +396,19 @@ static int one_line(Out *o, Run *run, const char *s, Py_ssize_t n, Py_ssize_t no
     return rc;
 }
 
+/* Whether every byte of [s, s + n) is ASCII (then the block needs no UTF-8 check). */
+static int all_ascii(const char *s, Py_ssize_t n) {
+    uint64_t acc = 0, w;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, sizeof w);
+        acc |= w;
+    }
+    for (; i < n; i++)
+        acc |= (unsigned char)s[i];
+    return (acc & 0x8080808080808080ULL) == 0;
+}
+
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t no0;
@@ -439,23 +454,29 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     if (cols == NULL)
         goto done;
     for (int i = 0; i < NCOL; i++) {
-        PyObject *b = PyBytes_FromStringAndSize((const char *)o.col[i].v, o.col[i].n * (Py_ssize_t)sizeof(uint64_t));
-        if (b == NULL)
+        Col *c = &o.col[i];
+        if (c->bytes == NULL)
+            c->bytes = PyBytes_FromStringAndSize(NULL, 0);
+        else if (c->n < c->cap)
+            _PyBytes_Resize(&c->bytes, c->n * (Py_ssize_t)sizeof(uint64_t));
+        if (c->bytes == NULL)
             goto done;
-        PyTuple_SET_ITEM(cols, i, b);
+        PyTuple_SET_ITEM(cols, i, c->bytes); /* the tuple takes the reference */
+        c->bytes = NULL;
     }
-    result = Py_BuildValue("(nOO)", no - no0, cols, o.others);
+    result = Py_BuildValue("(nOOO)", no - no0, cols, o.others, all_ascii(data, buf.len) ? Py_True : Py_False);
 done:
     Py_XDECREF(cols);
     Py_XDECREF(o.others);
     for (int i = 0; i < NCOL; i++)
-        PyMem_Free(o.col[i].v);
+        Py_XDECREF(o.col[i].bytes);
     PyBuffer_Release(&buf);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_VARARGS, "scan(buf, lines_before, null_bits, labels, rare) -> (n_lines, columns, others)"},
+    {"scan", scan, METH_VARARGS,
+     "scan(buf, lines_before, null_bits, labels, rare) -> (n_lines, columns, others, all_ascii)"},
     {NULL, NULL, 0, NULL},
 };
 

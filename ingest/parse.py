@@ -11,7 +11,7 @@ from typing import Any
 
 from bench.ingest import registry
 from bench.ingest.records import ParseResult, Problem
-from bench.ingest.text import decode, is_binary, iter_lines, split_lines
+from bench.ingest.text import decode, is_binary, iter_lines, split_lines, utf8_problem
 
 
 @dataclass
@@ -98,42 +98,44 @@ def run_parser(module: registry.FormatModule, parse: Callable[[], object], resul
     result.runs[:] = [r if r.status == "ok" else dataclasses.replace(r, **cleared) for r in result.runs]
 
 
-def line_blocks(chunks: Iterable[bytes], problems: list[Problem]) -> Iterator[bytes]:
-    """A byte stream re-cut into blocks that end at a line end (the last block may not). Invalid UTF-8 is
-    reported once, with its line number; the blocks themselves are passed on undecoded."""
+def line_blocks(chunks: Iterable[bytes], problems: list[Problem], *, check_utf8: bool = True
+                ) -> Iterator[bytes | memoryview]:
+    """A byte stream re-cut into blocks that end at a line end (the last block may not). Only the partial
+    lines at chunk edges are copied; the rest of a chunk is passed on as a memoryview. With ``check_utf8``,
+    invalid UTF-8 is reported once, with its line number (the C scanner checks its own blocks)."""
     rest = b""
     line_base = 0
-    reported = False
+    reported = not check_utf8
     for chunk in chunks:
-        buf = rest + chunk if rest else chunk
-        cut = buf.rfind(b"\n") + 1
-        if cut == 0:
-            rest = buf
+        first = chunk.find(b"\n")
+        if first < 0:
+            rest += chunk
             continue
-        block, rest = (buf, b"") if cut == len(buf) else (buf[:cut], buf[cut:])
-        if not reported and not block.isascii():
-            reported = _report_encoding(block, line_base, problems)
-        line_base += block.count(b"\n")
-        yield block
+        start, last = (first + 1 if rest else 0), chunk.rfind(b"\n") + 1
+        blocks: list[bytes | memoryview] = [rest + chunk[:start]] if rest else []
+        if last > start:
+            blocks.append(memoryview(chunk)[start:last])
+        rest = chunk[last:]
+        if not reported:
+            ascii_chunk = chunk.isascii()
+            for block in blocks:
+                as_bytes = isinstance(block, bytes)
+                if not reported and not (block.isascii() if as_bytes else ascii_chunk) and (p := utf8_problem(block, line_base)):
+                    problems.append(p)
+                    reported = True
+                line_base += block.count(b"\n") if as_bytes else chunk.count(b"\n", start, last)
+        yield from blocks
     if rest:
-        if not reported and not rest.isascii():
-            _report_encoding(rest, line_base, problems)
+        if not reported and (p := utf8_problem(rest, line_base)) is not None:
+            problems.append(p)
         yield rest
-
-
-def _report_encoding(block: bytes, line_base: int, problems: list[Problem]) -> bool:
-    _, probs = decode(block)
-    if probs:
-        p = probs[0]
-        problems.append(Problem(p.kind, p.message, (p.line_no or 1) + line_base))
-    return bool(probs)
 
 
 def iter_stream_lines(chunks: Iterable[bytes], problems: list[Problem]) -> Iterator[str]:
     """Lines of a byte stream, decoded block by block (bounded memory). Invalid UTF-8 is replaced and
     reported once, with its line number."""
     for block in line_blocks(chunks, problems):
-        yield from iter_lines(block.decode("utf-8", errors="replace"))
+        yield from iter_lines(str(block, "utf-8", errors="replace"))
 
 
 def parse_stream(
@@ -160,8 +162,8 @@ def parse_stream(
 
     fast = chunk_parser(module)
     if fast is not None:
-        run_parser(module, lambda: fast(line_blocks(all_chunks(), result.problems), source=source, result=result),
-                   result)
+        blocks = line_blocks(all_chunks(), result.problems, check_utf8=False)
+        run_parser(module, lambda: fast(blocks, source=source, result=result, check_utf8=True), result)
     else:
         run_lines(module, iter_stream_lines(all_chunks(), result.problems), source=source, result=result)
     if (bytes(last) if last else head[-1:]) != b"\n":

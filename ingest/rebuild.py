@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from bench.ingest.errors import BenchError
 from bench.ingest.pipeline import IngestSummary, ingest
+from bench.ingest.schema import write_options
 from bench.ingest.store import TABLE_GLOBS, StoreWriter, table_files
 
 
@@ -84,7 +85,8 @@ def _carry_over(root: Path, new: Path) -> None:
         if parts and sum(p.num_rows for p in parts):
             target.mkdir(parents=True, exist_ok=True)
             name = f"{table}-00000.parquet" if table in ("steps", "telemetry") else f"{table}.parquet"
-            pq.write_table(pa.concat_tables(parts), target / name, compression="zstd")
+            table = pa.concat_tables(parts)
+            pq.write_table(table, target / name, **write_options(table.schema))
 
 
 def _add(total: IngestSummary, s: IngestSummary) -> None:

@@ -174,6 +174,10 @@ class ColumnBuffer:
             for name, kind in self.COLUMNS.items()
         }
         self._n = 0
+        # Blocks added whole (add_block), in order before the rows in ``_cols``: (rows, columns), where a
+        # numeric column is any buffer of native 8-byte values.
+        self._blocks: list[tuple[int, dict[str, Any]]] = []
+        self._block_rows = 0
 
     def __len__(self) -> int:
         return self.total_rows
@@ -184,31 +188,71 @@ class ColumnBuffer:
         if self._spill is not None and self._n >= self._spill_rows:
             self.flush()
 
+    def _add_block(self, n: int, block: dict[str, Any]) -> None:
+        """Append ``n`` rows given as whole columns, kept as they are until the buffer is taken."""
+        if self._n > self._block_rows:  # rows added one at a time since the last block come first
+            self._blocks.append((self._n - self._block_rows, self._cols))
+            self._cols = {name: (array("q") if kind == "i" else array("d") if kind == "d" else [])
+                          for name, kind in self.COLUMNS.items()}
+        self._blocks.append((n, block))
+        self._n += n
+        self._block_rows = self._n
+        self.total_rows += n
+        if self._spill is not None and self._n >= self._spill_rows:
+            self.flush()
+
+    def _parts(self) -> list[dict[str, Any]]:
+        """The buffered rows as a list of column dicts, in order: the blocks, then the row buffer."""
+        return [cols for n, cols in (*self._blocks, (self._n - self._block_rows, self._cols)) if n]
+
+    def _merged(self) -> dict[str, Any]:
+        """All buffered rows as one dict of columns: the row buffer itself when no block was added, else
+        numpy arrays (each block copied once) and a list of metrics."""
+        if not self._blocks:
+            return self._cols
+        import numpy as np
+
+        parts = self._parts()
+        out: dict[str, Any] = {}
+        for name, kind in self.COLUMNS.items():
+            if kind == "m":
+                out[name] = [m for cols in parts for m in cols[name]]
+                continue
+            dtype = np.int64 if kind == "i" else np.float64
+            arrays = [np.frombuffer(cols[name], dtype=dtype) for cols in parts]
+            out[name] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+        return out
+
     def flush(self) -> None:
-        """Hand buffered rows to the spill callback (if any) and clear the buffer."""
+        """Hand buffered rows to the spill callback (if any), one call per block (blocks are not copied),
+        and clear the buffer."""
         if self._spill is not None and self._n:
-            self._spill(self._cols)
+            for cols in self._parts():
+                self._spill(cols)
             self._reset()
 
     def columns(self) -> dict[str, Any]:
-        """The buffered (unspilled) rows as columns."""
-        return self._cols
+        """The buffered (unspilled) rows as columns (read-only when blocks were added)."""
+        return self._merged()
 
     def take(self) -> dict[str, Any]:
         """The buffered rows as columns, emptying the buffer (``total_rows`` keeps counting)."""
-        cols = self._cols
+        cols = self._merged()
         if self._n:  # an empty buffer is handed out as is: nothing can be added to it through ``cols``
             self._reset()
         return cols
 
     def rows(self) -> list[dict[str, Any]]:
         """Buffered rows as dicts with None for NULL (for tests and small files)."""
-        return [self._row(i) for i in range(self._n)]
+        cols = self._merged()
+        return [self._row(i, cols) for i in range(self._n)]
 
-    def _row(self, i: int) -> dict[str, Any]:
+    def _row(self, i: int, cols: dict[str, Any] | None = None) -> dict[str, Any]:
         row: dict[str, Any] = {}
+        cols = self._cols if cols is None else cols
         for name, kind in self.COLUMNS.items():
-            v = self._cols[name][i]
+            v = cols[name][i]
+            v = v.item() if hasattr(v, "item") else v
             if kind == "i":
                 row[name] = None if v == _INT_NULL else v
             elif kind == "d":
@@ -266,23 +310,22 @@ class StepTable(ColumnBuffer):
         """``n`` rows of one run at once: ``columns`` maps column names to buffers of n native int64 /
         float64 values with the NULL sentinels already in place (e.g. numpy arrays); a column not given is
         NULL. The bulk path of the C step scanner; the same rows as ``n`` calls of :meth:`add`."""
-        c = self._cols
+        import numpy as np
+
+        block: dict[str, Any] = {}
         for name, kind in self.COLUMNS.items():
             if name == "metrics":
-                c[name].extend([None] * n)
+                block[name] = [None] * n
             elif name == "run_index":
-                c[name].extend(array("q", [run_index]) * n)
+                block[name] = np.full(n, run_index, np.int64)
             elif name in columns:
                 buf = memoryview(columns[name]).cast("B")
                 if len(buf) != 8 * n:
                     raise ValueError(f"column {name}: {len(buf)} bytes for {n} rows")
-                c[name].frombytes(buf)
+                block[name] = columns[name]
             else:
-                c[name].extend(array("q", [_INT_NULL]) * n if kind == "i" else array("d", [_NAN]) * n)
-        self._n += n
-        self.total_rows += n
-        if self._spill is not None and self._n >= self._spill_rows:
-            self.flush()
+                block[name] = np.full(n, _INT_NULL, np.int64) if kind == "i" else np.full(n, _NAN)
+        self._add_block(n, block)
 
 
 # Columns of the telemetry table as parsers give them (see TelemetrySample for the meaning).

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from bench.ingest.errors import BenchError
 from bench.ingest.records import SCHEMA_VERSION
-from bench.ingest.schema import METADATA, TABLES
+from bench.ingest.schema import METADATA, TABLES, write_options
 
 TABLE_GLOBS = {
     "runs": "batches/*/runs.parquet",
@@ -198,7 +198,7 @@ class Batch:
 
     def _write(self, name: str, table: pa.Table) -> None:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **METADATA})
-        pq.write_table(table, self.dir / name, compression="zstd")
+        pq.write_table(table, self.dir / name, **write_options(table.schema))
 
     def commit(self) -> None:
         """Write the buffered tables and move the batch into ``batches/`` in one rename."""

@@ -164,6 +164,18 @@ def decode(data: bytes) -> tuple[str, list[Problem]]:
         return text, [Problem("encoding", f"bytes that are not UTF-8 ({e.reason}); replaced", line_no)]
 
 
+def utf8_problem(block: bytes | memoryview, line_base: int = 0) -> Problem | None:
+    """The ``encoding`` problem of a block of lines that follows ``line_base`` earlier lines, with the line
+    number of its first invalid byte; None when the block is valid UTF-8."""
+    data = bytes(block)
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_no = line_base + data.count(b"\n", 0, e.start) + 1
+        return Problem("encoding", f"bytes that are not UTF-8 ({e.reason}); replaced", line_no)
+    return None
+
+
 def iter_lines(text: str) -> Iterator[str]:
     """Split on LF only (not on the other separators str.splitlines knows), dropping a CR before it.
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from bench.ingest.formats.tf_cnn import _LABELS, _RARE, _Reader
 from bench.ingest.records import _INT_NULL, _NULL_BITS, ParseResult
+from bench.ingest.text import utf8_problem
 
 try:
     from bench.ingest import _tfscan
@@ -36,10 +37,13 @@ _COLS = ("line_no", "rank", "step", "images_per_sec", "images_per_sec_stderr", "
          "loss", "top1_accuracy", "top5_accuracy", "timestamp")
 
 
-def parse_chunks(chunks: Iterable[bytes], *, source: str, result: ParseResult | None = None) -> ParseResult:
+def parse_chunks(chunks: Iterable[bytes | memoryview], *, source: str, result: ParseResult | None = None,
+                 check_utf8: bool = False) -> ParseResult:
     """Parse a tf_cnn log given as byte chunks that each end at a line end (the last may not).
 
-    Invalid UTF-8 in a line the scanner hands back is replaced, as the decoders of parse.py do.
+    Invalid UTF-8 in a line the scanner hands back is replaced, as the decoders of parse.py do; with
+    ``check_utf8`` the first invalid byte is also reported as an ``encoding`` problem (the scanner flags
+    the chunks that are not pure ASCII, and only those are decoded).
     """
     if _tfscan is None:
         raise RuntimeError("bench.ingest._tfscan is not built")
@@ -47,7 +51,10 @@ def parse_chunks(chunks: Iterable[bytes], *, source: str, result: ParseResult | 
     r = _Reader(result)
     before = 0
     for chunk in chunks:
-        n, cols, others = _tfscan.scan(chunk, before, _NULL_BITS, _LABEL_BYTES, _RARE_BYTES)
+        n, cols, others, ascii_only = _tfscan.scan(chunk, before, _NULL_BITS, _LABEL_BYTES, _RARE_BYTES)
+        if check_utf8 and not ascii_only and (p := utf8_problem(chunk, before)) is not None:
+            result.problems.append(p)
+            check_utf8 = False
         before += n
         _merge(r, _Block(cols), others)
     r.finish()

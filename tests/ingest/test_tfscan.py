@@ -163,3 +163,30 @@ def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parse.chunk_parser(module) is tf_cnn_scan.parse_chunks
     monkeypatch.setenv("BENCH_PURE_PYTHON", "1")
     assert parse.chunk_parser(module) is None
+
+
+@pytest.mark.parametrize("chunk", [3, 4096])
+@pytest.mark.parametrize("bad_line", [1, 6500, 9010])
+def test_a_streamed_log_reports_invalid_utf8_on_its_line(chunk: int, bad_line: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The big-file path (parse_stream: chunks re-cut by line_blocks, scanned in C) finds the first invalid
+    byte where the whole-file path does, wherever the chunk edges fall, and parses the same steps."""
+    from bench.ingest.parse import parse_bytes, parse_stream
+    from bench.ingest.registry import HEAD_CHARS
+
+    lines = tf_cnn_log(9000, display_every=1, seed=3).encode().split(b"\n")
+    lines[bad_line - 1] += b" \xc3(\xff"  # an invalid two-byte sequence, then a byte never valid in UTF-8
+    lines[bad_line + 5] += b" caf\xc3\xa9"  # valid UTF-8 further on must not be reported
+    data = b"\n".join(lines)
+    head, rest = data[:HEAD_CHARS], data[HEAD_CHARS:]
+    assert data.count(b"\n", 0, HEAD_CHARS) < 6500 < 9010 < len(lines)  # bad lines 6500 and 9010 are past the head
+
+    def stream() -> ParseResult:
+        chunks = iter([rest[i:i + chunk] for i in range(0, len(rest), chunk)])
+        return parse_stream(head, chunks, source="x", result=ParseResult()).result
+
+    streamed, whole = stream(), parse_bytes(data, source="x").result
+    assert [(p.kind, p.line_no) for p in streamed.problems if p.kind == "encoding"] == [("encoding", bad_line)]
+    assert [(p.kind, p.line_no) for p in whole.problems if p.kind == "encoding"] == [("encoding", bad_line)]
+    assert len(streamed.steps) == len(whole.steps) >= 8998  # the two lines with text appended are bad_line problems
+    monkeypatch.setenv("BENCH_PURE_PYTHON", "1")
+    assert repr(stream().problems) == repr(streamed.problems)
