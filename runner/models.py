@@ -72,23 +72,35 @@ def _trivial(tf: Any, shape: tuple[int, int, int], classes: int) -> Any:
 
 
 def _cifar_resnet(tf: Any, shape: tuple[int, int, int], classes: int, blocks_per_stage: int, axis: int) -> Any:
-    """He et al. (2016) CIFAR ResNet (6n+2 layers, n = blocks_per_stage): 16/32/64 filters, v1 blocks;
-    ``axis`` is the channel axis of batch normalisation."""
+    """He et al. (2016) CIFAR ResNet (6n+2 layers, n = blocks_per_stage), built as tf_cnn_benchmarks'
+    ``resnet20`` (v1) is, so both train the same network: 16/32/64 filters; a stem convolution with
+    batch normalisation and no ReLU; basic blocks; where a stage halves the size, the paper's option-A
+    shortcut (1x1 average pooling with stride 2, then zero channels padded on both sides) rather than a
+    projection convolution; batch normalisation with decay 0.9 and epsilon 1e-5 (upstream's
+    batch_norm_config); a spatial mean and the dense logits. ``axis`` is the channel axis."""
     layers = tf.keras.layers
+
+    def bn(x: Any) -> Any:
+        return layers.BatchNormalization(axis=axis, momentum=0.9, epsilon=1e-5)(x)
+
+    def shortcut(x: Any, filters: int, strides: int) -> Any:
+        if x.shape[axis] == filters:
+            return x
+        pooled = layers.AveragePooling2D(1, strides, data_format="channels_first" if axis == 1 else "channels_last")(x)
+        pad = (filters - x.shape[axis]) // 2
+        paddings = [[0, 0], [0, 0], [0, 0], [0, 0]]
+        paddings[axis] = [pad, pad]
+        return tf.pad(pooled, paddings)
+
+    fmt = "channels_first" if axis == 1 else "channels_last"
     inputs = tf.keras.Input(shape)
-    x = layers.Conv2D(16, 3, padding="same", use_bias=False)(inputs)
-    x = layers.ReLU()(layers.BatchNormalization(axis=axis)(x))
+    x = bn(layers.Conv2D(16, 3, padding="same", use_bias=False, data_format=fmt)(inputs))
     for stage, filters in enumerate((16, 32, 64)):
         for block in range(blocks_per_stage):
             strides = 2 if stage > 0 and block == 0 else 1
-            shortcut = x
-            y = layers.Conv2D(filters, 3, strides=strides, padding="same", use_bias=False)(x)
-            y = layers.ReLU()(layers.BatchNormalization(axis=axis)(y))
-            y = layers.Conv2D(filters, 3, padding="same", use_bias=False)(y)
-            y = layers.BatchNormalization(axis=axis)(y)
-            if strides != 1:
-                shortcut = layers.Conv2D(filters, 1, strides=strides, use_bias=False)(x)
-                shortcut = layers.BatchNormalization(axis=axis)(shortcut)
-            x = layers.ReLU()(layers.Add()([y, shortcut]))
-    x = layers.GlobalAveragePooling2D()(x)
+            y = layers.Conv2D(filters, 3, strides=strides, padding="same", use_bias=False, data_format=fmt)(x)
+            y = layers.ReLU()(bn(y))
+            y = bn(layers.Conv2D(filters, 3, padding="same", use_bias=False, data_format=fmt)(y))
+            x = layers.ReLU()(layers.Add()([y, shortcut(x, filters, strides)]))
+    x = layers.GlobalAveragePooling2D(data_format=fmt)(x)
     return tf.keras.Model(inputs, layers.Dense(classes)(x), name=f"resnet{6 * blocks_per_stage + 2}")

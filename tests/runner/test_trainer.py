@@ -155,3 +155,24 @@ def test_resnet20_trains_under_parameter_server_on_two_devices(
     assert [s["step"] for s in fp.result.steps.rows()] == [1, 2, 4]
     losses = [float(x) for x in re.findall(rb"\)\t([\d.]+)$", proc.stdout, re.M)]
     assert len(losses) == 3 and all(0 < x < 10 for x in losses)  # cross-entropy of 10 classes, finite
+
+
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+def test_resnet20_is_the_network_tf_cnn_benchmarks_trains(data_format: str) -> None:
+    """tf_cnn_benchmarks' resnet20 (models/resnet_model.py, v1): 19 3x3 convolutions, option-A shortcuts
+    (no 1x1 projection), batch norm after every convolution. Trainable parameters counted by hand:
+    stem 3*3*3*16 = 432; stage 1: 6 convs of 3*3*16*16 = 13,824; stage 2: 3*3*16*32 + 5*3*3*32*32 = 50,688;
+    stage 3: 3*3*32*64 + 5*3*3*64*64 = 202,752; 19 batch norms with gamma and beta: 2*(16*7 + 32*6 + 64*6)
+    = 1,376; dense 64*10 + 10 = 650. Total 269,722."""
+    tf = pytest.importorskip("tensorflow")
+    from bench.runner.models import build_model
+
+    model = build_model("resnet20", data_format)
+    convs = [layer for layer in model.layers if isinstance(layer, tf.keras.layers.Conv2D)]
+    assert [c.kernel_size for c in convs] == [(3, 3)] * 19
+    assert sum(int(tf.size(v)) for v in model.trainable_variables) == 269_722
+    assert sum(isinstance(layer, tf.keras.layers.BatchNormalization) for layer in model.layers) == 19
+    shape = (2, 3, 32, 32) if data_format == "NCHW" else (2, 32, 32, 3)
+    assert model.output_shape == (None, 10)
+    if data_format == "NHWC":  # TensorFlow's CPU kernels run only NHWC convolutions
+        assert model(tf.zeros(shape)).shape == (2, 10)
