@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.analytics.report_model import Report, Table
+from bench.analytics.report_model import Figure, Report, Table
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,7 +27,8 @@ def unique_slugs(report: Report) -> None:
     """Make every table and figure slug unique within the report (files and anchors share them)."""
     seen: dict[str, int] = {}
     for sec in report.sections:
-        for item in [*sec.tables, *sec.figures]:
+        items: list[Table | Figure] = [*sec.tables, *sec.figures]
+        for item in items:
             n = seen.get(item.slug, 0) + 1
             seen[item.slug] = n
             if n > 1:

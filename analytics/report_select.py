@@ -119,7 +119,7 @@ def flags_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str]) -> Table
         FROM _report_runs WHERE status IS DISTINCT FROM 'ok' OR images_per_sec IS NULL
         ORDER BY flag, run_id""").df()
     df.insert(1, "configuration", [labels.get(c, c) for c in df.pop("config_id")])
-    cell_runs = {(i, "run_id"): (rid,) for i, rid in enumerate(df["run_id"])}
+    cell_runs: dict[tuple[int, str], tuple[str, ...]] = {(i, "run_id"): (str(rid),) for i, rid in enumerate(df["run_id"])}
     return Table("flags", "Runs flagged unstable (CV > 2%), superlinear (efficiency > 100%) or without a result",
                  df, cell_runs=cell_runs)
 

@@ -119,11 +119,14 @@ def line_blocks(chunks: Iterable[bytes], problems: list[Problem], *, check_utf8:
         if not reported:
             ascii_chunk = chunk.isascii()
             for block in blocks:
-                as_bytes = isinstance(block, bytes)
-                if not reported and not (block.isascii() if as_bytes else ascii_chunk) and (p := utf8_problem(block, line_base)):
+                if isinstance(block, bytes):  # the partial line carried over, completed
+                    ascii_block, newlines = block.isascii(), block.count(b"\n")
+                else:  # a view of this chunk
+                    ascii_block, newlines = ascii_chunk, chunk.count(b"\n", start, last)
+                if not reported and not ascii_block and (p := utf8_problem(block, line_base)):
                     problems.append(p)
                     reported = True
-                line_base += block.count(b"\n") if as_bytes else chunk.count(b"\n", start, last)
+                line_base += newlines
         yield from blocks
     if rest:
         if not reported and (p := utf8_problem(rest, line_base)) is not None:

@@ -18,9 +18,8 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import IO, Any
-
-import pyarrow as pa
 
 from bench.ingest import patterns as pat
 from bench.ingest import registry, rundir
@@ -29,7 +28,7 @@ from bench.ingest.parse import parse_bytes, parse_stream
 from bench.ingest.records import ParseResult, Problem, StepTable, TelemetryTable
 from bench.ingest.rows import FileRef, FileRows, file_rows, problem_row, tables
 from bench.ingest.schema import steps_table, telemetry_table
-from bench.ingest.sources import Item, iter_items
+from bench.ingest.sources import Item, Reader, iter_items
 from bench.ingest.store import Batch, StoreWriter
 
 BIG_FILE = 64 * 1024 * 1024  # above this a file is parsed as a stream, never held whole
@@ -100,7 +99,6 @@ def ingest(
     ``skip_globs``: files found under a directory or in an archive whose path or name matches one of
     these shell patterns are not read.
     """
-    from pathlib import Path
 
     if fmt is not None and fmt not in registry.FORMAT_MODULES:
         raise BenchError(f"unknown format {fmt!r}; `bench ingest --list-formats` lists them")
@@ -112,6 +110,7 @@ def ingest(
     summary = IngestSummary(store=str(store))
     with StoreWriter(Path(store), wait_message=on_wait) as writer, _Parsers(workers) as parsers:
         parsers.patterns = compiled
+        parsers.scratch = str(writer.scratch())
         ctx = _Context(writer, writer.new_batch(), writer.known_hashes(), fmt, compiled, summary,
                        {"problems": Counter(), "status": Counter(), "format": Counter()}, list(path_patterns))
         for item in iter_items(paths, exclude=str(store), skip_globs=tuple(skip_globs)):
@@ -141,13 +140,25 @@ class _Job:
 
 
 def _parse_many(
-    jobs: list[tuple[bytes, FileRef]], fmt: str | None, patterns: list[pat.PathPattern]
-) -> tuple[list[FileRows], pa.Table, pa.Table]:
-    """Parse a chunk of small files (in a worker): each file's rows, and all their steps and telemetry."""
+    jobs: list[tuple[bytes, FileRef]], fmt: str | None, patterns: list[pat.PathPattern], scratch: str
+) -> tuple[list[FileRows], list[tuple[str, str]]]:
+    """Parse a chunk of small files (in a worker): each file's rows, and the part files holding all their
+    steps and telemetry, written here into ``scratch`` as (table, path). Writing them in the worker keeps
+    the encoding on the workers' cores and the rows out of the pipe back to the ingest process."""
+    import uuid
+
+    from bench.ingest.store import write_part
+
     now = time.time()
     parses = [(parse_bytes(data, source=ref.source, fmt=fmt), ref) for data, ref in jobs]
     rows = [file_rows(p, ref, patterns, now) for p, ref in parses]
-    return (rows, *tables(parses, patterns))
+    parts = []
+    for name, table in zip(("steps", "telemetry"), tables(parses, patterns), strict=True):
+        if table.num_rows:
+            path = os.path.join(scratch, f"{name}-{uuid.uuid4().hex}.parquet")
+            write_part(table, Path(path))
+            parts.append((name, path))
+    return rows, parts
 
 
 def _exit_with_ingest(ingest_pid: int) -> None:
@@ -172,7 +183,7 @@ class _Parsers:
     most ``MAX_PENDING`` chunks are in flight, so memory stays bounded whatever the input size.
     """
 
-    CHUNK_BYTES = 2 * 1024 * 1024
+    CHUNK_BYTES = 4 * 1024 * 1024
     MAX_PENDING = 8
     INLINE_BYTES = 8 * 1024 * 1024  # parse the first this many bytes here: a small ingest never pays for a pool
 
@@ -185,6 +196,7 @@ class _Parsers:
         self._pending: deque[tuple[list[_Job], Any]] = deque()
         self._fmt: str | None = None
         self.patterns: list[pat.PathPattern] = []
+        self.scratch = ""  # where _parse_many writes part files (StoreWriter.scratch)
 
     def __enter__(self) -> _Parsers:
         return self
@@ -223,17 +235,17 @@ class _Parsers:
         if self._sent_bytes > self.INLINE_BYTES:
             self._start_pool()
         if self._pool is None:
-            self._pending.append((chunk, _Done(_parse_many(args, self._fmt, self.patterns))))
+            self._pending.append((chunk, _Done(_parse_many(args, self._fmt, self.patterns, self.scratch))))
         else:
-            self._pending.append((chunk, self._pool.submit(_parse_many, args, self._fmt, self.patterns)))
+            self._pending.append((chunk, self._pool.submit(_parse_many, args, self._fmt, self.patterns, self.scratch)))
 
-    def ready(self) -> Iterator[tuple[list[_Job], list[FileRows], pa.Table, pa.Table]]:
+    def ready(self) -> Iterator[tuple[list[_Job], list[FileRows], list[tuple[str, str]]]]:
         """Chunks whose turn has come; blocks only when too many chunks are in flight."""
         while self._pending and (self._pending[0][1].done() or len(self._pending) > self.MAX_PENDING):
             chunk, fut = self._pending.popleft()
             yield (chunk, *fut.result())
 
-    def drain(self) -> Iterator[tuple[list[_Job], list[FileRows], pa.Table, pa.Table]]:
+    def drain(self) -> Iterator[tuple[list[_Job], list[FileRows], list[tuple[str, str]]]]:
         self._send()
         while self._pending:
             chunk, fut = self._pending.popleft()
@@ -244,12 +256,12 @@ class _Parsers:
 class _Done:
     """An already-computed result with the Future methods _Parsers uses."""
 
-    value: tuple[list[FileRows], pa.Table, pa.Table]
+    value: tuple[list[FileRows], list[tuple[str, str]]]
 
     def done(self) -> bool:
         return True
 
-    def result(self) -> tuple[list[FileRows], pa.Table, pa.Table]:
+    def result(self) -> tuple[list[FileRows], list[tuple[str, str]]]:
         return self.value
 
 
@@ -276,12 +288,12 @@ def _read_item(item: Item, ctx: _Context) -> _Job | None:
 
 
 def _finish(
-    jobs: list[_Job], rows: list[FileRows], steps: pa.Table, telemetry: pa.Table, ctx: _Context,
+    jobs: list[_Job], rows: list[FileRows], parts: list[tuple[str, str]], ctx: _Context,
     progress: Callable[[str, int], None] | None,
 ) -> None:
     """Record a parsed chunk of files in the current batch (committing it when it is full)."""
-    ctx.batch.add_steps(steps)
-    ctx.batch.add_telemetry(telemetry)
+    for name, path in parts:
+        ctx.batch.adopt(name, path)
     for job, file in zip(jobs, rows, strict=True):
         _record(job.item, job.sha, len(job.data), file, ctx)
         if progress:
@@ -340,7 +352,7 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _sha256(item: Item, reader: IO[bytes] | None) -> str:
+def _sha256(item: Item, reader: Reader | None) -> str:
     """SHA-256 of the item's bytes (then its run.json sidecar's), read from ``reader`` or opened anew."""
     hasher = hashlib.sha256()
     with open(item.source, "rb") if reader is None else contextlib.nullcontext(reader) as fh:
@@ -378,7 +390,7 @@ def _ref(item: Item, sha: str) -> FileRef:
     return FileRef(item.source, sha, item.match_path, item.sidecar, owner)
 
 
-def _chunks(reader: IO[bytes]) -> Iterator[bytes]:
+def _chunks(reader: Reader) -> Iterator[bytes]:
     while chunk := reader.read(CHUNK):
         yield chunk
 

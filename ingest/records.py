@@ -168,11 +168,12 @@ class ColumnBuffer:
         self.total_rows = 0
         self._reset()
 
+    def _fresh(self) -> dict[str, Any]:
+        return {name: (array("q") if kind == "i" else array("d") if kind == "d" else [])
+                for name, kind in self.COLUMNS.items()}
+
     def _reset(self) -> None:
-        self._cols: dict[str, Any] = {
-            name: (array("q") if kind == "i" else array("d") if kind == "d" else [])
-            for name, kind in self.COLUMNS.items()
-        }
+        self._cols: dict[str, Any] = self._fresh()
         self._n = 0
         # Blocks added whole (add_block), in order before the rows in ``_cols``: (rows, columns), where a
         # numeric column is any buffer of native 8-byte values.
@@ -192,8 +193,7 @@ class ColumnBuffer:
         """Append ``n`` rows given as whole columns, kept as they are until the buffer is taken."""
         if self._n > self._block_rows:  # rows added one at a time since the last block come first
             self._blocks.append((self._n - self._block_rows, self._cols))
-            self._cols = {name: (array("q") if kind == "i" else array("d") if kind == "d" else [])
-                          for name, kind in self.COLUMNS.items()}
+            self._cols = self._fresh()
         self._blocks.append((n, block))
         self._n += n
         self._block_rows = self._n
@@ -231,9 +231,21 @@ class ColumnBuffer:
                 self._spill(cols)
             self._reset()
 
+    def _consolidated(self) -> dict[str, Any]:
+        """The buffered rows as one dict of columns, kept as the only block (so reading rows one by one
+        does not merge the blocks again each time); the row buffer itself when no block was added."""
+        if not self._blocks:
+            return self._cols
+        if len(self._blocks) > 1 or self._n > self._block_rows:
+            merged = self._merged()
+            self._blocks = [(self._n, merged)]
+            self._block_rows = self._n
+            self._cols = self._fresh()
+        return self._blocks[0][1]
+
     def columns(self) -> dict[str, Any]:
         """The buffered (unspilled) rows as columns (read-only when blocks were added)."""
-        return self._merged()
+        return self._consolidated()
 
     def take(self) -> dict[str, Any]:
         """The buffered rows as columns, emptying the buffer (``total_rows`` keeps counting)."""
@@ -244,7 +256,7 @@ class ColumnBuffer:
 
     def rows(self) -> list[dict[str, Any]]:
         """Buffered rows as dicts with None for NULL (for tests and small files)."""
-        cols = self._merged()
+        cols = self._consolidated()
         return [self._row(i, cols) for i in range(self._n)]
 
     def _row(self, i: int, cols: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -408,14 +420,39 @@ class TelemetryTable(ColumnBuffer):
         if self._spill is not None and self._n >= self._spill_rows:
             self.flush()
 
+    def add_gpu_matrix(self, first_sample: int, timestamp: Any, elapsed_s: Any, images_per_sec: Any, present: Any,
+                       temperatures_c: Any) -> None:
+        """The numpy form of :meth:`add_gpu_samples` for n samples of g GPUs each: ``timestamp``,
+        ``elapsed_s`` and ``images_per_sec`` are float arrays of n (``present`` False where the rate is
+        NULL), ``temperatures_c`` an n x g array; samples are numbered from ``first_sample``. The rows
+        are the ones add_gpu_samples would add, as one block."""
+        import numpy as np
+
+        n, g = temperatures_c.shape
+        k = n * g
+        if not k:
+            return
+        rate = np.where(present, images_per_sec, _NAN)
+        nulls = np.full(k, _NAN)
+        block = {
+            "run_index": np.full(k, _INT_NULL, np.int64),
+            "sample_index": np.repeat(np.arange(first_sample, first_sample + n, dtype=np.int64), g),
+            "timestamp": np.repeat(timestamp, g), "elapsed_s": np.repeat(elapsed_s, g),
+            "gpu_index": np.tile(np.arange(g, dtype=np.int64), n), "images_per_sec": np.repeat(rate, g),
+            "temperature_c": np.ascontiguousarray(temperatures_c, dtype=np.float64).ravel(),
+            "utilization_pct": nulls, "memory_used_mib": nulls, "power_w": nulls, "sm_clock_mhz": nulls,
+        }
+        self._add_block(k, block)
+
     def __getitem__(self, i: int) -> TelemetrySample:
         n = self._n
         if not -n <= i < n:
             raise IndexError(i)
-        return TelemetrySample(**self._row(i % n))
+        return TelemetrySample(**self._row(i % n, self._consolidated()))
 
     def __iter__(self) -> Iterator[TelemetrySample]:
-        return (TelemetrySample(**self._row(i)) for i in range(self._n))
+        cols = self._consolidated()
+        return (TelemetrySample(**self._row(i, cols)) for i in range(self._n))
 
 
 @dataclass

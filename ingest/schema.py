@@ -199,19 +199,19 @@ def _arrays(parts: list[dict[str, Any]], spec: dict[str, str], types: dict[str, 
 
 
 def _run_ids(parts: list[tuple[dict[str, Any], str]]) -> pa.Array:
-    """run_id per row from each file's run_index column (NULL where the run index is NULL)."""
+    """run_id per row from each file's run_index column (NULL where the run index is NULL). Every part
+    has at least one row. Vectorised over all files at once: a chunk holds thousands of small files."""
     import numpy as np
 
-    ids: list[str] = []
-    codes = []
-    for cols, sha in parts:
-        run_index = np.frombuffer(cols["run_index"], dtype=np.int64)
-        valid = run_index != _INT_NULL
-        top = int(run_index[valid].max()) + 1 if valid.any() else 0
-        codes.append(np.where(valid, run_index + len(ids), -1))
-        ids.extend(f"{sha[:16]}-{i}" for i in range(top))
-    all_codes = np.concatenate(codes)
-    indices = pa.array(all_codes, pa.int32(), mask=all_codes < 0)
+    counts = [len(cols["run_index"]) for cols, _ in parts]
+    run_index = np.concatenate([np.frombuffer(cols["run_index"], dtype=np.int64) for cols, _ in parts])
+    valid = run_index != _INT_NULL
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    top = np.maximum.reduceat(np.where(valid, run_index + 1, 0), starts)  # runs per file: its largest index + 1
+    first_id = np.concatenate(([0], np.cumsum(top)[:-1]))  # the file's first run's position in the dictionary
+    codes = np.where(valid, run_index + np.repeat(first_id, counts), -1)
+    ids = [f"{sha[:16]}-{i}" for (_, sha), n in zip(parts, top.tolist(), strict=True) for i in range(n)]
+    indices = pa.array(codes, pa.int32(), mask=codes < 0)
     return pa.DictionaryArray.from_arrays(indices, pa.array(ids, pa.string()))
 
 

@@ -20,13 +20,19 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol, cast
 
 from bench.ingest import rundir
 from bench.ingest.tarstream import TarFormatError, iter_members
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 MEMBER_SEP = "::"  # "<archive path>::<member path>"
+
+
+class Reader(Protocol):
+    """What the ingest reads a file through: an open file, a zip member or a streamed tar member."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
 
 
 @dataclass
@@ -41,7 +47,7 @@ class Item:
     source: str
     match_path: str
     size: int
-    reader: IO[bytes] | None
+    reader: Reader | None
     archive: str | None = None
     member: str | None = None
     error: str | None = None
@@ -124,7 +130,7 @@ def _tar_stream(path: str, gunzip: subprocess.Popen[bytes] | None) -> IO[bytes]:
         assert gunzip.stdout is not None
         return gunzip.stdout
     if path.lower().endswith((".tar.gz", ".tgz")):
-        return gzip.open(path, "rb")
+        return cast(IO[bytes], gzip.open(path, "rb"))
     return open(path, "rb")
 
 

@@ -85,6 +85,12 @@ def _finish_swap(root: Path) -> None:
             os.rename(old, root / "batches")  # killed between the two renames: keep the old generation
 
 
+def write_part(table: pa.Table, path: Path) -> None:
+    """One Parquet file of a store table: the schema version in its metadata, the table's write options."""
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **METADATA})
+    pq.write_table(table, path, **write_options(table.schema))
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -139,6 +145,13 @@ class StoreWriter:
         for f in table_files(self.root, "sources"):
             out.update(pq.read_table(f, columns=["source_sha256"]).column(0).to_pylist())
         return out
+
+    def scratch(self) -> Path:
+        """A directory under ``_tmp`` where parser processes write part files for :meth:`Batch.adopt`
+        (removed with ``_tmp`` when the writer closes, or by the next writer after a kill)."""
+        path = self.root / "_tmp" / "parts"
+        path.mkdir(exist_ok=True)
+        return path
 
     def new_batch(self) -> Batch:
         batch_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
@@ -197,8 +210,14 @@ class Batch:
             self._writing.pop(0).result()
 
     def _write(self, name: str, table: pa.Table) -> None:
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **METADATA})
-        pq.write_table(table, self.dir / name, **write_options(table.schema))
+        write_part(table, self.dir / name)
+
+    def adopt(self, name: str, path: str) -> None:
+        """Take a finished part file of table ``name`` (written by a parser process into the writer's
+        scratch directory) into this batch, as its next part: one rename on the same file system."""
+        part = self.dir / f"{name}-{self._part_no[name]:05d}.parquet"
+        self._part_no[name] += 1
+        os.rename(path, part)
 
     def commit(self) -> None:
         """Write the buffered tables and move the batch into ``batches/`` in one rename."""

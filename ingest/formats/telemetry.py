@@ -89,17 +89,35 @@ _THERMAL_BATCH = 10_000  # lines buffered before they go to the telemetry table 
 
 
 def _parse_thermal(first_no: int, first: str, rest: Iterable[tuple[int, str]], result: ParseResult) -> None:
-    t0: float | None = None
+    """Thermal lines in batches of ``_THERMAL_BATCH``: a batch whose every line is well-formed with the
+    same columns goes through numpy at once (``_thermal_block``); any other batch line by line
+    (``_thermal_rows``), which is also what defines the rows and problems the block path must equal."""
+    state = _Thermal()
+    batch: list[tuple[int, str]] = []
+    for item in _with_first(first_no, first, rest):
+        batch.append(item)
+        if len(batch) == _THERMAL_BATCH:
+            _thermal_batch(batch, state, result)
+            batch = []
+    _thermal_batch(batch, state, result)
+
+
+class _Thermal:
+    """Where a thermal file's parse is: samples so far and the first sample's time."""
+
+    def __init__(self) -> None:
+        self.sample = 0
+        self.t0: float | None = None
+
+
+def _thermal_batch(batch: list[tuple[int, str]], state: _Thermal, result: ParseResult) -> None:
+    if batch and not _thermal_block([line for _, line in batch], state, result):
+        _thermal_rows(batch, state, result)
+
+
+def _thermal_rows(batch: list[tuple[int, str]], state: _Thermal, result: ParseResult) -> None:
     cols: dict[str, list[Any]] = {"sample_index": [], "timestamp": [], "elapsed_s": [], "images_per_sec": [], "temps": []}
-
-    def flush() -> None:
-        result.telemetry.add_gpu_samples(cols["sample_index"], cols["temps"], timestamp=cols["timestamp"],
-                                         elapsed_s=cols["elapsed_s"], images_per_sec=cols["images_per_sec"])
-        for v in cols.values():
-            v.clear()
-
-    sample = 0
-    for line_no, line in _with_first(first_no, first, rest):
+    for line_no, line in batch:
         if not line.strip():
             continue
         fields = _thermal_fields(line)
@@ -107,16 +125,56 @@ def _parse_thermal(first_no: int, first: str, rest: Iterable[tuple[int, str]], r
             result.problem("bad_line", "not '<unix_s>, <img/s>, <temp>, ...' with a plausible time", line_no, line)
             continue
         t, rate, temps = fields
-        t0 = t if t0 is None else t0
-        cols["sample_index"].append(sample)
+        state.t0 = t if state.t0 is None else state.t0
+        cols["sample_index"].append(state.sample)
         cols["timestamp"].append(t)
-        cols["elapsed_s"].append(t - t0)
+        cols["elapsed_s"].append(t - state.t0)
         cols["images_per_sec"].append(rate)
         cols["temps"].append(temps)
-        sample += 1
-        if sample % _THERMAL_BATCH == 0:
-            flush()
-    flush()
+        state.sample += 1
+    result.telemetry.add_gpu_samples(cols["sample_index"], cols["temps"], timestamp=cols["timestamp"],
+                                     elapsed_s=cols["elapsed_s"], images_per_sec=cols["images_per_sec"])
+
+
+def _thermal_block(lines: list[str], state: _Thermal, result: ParseResult) -> bool:
+    """The batch at once when every line is a valid thermal line with the same number of fields (the
+    usual file); False, having added nothing, when any line is not (the caller then goes line by line).
+    Each field is converted with float() as in ``_thermal_fields``, so the values are the same."""
+    import numpy as np
+
+    lines = [line for line in lines if line.strip()]  # blank lines are skipped on both paths
+    if not lines:
+        return True
+    k = lines[0].count(",")
+    if k < 2 or not all(line.count(",") == k for line in lines):
+        return False
+    flat = ",".join(lines).split(",")  # k + 1 fields per line
+    width = k + 1
+    blank_last = [not x.strip() for x in flat[k::width]]
+    if all(blank_last):
+        width_used = k  # the trailing comma: its empty field is dropped
+    elif not any(blank_last):
+        width_used = k + 1
+    else:
+        return False
+    if width_used < 3:  # no temperature column
+        return False
+    try:
+        t = np.array([float(x) for x in flat[0::width]])
+        rate_text = [x.strip() for x in flat[1::width]]
+        rates = [float(x) if x else None for x in rate_text]
+        temps = np.array([[float(x) for x in flat[c::width]] for c in range(2, width_used)]).T
+    except ValueError:
+        return False
+    rate = np.array([np.nan if r is None else r for r in rates])
+    present = np.array([r is not None for r in rates])
+    if (not ((t >= _MIN_UNIX) & (t <= _MAX_UNIX)).all() or temps.shape[1] == 0
+            or not np.isfinite(temps).all() or not np.isfinite(rate[present]).all()):
+        return False
+    state.t0 = float(t[0]) if state.t0 is None else state.t0
+    result.telemetry.add_gpu_matrix(state.sample, t, t - state.t0, rate, present, temps)
+    state.sample += len(lines)
+    return True
 
 
 def _thermal_fields(line: str) -> tuple[float, float | None, list[float]] | None:

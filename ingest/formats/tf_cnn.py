@@ -87,7 +87,8 @@ def sniff(head: str) -> bool:
     """A tf_cnn step line, a total, a ``Batch size: G global`` header with ``Variables:``, or a
     traceback through tf_cnn_benchmarks.py. Horovod synthetic (``Img/sec per GPU``), nvcnn
     (``Images/sec:``, capital I), DLLogger and MLPerf lines match none of these."""
-    if "total images/sec: " in head or _SNIFF_STEP.search(head):
+    if "total images/sec: " in head or ("images/sec: " in head and _SNIFF_STEP.search(head)):  # the substring test
+        # first: the regex alone tries a match at every digit of a digit-heavy file (telemetry)
         return True
     if "Variables:" in head and _SNIFF_HEADER.search(head):
         return True

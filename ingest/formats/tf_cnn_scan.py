@@ -24,7 +24,7 @@ from bench.ingest.records import _INT_NULL, _NULL_BITS, ParseResult
 from bench.ingest.text import utf8_problem
 
 try:
-    from bench.ingest import _tfscan
+    from bench.ingest import _tfscan  # type: ignore[attr-defined]  # the optional C extension
 except ImportError:  # installed without a C compiler: the pure-Python parser does everything
     _tfscan = None
 
@@ -80,7 +80,7 @@ class _Block:
 
     def rows(self, lo: int, hi: int) -> Iterator[tuple[Any, ...]]:
         """(line_no, rank, step, mean, stderr, jitter, loss, top1, top5, ts) with None for NULL."""
-        cols = []
+        cols: list[list[Any]] = []
         for k, v in self.raw.items():
             ints = memoryview(v).cast("q")[lo:hi].tolist()
             if k in ("line_no", "step"):

@@ -152,3 +152,84 @@ def test_bench_run_cpu_telemetry_csv() -> None:
     rows = [(s.sample_index, s.gpu_index, s.utilization_pct, s.memory_used_mib, s.elapsed_s) for s in res.telemetry]
     assert rows == [(0, None, 99.9, 2473.0, 0.0), (1, None, 50.0, 2480.0, 5.0)]
     assert [(p.kind, p.line_no) for p in res.problems] == [("bad_line", 4)]
+
+
+def _both_paths(text: str, monkeypatch: pytest.MonkeyPatch) -> tuple[ParseResult, ParseResult]:
+    """The thermal text parsed as usual and with the numpy block path switched off (line by line)."""
+    usual = _parse(text)
+    with monkeypatch.context() as m:
+        m.setattr(telemetry, "_thermal_block", lambda lines, state, result: False)
+        by_line = _parse(text)
+    return usual, by_line
+
+
+def _same_rows(a: ParseResult, b: ParseResult) -> None:
+    ca, cb = a.telemetry.columns(), b.telemetry.columns()
+    for name in ca:
+        assert bytes(memoryview(ca[name]).cast("B")) == bytes(memoryview(cb[name]).cast("B")), name
+    assert repr(a.problems) == repr(b.problems)
+
+
+_GOOD = "".join(f"{1600000000 + 2 * i}, {'' if i % 7 == 0 else 1000.5 + i}, {40 + i % 9}, {30.5 + i % 4}, \n"
+                for i in range(25))
+
+
+@pytest.mark.parametrize("text", [
+    _GOOD,
+    _GOOD.replace(", \n", "\n"),  # no trailing comma
+    _GOOD + "1600000100, 5.0, 41, \n",  # a line with fewer GPUs: line by line
+    _GOOD + "\n  \n" + _GOOD,  # blank lines
+    _GOOD + "1600000100, 5.0, inf, 3, \n",  # a non-finite temperature is a bad line
+    _GOOD + "99, 5.0, 41, 3, \n",  # an implausible time
+    _GOOD + "1600000100, nan, 41, 3, \n",  # a non-finite rate
+    _GOOD + "1600000100, 1_0, 4_1, 3, \n",  # what float() accepts, both paths accept
+    "1600000000, 1.0, \n1600000002, 2.0, \n",  # no temperature at all
+    _GOOD.replace(", \n", ", 7\n", 3),  # some lines without the trailing comma
+])
+def test_thermal_block_path_equals_line_path(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    usual, by_line = _both_paths(text, monkeypatch)
+    _same_rows(usual, by_line)
+
+
+def test_thermal_block_path_runs_and_numbers_samples_across_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(telemetry, "_THERMAL_BATCH", 10)
+    calls: list[int] = []
+    block = telemetry._thermal_block
+
+    def counting(lines: list[str], state: object, result: ParseResult) -> bool:
+        ok = block(lines, state, result)  # type: ignore[arg-type]
+        calls.append(ok)
+        return ok
+
+    monkeypatch.setattr(telemetry, "_thermal_block", counting)
+    res = _parse(_GOOD)
+    assert calls == [True, True, True]  # 25 lines (and the final empty one) in batches of 10
+    assert [s.sample_index for s in res.telemetry][-2:] == [24, 24]
+    assert res.telemetry[-1].elapsed_s == 48.0 and res.telemetry[-1].timestamp == 1600000048.0
+    monkeypatch.setattr(telemetry, "_thermal_block", block)
+    usual, by_line = _both_paths(_GOOD, monkeypatch)
+    _same_rows(usual, by_line)
+
+
+def test_every_lambda_thermal_file_same_on_both_paths(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Identical rows either way on every Lambda thermal file, and the block path really taken for them."""
+    archive = corpus / "tf_cnn_benchmarks" / "lambda-logs.tar.gz"
+    block, taken = telemetry._thermal_block, []
+
+    def counting(lines: list[str], state: object, result: ParseResult) -> bool:
+        ok = block(lines, state, result)  # type: ignore[arg-type]
+        taken.append(ok)
+        return ok
+
+    checked = 0
+    with tarfile.open(archive, "r|gz") as tar:
+        for member in tar:
+            if member.isfile() and member.name.endswith("/thermal/1"):
+                fh = tar.extractfile(member)
+                assert fh is not None
+                monkeypatch.setattr(telemetry, "_thermal_block", counting)
+                usual, by_line = _both_paths(fh.read().decode(), monkeypatch)
+                _same_rows(usual, by_line)
+                checked += 1
+    assert checked == 3680
+    assert len(taken) == 3680 and all(taken)  # one batch per file (none has 10,000 lines), all well-formed
