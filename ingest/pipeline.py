@@ -8,6 +8,7 @@ schema version). Idempotent: a source whose SHA-256 is already in the store is s
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import os
 import tarfile
@@ -108,7 +109,7 @@ def ingest(
     compiled = [pat.PathPattern.compile(t) for t in path_patterns]
     t0 = time.perf_counter()
     summary = IngestSummary(store=str(store))
-    with StoreWriter(Path(store), wait_message=on_wait) as writer, _Parsers(workers) as parsers:
+    with _few_collections(), StoreWriter(Path(store), wait_message=on_wait) as writer, _Parsers(workers) as parsers:
         parsers.patterns = compiled
         parsers.scratch = str(writer.scratch())
         ctx = _Context(writer, writer.new_batch(), writer.known_hashes(), fmt, compiled, summary,
@@ -128,6 +129,22 @@ def ingest(
     summary.runs_by_format = dict(ctx.counters["format"])
     summary.wall_time_s = time.perf_counter() - t0
     return summary
+
+
+#: Collector thresholds while ingesting. Parsing allocates millions of short-lived objects and makes
+#: almost no reference cycles; at the default gen-0 threshold (700) the collector walked the live objects
+#: often enough to cost 0.35 s of 4 s on the Lambda archive in one process (0.05 s with these).
+_GC_THRESHOLD = (50_000, 20, 10)
+
+
+@contextmanager
+def _few_collections() -> Iterator[None]:
+    old = gc.get_threshold()
+    gc.set_threshold(*_GC_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 @dataclass
@@ -162,8 +179,11 @@ def _parse_many(
 
 
 def _exit_with_ingest(ingest_pid: int) -> None:
-    """Worker initializer: end this worker when the ingest process is gone (e.g. kill -9)."""
+    """Worker initializer: end this worker when the ingest process is gone (e.g. kill -9); collect
+    garbage as rarely as the ingest process does."""
     import threading
+
+    gc.set_threshold(*_GC_THRESHOLD)
 
     def watch() -> None:
         while True:
