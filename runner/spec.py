@@ -168,9 +168,9 @@ def build_command(
     """
     launcher = launcher or spec.launcher
     inner = trainer_argv(spec, trainer)
-    n = num_processes(spec)
     if spec.variable_update in CLUSTER_MODES:
-        return _cluster_command(spec, launcher, inner, n)
+        return _cluster_command(spec, launcher, inner, cluster_workers(spec))
+    n = num_processes(spec)
     if launcher == "local":
         return inner
     if launcher == "horovodrun":
@@ -187,9 +187,24 @@ def build_command(
 
 
 def cluster_tasks(spec: RunSpec) -> int:
-    """Processes of a cluster-mode run: ``num_processes`` workers, plus chief and one ps for distributed_ps."""
+    """Processes of a cluster-mode run. multi_worker: one per worker (``num_processes``). distributed_ps
+    adds a chief and one ps to the workers: ``--np`` counts the workers, so the run has np + 2 tasks;
+    ``--hosts`` without ``--np`` offers slots for every task, so its slots are the task count and the
+    workers are two fewer. Raises BenchError when that leaves no worker."""
     n = num_processes(spec)
-    return n + 2 if spec.variable_update == "distributed_ps" else n
+    if spec.variable_update != "distributed_ps":
+        return n
+    if spec.np is None and spec.hosts is not None:
+        if n < 3:
+            raise BenchError(f"distributed_ps needs a chief, a ps and at least one worker: 3 slots, but --hosts "
+                             f"{spec.hosts} has {n}")
+        return n
+    return n + 2
+
+
+def cluster_workers(spec: RunSpec) -> int:
+    """The worker processes of a cluster-mode run (its tasks less the chief and ps of distributed_ps)."""
+    return cluster_tasks(spec) - (2 if spec.variable_update == "distributed_ps" else 0)
 
 
 def _cluster_command(spec: RunSpec, launcher: str, inner: list[str], workers: int) -> list[str]:
@@ -206,11 +221,17 @@ def _cluster_command(spec: RunSpec, launcher: str, inner: list[str], workers: in
 
 
 def _srun_prefix(spec: RunSpec, n: int) -> list[str]:
+    """``srun`` for ``n`` tasks. With ``--hosts``, the nodes are pinned, and ``--ntasks-per-node`` is
+    given only when the tasks fill every node's slots exactly (otherwise Slurm places them; asking for
+    more tasks than the slots is refused here rather than by srun)."""
     argv = ["srun", f"--ntasks={n}", "--label", "--kill-on-bad-exit=1"]
     if spec.hosts is not None:
         hosts = parse_hosts(spec.hosts)
+        slots = sum(s for _, s in hosts)
+        if n > slots:
+            raise BenchError(f"the run needs {n} tasks but --hosts {spec.hosts} has {slots} slots")
         argv.append(f"--nodelist={','.join(h for h, _ in hosts)}")
-        if len({slots for _, slots in hosts}) == 1:
+        if n == slots and len({s for _, s in hosts}) == 1:
             argv.append(f"--ntasks-per-node={hosts[0][1]}")
     return argv
 

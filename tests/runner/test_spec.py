@@ -112,3 +112,40 @@ def test_spec_to_json_is_plain() -> None:
     assert doc["extra_args"] == ["--a"]
     assert doc["model"] == "m"
     assert doc["launcher"] == "local"
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    # --hosts alone: its slots are every task, the chief and the ps take two of them (6 workers)
+    (RunSpec(variable_update="distributed_ps", launcher="slurm", hosts="n1:4,n2:4"),
+     ["srun", "--ntasks=8", "--label", "--kill-on-bad-exit=1", "--nodelist=n1,n2", "--ntasks-per-node=4", "t",
+      "--variable-update", "distributed_ps"]),
+    # --np counts the workers: 6 workers + chief + ps fill the same 8 slots
+    (RunSpec(variable_update="distributed_ps", launcher="slurm", hosts="n1:4,n2:4", np=6),
+     ["srun", "--ntasks=8", "--label", "--kill-on-bad-exit=1", "--nodelist=n1,n2", "--ntasks-per-node=4", "t",
+      "--variable-update", "distributed_ps"]),
+    # fewer tasks than slots: Slurm places them, no --ntasks-per-node that would contradict --ntasks
+    (RunSpec(variable_update="multi_worker", launcher="slurm", hosts="a:2,b:2", np=3),
+     ["srun", "--ntasks=3", "--label", "--kill-on-bad-exit=1", "--nodelist=a,b", "t",
+      "--variable-update", "multi_worker"]),
+])
+def test_srun_tasks_agree_with_the_hosts_slots(spec: RunSpec, expected: list[str]) -> None:
+    assert build_command(spec, trainer=("t",)) == expected
+    script = build_sbatch_script(spec, output_log="o.log", job_name="j", trainer=("t",))
+    assert expected[1].replace("--", "#SBATCH --") in script  # the batch script asks for the same tasks
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    (RunSpec(variable_update="distributed_ps", launcher="slurm", hosts="n1:4,n2:4", np=8),
+     "needs 10 tasks but --hosts n1:4,n2:4 has 8 slots"),
+    (RunSpec(variable_update="distributed_ps", launcher="slurm", hosts="n1:2"), "3 slots, but --hosts n1:2 has 2"),
+    (RunSpec(launcher="slurm", hosts="n1:4", np=5), "needs 5 tasks but --hosts n1:4 has 4 slots"),
+])
+def test_more_tasks_than_slots_is_a_user_error(spec: RunSpec, message: str) -> None:
+    with pytest.raises(BenchError, match=message):
+        build_command(spec, trainer=("t",))
+
+
+def test_distributed_ps_workers_from_slots_locally() -> None:
+    """Locally --hosts localhost:4 gives 4 tasks: the workers launcher starts chief, ps and 2 workers."""
+    argv = build_command(RunSpec(variable_update="distributed_ps", hosts="localhost:4"), "local", trainer=("t",))
+    assert argv[argv.index("--np") + 1] == "2"
