@@ -11,6 +11,7 @@ import contextlib
 import gc
 import hashlib
 import os
+import posixpath
 import tarfile
 import time
 import zipfile
@@ -28,7 +29,7 @@ from bench.ingest.errors import BenchError
 from bench.ingest.parse import parse_bytes, parse_stream
 from bench.ingest.records import ParseResult, Problem, StepTable, TelemetryTable
 from bench.ingest.rows import FileRef, FileRows, file_rows, problem_row, tables
-from bench.ingest.schema import steps_table, telemetry_table
+from bench.ingest.schema import run_id, steps_table, telemetry_table
 from bench.ingest.sources import Item, Reader, iter_items
 from bench.ingest.store import Batch, StoreWriter
 
@@ -79,6 +80,8 @@ class _Context:
     summary: IngestSummary
     counters: dict[str, Counter[str]]
     pattern_texts: list[str]
+    #: (archive, folder) -> run_id of the bench run directory log read from that archive folder
+    archive_runs: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def ingest(
@@ -154,6 +157,7 @@ class _Job:
     item: Item
     sha: str
     data: bytes
+    owner: str | None = None  # for a run directory's telemetry.csv: its run's run_id
 
 
 def _parse_many(
@@ -250,7 +254,7 @@ class _Parsers:
         if not self._chunk:
             return
         chunk, size, self._chunk, self._chunk_bytes = self._chunk, self._chunk_bytes, [], 0
-        args = [(j.data, _ref(j.item, j.sha)) for j in chunk]
+        args = [(j.data, _ref(j.item, j.sha, j.owner)) for j in chunk]
         self._sent_bytes += size
         if self._sent_bytes > self.INLINE_BYTES:
             self._start_pool()
@@ -304,7 +308,25 @@ def _read_item(item: Item, ctx: _Context) -> _Job | None:
     if item.sidecar is not None:  # a bench run directory: output.log + run.json is one source
         hasher.update(item.sidecar)
     sha = hasher.hexdigest()
-    return None if _is_duplicate(sha, ctx) else _Job(item, sha, data)
+    _note_run_dir(item, sha, ctx)
+    return None if _is_duplicate(sha, ctx) else _Job(item, sha, data, _owner(item, ctx))
+
+
+def _note_run_dir(item: Item, sha: str, ctx: _Context) -> None:
+    """Remember the run of a run directory's log read from an archive, for its telemetry.csv (which
+    ``rundir.pair_members`` passes on after the log)."""
+    if item.sidecar is not None and item.archive is not None:
+        ctx.archive_runs[(item.archive, posixpath.dirname(item.member or ""))] = run_id(sha, 0)
+
+
+def _owner(item: Item, ctx: _Context) -> str | None:
+    """The run_id of the run a run directory's telemetry.csv was sampled for (None for other files): from
+    the log beside it on disk, or from the log already read from the same archive folder."""
+    if posixpath.basename(item.match_path) != rundir.TELEMETRY_CSV:
+        return None
+    if item.archive is None:
+        return rundir.telemetry_run_id(item.source)
+    return ctx.archive_runs.get((item.archive, posixpath.dirname(item.member or "")))
 
 
 def _finish(
@@ -360,6 +382,7 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
         hash_future = pool.submit(_sha256, item, None)
     else:
         early_sha = _sha256(item, item.reader)
+        _note_run_dir(item, early_sha, ctx)
         if _is_duplicate(early_sha, ctx):
             return
         checked.append(early_sha)
@@ -386,17 +409,19 @@ def _sha256(item: Item, reader: Reader | None) -> str:
 def _parse_big(item: Item, ctx: _Context, new_sha: Callable[[], str]) -> None:
     batch = ctx.batch
     tags = pat.match_first(ctx.patterns, item.match_path)
+    owner = _owner(item, ctx)
     result = ParseResult(
         steps=StepTable(spill=lambda cols: batch.add_steps(steps_table([(cols, new_sha())])), spill_rows=SPILL_ROWS),
         telemetry=TelemetryTable(
-            spill=lambda cols: batch.add_telemetry(telemetry_table([(cols, new_sha(), item.source, tags)])),
+            spill=lambda cols: batch.add_telemetry(telemetry_table([(cols, new_sha(), item.source, tags)], [owner])),
             spill_rows=SPILL_ROWS),
     )
     with _reopen(item) as reader:
         head = reader.read(registry.HEAD_CHARS)
         parsed = parse_stream(head, _chunks(reader), source=item.source, fmt=ctx.fmt, result=result)
     sha = new_sha()
-    ref = _ref(item, sha)
+    _note_run_dir(item, sha, ctx)
+    ref = _ref(item, sha, owner)
     file = file_rows(parsed, ref, ctx.patterns, time.time())
     steps, telemetry = tables([(parsed, ref)], ctx.patterns)
     batch.add_steps(steps)
@@ -404,9 +429,8 @@ def _parse_big(item: Item, ctx: _Context, new_sha: Callable[[], str]) -> None:
     _record(item, sha, item.size, file, ctx)
 
 
-def _ref(item: Item, sha: str) -> FileRef:
+def _ref(item: Item, sha: str, owner: str | None) -> FileRef:
     """The file's identity; a run directory's telemetry.csv also names the run it was sampled for."""
-    owner = rundir.telemetry_run_id(item.source) if item.archive is None else None
     return FileRef(item.source, sha, item.match_path, item.sidecar, owner)
 
 

@@ -25,7 +25,9 @@ Archives are streamed, so the two members of a run directory meet in ``pair_memb
 works (run.json first, or output.log first, which is what sorted tars hold, ``tar --sort=name`` and
 Python's tarfile: ``output.log`` < ``run.json``). The first of the two is held in memory (a log only up to
 ``HOLD_LOG_BYTES``; a larger log that comes first is ingested without its run.json, which is then read as
-a file of its own) until its partner arrives or the stream leaves that directory.
+a file of its own) until its partner arrives or the stream leaves that directory. A ``telemetry.csv`` of
+the directory is held too (up to the same size) and passed on after the paired log, so the ingest knows
+the run it was sampled for when it reaches it (``pipeline`` links it by the log's hash).
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ def pair_members(items: Iterable[Item]) -> Iterator[Item]:
         if held is not None and (item.member is None or not held.covers(folder, name)):
             yield from held.flush()
             held = None
-        if item.member is None or item.reader is None or name not in (OUTPUT_LOG, RUN_JSON):
+        if item.member is None or item.reader is None or name not in _RUN_FILES:
             yield item
             continue
         held = held or _Held(folder)
@@ -104,20 +106,28 @@ def pair_members(items: Iterable[Item]) -> Iterator[Item]:
         yield from held.flush()
 
 
+_RUN_FILES = (OUTPUT_LOG, RUN_JSON, TELEMETRY_CSV)
+
+
 @dataclasses.dataclass
 class _Held:
-    """The members of one archive folder waiting for their partner."""
+    """The members of one archive folder waiting for their partner (and its telemetry for the pair)."""
 
     folder: str
     log: Item | None = None
     meta: bytes | None = None
     meta_item: Item | None = None
+    telemetry: Item | None = None
+    paired: bool = False
 
     def covers(self, folder: str, name: str) -> bool:
-        """Still inside this folder (members of its subfolders other than a run's two files pass by)."""
-        return folder == self.folder or (folder.startswith(self.folder + "/") and name not in (OUTPUT_LOG, RUN_JSON))
+        """Still inside this folder (members of its subfolders other than a run's files pass by)."""
+        return folder == self.folder or (folder.startswith(self.folder + "/") and name not in _RUN_FILES)
 
     def add(self, item: Item, name: str) -> Iterator[Item]:
+        if name == TELEMETRY_CSV:
+            yield from self._add_telemetry(item)
+            return
         if name == RUN_JSON:
             if item.size > MAX_RUN_JSON_BYTES:
                 yield item
@@ -130,6 +140,7 @@ class _Held:
             if self.log is not None:
                 yield dataclasses.replace(self.log, sidecar=data)
                 self.log = None
+                yield from self._paired()
             else:
                 yield from self._release_meta()
                 self.meta, self.meta_item = data, item
@@ -137,6 +148,7 @@ class _Held:
         if self.meta is not None:
             yield dataclasses.replace(item, sidecar=self.meta)
             self.meta = self.meta_item = None
+            yield from self._paired()
         elif item.size > HOLD_LOG_BYTES:
             yield item
         else:
@@ -147,6 +159,26 @@ class _Held:
             except _READ_ERRORS as e:
                 self.log = None
                 yield dataclasses.replace(item, reader=None, error=f"{type(e).__name__}: {e}")
+
+    def _add_telemetry(self, item: Item) -> Iterator[Item]:
+        """Hold the folder's telemetry.csv until its run's log has gone by (pass it on at once when it
+        already has, or when it is too large to hold)."""
+        if self.paired or item.size > HOLD_LOG_BYTES:
+            yield item
+            return
+        if self.telemetry is not None:
+            yield self.telemetry
+        try:
+            self.telemetry = dataclasses.replace(item, reader=io.BytesIO(item.reader.read() if item.reader else b""))
+        except _READ_ERRORS as e:
+            self.telemetry = None
+            yield dataclasses.replace(item, reader=None, error=f"{type(e).__name__}: {e}")
+
+    def _paired(self) -> Iterator[Item]:
+        self.paired = True
+        if self.telemetry is not None:
+            yield self.telemetry
+            self.telemetry = None
 
     def _release_meta(self) -> Iterator[Item]:
         if self.meta is not None and self.meta_item is not None:
@@ -159,6 +191,9 @@ class _Held:
             yield self.log
             self.log = None
         yield from self._release_meta()
+        if self.telemetry is not None:
+            yield self.telemetry
+            self.telemetry = None
 
 
 def telemetry_run_id(telemetry_path: str) -> str | None:

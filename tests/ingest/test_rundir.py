@@ -296,3 +296,31 @@ def test_ingested_telemetry_rows_carry_their_runs_id(tmp_path: Path) -> None:
     ingest([str(tmp_path / "logs")], tmp_path / "st", workers=0)
     run = only_run(tmp_path / "st")
     assert {t["run_id"] for t in read(tmp_path / "st", "telemetry")} == {run["run_id"]}
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1), (1, 2, 0), (2, 1, 0)])
+@pytest.mark.parametrize("kind", ["tar.gz", "zip"])
+def test_archived_telemetry_rows_carry_their_runs_id(tmp_path: Path, order: tuple[int, ...], kind: str) -> None:
+    """A run directory inside an archive: its telemetry.csv joins its run whatever the member order
+    (telemetry first, between or last), and a second run directory's telemetry joins that run."""
+    files = [("output.log", (OK / "output.log").read_bytes()), ("run.json", (OK / "run.json").read_bytes()),
+             ("telemetry.csv", TELEMETRY_CSV.read_bytes())]
+    other_log = (OK / "output.log").read_bytes() + b"\n"  # another log, so another run id
+    members = [(f"logs/r1/{files[i][0]}", files[i][1]) for i in order]
+    members += [("logs/r2/telemetry.csv", TELEMETRY_CSV.read_bytes() + b"\n"),  # not a duplicate of r1's
+                ("logs/r2/run.json", files[1][1]),
+                ("logs/r2/output.log", other_log)]
+    if kind == "zip":
+        archive = tmp_path / "runs.zip"
+        with zipfile.ZipFile(archive, "w") as zf:
+            for name, data in members:
+                zf.writestr(name, data)
+    else:
+        archive = _tar(tmp_path / "runs.tar.gz", members)
+    ingest([str(archive)], tmp_path / "st", workers=0)
+    runs = {r["source"].rsplit("/", 2)[-2]: r["run_id"] for r in read(tmp_path / "st", "runs")}
+    assert set(runs) == {"r1", "r2"} and runs["r1"] != runs["r2"]
+    by_source = {}
+    for t in read(tmp_path / "st", "telemetry"):
+        by_source.setdefault(t["source"].rsplit("/", 2)[-2], set()).add(t["run_id"])
+    assert by_source == {"r1": {runs["r1"]}, "r2": {runs["r2"]}}
