@@ -39,12 +39,19 @@ class FormatModule(Protocol):
     ) -> ParseResult: ...
 
 
+_LOADED: dict[str, FormatModule] = {}
+
+
 def load(name: str) -> FormatModule:
-    """The format module called ``name``; raises KeyError for an unknown name."""
-    if name not in FORMAT_MODULES:
-        raise KeyError(name)
-    module: ModuleType = importlib.import_module(f"bench.ingest.formats.{name}")
-    return cast(FormatModule, module)
+    """The format module called ``name`` (imported once, then cached: detection asks for every format of
+    every file); raises KeyError for an unknown name."""
+    module = _LOADED.get(name)
+    if module is None:
+        if name not in FORMAT_MODULES:
+            raise KeyError(name)
+        found: ModuleType = importlib.import_module(f"bench.ingest.formats.{name}")
+        module = _LOADED[name] = cast(FormatModule, found)
+    return module
 
 
 def all_formats() -> list[FormatModule]:
