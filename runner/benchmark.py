@@ -8,8 +8,8 @@ On CPU, resnet20 (cifar10 shapes), batch 32, 10 warm-up then 50 timed steps, eac
 3. tf_cnn_benchmarks itself, when ``BENCH_TF_CNN_DIR`` names a checkout of its ``tf_cnn_benchmarks``
    folder (skipped with a note otherwise).
 
-Prints images/sec for each, the ratios ours/other and the verdict (goal: ours >= 0.98 x the fastest
-other); then the runner's overhead, the wall time of ``bench run`` minus the trainer's timed window
+Prints images/sec for each (the best and the median of the rounds, which run in an order rotated each
+round), the ratios of the bests ours/other and the verdict (goal: ours >= 0.98 x the fastest other); then the runner's overhead, the wall time of ``bench run`` minus the trainer's timed window
 (goal: <= 5 s + TensorFlow's import time, measured here as ``python -c "import tensorflow"``).
 Every number is measured in this run; nothing is hard-coded. TensorFlow is imported only in the
 ``--keras-fit`` child.
@@ -21,6 +21,7 @@ import importlib.util
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -198,12 +199,28 @@ def best_of(rounds: list[Measurement]) -> Measurement:
     return max(ran, key=lambda m: m.images_per_sec or 0.0) if ran else rounds[0]
 
 
-def measure_round() -> list[Measurement]:
-    """One round: bench run, keras model.fit, tf_cnn_benchmarks, each in a process of its own."""
+def measure_ours() -> Measurement:
     with tempfile.TemporaryDirectory() as tmp:
-        ours = _measure("bench run", bench_run_cmd(Path(tmp) / "out", Path(tmp) / "store"))
-    keras = _measure("keras model.fit", [sys.executable, "-m", "bench.runner.benchmark", "--keras-fit"])
-    return [ours, keras, measure_tf_cnn()]
+        return _measure("bench run", bench_run_cmd(Path(tmp) / "out", Path(tmp) / "store"))
+
+
+def measure_keras() -> Measurement:
+    return _measure("keras model.fit", [sys.executable, "-m", "bench.runner.benchmark", "--keras-fit"])
+
+
+def round_order(rotation: int, ways: int = 3) -> list[int]:
+    """The order the ways run in round ``rotation``: rotated each round, so that no way always runs
+    first (after the machine was idle) or right after the same other one."""
+    k = rotation % ways
+    return [*range(k, ways), *range(k)]
+
+
+def measure_round(rotation: int = 0) -> list[Measurement]:
+    """One round: bench run, keras model.fit, tf_cnn_benchmarks, each in a process of its own, started in
+    ``round_order(rotation)``; returned in that fixed order."""
+    ways = (measure_ours, measure_keras, measure_tf_cnn)
+    done = {k: ways[k]() for k in round_order(rotation, len(ways))}
+    return [done[k] for k in range(len(ways))]
 
 
 def _print_ways(rounds: list[list[Measurement]]) -> list[Measurement]:
@@ -216,7 +233,8 @@ def _print_ways(rounds: list[list[Measurement]]) -> list[Measurement]:
             print(f"  {best.name:<18} --  {best.note}")
             continue
         each = ", ".join("--" if m.images_per_sec is None else f"{m.images_per_sec:.1f}" for m in way)
-        print(f"  {best.name:<18} best {best.images_per_sec:8.2f} images/sec  (rounds: {each})")
+        median = statistics.median(m.images_per_sec for m in way if m.images_per_sec is not None)
+        print(f"  {best.name:<18} best {best.images_per_sec:8.2f} images/sec  median {median:.2f}  (rounds: {each})")
     return bests
 
 
@@ -236,12 +254,13 @@ def main(rounds: int = 3) -> None:
     print(machine_line(), flush=True)
     print("load average (1, 5, 15 min) before the runs: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     print(f"workload: {MODEL} batch {BATCH}, {WARMUP} warm-up + {STEPS} timed steps, CPU, NHWC, synthetic data, "
-          f"variable_update {VARIABLE_UPDATE}; {rounds} interleaved rounds, best of each way kept")
+          f"variable_update {VARIABLE_UPDATE}; {rounds} interleaved rounds (order rotated each round), "
+          "best of each way kept")
     import_s, code, _ = _run([sys.executable, "-c", "import tensorflow"])
     print(f"`python -c \"import tensorflow\"`: {import_s:.2f} s" + ("" if code == 0 else f" (exit {code})"), flush=True)
     results = []
     for i in range(rounds):
-        results.append(measure_round())
+        results.append(measure_round(i))
         print(f"round {i + 1}/{rounds}: " + ", ".join(
             f"{m.name} {'--' if m.images_per_sec is None else f'{m.images_per_sec:.1f}'}" for m in results[-1]),
             flush=True)

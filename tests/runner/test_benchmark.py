@@ -92,3 +92,7 @@ def test_best_of_keeps_the_fastest_round_or_the_first_failure() -> None:
     assert benchmark.best_of(rounds) == benchmark.Measurement("x", 450.0, wall_s=9.0)
     failures = [benchmark.Measurement("x", None, note="first"), benchmark.Measurement("x", None, note="second")]
     assert benchmark.best_of(failures).note == "first"
+
+
+def test_rounds_rotate_which_way_runs_first() -> None:
+    assert [benchmark.round_order(r) for r in range(4)] == [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]]
