@@ -115,6 +115,8 @@ def ingest(
     with _few_collections(), StoreWriter(Path(store), wait_message=on_wait) as writer, _Parsers(workers) as parsers:
         parsers.patterns = compiled
         parsers.scratch = str(writer.scratch())
+        if _archive_bytes(paths) > _Parsers.INLINE_BYTES:
+            parsers.start()  # its forkserver boots while this process opens the store and reads
         ctx = _Context(writer, writer.new_batch(), writer.known_hashes(), fmt, compiled, summary,
                        {"problems": Counter(), "status": Counter(), "format": Counter()}, list(path_patterns))
         for item in iter_items(paths, exclude=str(store), skip_globs=tuple(skip_globs)):
@@ -225,6 +227,11 @@ class _Parsers:
     def __enter__(self) -> _Parsers:
         return self
 
+    def start(self) -> None:
+        """Start the workers now, when the input is known to be large (an archive bigger than
+        ``INLINE_BYTES``), rather than after its first ``INLINE_BYTES`` have been parsed here."""
+        self._start_pool()
+
     def _start_pool(self) -> None:
         """Start the worker processes (once there is enough work to pay for their start-up)."""
         if self.workers > 0 and self._pool is None:
@@ -287,6 +294,15 @@ class _Done:
 
     def result(self) -> tuple[list[FileRows], list[tuple[str, str]]]:
         return self.value
+
+
+def _archive_bytes(paths: list[str]) -> int:
+    """The size on disk of the archives among ``paths`` (compressed: a lower bound of what they hold)."""
+    total = 0
+    for p in paths:
+        if os.path.isfile(p) and p.lower().endswith((".tar", ".tar.gz", ".tgz", ".zip")):
+            total += os.path.getsize(p)
+    return total
 
 
 def _read_item(item: Item, ctx: _Context) -> _Job | None:
