@@ -98,28 +98,62 @@ def run_parser(module: registry.FormatModule, parse: Callable[[], object], resul
     result.runs[:] = [r if r.status == "ok" else dataclasses.replace(r, **cleared) for r in result.runs]
 
 
+#: A line longer than this is not held in memory: it is skipped (as if it were empty) and reported.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+
+
 def line_blocks(chunks: Iterable[bytes], problems: list[Problem], *, check_utf8: bool = True
                 ) -> Iterator[bytes | memoryview]:
     """A byte stream re-cut into blocks that end at a line end (the last block may not). Only the partial
     lines at chunk edges are copied; the rest of a chunk is passed on as a memoryview. With ``check_utf8``,
-    invalid UTF-8 is reported once, with its line number (the C scanner checks its own blocks)."""
-    rest = b""
+    invalid UTF-8 is reported once, with its line number (the C scanner checks its own blocks).
+
+    A line that spans chunks and is longer than ``MAX_LINE_BYTES`` is replaced by an empty line (so later
+    line numbers stay right) and reported as a ``bad_line`` problem with its byte range: memory stays
+    bounded whatever the input (a line inside one chunk is at most a chunk long)."""
+    rest = b""  # the partial last line of the previous chunk
+    pending: list[bytes] = []  # later pieces of that line, from chunks without a line end
+    pending_bytes = 0
+    line_start = 0  # where that line starts in the stream
+    offset = 0  # stream bytes before the current chunk
+    skipping = False  # inside a line longer than MAX_LINE_BYTES
     line_base = 0
     reported = not check_utf8
+
+    def too_long(end: int) -> Problem:
+        return Problem("bad_line", f"a line longer than {MAX_LINE_BYTES >> 20} MiB (stream bytes {line_start}-{end}) "
+                                   "was skipped")
+
     for chunk in chunks:
         first = chunk.find(b"\n")
         if first < 0:
-            rest += chunk
+            if not skipping:
+                pending.append(chunk)
+                pending_bytes += len(chunk)
+                if len(rest) + pending_bytes > MAX_LINE_BYTES:
+                    skipping, rest, pending, pending_bytes = True, b"", [], 0
+            offset += len(chunk)
             continue
-        start, last = (first + 1 if rest else 0), chunk.rfind(b"\n") + 1
-        blocks: list[bytes | memoryview] = [rest + chunk[:start]] if rest else []
+        if not skipping and len(rest) + pending_bytes + first > MAX_LINE_BYTES:
+            skipping, rest, pending, pending_bytes = True, b"", [], 0  # it ends here, still too long
+        if skipping:
+            problems.append(too_long(offset + first))
+            skipping, head = False, b"\n"  # an empty line in its place keeps later line numbers right
+        elif rest or pending:
+            head = b"".join([rest, *pending, chunk[: first + 1]])
+            pending, pending_bytes = [], 0
+        else:
+            head = b""
+        start, last = (first + 1 if head else 0), chunk.rfind(b"\n") + 1
+        blocks: list[bytes | memoryview] = [head] if head else []
         if last > start:
             blocks.append(memoryview(chunk)[start:last])
-        rest = chunk[last:]
+        rest, line_start = chunk[last:], offset + last
+        offset += len(chunk)
         if not reported:
             ascii_chunk = chunk.isascii()
             for block in blocks:
-                if isinstance(block, bytes):  # the partial line carried over, completed
+                if isinstance(block, bytes):  # the line completed from earlier chunks
                     ascii_block, newlines = block.isascii(), block.count(b"\n")
                 else:  # a view of this chunk
                     ascii_block, newlines = ascii_chunk, chunk.count(b"\n", start, last)
@@ -128,10 +162,14 @@ def line_blocks(chunks: Iterable[bytes], problems: list[Problem], *, check_utf8:
                     reported = True
                 line_base += newlines
         yield from blocks
-    if rest:
-        if not reported and (p := utf8_problem(rest, line_base)) is not None:
+    if skipping:
+        problems.append(too_long(offset))
+        return
+    tail = b"".join([rest, *pending])
+    if tail:
+        if not reported and (p := utf8_problem(tail, line_base)) is not None:
             problems.append(p)
-        yield rest
+        yield tail
 
 
 def iter_stream_lines(chunks: Iterable[bytes], problems: list[Problem]) -> Iterator[str]:

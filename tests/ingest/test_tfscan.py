@@ -190,3 +190,38 @@ def test_a_streamed_log_reports_invalid_utf8_on_its_line(chunk: int, bad_line: i
     assert len(streamed.steps) == len(whole.steps) >= 8998  # the two lines with text appended are bad_line problems
     monkeypatch.setenv("BENCH_PURE_PYTHON", "1")
     assert repr(stream().problems) == repr(streamed.problems)
+
+
+@pytest.mark.parametrize("chunk", [7, 300, 5000])
+@pytest.mark.parametrize("pure", [False, True])
+def test_an_overlong_line_is_skipped_and_reported_with_bounded_memory(
+        chunk: int, pure: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line longer than MAX_LINE_BYTES (made small here) is never held: it counts as an empty line, so the
+    steps after it keep their line numbers, and a bad_line problem gives its byte range."""
+    from bench.ingest import parse
+
+    monkeypatch.setattr(parse, "MAX_LINE_BYTES", 1000)
+    if pure:
+        monkeypatch.setenv("BENCH_PURE_PYTHON", "1")
+    lines = tf_cnn_log(60, display_every=1, seed=3).encode().split(b"\n")
+    long_at = 30  # inserted as line 31
+    start = sum(len(x) + 1 for x in lines[:long_at])
+    with_long = lines[:long_at] + [b"x" * 5000] + lines[long_at:]
+    as_empty = lines[:long_at] + [b""] + lines[long_at:]
+
+    def stream(data: bytes) -> ParseResult:
+        head, rest = data[:100], data[100:]
+        monkeypatch.setattr("bench.ingest.registry.detect", lambda text: tf_cnn)  # the head is too short to sniff
+        chunks = iter([rest[i:i + chunk] for i in range(0, len(rest), chunk)])
+        return parse.parse_stream(head, chunks, source="x", result=ParseResult()).result
+
+    got, want = stream(b"\n".join(with_long)), stream(b"\n".join(as_empty))
+    assert [(p.kind, p.message) for p in got.problems] == [
+        ("bad_line", f"a line longer than 0 MiB (stream bytes {start}-{start + 5000}) was skipped")]
+    assert repr(got.runs) == repr(want.runs)
+    assert got.steps.columns()["line_no"].tolist() == want.steps.columns()["line_no"].tolist()
+    assert len(got.steps) == 60
+
+    cut = stream(b"\n".join(lines[:long_at] + [b"y" * 5000]))  # the file ends inside the long line
+    assert ("bad_line", f"a line longer than 0 MiB (stream bytes {start}-{start + 5000}) was skipped") in [
+        (p.kind, p.message) for p in cut.problems]
