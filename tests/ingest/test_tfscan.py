@@ -206,8 +206,8 @@ def test_an_overlong_line_is_skipped_and_reported_with_bounded_memory(
     lines = tf_cnn_log(60, display_every=1, seed=3).encode().split(b"\n")
     long_at = 30  # inserted as line 31
     start = sum(len(x) + 1 for x in lines[:long_at])
-    with_long = lines[:long_at] + [b"x" * 5000] + lines[long_at:]
-    as_empty = lines[:long_at] + [b""] + lines[long_at:]
+    with_long = [*lines[:long_at], b"x" * 5000, *lines[long_at:]]
+    as_empty = [*lines[:long_at], b"", *lines[long_at:]]
 
     def stream(data: bytes) -> ParseResult:
         head, rest = data[:100], data[100:]
@@ -222,6 +222,6 @@ def test_an_overlong_line_is_skipped_and_reported_with_bounded_memory(
     assert got.steps.columns()["line_no"].tolist() == want.steps.columns()["line_no"].tolist()
     assert len(got.steps) == 60
 
-    cut = stream(b"\n".join(lines[:long_at] + [b"y" * 5000]))  # the file ends inside the long line
+    cut = stream(b"\n".join([*lines[:long_at], b"y" * 5000]))  # the file ends inside the long line
     assert ("bad_line", f"a line longer than 0 MiB (stream bytes {start}-{start + 5000}) was skipped") in [
         (p.kind, p.message) for p in cut.problems]
