@@ -6,6 +6,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bench.ingest.formats import telemetry
 from bench.ingest.parse import parse_bytes
@@ -233,3 +235,44 @@ def test_every_lambda_thermal_file_same_on_both_paths(corpus: Path, monkeypatch:
                 checked += 1
     assert checked == 3680
     assert len(taken) == 3680 and all(taken)  # one batch per file (none has 10,000 lines), all well-formed
+
+
+_NUMBER = st.one_of(st.integers(0, 120).map(str), st.floats(0, 5000, allow_nan=False).map(lambda x: f"{x:.1f}"))
+_ODD = st.sampled_from(["", " ", "nan", "inf", "-1", "1_0", "x", " 42 ", "1e3"])
+_FIELD = st.one_of(_NUMBER, _NUMBER, _NUMBER, _ODD)  # mostly numbers, so whole batches are often valid
+_TIME = st.one_of(st.integers(1_500_000_000, 1_700_000_000).map(str), st.sampled_from(["99", "", "1600000000.5", "t"]))
+
+
+@st.composite
+def _thermal_line(draw: st.DrawFn, gpus: int, tail: str, odd: bool) -> str:
+    field = _FIELD if odd else _NUMBER
+    fields = [draw(_TIME) if odd else str(draw(st.integers(1_500_000_000, 1_700_000_000))), draw(field),
+              *[draw(field) for _ in range(gpus)]]
+    return ", ".join(fields) + tail
+
+
+@st.composite
+def _thermal_lines(draw: st.DrawFn) -> list[str]:
+    """Lines of one GPU count and one trailing style; now and then an odd field, another GPU count, another
+    trailing style or a blank line (so the batch must go line by line)."""
+    gpus, tail = draw(st.integers(1, 4)), draw(st.sampled_from([", ", ",", ""]))
+    usual = _thermal_line(gpus, tail, odd=False)
+    rare = st.one_of(_thermal_line(gpus, tail, odd=True), _thermal_line(gpus + 1, tail, odd=False),
+                     _thermal_line(gpus, ", " if tail == "" else "", odd=False), st.sampled_from(["", "  "]))
+    return draw(st.lists(st.one_of(usual, usual, usual, usual, usual, usual, rare), min_size=1, max_size=30))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_thermal_lines())
+def test_fuzzed_thermal_lines_same_on_both_paths(lines: list[str]) -> None:
+    """Any mix of good and bad thermal lines (odd fields, blank lines, other GPU counts, trailing commas
+    or not): the block path gives exactly the rows and problems of the line-by-line path."""
+    text = "\n".join(lines) + "\n"
+    usual = _parse(text)
+    original = telemetry._thermal_block
+    try:
+        telemetry._thermal_block = lambda lines, state, result: False  # type: ignore[assignment]
+        by_line = _parse(text)
+    finally:
+        telemetry._thermal_block = original
+    _same_rows(usual, by_line)
