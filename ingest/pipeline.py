@@ -98,12 +98,12 @@ def ingest(
     """Ingest ``paths`` into the store at ``store``; see the module docstring for the contract.
 
     ``workers`` parser processes (default: one per core, started once more than ``_Parsers.INLINE_BYTES``
-    are queued; 0 parses in this process). The main process
-    reads, hashes and writes; parsing of small files runs in the workers, in file order.
+    are queued, or at once for an archive larger than that; 0 parses in this process). The main process
+    reads, hashes, parses large files and commits batches; small files are parsed in the workers, which
+    write their steps and telemetry part files themselves; results are recorded in file order.
     ``skip_globs``: files found under a directory or in an archive whose path or name matches one of
     these shell patterns are not read.
     """
-
     if fmt is not None and fmt not in registry.FORMAT_MODULES:
         raise BenchError(f"unknown format {fmt!r}; `bench ingest --list-formats` lists them")
     missing = [p for p in paths if not os.path.exists(p)]
