@@ -240,9 +240,11 @@ class _Parsers:
 
             # forkserver, not fork: forking a process that already runs pyarrow's or DuckDB's threads can
             # leave a child with a lock held by a thread that no longer exists. The server starts clean,
-            # imports the parsers (and pandas, which pyarrow loads on first use) once, and forks workers.
+            # imports every parser, the store's writer and pandas (which pyarrow loads on first use) once,
+            # and forks workers that have them all.
             ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["bench.ingest.rows", "bench.ingest.formats.tf_cnn", "pandas"])
+            ctx.set_forkserver_preload(["bench.ingest.rows", "bench.ingest.store", "pandas", "bench.ingest.formats.tf_cnn_scan",
+                                        *(f"bench.ingest.formats.{name}" for name in registry.FORMAT_MODULES)])
             self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx,
                                              initializer=_exit_with_ingest, initargs=(os.getpid(),))
 
