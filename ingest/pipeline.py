@@ -116,7 +116,7 @@ def ingest(
         parsers.patterns = compiled
         parsers.scratch = str(writer.scratch())
         if _archive_bytes(paths) > _Parsers.INLINE_BYTES:
-            parsers.start()  # its forkserver boots while this process opens the store and reads
+            parsers.start()  # a big archive's first chunks go to the workers too
         ctx = _Context(writer, writer.new_batch(), writer.known_hashes(), fmt, compiled, summary,
                        {"problems": Counter(), "status": Counter(), "format": Counter()}, list(path_patterns))
         for item in iter_items(paths, exclude=str(store), skip_globs=tuple(skip_globs)):
@@ -228,8 +228,10 @@ class _Parsers:
         return self
 
     def start(self) -> None:
-        """Start the workers now, when the input is known to be large (an archive bigger than
-        ``INLINE_BYTES``), rather than after its first ``INLINE_BYTES`` have been parsed here."""
+        """Use the workers from the first chunk on, when the input is known to be large (an archive
+        bigger than ``INLINE_BYTES``), rather than after its first ``INLINE_BYTES`` have been parsed here.
+        (The pool spawns its forkserver and workers at the first task; spawning them earlier with dummy
+        tasks was measured and gained nothing here.)"""
         self._start_pool()
 
     def _start_pool(self) -> None:
