@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.ingest.synth import tf_cnn_lines
 
@@ -74,7 +75,10 @@ def _spread(times: list[float]) -> str:
 
 def _measure(name: str, baseline_cmd: str, path: Path, store: Path, goal: float, rounds: int) -> None:
     """``rounds`` interleaved rounds of the baseline and the ingest; print both and the verdict."""
-    bases, ingests, summary, peak = [], [], {}, 0.0
+    bases: list[float] = []
+    ingests: list[float] = []
+    summary: dict[str, Any] = {}
+    peak = 0.0
     for _ in range(rounds):
         bases.append(_timed_shell(baseline_cmd)[0])
         secs, summary, rss = _timed_ingest(path, store)

@@ -228,14 +228,9 @@ class _Parsers:
         return self
 
     def start(self) -> None:
-        """Use the workers from the first chunk on, when the input is known to be large (an archive
-        bigger than ``INLINE_BYTES``), rather than after its first ``INLINE_BYTES`` have been parsed here.
-        (The pool spawns its forkserver and workers at the first task; spawning them earlier with dummy
-        tasks was measured and gained nothing here.)"""
-        self._start_pool()
-
-    def _start_pool(self) -> None:
-        """Start the worker processes (once there is enough work to pay for their start-up)."""
+        """Use worker processes from now on: once ``INLINE_BYTES`` are queued, or at once when the input
+        is known to be large (an archive bigger than that). The pool spawns its forkserver and workers at
+        the first task; spawning them earlier with dummy tasks was measured and gained nothing here."""
         if self.workers > 0 and self._pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
@@ -268,7 +263,7 @@ class _Parsers:
         args = [(j.data, _ref(j.item, j.sha, j.owner)) for j in chunk]
         self._sent_bytes += size
         if self._sent_bytes > self.INLINE_BYTES:
-            self._start_pool()
+            self.start()
         if self._pool is None:
             self._pending.append((chunk, _Done(_parse_many(args, self._fmt, self.patterns, self.scratch))))
         else:
@@ -440,7 +435,6 @@ def _parse_big(item: Item, ctx: _Context, new_sha: Callable[[], str]) -> None:
         head = reader.read(registry.HEAD_CHARS)
         parsed = parse_stream(head, _chunks(reader), source=item.source, fmt=ctx.fmt, result=result)
     sha = new_sha()
-    _note_run_dir(item, sha, ctx)
     ref = _ref(item, sha, owner)
     file = file_rows(parsed, ref, ctx.patterns, time.time())
     steps, telemetry = tables([(parsed, ref)], ctx.patterns)

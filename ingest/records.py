@@ -151,6 +151,14 @@ def _is_null_float(v: float) -> bool:
     return v != v and struct.pack("<d", v) == struct.pack("<Q", _NULL_BITS)
 
 
+def joined_values(buffers: list[Any], dtype: Any) -> Any:
+    """One numpy array of the 8-byte values of ``buffers`` (array('q'/'d'), contiguous numpy arrays,
+    bytes): the buffer itself for one, else a single join (thousands of small files' columns at once)."""
+    import numpy as np
+
+    return np.frombuffer(buffers[0] if len(buffers) == 1 else b"".join(buffers), dtype=dtype)
+
+
 class ColumnBuffer:
     """Columnar buffer of rows (array('q') / array('d') / list per column) with bounded memory.
 
@@ -218,9 +226,7 @@ class ColumnBuffer:
             if kind == "m":
                 out[name] = [m for cols in parts for m in cols[name]]
                 continue
-            dtype = np.int64 if kind == "i" else np.float64
-            arrays = [np.frombuffer(cols[name], dtype=dtype) for cols in parts]
-            out[name] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+            out[name] = joined_values([cols[name] for cols in parts], np.int64 if kind == "i" else np.float64)
         return out
 
     def flush(self) -> None:

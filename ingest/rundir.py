@@ -40,7 +40,7 @@ import posixpath
 import tarfile
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -154,11 +154,7 @@ class _Held:
         else:
             if self.log is not None:
                 yield self.log
-            try:
-                self.log = dataclasses.replace(item, reader=io.BytesIO(item.reader.read() if item.reader else b""))
-            except _READ_ERRORS as e:
-                self.log = None
-                yield dataclasses.replace(item, reader=None, error=f"{type(e).__name__}: {e}")
+            self.log = yield from _in_memory(item)
 
     def _add_telemetry(self, item: Item) -> Iterator[Item]:
         """Hold the folder's telemetry.csv until its run's log has gone by (pass it on at once when it
@@ -166,16 +162,14 @@ class _Held:
         if self.paired or item.size > HOLD_LOG_BYTES:
             yield item
             return
-        if self.telemetry is not None:
-            yield self.telemetry
-        try:
-            self.telemetry = dataclasses.replace(item, reader=io.BytesIO(item.reader.read() if item.reader else b""))
-        except _READ_ERRORS as e:
-            self.telemetry = None
-            yield dataclasses.replace(item, reader=None, error=f"{type(e).__name__}: {e}")
+        yield from self._release_telemetry()
+        self.telemetry = yield from _in_memory(item)
 
     def _paired(self) -> Iterator[Item]:
         self.paired = True
+        yield from self._release_telemetry()
+
+    def _release_telemetry(self) -> Iterator[Item]:
         if self.telemetry is not None:
             yield self.telemetry
             self.telemetry = None
@@ -191,9 +185,17 @@ class _Held:
             yield self.log
             self.log = None
         yield from self._release_meta()
-        if self.telemetry is not None:
-            yield self.telemetry
-            self.telemetry = None
+        yield from self._release_telemetry()
+
+
+def _in_memory(item: Item) -> Generator[Item, None, Item | None]:
+    """Read a member whole, to hold it past the stream's position: returns the item with an in-memory
+    reader, or yields it as a read_error item (reader None) and returns None when it cannot be read."""
+    try:
+        return dataclasses.replace(item, reader=io.BytesIO(item.reader.read() if item.reader else b""))
+    except _READ_ERRORS as e:
+        yield dataclasses.replace(item, reader=None, error=f"{type(e).__name__}: {e}")
+        return None
 
 
 def telemetry_run_id(telemetry_path: str) -> str | None:

@@ -14,7 +14,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench.ingest.records import _INT_NULL, _NULL_BITS, SCHEMA_VERSION, STEP_COLUMNS, TELEMETRY_COLUMNS, Run
+from bench.ingest.records import (
+    _INT_NULL,
+    _NULL_BITS,
+    SCHEMA_VERSION,
+    STEP_COLUMNS,
+    TELEMETRY_COLUMNS,
+    Run,
+    joined_values,
+)
 
 TAGS = pa.map_(pa.string(), pa.string())
 #: Per-file constants repeated on every step/telemetry row are dictionary-encoded (as Parquet stores
@@ -189,19 +197,11 @@ def _arrays(parts: list[dict[str, Any]], spec: dict[str, str], types: dict[str, 
                 maps = [None if m is None else list(m.items()) for cols in parts for m in cols[name]]
                 out[name] = pa.array(maps, types[name])
             continue
-        values = _joined([cols[name] for cols in parts], np.int64 if kind == "i" else np.float64)
+        values = joined_values([cols[name] for cols in parts], np.int64 if kind == "i" else np.float64)
         mask = _null_mask(values, kind)
         out[name] = pa.array(values, type=types.get(name, pa.int64() if kind == "i" else pa.float64()),
                              mask=mask if mask.any() else None)
     return out
-
-
-def _joined(buffers: list[Any], dtype: Any) -> Any:
-    """One numpy array of the 8-byte values of ``buffers`` (array('q'/'d'), numpy arrays, bytes): the
-    buffer itself for one, else a single join (thousands of small files' columns in one call)."""
-    import numpy as np
-
-    return np.frombuffer(buffers[0] if len(buffers) == 1 else b"".join(buffers), dtype=dtype)
 
 
 def _run_ids(parts: list[tuple[dict[str, Any], str]]) -> pa.Array:
@@ -210,7 +210,7 @@ def _run_ids(parts: list[tuple[dict[str, Any], str]]) -> pa.Array:
     import numpy as np
 
     counts = [len(cols["run_index"]) for cols, _ in parts]
-    run_index = _joined([cols["run_index"] for cols, _ in parts], np.int64)
+    run_index = joined_values([cols["run_index"] for cols, _ in parts], np.int64)
     valid = run_index != _INT_NULL
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     top = np.maximum.reduceat(np.where(valid, run_index + 1, 0), starts)  # runs per file: its largest index + 1
@@ -277,7 +277,7 @@ def telemetry_table(parts: list[tuple[dict[str, Any], str, str, dict[str, str]]]
     counts = [len(cols["sample_index"]) for cols, *_ in parts]
     spec = {k: v for k, v in TELEMETRY_COLUMNS.items() if k != "run_index"}
     arrays = _arrays([c for c, *_ in parts], spec, {})
-    stamps = _joined([c["timestamp"] for c, *_ in parts], np.float64)
+    stamps = joined_values([c["timestamp"] for c, *_ in parts], np.float64)
     micros = np.round(stamps * 1e6).astype(np.int64, copy=False) if len(stamps) else stamps.astype(np.int64)
     arrays["timestamp"] = pa.array(micros, TS, mask=_null_mask(stamps, "d") | np.isnan(stamps))
     arrays["run_id"] = _run_ids([(c, sha) for c, sha, *_ in parts])
