@@ -85,7 +85,7 @@ def _carry_over(root: Path, new: Path) -> None:
         if parts and sum(p.num_rows for p in parts):
             target.mkdir(parents=True, exist_ok=True)
             name = f"{table}-00000.parquet" if table in ("steps", "telemetry") else f"{table}.parquet"
-            table = pa.concat_tables(parts)
+            table = pa.concat_tables(parts, promote_options="default")  # parts differ in nullability
             pq.write_table(table, target / name, **write_options(table.schema))
 
 

@@ -23,8 +23,9 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,6 +41,10 @@ TABLE_GLOBS = {
     "problems": "batches/*/problems.parquet",
     "sources": "batches/*/sources.parquet",
 }
+
+
+#: Rows handed to a batch: a table, or a function making it later (None: the rows are dropped).
+PartRows: TypeAlias = "pa.Table | Callable[[], pa.Table | None]"
 
 
 def default_store() -> Path:
@@ -85,9 +90,21 @@ def _finish_swap(root: Path) -> None:
             os.rename(old, root / "batches")  # killed between the two renames: keep the old generation
 
 
-def write_part(table: pa.Table, path: Path) -> None:
-    """One Parquet file of a store table: the schema version in its metadata, the table's write options."""
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **METADATA})
+def write_part(table: pa.Table, path: Path, *, required: bool = False) -> None:
+    """One Parquet file of a store table: the schema version in its metadata, the table's write options.
+
+    ``required`` (for the steps and telemetry parts): columns without a NULL in this part are written
+    as REQUIRED, which spares the writer a definition level per value (a fifth of the encoding time of
+    a steps part). Readers take a glob of parts with differing nullability as one nullable column
+    (DuckDB, pyarrow datasets; tests cover both); pyarrow's concat_tables needs promote_options="default".
+    """
+    meta = {**(table.schema.metadata or {}), **METADATA}
+    if required and table.num_rows:
+        fields = [f.with_nullable(False) if f.nullable and table.column(i).null_count == 0 else f
+                  for i, f in enumerate(table.schema)]
+        table = pa.Table.from_arrays(table.columns, schema=pa.schema(fields, metadata=meta))
+    else:
+        table = table.replace_schema_metadata(meta)
     pq.write_table(table, path, **write_options(table.schema))
 
 
@@ -166,48 +183,61 @@ class Batch:
         self.dir = root / "_tmp" / batch_id
         self.dir.mkdir(parents=True)
         self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("runs", "problems", "sources")}
-        self._parts: dict[str, list[pa.Table]] = {"steps": [], "telemetry": []}
+        # Buffered rows of the large tables, as (rows, table) or (rows, a function making the table).
+        self._parts: dict[str, list[tuple[int, PartRows]]] = {"steps": [], "telemetry": []}
         self._part_no = {"steps": 0, "telemetry": 0}
         self.n_sources = 0
         self.n_step_rows = 0
-        self._writer: Any = None  # one background thread for part files (pyarrow writes without the GIL)
+        self._writer: Any = None  # background threads for part files (pyarrow writes without the GIL)
         self._writing: list[Any] = []
 
     PART_ROWS = 1_000_000
+    #: Part writes queued or running at once. Rows whose table waits for something (a large file's hash)
+    #: pile up here, so this bounds memory: about (this + 1) x PART_ROWS rows.
+    MAX_WRITES = 2
+    WRITERS = 2  # threads writing part files (pyarrow encodes without the GIL)
 
-    def add_steps(self, table: pa.Table) -> None:
-        self._add_part("steps", table)
+    def add_steps(self, table: PartRows, rows: int | None = None) -> None:
+        self._add_part("steps", table, rows)
 
-    def add_telemetry(self, table: pa.Table) -> None:
-        self._add_part("telemetry", table)
+    def add_telemetry(self, table: PartRows, rows: int | None = None) -> None:
+        self._add_part("telemetry", table, rows)
 
-    def _add_part(self, name: str, table: pa.Table) -> None:
-        """Buffer rows of a large table; a part file is written for every ``PART_ROWS`` rows."""
-        if table.num_rows:
-            self._parts[name].append(table)
-            if sum(t.num_rows for t in self._parts[name]) >= self.PART_ROWS:
+    def _add_part(self, name: str, table: PartRows, rows: int | None) -> None:
+        """Buffer rows of a large table; a part file is written for every ``PART_ROWS`` rows. ``table`` is
+        an Arrow table, or a function of no arguments that makes one of ``rows`` rows (or returns None to
+        drop them): it is called on a writer thread, so it may wait there (for a hash) while parsing goes
+        on here."""
+        n = table.num_rows if isinstance(table, pa.Table) else rows
+        if n:
+            self._parts[name].append((n, table))
+            if sum(k for k, _ in self._parts[name]) >= self.PART_ROWS:
                 self._flush_part(name)
 
     def _flush_part(self, name: str) -> None:
         """Write the buffered rows of ``name`` as the next part file, in the background: parsing goes on
-        meanwhile, and at most one earlier part is still being written (so memory stays bounded)."""
-        tables = self._parts[name]
-        if tables or self._part_no[name] == 0:  # always one (maybe empty) part, so the glob finds the table
-            table = pa.concat_tables([TABLES[name].empty_table(), *tables])
+        meanwhile, and at most ``MAX_WRITES`` parts are queued or being written (so memory stays bounded)."""
+        pending = [t for _, t in self._parts[name]]
+        if pending or self._part_no[name] == 0:  # always one (maybe empty) part, so the glob finds the table
             part = f"{name}-{self._part_no[name]:05d}.parquet"
             self._part_no[name] += 1
             self._parts[name] = []
             if self._writer is None:
                 from concurrent.futures import ThreadPoolExecutor
 
-                self._writer = ThreadPoolExecutor(1, thread_name_prefix="bench-parquet")
-            self._wait(keep=1)
-            self._writing.append(self._writer.submit(self._write, part, table))
+                self._writer = ThreadPoolExecutor(self.WRITERS, thread_name_prefix="bench-parquet")
+            self._wait(keep=self.MAX_WRITES - 1)
+            self._writing.append(self._writer.submit(self._write_pending, name, part, pending))
 
     def _wait(self, keep: int = 0) -> None:
         """Wait until at most ``keep`` part writes are in flight (re-raising a write's error)."""
         while len(self._writing) > keep:
             self._writing.pop(0).result()
+
+    def _write_pending(self, name: str, part: str, pending: list[PartRows]) -> None:
+        made = [t if isinstance(t, pa.Table) else t() for t in pending]
+        table = pa.concat_tables([TABLES[name].empty_table(), *(t for t in made if t is not None)])
+        write_part(table, self.dir / part, required=True)
 
     def _write(self, name: str, table: pa.Table) -> None:
         write_part(table, self.dir / name)

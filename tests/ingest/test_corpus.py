@@ -43,7 +43,7 @@ def test_every_corpus_file_is_detected_as_its_format(corpus: Path) -> None:
 
 
 def _read(store: Path, table: str) -> pa.Table:
-    return pa.concat_tables([pq.read_table(f) for f in table_files(store, table)])
+    return pa.concat_tables([pq.read_table(f) for f in table_files(store, table)], promote_options="default")
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ OK_START, OK_END = 1795219200 + 72903.25, 1795219200 + 72970.75
 
 def read(store: Path, table: str) -> list[dict]:
     files = table_files(store, table)
-    return pa.concat_tables([pq.read_table(f) for f in files]).to_pylist() if files else []
+    return pa.concat_tables([pq.read_table(f) for f in files], promote_options="default").to_pylist() if files else []
 
 
 def unix(ts: object) -> float:

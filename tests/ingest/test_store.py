@@ -24,7 +24,7 @@ N_FILES = 600
 
 def read(store: Path, table: str) -> list[dict]:
     files = table_files(store, table)
-    return pa.concat_tables([pq.read_table(f) for f in files]).to_pylist() if files else []
+    return pa.concat_tables([pq.read_table(f) for f in files], promote_options="default").to_pylist() if files else []
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +118,45 @@ def test_an_interrupted_rebuild_swap_is_finished_by_the_next_writer(tmp_path: Pa
     with store_mod.StoreWriter(st):
         pass
     assert len(read(st, "runs")) == 1 and not (st / "batches.old").exists()
+
+
+def test_parts_without_nulls_are_required_and_read_back_as_one_nullable_column(tmp_path: Path) -> None:
+    """Steps parts are written with REQUIRED columns where the part has no NULL (cheaper to encode);
+    a part with NULLs keeps them OPTIONAL. DuckDB's views and a pyarrow dataset see one column with the
+    NULLs in place, and every value as written."""
+    import glob
+
+    import pyarrow.dataset as ds
+
+    from bench.analytics.store import connect
+    from bench.ingest.schema import STEPS
+
+    def part(run: str, steps: list[int], loss: list[float | None]) -> pa.Table:
+        cols = {f.name: pa.nulls(len(steps), f.type) for f in STEPS}
+        cols["run_id"] = pa.array([run] * len(steps)).dictionary_encode().cast(STEPS.field("run_id").type)
+        cols["step"] = pa.array(steps, pa.int64())
+        cols["loss"] = pa.array(loss, pa.float64())
+        return pa.Table.from_arrays([cols[f.name] for f in STEPS], schema=STEPS)
+
+    root = tmp_path / "st"
+    with store_mod.StoreWriter(root) as writer:
+        batch = writer.new_batch()
+        batch.PART_ROWS = 2  # one part file per add
+        batch.add_steps(part("a-0", [1, 2], [7.5, 7.25]))
+        batch.add_steps(lambda: part("b-0", [1, 2], [None, 6.5]), rows=2)  # made on a writer thread
+        batch.add_steps(lambda: None, rows=2)  # rows dropped (e.g. a duplicate): an empty part
+        batch.rows["sources"].append({"source": "x", "source_sha256": "0" * 64})
+        batch.n_sources = 1
+        batch.commit()
+    files = sorted(glob.glob(f"{root}/batches/*/steps-*.parquet"))
+    assert len(files) == 3
+    first, second = (pq.read_schema(f) for f in files[:2])
+    assert (first.field("loss").nullable, first.field("step").nullable, first.field("epoch").nullable) == (False, False, True)
+    assert (second.field("loss").nullable, second.field("step").nullable) == (True, False)
+    assert pq.read_table(files[2]).num_rows == 0
+    with connect(root) as con:
+        rows = con.execute("SELECT run_id, step, loss, epoch FROM steps ORDER BY run_id, step").fetchall()
+    assert rows == [("a-0", 1, 7.5, None), ("a-0", 2, 7.25, None), ("b-0", 1, None, None), ("b-0", 2, 6.5, None)]
+    table = ds.dataset(files).to_table()
+    got = sorted(zip(table.column("run_id").to_pylist(), table.column("step").to_pylist(), table.column("loss").to_pylist(), strict=True))
+    assert got == [("a-0", 1, 7.5), ("a-0", 2, 7.25), ("b-0", 1, None), ("b-0", 2, 6.5)]
