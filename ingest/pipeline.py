@@ -7,24 +7,25 @@ schema version). Idempotent: a source whose SHA-256 is already in the store is s
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
 import os
 import posixpath
 import tarfile
+import threading
 import time
 import zipfile
 import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from bench.ingest import patterns as pat
-from bench.ingest import registry, rundir
+from bench.ingest import prehash, registry, rundir
 from bench.ingest.errors import BenchError
 from bench.ingest.parse import parse_bytes, parse_stream
 from bench.ingest.records import ParseResult, Problem, StepTable, TelemetryTable
@@ -179,7 +180,7 @@ def _parse_many(
     for name, table in zip(("steps", "telemetry"), tables(parses, patterns), strict=True):
         if table.num_rows:
             path = os.path.join(scratch, f"{name}-{uuid.uuid4().hex}.parquet")
-            write_part(table, Path(path))
+            write_part(table, Path(path), required=True)
             parts.append((name, path))
     return rows, parts
 
@@ -229,21 +230,42 @@ class _Parsers:
 
     def start(self) -> None:
         """Use worker processes from now on: once ``INLINE_BYTES`` are queued, or at once when the input
-        is known to be large (an archive bigger than that). The pool spawns its forkserver and workers at
-        the first task; spawning them earlier with dummy tasks was measured and gained nothing here."""
+        is known to be large (an archive bigger than that).
+
+        While this process runs no other Python thread (the usual case at the start of an ingest), the
+        workers are forked from it right here, after it has imported every parser and pandas (which
+        pyarrow loads on first use, unless the ingest command keeps it out), so they start at once with
+        all of that: measured on the Lambda archive, 0.45 s of CPU and about 0.3 s of waiting less than
+        with a forkserver. The native threads numpy and pyarrow start at import are fork-safe (both
+        register at-fork handlers). Otherwise a forkserver is used: forking a process that runs other
+        Python threads (a part writer, a hashing thread) could leave a child holding a lock of a thread
+        that does not exist there. The server starts clean, imports the same modules once and forks the
+        workers at their first task."""
         if self.workers > 0 and self._pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            # forkserver, not fork: forking a process that already runs pyarrow's or DuckDB's threads can
-            # leave a child with a lock held by a thread that no longer exists. The server starts clean,
-            # imports every parser, the store's writer and pandas (which pyarrow loads on first use) once,
-            # and forks workers that have them all.
-            ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["bench.ingest.rows", "bench.ingest.store", "pandas", "bench.ingest.formats.tf_cnn_scan",
-                                        *(f"bench.ingest.formats.{name}" for name in registry.FORMAT_MODULES)])
+            preload = ["bench.ingest.rows", "bench.ingest.store", "pandas", "bench.ingest.formats.tf_cnn_scan",
+                       *(f"bench.ingest.formats.{name}" for name in registry.FORMAT_MODULES)]
+            fork = threading.active_count() == 1
+            ctx: Any
+            if fork:
+                import importlib
+
+                for name in preload:
+                    try:
+                        importlib.import_module(name)
+                    except ImportError:
+                        if name != "pandas":  # kept out by the ingest command (bench.ingest.cli)
+                            raise
+                ctx = multiprocessing.get_context("fork")
+            else:
+                ctx = multiprocessing.get_context("forkserver")
+                ctx.set_forkserver_preload(preload)
             self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx,
                                              initializer=_exit_with_ingest, initargs=(os.getpid(),))
+            if fork:
+                self._pool.submit(int)  # a fork pool forks all its workers at the first task: now
 
     def __exit__(self, *exc: object) -> None:
         if self._pool is not None:
@@ -375,34 +397,34 @@ class _Duplicate(BaseException):
 
 def _ingest_big(item: Item, ctx: _Context) -> None:
     """A large file, streamed (bounded memory). A plain file is hashed on a helper thread while this one
-    parses it; an archive member is hashed first and then read again. Rows spill to the batch only once
-    the hash is known and new, so a duplicate writes nothing."""
+    parses it; an archive member is hashed first and then read again. Spilled rows go to the batch as
+    tables made on its writer threads once the hash is known (parsing does not wait for it), and made
+    empty if the hash is already in the store, so a duplicate writes nothing."""
     assert item.reader is not None
     ctx.summary.bytes_read += item.size
-    checked: list[str] = []
+    lock = threading.Lock()
+    verdict: list[str | None] = []  # [sha] once checked and new; [None] for a duplicate
 
-    def new_sha() -> str:  # the hash, checked against the store once; _Duplicate when it is known
-        if not checked:
-            sha = hash_future.result() if hash_future is not None else early_sha
-            if _is_duplicate(sha, ctx):
-                raise _Duplicate
-            checked.append(sha)
-        return checked[0]
+    def checked_sha() -> str | None:  # the hash, checked against the store once (from either thread)
+        with lock:
+            if not verdict:
+                sha = hash_future.result() if hash_future is not None else early_sha
+                verdict.append(None if _is_duplicate(sha, ctx) else sha)
+            return verdict[0]
 
     hash_future, early_sha, pool = None, "", None
     if item.archive is None:
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(1, thread_name_prefix="bench-sha256")
-        hash_future = pool.submit(_sha256, item, None)
+        hash_future = pool.submit(_sha256_file, item, prehash.claim(item.source))
     else:
         early_sha = _sha256(item, item.reader)
         _note_run_dir(item, early_sha, ctx)
-        if _is_duplicate(early_sha, ctx):
+        if checked_sha() is None:
             return
-        checked.append(early_sha)
     try:
-        _parse_big(item, ctx, new_sha)
+        _parse_big(item, ctx, _Hash(checked_sha, hash_future))
     except _Duplicate:
         return
     finally:
@@ -410,37 +432,90 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _sha256(item: Item, reader: Reader | None) -> str:
-    """SHA-256 of the item's bytes (then its run.json sidecar's), read from ``reader`` or opened anew."""
+@dataclass
+class _Hash:
+    """A large file's hash as its parse sees it: ``checked`` blocks until it is known and returns None for
+    a duplicate; ``future`` is the hashing thread's (None when it was computed beforehand)."""
+
+    checked: Callable[[], str | None]
+    future: Any
+
+    def new(self) -> str:
+        """The hash; raises _Duplicate when it is already in the store."""
+        sha = self.checked()
+        if sha is None:
+            raise _Duplicate
+        return sha
+
+    def known_duplicate(self) -> bool:
+        """True once the hash is known (without waiting for it) and already in the store."""
+        return (self.future is None or self.future.done()) and self.checked() is None
+
+    def for_writer(self) -> str | None:
+        """The hash for a table made on a writer thread: None (drop the rows) for a duplicate, or when
+        hashing failed (this thread's ``new`` raises that error as a read error of the file)."""
+        try:
+            return self.checked()
+        except _READ_ERRORS:
+            return None
+
+
+def _sha256(item: Item, reader: Reader) -> str:
+    """SHA-256 of the item's bytes read from ``reader`` (then its run.json sidecar's)."""
     hasher = hashlib.sha256()
-    with open(item.source, "rb") if reader is None else contextlib.nullcontext(reader) as fh:
-        for chunk in _chunks(fh):
-            hasher.update(chunk)
+    for chunk in _chunks(reader):
+        hasher.update(chunk)
+    return _with_sidecar(hasher, item)
+
+
+def _sha256_file(item: Item, early: Future[Any] | None) -> str:
+    """SHA-256 of a plain file (then its sidecar's): from the hash started by ``bench.ingest.prehash``
+    when there is one, else read here."""
+    hasher = early.result() if early is not None else prehash.hash_file(item.source)
+    return _with_sidecar(hasher.copy(), item)
+
+
+def _with_sidecar(hasher: Any, item: Item) -> str:
     if item.sidecar is not None:
         hasher.update(item.sidecar)
     return hasher.hexdigest()
 
 
-def _parse_big(item: Item, ctx: _Context, new_sha: Callable[[], str]) -> None:
+def _parse_big(item: Item, ctx: _Context, sha: _Hash) -> None:
     batch = ctx.batch
     tags = pat.match_first(ctx.patterns, item.match_path)
     owner = _owner(item, ctx)
-    result = ParseResult(
-        steps=StepTable(spill=lambda cols: batch.add_steps(steps_table([(cols, new_sha())])), spill_rows=SPILL_ROWS),
-        telemetry=TelemetryTable(
-            spill=lambda cols: batch.add_telemetry(telemetry_table([(cols, new_sha(), item.source, tags)], [owner])),
-            spill_rows=SPILL_ROWS),
-    )
+
+    def later(make: Callable[[str], Any]) -> Callable[[], Any]:
+        """The table of some spilled rows, made on a writer thread once the hash is known."""
+        if sha.known_duplicate():
+            raise _Duplicate  # stop reading a file that is already in the store
+
+        def made() -> Any:
+            known = sha.for_writer()
+            return None if known is None else make(known)
+
+        return made
+
+    def spill_steps(cols: dict[str, Any]) -> None:
+        batch.add_steps(later(lambda h: steps_table([(cols, h)])), len(cols["run_index"]))
+
+    def spill_telemetry(cols: dict[str, Any]) -> None:
+        batch.add_telemetry(later(lambda h: telemetry_table([(cols, h, item.source, tags)], [owner])),
+                            len(cols["run_index"]))
+
+    result = ParseResult(steps=StepTable(spill=spill_steps, spill_rows=SPILL_ROWS),
+                         telemetry=TelemetryTable(spill=spill_telemetry, spill_rows=SPILL_ROWS))
     with _reopen(item) as reader:
         head = reader.read(registry.HEAD_CHARS)
         parsed = parse_stream(head, _chunks(reader), source=item.source, fmt=ctx.fmt, result=result)
-    sha = new_sha()
-    ref = _ref(item, sha, owner)
+    known = sha.new()
+    ref = _ref(item, known, owner)
     file = file_rows(parsed, ref, ctx.patterns, time.time())
     steps, telemetry = tables([(parsed, ref)], ctx.patterns)
     batch.add_steps(steps)
     batch.add_telemetry(telemetry)
-    _record(item, sha, item.size, file, ctx)
+    _record(item, known, item.size, file, ctx)
 
 
 def _ref(item: Item, sha: str, owner: str | None) -> FileRef:

@@ -6,6 +6,7 @@ Only this module imports across all three packages. Heavy libraries are imported
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -186,5 +187,19 @@ app.command("sweep")(_translated(sweep_command))
 
 
 def main() -> None:
-    """Console entry point: user errors print ``Error: ...`` and exit 1; bugs keep their traceback."""
-    app()
+    """Console entry point: user errors print ``Error: ...`` and exit 1; bugs keep their traceback.
+
+    A ``bench ingest`` process runs without pandas and skips its last garbage collection (see
+    bench.ingest.cli): it is started for that one command and ends with it."""
+    ingest_process = sys.argv[1:2] == ["ingest"]
+    if ingest_process:
+        from bench.ingest.cli import keep_out_pandas
+
+        keep_out_pandas()
+    try:
+        app()
+    finally:
+        if ingest_process:
+            from bench.ingest.cli import skip_final_collection
+
+            skip_final_collection()

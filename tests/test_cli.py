@@ -87,6 +87,36 @@ def test_installed_entry_point(tmp_path: Path) -> None:
     assert (env_store / "STORE.json").exists()  # $BENCH_STORE is the default store
 
 
+def test_an_ingest_process_runs_without_pandas_and_stores_the_same_rows(tmp_path: Path) -> None:
+    """`bench ingest` keeps pandas out of its own process (pyarrow would import it, unused, for 0.3 s);
+    the parser processes are forked from it. The rows are those of an ingest run in-process, where
+    pandas is importable."""
+    import pyarrow.parquet as pq
+
+    from bench.ingest.pipeline import ingest
+    from bench.ingest.store import table_files
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    texts = [tf_cnn_log(20 + i, seed=i) for i in range(40)]
+    for i, text in enumerate(texts):
+        (logs / f"r{i}.log").write_text(text + "x" * 300_000)  # 12 MB in all: past INLINE_BYTES, so workers run
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "bench.runner", "ingest", str(logs),
+                           "--store", str(tmp_path / "cli"), "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "pyarrow" in imported and not any(m.startswith("pandas.") for m in imported)  # (a refused import is listed as 'pandas')
+    ingest([str(logs)], tmp_path / "lib", workers=0)
+
+    def runs(store: Path) -> list[tuple]:
+        rows = [r for f in table_files(store, "runs") for r in pq.read_table(f).to_pylist()]
+        return sorted((r["source"].rsplit("/", 1)[-1], r["run_id"], r["images_per_sec"], r["num_steps"]) for r in rows)
+
+    got = runs(tmp_path / "cli")
+    assert got == runs(tmp_path / "lib") and len(got) == 40
+    assert {ips for *_, ips, _ in got} == {total_of(t) for t in texts}
+
+
 OFFICIAL = Path(__file__).resolve().parents[1] / "fixtures" / "official-2017" / "tf-official-2017"
 OFFICIAL_PATTERN = "{source}/{host}/{dataset}-{data}-{precision}/{model}-bs{batch_size_per_device}-{num_gpus}gpus.log"
 

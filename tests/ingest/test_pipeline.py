@@ -20,7 +20,7 @@ from bench.ingest.store import table_files
 
 def read(store: Path, table: str) -> list[dict]:
     files = table_files(store, table)
-    return pa.concat_tables([pq.read_table(f) for f in files]).to_pylist() if files else []
+    return pa.concat_tables([pq.read_table(f) for f in files], promote_options="default").to_pylist() if files else []
 
 
 def write_logs(d: Path, n: int = 3) -> list[str]:
@@ -183,6 +183,32 @@ def test_a_big_duplicate_spills_nothing(tmp_path: Path, monkeypatch: pytest.Monk
     assert (s.duplicates_skipped, s.runs_added, s.steps_added) == (1, 1, 2000)
     assert len(read(tmp_path / "st", "steps")) == 2000
     assert len(read(tmp_path / "st", "sources")) == 1
+
+
+def test_an_early_hash_is_the_files_hash_and_is_handed_out_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench.ingest.prehash hashes the big plain files named on the command line before the pipeline
+    starts; the pipeline takes that hash (once) and stores the file under the SHA-256 of its bytes."""
+    import hashlib
+
+    from bench.ingest import prehash
+
+    monkeypatch.setattr(prehash, "MIN_BYTES", 10_000)
+    monkeypatch.setattr(pipeline, "BIG_FILE", 10_000)
+    big, small, changed = tmp_path / "big.log", tmp_path / "small.log", tmp_path / "changed.log"
+    big.write_text(tf_cnn_log(2000, display_every=1, seed=4))
+    small.write_text(tf_cnn_log(10, seed=5))
+    changed.write_text(tf_cnn_log(2000, display_every=1, seed=6))
+    prehash.start([str(big), str(small), str(changed), str(tmp_path)])
+    changed.write_text(tf_cnn_log(2001, display_every=1, seed=6))  # another size: its early hash is stale
+    assert prehash.claim(str(small)) is None and prehash.claim(str(changed)) is None
+    s = ingest([str(big)], tmp_path / "st", workers=0)
+    assert prehash.claim(str(big)) is None  # the pipeline took it
+    assert (s.runs_added, s.steps_added) == (1, 2000)
+    (run,) = read(tmp_path / "st", "runs")
+    assert run["source_sha256"] == hashlib.sha256(big.read_bytes()).hexdigest()
+    prehash.start([str(big)])
+    early = prehash.claim(str(big))
+    assert early is not None and early.result().hexdigest() == run["source_sha256"]
 
 
 def test_store_of_another_schema_version_is_refused(tmp_path: Path) -> None:
