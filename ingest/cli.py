@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.abc
 import json
 import sys
 from pathlib import Path
@@ -81,8 +80,8 @@ def skip_final_collection() -> None:
         gc.freeze()
 
 
-class _NoPandas(importlib.abc.MetaPathFinder):
-    """Makes ``import pandas`` fail in this process, as on a machine without pandas."""
+class _NoPandas:
+    """An import finder (sys.meta_path) that makes ``import pandas`` fail, as on a machine without pandas."""
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> None:
         if name == "pandas" or name.startswith("pandas."):

@@ -31,10 +31,10 @@ from bench.ingest.parse import parse_bytes, parse_stream
 from bench.ingest.records import ParseResult, Problem, StepTable, TelemetryTable
 from bench.ingest.rows import FileRef, FileRows, file_rows, problem_row, tables
 from bench.ingest.schema import run_id, steps_table, telemetry_table
-from bench.ingest.sources import Item, Reader, iter_items
+from bench.ingest.sources import Item, Reader, is_archive, iter_items
 from bench.ingest.store import Batch, StoreWriter
 
-BIG_FILE = 64 * 1024 * 1024  # above this a file is parsed as a stream, never held whole
+BIG_FILE = prehash.MIN_BYTES  # above this a file is parsed as a stream, never held whole
 CHUNK = 8 * 1024 * 1024
 SPILL_ROWS = 500_000  # a large file's step / telemetry rows go to the batch every this many rows
 BATCH_SOURCES = 2000  # commit every this many new sources, so a long ingest keeps its progress
@@ -321,7 +321,7 @@ def _archive_bytes(paths: list[str]) -> int:
     """The size on disk of the archives among ``paths`` (compressed: a lower bound of what they hold)."""
     total = 0
     for p in paths:
-        if os.path.isfile(p) and p.lower().endswith((".tar", ".tar.gz", ".tgz", ".zip")):
+        if os.path.isfile(p) and is_archive(p):
             total += os.path.getsize(p)
     return total
 
@@ -402,29 +402,20 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
     empty if the hash is already in the store, so a duplicate writes nothing."""
     assert item.reader is not None
     ctx.summary.bytes_read += item.size
-    lock = threading.Lock()
-    verdict: list[str | None] = []  # [sha] once checked and new; [None] for a duplicate
-
-    def checked_sha() -> str | None:  # the hash, checked against the store once (from either thread)
-        with lock:
-            if not verdict:
-                sha = hash_future.result() if hash_future is not None else early_sha
-                verdict.append(None if _is_duplicate(sha, ctx) else sha)
-            return verdict[0]
-
-    hash_future, early_sha, pool = None, "", None
+    pool = None
     if item.archive is None:
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(1, thread_name_prefix="bench-sha256")
-        hash_future = pool.submit(_sha256_file, item, prehash.claim(item.source))
+        sha = _Hash(ctx, future=pool.submit(_sha256_file, item, prehash.claim(item.source)))
     else:
-        early_sha = _sha256(item, item.reader)
-        _note_run_dir(item, early_sha, ctx)
-        if checked_sha() is None:
+        early = _sha256(item, item.reader)
+        _note_run_dir(item, early, ctx)
+        sha = _Hash(ctx, early=early)
+        if sha.checked() is None:
             return
     try:
-        _parse_big(item, ctx, _Hash(checked_sha, hash_future))
+        _parse_big(item, ctx, sha)
     except _Duplicate:
         return
     finally:
@@ -432,13 +423,22 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-@dataclass
 class _Hash:
-    """A large file's hash as its parse sees it: ``checked`` blocks until it is known and returns None for
-    a duplicate; ``future`` is the hashing thread's (None when it was computed beforehand)."""
+    """A large file's hash as its parse sees it: known beforehand (``early``) or from the hashing thread's
+    ``future``, and checked against the store once, from whichever thread asks first."""
 
-    checked: Callable[[], str | None]
-    future: Any
+    def __init__(self, ctx: _Context, *, future: Future[str] | None = None, early: str = ""):
+        self.future, self._early, self._ctx = future, early, ctx
+        self._lock = threading.Lock()
+        self._verdict: list[str | None] = []  # [sha] once checked and new; [None] for a duplicate
+
+    def checked(self) -> str | None:
+        """The hash (waiting for it), or None when it is already in the store."""
+        with self._lock:
+            if not self._verdict:
+                sha = self.future.result() if self.future is not None else self._early
+                self._verdict.append(None if _is_duplicate(sha, self._ctx) else sha)
+            return self._verdict[0]
 
     def new(self) -> str:
         """The hash; raises _Duplicate when it is already in the store."""

@@ -2,8 +2,9 @@
 
 A large file's SHA-256 (its identity) takes about 0.65 s per GB here, and its parsed rows cannot be
 written until it is known. Starting it before the ingest imports pyarrow and numpy (about 0.35 s) takes
-that much off the critical path. Standard library only, so importing this costs nothing: the hashing
-thread reads with ``readinto`` and hashes with ``hashlib``, both without the GIL, while the imports go on.
+that much off the critical path. Nothing heavy is imported here (the standard library and the path
+walker): the hashing thread reads with ``readinto`` and hashes with ``hashlib``, both without the GIL,
+while the imports go on.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
-#: Files larger than this are hashed early (the pipeline streams files above its BIG_FILE = 64 MiB).
+from bench.ingest.sources import is_archive
+
+#: Files larger than this are hashed early; the pipeline streams the files above it (its BIG_FILE).
 MIN_BYTES = 64 * 1024 * 1024
 _BLOCK = 64 * 1024 * 1024
 
@@ -40,7 +43,7 @@ def start(paths: list[str]) -> None:
     with _lock:
         for p in paths:
             key = _key(p)
-            if key is None or key in _started or p.lower().endswith((".tar", ".tar.gz", ".tgz", ".zip")):
+            if key is None or key in _started or is_archive(p):
                 continue
             fut: Future[Any] = Future()
             _started[key] = fut

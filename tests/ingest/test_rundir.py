@@ -269,12 +269,17 @@ def test_conflicts_keep_the_log_value() -> None:
     assert all(p.kind == "conflict" for p in problems) and "model='inception3'" in problems[1].message
 
 
-def test_telemetry_run_id_is_the_id_of_its_runs_row(tmp_path: Path) -> None:
+def _ingested_run_dir_with_telemetry(tmp_path: Path) -> tuple[Path, dict]:
+    """A run directory with a telemetry.csv, ingested into tmp_path/st: (the directory, its runs row)."""
     run_dir = tmp_path / "logs" / "r1"
     shutil.copytree(OK, run_dir)
     shutil.copy(TELEMETRY_CSV, run_dir / "telemetry.csv")
     ingest([str(tmp_path / "logs")], tmp_path / "st", workers=0)
-    run = only_run(tmp_path / "st")
+    return run_dir, only_run(tmp_path / "st")
+
+
+def test_telemetry_run_id_is_the_id_of_its_runs_row(tmp_path: Path) -> None:
+    run_dir, run = _ingested_run_dir_with_telemetry(tmp_path)
     assert rundir.telemetry_run_id(str(run_dir / "telemetry.csv")) == run["run_id"]
     assert run["run_id"].endswith("-0") and len(run["run_id"]) == 18
 
@@ -290,11 +295,7 @@ def test_telemetry_run_id_needs_a_run_directory(tmp_path: Path) -> None:
 
 
 def test_ingested_telemetry_rows_carry_their_runs_id(tmp_path: Path) -> None:
-    run_dir = tmp_path / "logs" / "r1"
-    shutil.copytree(OK, run_dir)
-    shutil.copy(TELEMETRY_CSV, run_dir / "telemetry.csv")
-    ingest([str(tmp_path / "logs")], tmp_path / "st", workers=0)
-    run = only_run(tmp_path / "st")
+    _, run = _ingested_run_dir_with_telemetry(tmp_path)
     assert {t["run_id"] for t in read(tmp_path / "st", "telemetry")} == {run["run_id"]}
 
 
