@@ -26,6 +26,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 enum { C_LINE, C_RANK, C_STEP, C_MEAN, C_STDERR, C_JITTER, C_LOSS, C_TOP1, C_TOP5, C_TS, NCOL };
@@ -474,12 +475,166 @@ done:
     return result;
 }
 
+
+/* ---- Lambda thermal files ------------------------------------------------------------------------ */
+
+typedef struct {
+    double *v;
+    Py_ssize_t n, cap;
+} Dbl;
+
+static int dbl_push(Dbl *d, double x) {
+    if (d->n == d->cap) {
+        Py_ssize_t cap = d->cap * 2 + 256;
+        double *v = PyMem_Realloc(d->v, (size_t)cap * sizeof(double));
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        d->v = v, d->cap = cap;
+    }
+    d->v[d->n++] = x;
+    return 0;
+}
+
+/* One thermal field [s, e) as float() reads it, for the shapes taken here: blanks, -?\d+(\.\d*)?, blanks.
+ * 0 = a number, 2 = only blanks, 1 = anything else (the caller gives the file to Python). */
+static int thermal_field(const char *s, const char *e, double *out) {
+    while (s < e && is_ws(*s))
+        s++;
+    while (e > s && is_ws(e[-1]))
+        e--;
+    if (s == e)
+        return 2;
+    int neg = *s == '-';
+    if (decimal(s + neg, e, 1, out) != 0 || !isfinite(*out))
+        return 1;
+    if (neg)
+        *out = -*out;
+    return 0;
+}
+
+/* thermal(buf, min_time, max_time) -> None or (n, g, times, rates, present, temperatures).
+ *
+ * The whole of a Lambda thermal file when it is the usual one, exactly as telemetry._thermal_block reads
+ * each of its batches: every non-blank line has the same number k >= 2 of commas; the field after the
+ * last comma is blank on every line (the trailing comma) or on none; the first field is the time (within
+ * [min_time, max_time]), the second the rate (blank = NULL), the rest g >= 1 temperatures. Lines are split
+ * as text.split_lines does. Only ASCII digits, '.', '-', ',', blanks and a CR before LF are taken, and
+ * numbers only in the shape above (converted as float() does): anything else returns None and the file
+ * goes through the Python parser, which also owns every problem report. times, rates and temperatures
+ * (row-major, n x g) are native float64 bytes; present is one byte per sample (0 where the rate is blank).
+ */
+static PyObject *thermal(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    double tmin, tmax;
+    if (!PyArg_ParseTuple(args, "y*dd", &buf, &tmin, &tmax))
+        return NULL;
+    const char *p = buf.buf, *end = p + buf.len;
+    Dbl t = {0}, rate = {0}, temps = {0};
+    PyObject *present = NULL, *result = NULL;
+    Py_ssize_t k = -1, width = 0, pcap = 0, n = 0;
+    int ok = 1;
+    while (ok && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        if (le > p && le[-1] == '\r')
+            le--;
+        Py_ssize_t commas = 0, blank = 1;
+        for (const char *q = p; q < le; q++) {
+            char c = *q;
+            if (c == ',')
+                commas++;
+            else if (!is_digit(c) && c != '.' && c != '-' && !is_ws(c)) {
+                ok = 0;
+                break;
+            }
+            if (!is_ws(c))
+                blank = 0;
+        }
+        if (ok && !blank) {
+            const char *fs[64], *fe[64];
+            Py_ssize_t nf = 0;
+            if (k < 0)
+                k = commas;
+            if (k < 2 || commas != k || k >= 63) {
+                ok = 0;
+                break;
+            }
+            for (const char *q = p, *f = p;; q++)
+                if (q == le || *q == ',') {
+                    fs[nf] = f, fe[nf++] = q, f = q + 1;
+                    if (q == le)
+                        break;
+                }
+            double last;
+            int last_kind = thermal_field(fs[k], fe[k], &last);
+            if (last_kind == 1 || (width != 0 && (last_kind == 2) != (width == k))) {
+                ok = 0;
+                break;
+            }
+            width = last_kind == 2 ? k : k + 1; /* the fields used: the blank last one is dropped */
+            if (width < 3) {
+                ok = 0;
+                break;
+            }
+            double v, r;
+            int rk;
+            if (thermal_field(fs[0], fe[0], &v) != 0 || !(v >= tmin && v <= tmax) ||
+                (rk = thermal_field(fs[1], fe[1], &r)) == 1 || dbl_push(&t, v) || dbl_push(&rate, rk == 2 ? 0.0 : r)) {
+                ok = 0;
+                break;
+            }
+            for (Py_ssize_t i = 2; i < width; i++)
+                if (thermal_field(fs[i], fe[i], &v) != 0 || dbl_push(&temps, v)) {
+                    ok = 0;
+                    break;
+                }
+            if (!ok)
+                break;
+            if (n == pcap) {
+                pcap = pcap * 2 + 256;
+                if (present == NULL)
+                    present = PyBytes_FromStringAndSize(NULL, pcap);
+                else
+                    _PyBytes_Resize(&present, pcap);
+                if (present == NULL) {
+                    ok = 0;
+                    break;
+                }
+            }
+            PyBytes_AS_STRING(present)[n++] = rk != 2;
+        }
+        p = nl ? nl + 1 : end;
+    }
+    if (PyErr_Occurred())
+        goto done;
+    if (!ok || n == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (_PyBytes_Resize(&present, n) != 0)
+        goto done;
+    result = Py_BuildValue("(nny#y#Oy#)", n, width - 2, (const char *)t.v, n * (Py_ssize_t)sizeof(double),
+                           (const char *)rate.v, n * (Py_ssize_t)sizeof(double), present, (const char *)temps.v,
+                           temps.n * (Py_ssize_t)sizeof(double));
+done:
+    Py_XDECREF(present);
+    PyMem_Free(t.v);
+    PyMem_Free(rate.v);
+    PyMem_Free(temps.v);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buf, lines_before, null_bits, labels, rare) -> (n_lines, columns, others, all_ascii)"},
+    {"thermal", thermal, METH_VARARGS,
+     "thermal(buf, min_time, max_time) -> None or (n, g, times, rates, present, temperatures)"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tfscan", "tf_cnn step-line scanner", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tfscan", "the C hot paths of the tf_cnn and thermal parsers", -1, methods};
 
 PyMODINIT_FUNC PyInit__tfscan(void) { return PyModule_Create(&module); }

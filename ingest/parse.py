@@ -50,6 +50,8 @@ def parse_bytes(
     fast = chunk_parser(module)
     if fast is not None:
         run_parser(module, lambda: fast([data], source=source, result=result), result)
+    elif module.NAME == "telemetry" and ascii_only and _thermal_fast(data, result):
+        pass
     else:
         run_lines(module, split_lines(data.decode("ascii") if ascii_only else text), source=source, result=result)
     if not data.endswith(b"\n"):
@@ -69,6 +71,15 @@ def chunk_parser(module: registry.FormatModule) -> Callable[..., ParseResult] | 
     from bench.ingest.formats import tf_cnn_scan
 
     return tf_cnn_scan.parse_chunks if tf_cnn_scan.AVAILABLE else None
+
+
+def _thermal_fast(data: bytes, result: ParseResult) -> bool:
+    """A plain Lambda thermal file read whole by the C scanner (see ``telemetry.parse_thermal_bytes``)."""
+    if os.environ.get("BENCH_PURE_PYTHON") == "1":
+        return False
+    from bench.ingest.formats import telemetry
+
+    return telemetry.parse_thermal_bytes(data, result)
 
 
 #: Run metrics that only a run that ended ok has. A failed, out-of-memory, truncated or result-less run

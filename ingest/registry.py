@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Iterable
 from types import ModuleType
 from typing import Protocol, cast
@@ -58,9 +59,17 @@ def all_formats() -> list[FormatModule]:
     return [load(n) for n in FORMAT_MODULES]
 
 
+#: Characters of a head that holds only numbers (a Lambda thermal file). Every sniffer but telemetry's
+#: looks for a marker with a letter, a colon, '=' or '>' in it first, so none of them can accept such a
+#: head and ``detect`` asks only ``NUMERIC_FORMATS`` (tests/ingest/test_registry.py checks each sniffer).
+_NUMERIC = re.compile(r"[0-9 \t\r\n.,+-]*")
+NUMERIC_FORMATS: tuple[str, ...] = ("telemetry",)
+
+
 def detect(head: str) -> FormatModule | None:
     """The first format whose ``sniff`` accepts ``head``, or None."""
-    for name in FORMAT_MODULES:
+    names = NUMERIC_FORMATS if _NUMERIC.fullmatch(head) else FORMAT_MODULES
+    for name in names:
         fmt = load(name)
         if fmt.sniff(head):
             return fmt

@@ -85,6 +85,26 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
     return result
 
 
+def parse_thermal_bytes(data: bytes, result: ParseResult) -> bool:
+    """The whole-file fast path of a thermal file: True, with its rows added, when the C scanner
+    (``_tfscan.thermal``) read ``data`` as a plain thermal file; False, having added nothing, when it is
+    not built or the file has anything unusual (the caller then parses decoded lines). The rows are the
+    ones ``_thermal_block`` makes of the same lines: the scanner takes only what that block path takes,
+    converts numbers as float() does, and the same numpy call adds them."""
+    from bench.ingest.formats.tf_cnn_scan import _tfscan
+
+    got = _tfscan.thermal(data, _MIN_UNIX, _MAX_UNIX) if _tfscan is not None else None
+    if got is None:
+        return False
+    import numpy as np
+
+    n, g, times, rates, present, temps = got
+    t = np.frombuffer(times)
+    result.telemetry.add_gpu_matrix(0, t, t - float(t[0]), np.frombuffer(rates), np.frombuffer(present, np.bool_),
+                                    np.frombuffer(temps).reshape(n, g))
+    return True
+
+
 _THERMAL_BATCH = 10_000  # lines buffered before they go to the telemetry table (bounded memory)
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.ingest.formats import telemetry
+from bench.ingest.formats import telemetry, tf_cnn_scan
 from bench.ingest.parse import parse_bytes
 from bench.ingest.records import ParseResult
 
@@ -191,6 +191,53 @@ _GOOD = "".join(f"{1600000000 + 2 * i}, {'' if i % 7 == 0 else 1000.5 + i}, {40 
 def test_thermal_block_path_equals_line_path(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
     usual, by_line = _both_paths(text, monkeypatch)
     _same_rows(usual, by_line)
+    _same_in_c(text, usual)
+
+
+def _same_in_c(text: str, usual: ParseResult) -> bool:
+    """When the C whole-file path takes ``text``, its rows are exactly the Python parser's, which found
+    nothing wrong with it. Returns whether C took it."""
+    if not tf_cnn_scan.AVAILABLE:
+        return False
+    fast = ParseResult()
+    if not telemetry.parse_thermal_bytes(text.encode(), fast):
+        assert len(fast.telemetry) == 0  # nothing added when C leaves the file to Python
+        return False
+    assert usual.problems == []
+    _same_rows(usual, fast)
+    return True
+
+
+@pytest.mark.skipif(not tf_cnn_scan.AVAILABLE, reason="bench.ingest._tfscan is not built (no C compiler)")
+@pytest.mark.parametrize(("text", "taken"), [
+    (_GOOD, True),
+    (_GOOD.replace(", \n", "\n"), True),  # no trailing comma
+    (_GOOD.replace("\n", "\r\n"), True),  # CRLF
+    ("\n \t\n" + _GOOD + "\n\n", True),  # blank lines around
+    (_GOOD.replace(", 4", ", -4").replace(", 3", ",3").replace("-40,", "-40.,"), True),  # a sign, no space, a bare point
+    (_GOOD.replace(", \n", "\n") + "1600000100, 5.0, 41, 3", True),  # no final newline: the same row
+    (_GOOD + "1600000100, 5.0, 41, \n", False),  # fewer GPUs on one line
+    (_GOOD + "1600000100, 5.0, 41, 3, 4\n", False),  # a last field on one line only
+    (_GOOD + "99, 5.0, 41, 3, \n", False),  # an implausible time
+    (_GOOD + "1600000100, 1e3, 41, 3, \n", False),  # a number shape C leaves to float()
+    (_GOOD + "1600000100, 5.0, , 3, \n", False),  # a blank temperature
+    (_GOOD.replace(", \n", "\r\r\n", 1), False),  # a CR that split_lines keeps
+    ("1600000000, 1.0, \n1600000002, 2.0, \n", False),  # no temperature at all
+    ("timestamp, index, temperature.gpu\n", False),  # nvidia-smi CSV
+    ("\n  \n", False),
+])
+def test_thermal_c_path_takes_only_what_python_reads_the_same(text: str, taken: bool) -> None:
+    """The C path takes the usual thermal files (and gives the Python parser's rows for them, with elapsed
+    time, NULL rates and GPU order); anything it is not sure about is left to Python, unchanged."""
+    usual = telemetry.parse_lines(text.split("\n"), source="test")
+    assert _same_in_c(text, usual) == taken
+    if taken:
+        cols = usual.telemetry.columns()
+        assert len(usual.telemetry) == 2 * (25 + text.count("1600000100"))
+        assert list(cols["gpu_index"][:4]) == [0, 1, 0, 1]
+        assert list(cols["elapsed_s"][:4]) == [0.0, 0.0, 2.0, 2.0]
+        assert all(x != x for x in cols["images_per_sec"][:2])  # sample 0 has no rate: NULL, not 0
+        assert list(cols["images_per_sec"][2:4]) == [1001.5, 1001.5]
 
 
 def test_thermal_block_path_runs_and_numbers_samples_across_batches(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,18 +270,21 @@ def test_every_lambda_thermal_file_same_on_both_paths(corpus: Path, monkeypatch:
         taken.append(ok)
         return ok
 
-    checked = 0
+    checked = in_c = 0
     with tarfile.open(archive, "r|gz") as tar:
         for member in tar:
             if member.isfile() and member.name.endswith("/thermal/1"):
                 fh = tar.extractfile(member)
                 assert fh is not None
+                text = fh.read().decode()
                 monkeypatch.setattr(telemetry, "_thermal_block", counting)
-                usual, by_line = _both_paths(fh.read().decode(), monkeypatch)
+                usual, by_line = _both_paths(text, monkeypatch)
                 _same_rows(usual, by_line)
+                in_c += _same_in_c(text, usual)
                 checked += 1
     assert checked == 3680
     assert len(taken) == 3680 and all(taken)  # one batch per file (none has 10,000 lines), all well-formed
+    assert in_c == (3680 if tf_cnn_scan.AVAILABLE else 0)  # and the C whole-file path takes every one
 
 
 _NUMBER = st.one_of(st.integers(0, 120).map(str), st.floats(0, 5000, allow_nan=False).map(lambda x: f"{x:.1f}"))
@@ -276,3 +326,4 @@ def test_fuzzed_thermal_lines_same_on_both_paths(lines: list[str]) -> None:
     finally:
         telemetry._thermal_block = original
     _same_rows(usual, by_line)
+    _same_in_c(text, usual)
