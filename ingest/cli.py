@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -101,6 +102,14 @@ def keep_out_pandas() -> None:
     """
     if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
         sys.meta_path.insert(0, _NoPandas())
+
+
+def one_blas_thread() -> None:
+    """For a ``bench ingest`` process (the console entry point calls this before numpy is imported): no
+    OpenBLAS thread pool. The ingest never multiplies matrices, but numpy's import starts one OpenBLAS
+    thread per core, and they spin for their first 0.1 s of CPU on a core the parsers need. A value the
+    user set is kept."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _waiting() -> None:

@@ -193,9 +193,10 @@ def main() -> None:
     bench.ingest.cli): it is started for that one command and ends with it."""
     ingest_process = sys.argv[1:2] == ["ingest"]
     if ingest_process:
-        from bench.ingest.cli import keep_out_pandas
+        from bench.ingest.cli import keep_out_pandas, one_blas_thread
 
         keep_out_pandas()
+        one_blas_thread()
     try:
         app()
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -133,3 +134,14 @@ def test_analytics_commands_on_the_official_sheet(tmp_path: Path) -> None:
     assert json.loads(result.output) == [{"n": 64}]
     bad = runner.invoke(app, ["compare", "--factor", "gpu_model", "--a", "H100", "--b", "K80", "--store", st])
     assert bad.exit_code == 1 and "Error:" in bad.output
+
+
+def test_an_ingest_process_asks_for_one_blas_thread_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.ingest.cli import one_blas_thread
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    one_blas_thread()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    one_blas_thread()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
