@@ -32,12 +32,9 @@
 enum { C_LINE, C_RANK, C_STEP, C_MEAN, C_STDERR, C_JITTER, C_LOSS, C_TOP1, C_TOP5, C_TS, NCOL };
 
 typedef struct {
-    PyObject *bytes; /* the column itself: a bytes object written in place, shrunk to n values at the end */
-    Py_ssize_t n, cap;
-} Col;
-
-typedef struct {
-    Col col[NCOL];
+    PyObject *col[NCOL]; /* the columns: bytes objects written in place, shrunk to n values at the end */
+    Py_ssize_t n, cap;   /* rows written, rows allocated (the same for every column) */
+    Py_ssize_t hint;     /* rows to allocate first: one per 64 bytes of input (a step line is longer) */
     uint64_t null_bits;
     PyObject *others;
     PyObject *labels; /* tuple of bytes: the header labels tf_cnn.py dispatches on (its _LABELS) */
@@ -50,19 +47,20 @@ static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 static int is_ws(char c) { return c == ' ' || c == '\t'; }
 
-static int col_push(Col *c, uint64_t x) {
-    if (c->n == c->cap) {
-        Py_ssize_t cap = c->cap * 2 + 4096;
-        if (c->bytes == NULL)
-            c->bytes = PyBytes_FromStringAndSize(NULL, cap * (Py_ssize_t)sizeof(uint64_t));
+/* Room for one more row in every column (grown together, doubling). 0, or -1 with an error set. */
+static int room(Out *o) {
+    if (o->n < o->cap)
+        return 0;
+    Py_ssize_t cap = o->cap ? o->cap * 2 : o->hint;
+    for (int i = 0; i < NCOL; i++) {
+        if (o->col[i] == NULL)
+            o->col[i] = PyBytes_FromStringAndSize(NULL, cap * (Py_ssize_t)sizeof(uint64_t));
         else
-            _PyBytes_Resize(&c->bytes, cap * (Py_ssize_t)sizeof(uint64_t));
-        if (c->bytes == NULL)
+            _PyBytes_Resize(&o->col[i], cap * (Py_ssize_t)sizeof(uint64_t));
+        if (o->col[i] == NULL)
             return -1;
-        c->cap = cap;
     }
-    memcpy(PyBytes_AS_STRING(c->bytes) + c->n * (Py_ssize_t)sizeof(uint64_t), &x, sizeof x);
-    c->n++;
+    o->cap = cap;
     return 0;
 }
 
@@ -92,73 +90,80 @@ static int slow_double(const char *s, const char *e, double *out) {
     return 0;
 }
 
-/* An unsigned decimal that is the whole of [s, e): \d+(\.\d*)? when frac_optional, \d+\.\d+ otherwise.
- * 0 = ok, 1 = not that shape (or not convertible here). */
-static int decimal(const char *s, const char *e, int frac_optional, double *out) {
-    const char *p = s;
+/* The unsigned decimal \d+(\.\d*)? that starts at p (not necessarily the whole rest), read in one pass:
+ * its end, or NULL when p holds no digit or the value is not convertible here. *frac_digits tells how many
+ * digits follow the point (-1: no point). Values are exactly float()'s: Clinger's fast path when the digits
+ * fit (m and 10^frac are exact doubles, so one IEEE division rounds correctly), else CPython's own. */
+static inline const char *number(const char *p, const char *e, double *out, int *frac_digits) {
+    const char *s = p;
     uint64_t m = 0;
-    int nd = 0, frac = 0, dot = 0;
-    if (p == e || !is_digit(*p))
-        return 1;
+    int nd = 0, frac = -1;
     for (; p < e && is_digit(*p); p++, nd++)
         m = nd < 19 ? m * 10 + (uint64_t)(*p - '0') : m;
+    if (nd == 0)
+        return NULL;
     if (p < e && *p == '.') {
-        dot = 1;
+        frac = 0;
         for (p++; p < e && is_digit(*p); p++, nd++, frac++)
             m = nd < 19 ? m * 10 + (uint64_t)(*p - '0') : m;
     }
-    if (p != e)
-        return 1;
-    if (!frac_optional && (!dot || frac == 0))
-        return 1;
+    *frac_digits = frac;
     if (nd <= 19 && m <= (1ULL << 53) && frac <= 22) {
-        /* Clinger's fast path: m and 10^frac are exact doubles, so one IEEE division rounds correctly. */
-        *out = frac ? (double)m / POW10[frac] : (double)m;
-        return 0;
+        *out = frac > 0 ? (double)m / POW10[frac] : (double)m;
+        return p;
     }
-    return slow_double(s, e, out);
+    return slow_double(s, p, out) == 0 ? p : NULL;
 }
 
-/* The _F token of tf_cnn.py: [-+]?(?:\d+\.\d+|nan|inf), the whole of [s, e). */
-static int f_token(const char *s, const char *e, double *out) {
-    const char *p = s;
-    int neg = 0;
-    if (p < e && (*p == '-' || *p == '+')) {
-        neg = *p == '-';
-        p++;
-    }
-    if (e - p == 3 && (memcmp(p, "nan", 3) == 0 || memcmp(p, "inf", 3) == 0))
-        return slow_double(s, e, out);
-    if (decimal(p, e, 0, out) != 0)
-        return 1;
-    if (neg)
-        *out = -*out;
-    return 0;
-}
-
-static int ts_token(const char *s, const char *e, double *out) {
-    Py_ssize_t n = e - s;
-    if (n < 9 || n > 11)
-        return 1;
-    for (const char *p = s; p < e; p++)
-        if (!is_digit(*p))
-            return 1;
-    return decimal(s, e, 1, out);
+/* An unsigned decimal that is the whole of [s, e): \d+(\.\d*)? when frac_optional, \d+\.\d+ otherwise.
+ * 0 = ok, 1 = not that shape (or not convertible here). */
+static int decimal(const char *s, const char *e, int frac_optional, double *out) {
+    int frac;
+    const char *p = number(s, e, out, &frac);
+    return p == e && (frac_optional || frac > 0) ? 0 : 1;
 }
 
 /* \d+(\.\d*)? or "nan" at p (not necessarily the whole rest): its end, or NULL. */
 static const char *stat_value(const char *p, const char *e, double *out) {
     if (e - p >= 3 && memcmp(p, "nan", 3) == 0)
         return slow_double(p, p + 3, out) == 0 ? p + 3 : NULL;
-    const char *q = p;
-    while (q < e && is_digit(*q))
-        q++;
-    if (q == p)
-        return NULL;
-    if (q < e && *q == '.')
-        for (q++; q < e && is_digit(*q); q++)
-            ;
-    return decimal(p, q, 1, out) == 0 ? q : NULL;
+    int frac;
+    return number(p, e, out, &frac);
+}
+
+/* One whitespace-free token of a step line's tail, read once: whether it is an _F token of tf_cnn.py
+ * ([-+]?(?:\d+\.\d+|nan|inf)) and whether it is a stamp (\d{9,11}), with its value. Returns its end. */
+typedef struct {
+    double v;
+    int f_ok, ts_ok;
+} Tok;
+
+static const char *tail_token(const char *s, const char *e, Tok *t) {
+    const char *p = s, *end;
+    int neg = 0, frac = -1;
+    t->f_ok = t->ts_ok = 0;
+    if (*p == '-' || *p == '+') {
+        neg = *p == '-';
+        p++;
+    }
+    const char *q = p < e && is_digit(*p) ? number(p, e, &t->v, &frac) : NULL;
+    for (end = q ? q : p; end < e && !is_ws(*end); end++)
+        ;
+    if (q == NULL) {
+        if (end - p == 3 && (memcmp(p, "nan", 3) == 0 || memcmp(p, "inf", 3) == 0))
+            t->f_ok = slow_double(s, end, &t->v) == 0;
+        return end;
+    }
+    if (q != end)
+        return end;
+    if (frac > 0 && is_digit(p[0])) {
+        t->f_ok = 1;
+        if (neg)
+            t->v = -t->v;
+    } else if (frac < 0 && p == s && end - s >= 9 && end - s <= 11) {
+        t->ts_ok = 1;
+    }
+    return end;
 }
 
 static const char *digits(const char *p, const char *e, int max, long long *out) {
@@ -220,7 +225,7 @@ static const char *strip_rank(const char *s, const char *e, long long *rank) {
 
 /* The trailing tokens: (loss)? (top1 top5)? (stamp)? as the regex backtracks over them. */
 static int tail_tokens(const char *p, const char *e, double v[4], uint64_t nullb) {
-    const char *ts[5], *te[5];
+    Tok tok[5];
     int n = 0;
     if (p < e && !is_ws(*p))
         return 1;
@@ -231,30 +236,26 @@ static int tail_tokens(const char *p, const char *e, double v[4], uint64_t nullb
             break;
         if (n == 5)
             return 1;
-        ts[n] = p;
-        while (p < e && !is_ws(*p))
-            p++;
-        te[n++] = p;
+        p = tail_token(p, e, &tok[n++]);
     }
     double nul;
     memcpy(&nul, &nullb, sizeof nul);
     for (int i = 0; i < 4; i++)
         v[i] = nul;
-    if (n > 0 && ts_token(ts[n - 1], te[n - 1], &v[3]) == 0)
-        n--;
-    double f[3];
+    if (n > 0 && tok[n - 1].ts_ok)
+        v[3] = tok[--n].v;
     for (int i = 0; i < n; i++)
-        if (f_token(ts[i], te[i], &f[i]) != 0)
+        if (!tok[i].f_ok)
             return 1;
     if (n == 1) {
-        v[0] = f[0];
+        v[0] = tok[0].v;
     } else if (n == 2) { /* "(F)?(F F)?": the regex gives both to the accuracy pair */
-        v[1] = f[0];
-        v[2] = f[1];
+        v[1] = tok[0].v;
+        v[2] = tok[1].v;
     } else if (n == 3) {
-        v[0] = f[0];
-        v[1] = f[1];
-        v[2] = f[2];
+        v[0] = tok[0].v;
+        v[1] = tok[1].v;
+        v[2] = tok[2].v;
     } else if (n != 0) {
         return 1;
     }
@@ -274,15 +275,10 @@ static int step_body(const char *p, const char *e, long long rank, Py_ssize_t no
     if (e - p < 12 || memcmp(p, "images/sec: ", 12) != 0)
         return 1;
     p += 12;
-    const char *q = p;
-    while (q < e && is_digit(*q))
-        q++;
-    if (q < e && *q == '.')
-        for (q++; q < e && is_digit(*q); q++)
-            ;
-    if (decimal(p, q, 1, &mean) != 0)
+    int frac;
+    p = number(p, e, &mean, &frac);
+    if (p == NULL)
         return 1;
-    p = q;
     se = jit = nul;
     if (e - p >= 5 && memcmp(p, " +/- ", 5) == 0) {
         p = stat_value(p + 5, e, &se);
@@ -297,9 +293,11 @@ static int step_body(const char *p, const char *e, long long rank, Py_ssize_t no
         return 1;
     uint64_t row[NCOL] = {(uint64_t)no, rank < 0 ? (uint64_t)INT64_MIN : (uint64_t)rank, (uint64_t)step,
                           dbits(mean), dbits(se), dbits(jit), dbits(t[0]), dbits(t[1]), dbits(t[2]), dbits(t[3])};
+    if (room(o) != 0)
+        return -1;
     for (int i = 0; i < NCOL; i++)
-        if (col_push(&o->col[i], row[i]) != 0)
-            return -1;
+        memcpy(PyBytes_AS_STRING(o->col[i]) + o->n * (Py_ssize_t)sizeof(uint64_t), &row[i], sizeof row[i]);
+    o->n++;
     return 0;
 }
 
@@ -420,6 +418,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Out o;
     memset(&o, 0, sizeof o);
     o.null_bits = null_bits;
+    o.hint = buf.len / 64 + 64;
     o.labels = labels;
     o.rare = rare;
     for (int k = 0; k < 2; k++) {
@@ -455,22 +454,21 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     if (cols == NULL)
         goto done;
     for (int i = 0; i < NCOL; i++) {
-        Col *c = &o.col[i];
-        if (c->bytes == NULL)
-            c->bytes = PyBytes_FromStringAndSize(NULL, 0);
-        else if (c->n < c->cap)
-            _PyBytes_Resize(&c->bytes, c->n * (Py_ssize_t)sizeof(uint64_t));
-        if (c->bytes == NULL)
+        if (o.col[i] == NULL)
+            o.col[i] = PyBytes_FromStringAndSize(NULL, 0);
+        else if (o.n < o.cap)
+            _PyBytes_Resize(&o.col[i], o.n * (Py_ssize_t)sizeof(uint64_t));
+        if (o.col[i] == NULL)
             goto done;
-        PyTuple_SET_ITEM(cols, i, c->bytes); /* the tuple takes the reference */
-        c->bytes = NULL;
+        PyTuple_SET_ITEM(cols, i, o.col[i]); /* the tuple takes the reference */
+        o.col[i] = NULL;
     }
     result = Py_BuildValue("(nOOO)", no - no0, cols, o.others, all_ascii(data, buf.len) ? Py_True : Py_False);
 done:
     Py_XDECREF(cols);
     Py_XDECREF(o.others);
     for (int i = 0; i < NCOL; i++)
-        Py_XDECREF(o.col[i].bytes);
+        Py_XDECREF(o.col[i]);
     PyBuffer_Release(&buf);
     return result;
 }

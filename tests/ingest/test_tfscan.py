@@ -105,9 +105,25 @@ def test_lines_the_regex_reads_in_surprising_ways() -> None:
     assert [p.line_no for p in fast.problems] == [7]  # "junk": a bad step line, as in the Python parser
 
 
+_TAIL_TOKENS = ["7.000", "-1.25", "+3.5", "-0.0", "nan", "+nan", "-inf", "1nan", ".5", "5.", "1.5e3", "-", "+", "5.x",
+                "999999999", "99999999", "1600000000", "16000000001", "123456789012", "+1600000000", "-1600000000",
+                "1600000000.5", "0.1234567890123456789", "9" * 25 + ".5"]
+
+
+@pytest.mark.parametrize("last", _TAIL_TOKENS)
+@pytest.mark.parametrize("before", ["", "\t7.000", "\t0.250\t0.750", "\t7.000\t0.250\t0.750", "\t1600000000"])
+def test_every_tail_token_shape_reads_as_in_python(before: str, last: str) -> None:
+    """Each shape of a trailing token (signed, stamp-like, too long, not a number) after each run of
+    valid tokens: the scanner takes the line exactly when the regex does, with the same values."""
+    line = f"1\timages/sec: 5.0 +/- 0.0 (jitter = 0.0){before}\t{last}\n".encode()
+    _check(b"Step\tImg/sec\ttotal_loss\n" + line + line.replace(b"1\t", b"2\t", 1))
+
+
 _PREFIX = st.sampled_from(["", "[1,0]<stdout>:", "[0]<stderr>:", " 1: ", "12: ", "[3] ", "Mon Jan  4 10:00:00 2021[0]<stdout>:"])
 _NUM = st.one_of(st.integers(0, 10**6).map(str), st.floats(0, 1e6, allow_nan=False).map(lambda f: f"{f:.3f}"),
-                 st.sampled_from(["nan", "-nan", "inf", "1.", "0.1234567890123456789", "9" * 25 + ".5", "١٠"]))
+                 st.sampled_from(["nan", "-nan", "inf", "1.", "0.1234567890123456789", "9" * 25 + ".5", "١٠",
+                                  "-1.25", "+3.5", "-0.0", "+nan", "-inf", "1nan", ".5", "1.5e3", "-", "+", "5.x",
+                                  "999999999", "1600000000", "16000000001", "123456789012", "+1600000000"]))
 _SEP = st.sampled_from(["\t", " ", "  ", "\t ", "\x0b", ""])
 
 
