@@ -127,9 +127,20 @@ _NUM = st.one_of(st.integers(0, 10**6).map(str), st.floats(0, 1e6, allow_nan=Fal
 _SEP = st.sampled_from(["\t", " ", "  ", "\t ", "\x0b", ""])
 
 
+_MARKERS = ["OOM", "ResourceExhausted", "name: ", "device (", "/sec", "rror", "xception", "Traceback (", " --",
+            "OO", "Resource", "name:", "device", "/se", "rro", "xceptio", "Traceback", " -", "é", "\r"]
+_MARKED = st.builds(lambda base, mark, at: base[:at] + mark + base[at:],
+                    st.sampled_from(["2020-09-05 18:47:50.152480: I tensorflow/core/x.cc:1] some text",
+                                     "WARNING:tensorflow:From /x.py:1: a (from b) is deprecated",
+                                     "Instructions for updating:", "W0905 14:13:02.882990 1 x.py:3] From y"]),
+                    st.sampled_from(_MARKERS), st.integers(0, 80))
+
+
 @st.composite
 def _line(draw: st.DrawFn) -> str:
-    kind = draw(st.integers(0, 9))
+    kind = draw(st.integers(0, 11))
+    if kind >= 10:  # a stderr or inert-looking line with a marker (or part of one) anywhere, even at its end
+        return draw(_MARKED)
     if kind <= 5:
         tail = "".join(draw(_SEP) + draw(_NUM) for _ in range(draw(st.integers(0, 5))))
         pm = draw(st.sampled_from(["", f" +/- {draw(_NUM)} (jitter = {draw(_NUM)})"]))
