@@ -327,3 +327,22 @@ def test_fuzzed_thermal_lines_same_on_both_paths(lines: list[str]) -> None:
         telemetry._thermal_block = original
     _same_rows(usual, by_line)
     _same_in_c(text, usual)
+
+
+def test_parse_bytes_reads_a_thermal_file_in_c_unless_pure_python_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _GOOD.encode()
+    calls: list[bool] = []
+    original = telemetry.parse_thermal_bytes
+
+    def counted(d: bytes, result: ParseResult) -> bool:
+        calls.append(taken := original(d, result))
+        return taken
+
+    monkeypatch.setattr(telemetry, "parse_thermal_bytes", counted)
+    usual = parse_bytes(data, source="t")
+    assert calls == [tf_cnn_scan.AVAILABLE]
+    monkeypatch.setenv("BENCH_PURE_PYTHON", "1")
+    pure = parse_bytes(data, source="t")
+    assert calls == [tf_cnn_scan.AVAILABLE]  # not asked again
+    assert usual.format == pure.format == "telemetry" and len(usual.result.telemetry) == 50
+    _same_rows(usual.result, pure.result)
