@@ -13,6 +13,7 @@ blocks is accepted as ended (as GNU tar does, with a warning there).
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from typing import IO
 
@@ -92,9 +93,16 @@ def _skip(fobj: IO[bytes], n: int) -> None:
         n -= got
 
 
+def _byte_sum(data: bytes) -> int:
+    """sum(data) for at most 512 bytes, in C: zlib's Adler-32 keeps 1 + the byte sum mod 65521, exact for
+    256 bytes or fewer (at most 65,281), so two halves give the sum. (A Python-level sum over the 20,000
+    headers of the Lambda archive cost 0.06 s.)"""
+    return (zlib.adler32(data[:256]) & 0xFFFF) + (zlib.adler32(data[256:512]) & 0xFFFF) - 2
+
+
 def _check(header: bytes) -> None:
     stored = _number(header[148:156])
-    unsigned = sum(header) - sum(header[148:156]) + 8 * 32
+    unsigned = _byte_sum(header) - sum(header[148:156]) + 8 * 32
     if stored == unsigned:
         return
     signed = unsigned - 256 * sum(1 for b in header[:148] + header[156:] if b > 127)  # old tars summed signed chars

@@ -75,3 +75,11 @@ def test_the_lambda_tarball_reads_like_tarfile(corpus: Path) -> None:
         theirs = [(m.name, m.size, hashlib.sha256(tf.extractfile(m).read()).hexdigest())  # type: ignore[union-attr]
                   for m in tf if m.isfile()]
     assert len(ours) == 7674 and ours == theirs
+
+
+@pytest.mark.parametrize("data", [bytes(512), b"\xff" * 512, bytes(range(256)) * 2, b"\xff" * 300, b"a", b"",
+                                  hashlib.sha512(b"x").digest() * 8])
+def test_header_byte_sum_is_the_plain_sum(data: bytes) -> None:
+    from bench.ingest.tarstream import _byte_sum
+
+    assert _byte_sum(data) == sum(data)
