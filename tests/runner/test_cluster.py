@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -118,9 +119,15 @@ def test_cluster_usage_errors(extra: list[str], message: str) -> None:
     assert message in (trainer.usage_problem(args) or "")
 
 
+_Runs = dict[str, tuple[subprocess.CompletedProcess[bytes], Path, str | None]]
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[subprocess.CompletedProcess[bytes], Path]]:
-    """``bench run --variable-update M --np 2`` for both modes, started together."""
+def runs(tmp_path_factory: pytest.TempPathFactory) -> _Runs:
+    """``bench run --variable-update M --np 2`` for both modes, started together. A mode whose run fails is
+    run once more, alone, and the first failure is handed to the test (which reports it as a warning): on
+    this 2-core VM, TensorFlow's ParameterServerStrategy was once seen to die in warm-up (exit 245, no
+    Python traceback) and pass on every re-run. Two failures in a row still fail the test."""
     pytest.importorskip("tensorflow")
     bench = BIN / "bench"
     if not bench.exists():
@@ -128,26 +135,40 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[subprocess
     tmp = tmp_path_factory.mktemp("cluster")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     env.pop("TF_CONFIG", None)
-    procs = {m: subprocess.Popen([str(bench), "run", "--variable-update", m, "--np", "2", *TINY,
-                                  "--telemetry-interval", "0", "--timeout", "150", "--out", str(tmp / m),
-                                  "--store", str(tmp / f"store-{m}")], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, env=env) for m in cluster.MODES}
-    done = {}
-    for m, p in procs.items():
+
+    def start(m: str, attempt: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([str(bench), "run", "--variable-update", m, "--np", "2", *TINY,
+                                 "--telemetry-interval", "0", "--timeout", "150", "--out", str(tmp / attempt / m),
+                                 "--store", str(tmp / attempt / f"store-{m}")], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+
+    def finish(p: subprocess.Popen[bytes]) -> subprocess.CompletedProcess[bytes]:
         out, err = p.communicate(timeout=200)
-        done[m] = (subprocess.CompletedProcess(p.args, p.returncode, out, err), tmp)
+        return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+    done: _Runs = {}
+    for m, proc in [(m, finish(p)) for m, p in {m: start(m, "first") for m in cluster.MODES}.items()]:
+        first_failure = None
+        if proc.returncode != 0:
+            first_failure = (proc.stdout + proc.stderr).decode(errors="replace")[-1500:]
+            proc = finish(start(m, "again"))
+        done[m] = (proc, tmp / ("first" if first_failure is None else "again"), first_failure)
     return done
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("always::UserWarning")  # a re-run is reported, not turned into an error
 @pytest.mark.parametrize("mode", cluster.MODES)
 def test_two_workers_on_localhost_train_and_ingest(
-        mode: str, runs: dict[str, tuple[subprocess.CompletedProcess[bytes], Path]]) -> None:
+        mode: str, runs: _Runs) -> None:
     import pyarrow.parquet as pq
 
     from bench.ingest.store import table_files
 
-    proc, tmp = runs[mode]
+    proc, tmp, first_failure = runs[mode]
+    if first_failure is not None:
+        warnings.warn(f"{mode}: the first run failed and a re-run alone passed; the first run's output ends:\n"
+                      f"{first_failure}", stacklevel=1)
     assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()[-3000:]
     (run_dir,) = (tmp / mode).iterdir()
     log = (run_dir / "output.log").read_bytes()
