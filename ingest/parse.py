@@ -74,12 +74,16 @@ def chunk_parser(module: registry.FormatModule) -> Callable[..., ParseResult] | 
 
 
 def _thermal_fast(data: bytes, result: ParseResult) -> bool:
-    """A plain Lambda thermal file read whole by the C scanner (see ``telemetry.parse_thermal_bytes``)."""
+    """A plain Lambda thermal file read whole by the C scanner (see ``telemetry.parse_thermal_bytes``).
+    Should it raise (it adds its rows in one block at its very end), the Python parser reads the file."""
     if os.environ.get("BENCH_PURE_PYTHON") == "1":
         return False
     from bench.ingest.formats import telemetry
 
-    return telemetry.parse_thermal_bytes(data, result)
+    try:
+        return telemetry.parse_thermal_bytes(data, result)
+    except Exception:  # parse_bytes never raises for bad input; the slow path decides what the file holds
+        return False
 
 
 #: Run metrics that only a run that ended ok has. A failed, out-of-memory, truncated or result-less run

@@ -346,3 +346,12 @@ def test_parse_bytes_reads_a_thermal_file_in_c_unless_pure_python_is_asked(monke
     assert calls == [tf_cnn_scan.AVAILABLE]  # not asked again
     assert usual.format == pure.format == "telemetry" and len(usual.result.telemetry) == 50
     _same_rows(usual.result, pure.result)
+
+
+def test_a_failing_c_thermal_path_falls_back_to_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(d: bytes, result: ParseResult) -> bool:
+        raise MemoryError
+
+    monkeypatch.setattr(telemetry, "parse_thermal_bytes", broken)
+    got = parse_bytes(_GOOD.encode(), source="t")
+    assert got.format == "telemetry" and len(got.result.telemetry) == 50 and got.result.problems == []
