@@ -185,6 +185,18 @@ def _parse_many(
     return rows, parts
 
 
+#: The job area: an anonymous shared mapping that the ingest process makes just before it forks its
+#: workers, so that they see what it writes there afterwards (see ``_Parsers``).
+_JOB_AREA: Any = None
+
+
+def _parse_many_mapped(spans: list[tuple[int, int, FileRef]], fmt: str | None, patterns: list[pat.PathPattern],
+                       scratch: str) -> tuple[list[FileRows], list[tuple[str, str]]]:
+    """``_parse_many`` (in a forked worker) for a chunk whose files' bytes are in the job area, each at
+    (start, length)."""
+    return _parse_many([(_JOB_AREA[start:start + n], ref) for start, n, ref in spans], fmt, patterns, scratch)
+
+
 def _exit_with_ingest(ingest_pid: int) -> None:
     """Worker initializer: end this worker when the ingest process is gone (e.g. kill -9); collect
     garbage as rarely as the ingest process does."""
@@ -208,10 +220,17 @@ class _Parsers:
 
     Jobs are grouped into chunks of about ``CHUNK_BYTES`` to amortise inter-process overhead, and at
     most ``MAX_PENDING`` chunks are in flight, so memory stays bounded whatever the input size.
+
+    Forked workers get a chunk's bytes through the job area, one ``SLOT_BYTES`` slot per chunk in flight,
+    instead of pickled through a pipe: on the Lambda archive that is 0.13 s less CPU (the pickling, the
+    pipe's two copies and the unpickling of 112 MB) for 30 MB more resident memory. A chunk is written to
+    its slot before its task is submitted, and the slot is reused only once the chunk's result is back.
+    A chunk larger than a slot, and every chunk of forkserver workers, still travels pickled.
     """
 
     CHUNK_BYTES = 4 * 1024 * 1024
     MAX_PENDING = 8
+    SLOTS, SLOT_BYTES = MAX_PENDING + 2, 8 * 1024 * 1024
     INLINE_BYTES = 8 * 1024 * 1024  # parse the first this many bytes here: a small ingest never pays for a pool
 
     def __init__(self, workers: int | None):
@@ -220,10 +239,12 @@ class _Parsers:
         self._chunk: list[_Job] = []
         self._chunk_bytes = 0
         self._sent_bytes = 0
-        self._pending: deque[tuple[list[_Job], Any]] = deque()
+        self._pending: deque[tuple[list[_Job], Any, int | None]] = deque()
         self._fmt: str | None = None
         self.patterns: list[pat.PathPattern] = []
         self.scratch = ""  # where _parse_many writes part files (StoreWriter.scratch)
+        self._area: Any = None
+        self._free_slots: list[int] = []
 
     def __enter__(self) -> _Parsers:
         return self
@@ -262,14 +283,24 @@ class _Parsers:
             else:
                 ctx = multiprocessing.get_context("forkserver")
                 ctx.set_forkserver_preload(preload)
+            if fork:
+                import mmap
+
+                global _JOB_AREA
+                _JOB_AREA = self._area = mmap.mmap(-1, self.SLOTS * self.SLOT_BYTES)
+                self._free_slots = list(range(self.SLOTS))
             self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx,
                                              initializer=_exit_with_ingest, initargs=(os.getpid(),))
             if fork:
                 self._pool.submit(int)  # a fork pool forks all its workers at the first task: now
 
     def __exit__(self, *exc: object) -> None:
+        global _JOB_AREA
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
+        if self._area is not None:
+            self._area.close()
+            _JOB_AREA = self._area = None
 
     def submit(self, job: _Job, fmt: str | None) -> None:
         self._fmt = fmt
@@ -287,21 +318,37 @@ class _Parsers:
         if self._sent_bytes > self.INLINE_BYTES:
             self.start()
         if self._pool is None:
-            self._pending.append((chunk, _Done(_parse_many(args, self._fmt, self.patterns, self.scratch))))
+            self._pending.append((chunk, _Done(_parse_many(args, self._fmt, self.patterns, self.scratch)), None))
+        elif self._area is not None and size <= self.SLOT_BYTES and self._free_slots:
+            slot = self._free_slots.pop()
+            pos, spans = slot * self.SLOT_BYTES, []
+            for data, ref in args:
+                self._area[pos:pos + len(data)] = data
+                spans.append((pos, len(data), ref))
+                pos += len(data)
+            fut = self._pool.submit(_parse_many_mapped, spans, self._fmt, self.patterns, self.scratch)
+            self._pending.append((chunk, fut, slot))
         else:
-            self._pending.append((chunk, self._pool.submit(_parse_many, args, self._fmt, self.patterns, self.scratch)))
+            self._pending.append((chunk, self._pool.submit(_parse_many, args, self._fmt, self.patterns, self.scratch),
+                                  None))
 
     def ready(self) -> Iterator[tuple[list[_Job], list[FileRows], list[tuple[str, str]]]]:
         """Chunks whose turn has come; blocks only when too many chunks are in flight."""
         while self._pending and (self._pending[0][1].done() or len(self._pending) > self.MAX_PENDING):
-            chunk, fut = self._pending.popleft()
-            yield (chunk, *fut.result())
+            yield self._take()
 
     def drain(self) -> Iterator[tuple[list[_Job], list[FileRows], list[tuple[str, str]]]]:
         self._send()
         while self._pending:
-            chunk, fut = self._pending.popleft()
-            yield (chunk, *fut.result())
+            yield self._take()
+
+    def _take(self) -> tuple[list[_Job], list[FileRows], list[tuple[str, str]]]:
+        chunk, fut, slot = self._pending.popleft()
+        try:
+            return (chunk, *fut.result())
+        finally:
+            if slot is not None:
+                self._free_slots.append(slot)
 
 
 @dataclass

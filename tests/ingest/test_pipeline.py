@@ -254,3 +254,39 @@ def test_store_opens_without_bench_as_the_readme_shows(tmp_path: Path) -> None:
     assert telemetry.column("temperature_c").to_pylist() == [40.0, 38.0]
     meta = pq.read_metadata(table_files(st, "runs")[0]).metadata
     assert meta[b"bench.schema_version"] == b"1"
+
+
+def test_forked_workers_read_their_chunks_from_the_job_area(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small chunks reach forked workers through the shared job area, a chunk larger than a slot through
+    the pipe, and the stored runs and steps are those of an ingest in this process."""
+    import threading
+
+    if threading.active_count() != 1:
+        pytest.skip("another Python thread runs here: the workers come from a forkserver, without the job area")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    texts = [tf_cnn_log(10 + i, seed=i) for i in range(6)] + [tf_cnn_log(2000, seed=9)]
+    for i, text in enumerate(texts):
+        (logs / f"r{i}.log").write_text(text)
+    monkeypatch.setattr(pipeline._Parsers, "INLINE_BYTES", 0)  # workers from the first chunk on
+    monkeypatch.setattr(pipeline._Parsers, "CHUNK_BYTES", 1)  # one file per chunk
+    monkeypatch.setattr(pipeline._Parsers, "SLOT_BYTES", 4096)  # the 2000-step log does not fit
+    slots: list[int | None] = []
+    take = pipeline._Parsers._take
+
+    def noting(self: pipeline._Parsers):  # type: ignore[no-untyped-def]
+        slots.append(self._pending[0][2])
+        return take(self)
+
+    monkeypatch.setattr(pipeline._Parsers, "_take", noting)
+    ingest([str(logs)], tmp_path / "forked", workers=2)
+    assert len(slots) == 7 and slots.count(None) == 1 and len({s for s in slots if s is not None}) >= 2
+    ingest([str(logs)], tmp_path / "here", workers=0)
+
+    def rows(store: Path) -> tuple[list, int]:
+        runs = sorted((r["source"].rsplit("/", 1)[-1], r["run_id"], r["images_per_sec"], r["num_steps"])
+                      for r in read(store, "runs"))
+        return runs, len(read(store, "steps"))
+
+    assert rows(tmp_path / "forked") == rows(tmp_path / "here")
+    assert sorted(ips for _, _, ips, _ in rows(tmp_path / "here")[0]) == sorted(total_of(t) for t in texts)
