@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import GlogLine, GlogTimer
+from bench.ingest.text import GlogLine, GlogTimer, contains
 
 NAME = "caffe"
 DESCRIPTION = "Caffe / NVCaffe / Intel / OpenCL Caffe `caffe train` glog logs (solver display lines)"
@@ -72,7 +72,7 @@ def has_caffe_glog(head: str) -> bool:
 
 def sniff(head: str) -> bool:
     """Caffe glog with a solver (`caffe train` builds its solver before the big net printout)."""
-    return "solver.cpp:" in head and has_caffe_glog(head)
+    return contains(head, "solver.cpp:") and has_caffe_glog(head)
 
 
 def top_shape_batch(message: str) -> tuple[str | None, int] | None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from bench.ingest.formats import caffe
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import GlogTimer
+from bench.ingest.text import GlogTimer, contains
 
 NAME = "caffe_time"
 DESCRIPTION = "Caffe `caffe time` benchmark output (forward/backward ms per batch, per iteration)"
@@ -51,7 +51,7 @@ def sniff(head: str) -> bool:
     one) and no ``Running for N iterations`` (`caffe test`)."""
     if _MARK.search(head):
         return True
-    other = "solver" in head or "] Running for " in head
+    other = contains(head, "solver") or contains(head, "] Running for ")
     return not other and bool(_USE_DEVICE.search(head)) and caffe.has_caffe_glog(head)
 
 

@@ -44,7 +44,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import parse_glog
+from bench.ingest.text import contains, parse_glog
 
 NAME = "convnet"
 DESCRIPTION = "convnet-benchmarks timers (Torch7, neon, Chainer, Theano) and early TF step/Estimator lines"
@@ -94,7 +94,7 @@ _ESTIMATOR_KEYS = ("examples/sec", "global_step/sec", "loss = ", "Training for",
 
 def sniff(head: str) -> bool:
     """A Torch7/neon/Chainer/Theano timer line, an early-TF step/summary line or Estimator examples/sec."""
-    if "==>" not in head and not any(k in head for k in _SNIFF_KEYS):
+    if not contains(head, "==>") and not any(contains(head, k) for k in _SNIFF_KEYS):
         return False
     return _SNIFF.search(head) is not None
 

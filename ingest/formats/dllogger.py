@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import split_rank
+from bench.ingest.text import contains, split_rank
 
 NAME = "dllogger"
 DESCRIPTION = "NVIDIA DLLogger: JSON stream 'DLLL {json}' and StdOut backend 'DLL <datetime> - <step> k : v'"
@@ -56,7 +56,7 @@ _Step = tuple[Any, ...]  # ("P",) params, ("S",) summary, ("L", label), ("I", e,
 
 def sniff(head: str) -> bool:
     """True when a line starts (behind a short prefix) with a DLLogger record of either backend."""
-    return "DLL" in head and _SNIFF.search(head) is not None
+    return contains(head, "DLL") and _SNIFF.search(head) is not None
 
 
 @dataclass

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import split_rank, tf_stamp_seconds
+from bench.ingest.text import contains, split_rank, tf_stamp_seconds
 
 NAME = "horovod"
 DESCRIPTION = "Horovod synthetic benchmark (Iter #k / Total img/sec) and NVIDIA nvcnn_hvd step tables"
@@ -87,7 +87,7 @@ _COLUMN_METRICS = {"FinLoss": "total_loss", "LR": "lr", "bs": "batch_size", "ims
 
 def sniff(head: str) -> bool:
     """A Horovod synthetic result/header line or an nvcnn_hvd table header / ``Horovod size:`` line."""
-    if not any(k in head for k in ("img/sec", "Number of ", "Step", "Horovod", "nvcnn")):
+    if not any(contains(head, k) for k in ("img/sec", "Number of ", "Step", "Horovod", "nvcnn")):
         return False
     return _SNIFF.search(head) is not None
 

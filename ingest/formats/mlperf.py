@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import split_rank
+from bench.ingest.text import contains, split_rank
 
 NAME = "mlperf"
 DESCRIPTION = "MLPerf training logs: :::MLLOG JSON, :::MLL (v0.6) and :::MLPv0.5.0 compliance lines"
@@ -61,7 +61,7 @@ _FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax", "paddlepaddle", "mindspo
 
 def sniff(head: str) -> bool:
     """True when the head holds an MLPerf compliance line of any generation."""
-    return ":::ML" in head and _SNIFF.search(head) is not None
+    return contains(head, ":::ML") and _SNIFF.search(head) is not None
 
 
 @dataclass

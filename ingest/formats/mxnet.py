@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import split_rank
+from bench.ingest.text import contains, split_rank
 
 NAME = "mxnet"
 DESCRIPTION = "MXNet Speedometer / fit.py / GluonCV logs: samples/sec per interval, Time cost per epoch"
@@ -73,10 +73,10 @@ Speedo = tuple[int | None, int | None, int, float, dict[str, float], int, bool]
 def sniff(head: str) -> bool:
     """A Speedometer line, a GluonCV epoch summary, an MXNet Namespace or ``Start training with [gpu(``;
     never a file with MLPerf markers (the mlperf module owns those, Speedometer lines and all)."""
-    if any(m in head for m in _MLPERF):
+    if any(contains(head, m) for m in _MLPERF):
         return False
     # Every alternative of _SNIFF contains one of these; testing them first spares the regex on other files.
-    return any(m in head for m in _SNIFF_LITERALS) and _SNIFF.search(head) is not None
+    return any(contains(head, m) for m in _SNIFF_LITERALS) and _SNIFF.search(head) is not None
 
 
 def _pairs(text: str) -> tuple[dict[str, float], bool]:

@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import split_rank, tf_stamp_seconds
+from bench.ingest.text import contains, split_rank, tf_stamp_seconds
 
 NAME = "tf_cnn"
 DESCRIPTION = "TensorFlow tf_cnn_benchmarks (header, images/sec step lines, total images/sec; any era, multi-rank)"
@@ -87,12 +87,12 @@ def sniff(head: str) -> bool:
     """A tf_cnn step line, a total, a ``Batch size: G global`` header with ``Variables:``, or a
     traceback through tf_cnn_benchmarks.py. Horovod synthetic (``Img/sec per GPU``), nvcnn
     (``Images/sec:``, capital I), DLLogger and MLPerf lines match none of these."""
-    if "total images/sec: " in head or ("images/sec: " in head and _SNIFF_STEP.search(head)):  # the substring test
+    if contains(head, "total images/sec: ") or (contains(head, "images/sec: ") and _SNIFF_STEP.search(head)):  # the substring test
         # first: the regex alone tries a match at every digit of a digit-heavy file (telemetry)
         return True
-    if "Variables:" in head and _SNIFF_HEADER.search(head):
+    if contains(head, "Variables:") and _SNIFF_HEADER.search(head):
         return True
-    return "tf_cnn_benchmarks" in head and _SNIFF_TRACE.search(head) is not None
+    return contains(head, "tf_cnn_benchmarks") and _SNIFF_TRACE.search(head) is not None
 
 
 @dataclass(slots=True)

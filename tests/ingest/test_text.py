@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+import operator
+
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.ingest.parse import iter_stream_lines
 from bench.ingest.records import Problem
-from bench.ingest.text import GlogClock, iter_lines, parse_glog, split_lines, split_rank
+from bench.ingest.text import GlogClock, contains, iter_lines, parse_glog, split_lines, split_rank
 
 TEXT = st.text(alphabet=st.sampled_from(["a", "é", "\n", "\r", " ", "\t", "\x0b", "\u2028"]), max_size=60)
 
@@ -57,3 +59,21 @@ def test_glog_clock_crosses_midnight_and_new_year() -> None:
     assert a is not None and b is not None and b.message == "Iteration 20"
     t_a, t_b = clock.seconds(a), clock.seconds(b)
     assert t_b - t_a == 2.5
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab :/\u00e9\u0100\U0001f600"), max_size=40),
+       st.text(alphabet=st.sampled_from("ab :/\u00e9\u0100\U0001f600"), max_size=4))
+def test_contains_is_in(text: str, needle: str) -> None:
+    """Over ASCII, Latin-1, two-byte and four-byte characters (so every pairing of string kinds) and
+    empty strings: ``contains`` answers exactly as ``in``."""
+    assert contains(text, needle) == (needle in text)
+    assert contains(text + needle + text, needle)
+
+
+def test_contains_is_the_c_one_when_built() -> None:
+    from bench.ingest.formats import tf_cnn_scan
+
+    assert (contains is not operator.contains) == tf_cnn_scan.AVAILABLE
+    assert contains("x" * 300_000 + "total images/sec: 1", "total images/sec: ")
+    assert not contains("\u00e9" * 1000, "DLL")
