@@ -66,17 +66,22 @@ def parse_bytes(
 def chunk_parser(module: registry.FormatModule) -> Callable[..., ParseResult] | None:
     """The format's bytes fast path (``parse_chunks``: the C tf_cnn scanner), when it is built and not
     switched off with ``BENCH_PURE_PYTHON=1``; None to parse decoded lines."""
-    if module.NAME != "tf_cnn" or os.environ.get("BENCH_PURE_PYTHON") == "1":
+    if module.NAME != "tf_cnn" or _pure_python():
         return None
     from bench.ingest.formats import tf_cnn_scan
 
     return tf_cnn_scan.parse_chunks if tf_cnn_scan.AVAILABLE else None
 
 
+def _pure_python() -> bool:
+    """``BENCH_PURE_PYTHON=1`` switches off the C parse paths (the tf_cnn scanner, whole thermal files)."""
+    return os.environ.get("BENCH_PURE_PYTHON") == "1"
+
+
 def _thermal_fast(data: bytes, result: ParseResult) -> bool:
     """A plain Lambda thermal file read whole by the C scanner (see ``telemetry.parse_thermal_bytes``).
     Should it raise (it adds its rows in one block at its very end), the Python parser reads the file."""
-    if os.environ.get("BENCH_PURE_PYTHON") == "1":
+    if _pure_python():
         return False
     from bench.ingest.formats import telemetry
 

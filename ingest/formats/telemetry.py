@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from bench.ingest.native import tfscan
 from bench.ingest.records import ParseResult
 
 NAME = "telemetry"
@@ -91,9 +92,7 @@ def parse_thermal_bytes(data: bytes, result: ParseResult) -> bool:
     not built or the file has anything unusual (the caller then parses decoded lines). The rows are the
     ones ``_thermal_block`` makes of the same lines: the scanner takes only what that block path takes,
     converts numbers as float() does, and the same numpy call adds them."""
-    from bench.ingest.formats.tf_cnn_scan import _tfscan
-
-    got = _tfscan.thermal(data, _MIN_UNIX, _MAX_UNIX) if _tfscan is not None else None
+    got = tfscan.thermal(data, _MIN_UNIX, _MAX_UNIX) if tfscan is not None else None
     if got is None:
         return False
     import numpy as np

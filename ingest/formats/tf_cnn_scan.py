@@ -20,15 +20,11 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from bench.ingest.formats.tf_cnn import _LABELS, _RARE, _Reader
+from bench.ingest.native import tfscan as _tfscan
 from bench.ingest.records import _INT_NULL, _NULL_BITS, ParseResult
 from bench.ingest.text import utf8_problem
 
-try:
-    from bench.ingest import _tfscan  # type: ignore[attr-defined]  # the optional C extension
-except ImportError:  # installed without a C compiler: the pure-Python parser does everything
-    _tfscan = None
-
-AVAILABLE = _tfscan is not None
+AVAILABLE = _tfscan is not None  # without a C compiler the pure-Python parser does everything
 VECTOR_MIN = 32  # below this many rows a stretch goes row by row (numpy's per-call cost would dominate)
 _NULL_INT64 = _NULL_BITS - (1 << 64) if _NULL_BITS >= 1 << 63 else _NULL_BITS  # its bits read as an int64
 _LABEL_BYTES = tuple(k.encode() for k in _LABELS)

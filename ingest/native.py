@@ -1,0 +1,17 @@
+"""The optional C extension ``bench.ingest._tfscan`` (ingest/_tfscan.c), or None when the install had no C
+compiler: the one place that imports it. Its users fall back to their pure-Python paths without it."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+
+def _optional(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+tfscan = _optional("bench.ingest._tfscan")
