@@ -43,3 +43,16 @@ def run_concurrently(argvs: dict[str, list[str]], env: dict[str, str], tmp: Path
         out, err = p.communicate(timeout=timeout)
         done[k] = (subprocess.CompletedProcess(p.args, p.returncode, out, err), tmp)
     return done
+
+
+def bench_run_result(out: Path, store: Path) -> tuple[Path, bytes, dict[str, Any]]:
+    """What one ``bench run --out OUT --store STORE`` left: its only run directory, that run's output.log,
+    and the one ``runs`` row ingested from it."""
+    import pyarrow.parquet as pq
+
+    from bench.ingest.store import table_files
+
+    (run_dir,) = out.iterdir()
+    rows = [r for part in table_files(store, "runs") for r in pq.read_table(part).to_pylist()]
+    (row,) = [r for r in rows if run_dir.name in Path(r["source"]).parts]
+    return run_dir, (run_dir / "output.log").read_bytes(), row

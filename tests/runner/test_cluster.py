@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from logtools import bench_run_result
 
 from bench.ingest.errors import BenchError
 from bench.runner import cluster, trainer, workers
@@ -161,23 +162,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> _Runs:
 @pytest.mark.parametrize("mode", cluster.MODES)
 def test_two_workers_on_localhost_train_and_ingest(
         mode: str, runs: _Runs) -> None:
-    import pyarrow.parquet as pq
-
-    from bench.ingest.store import table_files
-
     proc, tmp, first_failure = runs[mode]
     if first_failure is not None:
         warnings.warn(f"{mode}: the first run failed and a re-run alone passed; the first run's output ends:\n"
                       f"{first_failure}", stacklevel=1)
     assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()[-3000:]
-    (run_dir,) = (tmp / mode).iterdir()
-    log = (run_dir / "output.log").read_bytes()
+    _, log, row = bench_run_result(tmp / mode, tmp / f"store-{mode}")
     assert log.count(b"TensorFlow:  2.") == 1  # the chief alone prints the header
     assert b"Devices:     ['/job:worker/replica:0/task:0/cpu:0']\n" in log
     assert f"Variables:   {mode}\nSync:        True\n".encode() in log
     assert b"Timed window: " in log and b" s for 80 images\n" in log  # 2 workers x 10 steps x 4
-    rows = [r for part in table_files(tmp / f"store-{mode}", "runs") for r in pq.read_table(part).to_pylist()]
-    (row,) = [r for r in rows if run_dir.name in Path(r["source"]).parts]
     assert (row["status"], row["variable_update"], row["global_batch_size"], row["batch_size_per_device"]) == (
         "ok", mode, 8, 4)
     assert row["num_ranks"] == 2  # run.json: --np 2 worker processes

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from logtools import run_concurrently
+from logtools import bench_run_result, run_concurrently
 
 BIN = Path(sys.executable).parent
 
@@ -76,20 +76,15 @@ def test_each_rank_reads_only_its_own_file(runs: dict[str, tuple[subprocess.Comp
 @pytest.mark.slow
 def test_bench_run_horovod_on_real_data_counts_the_epoch_and_ingests(
         runs: dict[str, tuple[subprocess.CompletedProcess[bytes], Path]]) -> None:
-    import pyarrow.parquet as pq
 
-    from bench.ingest.store import table_files
 
     proc, tmp = runs["bench"]
     assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()[-3000:]
-    (run_dir,) = (tmp / "logs").iterdir()
-    log = (run_dir / "output.log").read_bytes()
+    run_dir, log, row = bench_run_result(tmp / "logs", tmp / "store")
     for rank in (0, 1):  # 1 epoch of 64 images at 2 ranks x 4: 8 steps, on every rank
         assert f"[{rank}]<stdout>:Num batches: 8\n".encode() in log
         assert f"[{rank}]<stdout>:Dataset:     imagenet\n".encode() in log
     doc = json.loads((run_dir / "run.json").read_text())
     assert doc["epoch_images"] == {"count": 64, "source": "counted"}
-    rows = [r for part in table_files(tmp / "store", "runs") for r in pq.read_table(part).to_pylist()]
-    (row,) = [r for r in rows if run_dir.name in Path(r["source"]).parts]
     assert (row["status"], row["data"], row["num_ranks"], row["global_batch_size"], row["num_steps"]) == (
         "ok", "real", 2, 8, 8)

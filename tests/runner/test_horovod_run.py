@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from logtools import run_concurrently
+from logtools import bench_run_result, run_concurrently
 
 from bench.ingest.parse import parse_bytes
 from bench.runner import hvd, trainer
@@ -141,17 +141,12 @@ def test_ranks_start_from_rank_0s_weights_and_stay_equal(
 @pytest.mark.slow
 def test_bench_run_with_horovodrun_runs_and_ingests(
         runs: dict[str, tuple[subprocess.CompletedProcess[bytes], Path]]) -> None:
-    import pyarrow.parquet as pq
 
-    from bench.ingest.store import table_files
 
     proc, tmp = runs["bench"]
     assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()[-3000:]
-    (run_dir,) = (tmp / "logs").iterdir()
-    log = (run_dir / "output.log").read_bytes()
+    run_dir, log, row = bench_run_result(tmp / "logs", tmp / "store")
     assert b"[1]<stdout>:Variables:   horovod" in log
-    rows = [r for part in table_files(tmp / "store", "runs") for r in pq.read_table(part).to_pylist()]
-    (row,) = [r for r in rows if run_dir.name in Path(r["source"]).parts]
     assert (row["status"], row["num_ranks"], row["global_batch_size"]) == ("ok", 2, 8)
     totals = dict(TOTAL.findall(log))
     assert row["images_per_sec"] == float(totals[b"0"])
