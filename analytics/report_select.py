@@ -20,7 +20,6 @@ from bench.ingest.errors import BenchError
 
 if TYPE_CHECKING:
     import duckdb
-    import pandas as pd
 
 SHA_PREFIX = 12  #: characters of source_sha256 shown in the provenance table
 
@@ -148,8 +147,3 @@ def point_runs(con: duckdb.DuckDBPyConnection) -> dict[tuple[Any, ...], tuple[st
 def describe(where: str | None, n_runs: int) -> str:
     """One line naming the selection."""
     return f"{n_runs} runs" + (f" where {where}" if where else " (the whole store)")
-
-
-def frame_of(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
-    """``sql`` over ``con`` as a DataFrame (a thin helper so callers need not import duckdb)."""
-    return con.sql(sql).df()
