@@ -145,6 +145,7 @@ STEP_COLUMNS: dict[str, str] = {
 _NULL_BITS = 0x7FF8_DEAD_BEEF_0001
 _NAN = struct.unpack("<d", struct.pack("<Q", _NULL_BITS))[0]
 _INT_NULL = -(2**63)  # sentinel for a NULL integer inside array('q'); converted to NULL on write
+_NULL_Q, _NULL_D = array("q", (_INT_NULL,)), array("d", (_NAN,))  # one NULL, to repeat
 
 
 def _is_null_float(v: float) -> bool:
@@ -323,6 +324,30 @@ class StepTable(ColumnBuffer):
         c["line_no"].append(_INT_NULL if line_no is None else line_no)
         c["metrics"].append(metrics)
         self._added()
+
+    def add_raw(self, run_index: int, n: int, columns: dict[str, Any]) -> None:
+        """``n`` rows of one run appended to the row buffer, each column given as a buffer of n native
+        int64 / float64 values with the NULL sentinels in place (a column not given is NULL): the same
+        rows as ``n`` calls of :meth:`add`, for the C scanner's short step stretches, where
+        :meth:`add_block` would cost a block per few rows."""
+        for name, buf in columns.items():
+            if name not in self.COLUMNS or self.COLUMNS[name] == "m" or memoryview(buf).nbytes != 8 * n:
+                raise ValueError(f"column {name}: not a numeric step column of {n} rows")
+        c = self._cols
+        for name, kind in self.COLUMNS.items():
+            buf = columns.get(name)
+            if buf is not None:
+                c[name].frombytes(memoryview(buf).cast("B"))
+            elif name == "run_index":
+                c[name].extend(array("q", (run_index,)) * n)
+            elif kind == "m":
+                c[name].extend([None] * n)
+            else:
+                c[name].extend((_NULL_Q if kind == "i" else _NULL_D) * n)
+        self._n += n
+        self.total_rows += n
+        if self._spill is not None and self._n >= self._spill_rows:
+            self.flush()
 
     def add_block(self, run_index: int, n: int, columns: dict[str, Any]) -> None:
         """``n`` rows of one run at once: ``columns`` maps column names to buffers of n native int64 /

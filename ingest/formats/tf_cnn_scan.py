@@ -16,12 +16,13 @@ tests/ingest/test_tfscan.py checks that both paths give identical runs, steps an
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from bench.ingest.formats.tf_cnn import _LABELS, _RARE, _Reader
 from bench.ingest.native import tfscan as _tfscan
-from bench.ingest.records import _INT_NULL, _NULL_BITS, ParseResult
+from bench.ingest.records import _INT_NULL, _NAN, _NULL_BITS, ParseResult
 from bench.ingest.text import utf8_problem
 
 AVAILABLE = _tfscan is not None  # without a C compiler the pure-Python parser does everything
@@ -74,6 +75,14 @@ class _Block:
             self._np = {k: np.frombuffer(v, dtype=np.int64 if k in ints else np.float64) for k, v in self.raw.items()}
         return self._np
 
+    def ints(self, name: str, lo: int, hi: int) -> list[int]:
+        """Rows lo..hi of a column as Python ints (a float column's bits as int64)."""
+        return memoryview(self.raw[name]).cast("q")[lo:hi].tolist()
+
+    def floats(self, name: str, lo: int, hi: int) -> list[float]:
+        values: Any = memoryview(self.raw[name]).cast("d")[lo:hi].tolist()  # typeshed says list[int]
+        return cast(list[float], values)
+
     def rows(self, lo: int, hi: int) -> Iterator[tuple[Any, ...]]:
         """(line_no, rank, step, mean, stderr, jitter, loss, top1, top5, ts) with None for NULL."""
         cols: list[list[Any]] = []
@@ -103,19 +112,68 @@ def _merge(r: _Reader, b: _Block, others: list[tuple[int, str]]) -> None:
 
 
 def _add_steps(r: _Reader, b: _Block, lo: int, hi: int) -> None:
-    """Rows lo..hi (no other line between them): long stretches at once, the rest row by row."""
+    """Rows lo..hi (no other line between them), in stretches of one rank of the open run with a rising
+    step counter: long ones with numpy, short ones in one Python pass, and a row that opens or restarts a
+    run through ``_Reader.add_step_values``."""
     while lo < hi:
-        end = hi
-        if hi - lo >= VECTOR_MIN:
-            k = _stretch(r, b, lo, hi)
-            if k >= VECTOR_MIN:
-                _add_vector(r, b, lo, lo + k)
-                lo += k
-                continue
-            end = lo + max(k, 1)
-        for row in b.rows(lo, end):
-            r.add_step_values(*row)
-        lo = end
+        k = _stretch(r, b, lo, hi) if hi - lo >= VECTOR_MIN else _short_stretch(r, b, lo, hi)
+        if k >= VECTOR_MIN:
+            _add_vector(r, b, lo, lo + k)
+        elif k:
+            _add_short(r, b, lo, lo + k)
+        else:
+            k = 1
+            for row in b.rows(lo, lo + 1):
+                r.add_step_values(*row)
+        lo += k
+
+
+def _short_stretch(r: _Reader, b: _Block, lo: int, hi: int) -> int:
+    """``_stretch`` for fewer than ``VECTOR_MIN`` rows, without numpy."""
+    cur = r.cur
+    if cur is None:
+        return 0
+    ranks, steps = b.ints("rank", lo, hi), b.ints("step", lo, hi)
+    rank0 = ranks[0]
+    s = cur.series.get(None if rank0 == _INT_NULL else rank0)
+    if s is not None and steps[0] <= s.last_step:
+        return 0
+    n = 1
+    while n < len(steps) and ranks[n] == rank0 and steps[n] > steps[n - 1]:
+        n += 1
+    return n
+
+
+def _add_short(r: _Reader, b: _Block, lo: int, hi: int) -> None:
+    """Rows lo..hi of one rank in the open run, as ``hi - lo`` calls of ``add_step_values`` would: the
+    series advanced row by row (the same float operations), the columns appended as raw bytes."""
+    st = r.cur
+    assert st is not None
+    lines, ranks = b.ints("line_no", lo, hi), b.ints("rank", lo, hi)
+    rank = None if ranks[0] == _INT_NULL else ranks[0]
+    s = st.mark(rank, lines[0])
+    st.last_line = st.step_line = lines[-1]
+    rates = array("d")
+    for step, mean in zip(b.ints("step", lo, hi), b.floats("images_per_sec", lo, hi), strict=True):
+        rate = s.advance(step, mean)
+        rates.append(_NAN if rate is None else rate)
+    s.stderr = _nullable(b, "images_per_sec_stderr", hi - 1)
+    s.jitter = _nullable(b, "images_per_sec_jitter", hi - 1)
+    for bits, loss in zip(b.ints("loss", lo, hi), b.floats("loss", lo, hi), strict=True):
+        if loss != loss and bits != _NULL_INT64:
+            st.nan_losses += 1
+    stamps = [t for bits, t in zip(b.ints("timestamp", lo, hi), b.floats("timestamp", lo, hi), strict=True)
+              if bits != _NULL_INT64]
+    if stamps:
+        if s.first_ts is None:
+            s.first_ts = stamps[0]
+        s.last_ts = stamps[-1]
+    cols = {k: memoryview(v)[8 * lo:8 * hi] for k, v in b.raw.items()}
+    r.result.steps.add_raw(st.index, hi - lo, {**cols, "interval_images_per_sec": rates})
+
+
+def _nullable(b: _Block, name: str, i: int) -> float | None:
+    return None if b.ints(name, i, i + 1)[0] == _NULL_INT64 else b.floats(name, i, i + 1)[0]
 
 
 def _stretch(r: _Reader, b: _Block, lo: int, hi: int) -> int:

@@ -83,6 +83,23 @@ def test_generated_logs_parse_identically_in_any_chunking(name: str) -> None:
         _check(data, chunk_lines=n)
 
 
+@pytest.mark.parametrize("length", [3, 11, tf_cnn_scan.VECTOR_MIN + 5])
+@pytest.mark.parametrize("at", [1, 2])
+@pytest.mark.parametrize("back", [0, 1, 5])
+def test_a_repeated_or_falling_step_inside_a_stretch_opens_a_run(length: int, at: int, back: int) -> None:
+    """A stretch of step lines whose counter repeats (back=0) or falls at row ``at``: the short (Python)
+    and the long (numpy) stretch paths must end the stretch there, so that the row opens a new run, as
+    in the Python parser. Hand-checked: 100, 110, ... with the counter set back after row ``at``."""
+    steps = [100 + 10 * i for i in range(length)]
+    steps[at:] = [steps[at - 1] - 10 * back + 10 * i for i in range(length - at)]
+    lines = [b"Batch size: 64 global", b"Variables: replicated"]
+    lines += [b"%d\timages/sec: %d.0 +/- 0.5 (jitter = 1.0)\t7.0" % (s, 100 + i) for i, s in enumerate(steps)]
+    fast = _check(b"\n".join(lines) + b"\n")
+    assert [r.run_index for r in fast.runs] == [0, 1]
+    assert [row["step"] for row in fast.steps.rows()] == steps
+    assert fast.steps.columns()["run_index"].tolist() == [0] * at + [1] * (length - at)
+
+
 def test_lines_the_regex_reads_in_surprising_ways() -> None:
     """Hand-checked values: two trailing floats are the accuracy pair (the regex backtracks over the
     optional loss), a signed -nan loss is NaN, decimals past the fast path go through CPython."""
@@ -253,3 +270,25 @@ def test_an_overlong_line_is_skipped_and_reported_with_bounded_memory(
     cut = stream(b"\n".join([*lines[:long_at], b"y" * 5000]))  # the file ends inside the long line
     assert ("bad_line", f"a line longer than 0 MiB (stream bytes {start}-{start + 5000}) was skipped") in [
         (p.kind, p.message) for p in cut.problems]
+
+
+def test_add_raw_is_add_row_by_row_and_refuses_a_column_of_another_length() -> None:
+    from array import array
+
+    from bench.ingest.records import _INT_NULL, _NAN, StepTable
+
+    one, bulk = StepTable(), StepTable()
+    one.add(0, 5, rank=1, images_per_sec=2.5, loss=float("nan"), line_no=9)
+    one.add(0, 6, images_per_sec=3.5, line_no=10)
+    bulk.add(0, 5, rank=1, images_per_sec=2.5, loss=float("nan"), line_no=9)  # the row buffer is extended
+    bulk.add_raw(0, 1, {"step": array("q", [6]), "images_per_sec": array("d", [3.5]), "line_no": array("q", [10]),
+                        "rank": array("q", [_INT_NULL]), "loss": array("d", [_NAN])})
+    for name, col in one.columns().items():
+        other = bulk.columns()[name]
+        assert (col == other) if name == "metrics" else (col.tobytes() == other.tobytes()), name
+    assert bulk.rows()[1] == one.rows()[1] and bulk.rows()[1]["rank"] is None and len(bulk) == 2
+    with pytest.raises(ValueError):
+        bulk.add_raw(0, 2, {"step": array("q", [7])})
+    with pytest.raises(ValueError):
+        bulk.add_raw(0, 1, {"metrics": array("q", [7])})
+    assert len(bulk) == 2 and all(len(c) == 2 for c in bulk.columns().values())
