@@ -1,14 +1,16 @@
 /* bench.ingest._tfscan: the hot path of the tf_cnn_benchmarks parser, in C.
  *
  * scan(buf, lines_before, null_bits, labels, rare) reads the lines of ``buf`` (split on LF, one CR before it dropped, exactly as
- * bench.ingest.text.split_lines does) and sorts them into three kinds:
+ * bench.ingest.text.split_lines does) and sorts them into these kinds:
  *
  *   - step lines that match a strict subset of tf_cnn.py's _STEP regex, optionally behind an Open MPI
  *     ``[j,r]<stdout>:``, Gloo ``[r]<stdout>:`` or Slurm ``" r: "`` prefix: their numbers go to columns;
- *   - "boring" TF stderr lines (``2020-09-05 18:47:50.1: I ...``, no OOM / ResourceExhausted / GPU name
- *     marker): the parser only keeps the first and the last of a consecutive run of them, so only those
- *     two are returned;
- *   - lines the Python reader ignores in every state (see inert()), dropped;
+ *   - TF stderr lines (``2020-09-05 18:47:50.1: I ...``): the parser only keeps the first and the last
+ *     stamp of a consecutive run of them, so only those two are returned, and the lines inside it with an
+ *     OOM / ResourceExhausted / GPU name marker; a line that only names a GPU does not end the run;
+ *   - lines the Python reader ignores in every state (see inert_but()), dropped; so are GPU-name lines
+ *     once a line returned before them certainly gave the reader its GPU (see names_gpu()), since it
+ *     only looks for one while it has none;
  *   - every other non-empty line, returned as (line_no, str) for the Python state machine.
  *
  * A line the scanner is not sure about is always an "other" line, so the Python parser sees it and
@@ -39,6 +41,7 @@ typedef struct {
     PyObject *others;
     PyObject *labels; /* tuple of bytes: the header labels tf_cnn.py dispatches on (its _LABELS) */
     PyObject *rare;   /* tuple of bytes: the prefixes of its rare lines (its _RARE) */
+    int gpu_known;    /* a line returned earlier in this buffer certainly gave the reader its GPU name */
 } Out;
 
 static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
@@ -197,13 +200,16 @@ static const Mark STDERR_MARKS[] = {MARK("OOM"), MARK("ResourceExhausted"), MARK
 /* a line that is not inert */
 static const Mark INERT_MARKS[] = {MARK("/sec"), MARK("rror"),   MARK("xception"), MARK("OOM"),
                                    MARK("Traceback ("), MARK("name: "), MARK(" --"), {NULL, 0}};
+/* the same but "name: ": a line that is inert but for a GPU name only sets the reader's GPU */
+static const Mark NAMELESS_MARKS[] = {MARK("/sec"), MARK("rror"), MARK("xception"), MARK("OOM"),
+                                      MARK("Traceback ("), MARK(" --"), {NULL, 0}};
 
 typedef struct {
     const Mark *marks;
     unsigned char first[256]; /* 1: a marker starts with this byte; 2: the byte alone is a hit */
 } MarkSet;
 
-static MarkSet STDERR_SET, INERT_SET;
+static MarkSet STDERR_SET, INERT_SET, NAMELESS_SET;
 
 static void mark_set_init(MarkSet *m, const Mark *marks, int stop_non_ascii_and_cr) {
     memset(m->first, 0, sizeof m->first);
@@ -372,16 +378,17 @@ static int in_tuple(PyObject *t, const char *s, Py_ssize_t n, int prefix) {
     return 0;
 }
 
-/* A line on which tf_cnn.py's _Reader.line() does nothing at all, whatever its state: no rank prefix,
- * no rate, no header label, no rare line, no error, GPU name, flag or absl stamp. Conservative: ASCII
- * only, and any doubt means "not inert". Inert lines are dropped without breaking a stderr stretch. */
-static int inert(const Out *o, const char *s, Py_ssize_t n) {
+/* Whether tf_cnn.py's _Reader.line() does nothing with a line, whatever its state (``marks`` = INERT_SET:
+ * no rank prefix, no rate, no header label, no rare line, no error, GPU name, flag or absl stamp), or
+ * nothing but look for a GPU name in it (``marks`` = NAMELESS_SET, the caller checks for "name: ").
+ * Conservative: ASCII only, and any doubt means "no". */
+static int inert_but(const Out *o, const char *s, Py_ssize_t n, const MarkSet *marks) {
     char c = s[0];
     if (c == '[' || c == ' ' || is_digit(c))
         return 0;
     if (n > 3 && s[3] == ' ' && has(s, n < 40 ? n : 40, "]<std"))
         return 0;
-    if (any_mark(&INERT_SET, s, n)) /* a marker, a non-ASCII byte or a CR */
+    if (any_mark(marks, s, n)) /* a marker, a non-ASCII byte or a CR */
         return 0;
     if (c >= 'A' && c <= 'Z') {
         const char *colon = memchr(s + 1, ':', (size_t)(n - 1 < 16 ? n - 1 : 16));
@@ -393,18 +400,56 @@ static int inert(const Out *o, const char *s, Py_ssize_t n) {
     return !(n >= 12 && memcmp(s + 1, "0000 00:00:", 11) == 0);
 }
 
+/* Whether tf_cnn.py's _GPU regex certainly finds a GPU name in the line: its third form, ``name: (.+?)
+ * (?:major: \d|computeCapability: )``, after the first "name: ". (False means "maybe not".) */
+static int names_gpu(const char *s, Py_ssize_t n) {
+    const char *name = memmem(s, (size_t)n, "name: ", 6);
+    if (name == NULL)
+        return 0;
+    const char *from = name + 7, *e = s + n; /* .+? takes one character at least */
+    for (const char *q = from; q < e && (q = memchr(q, ' ', (size_t)(e - q))) != NULL; q++) {
+        if (e - q >= 9 && memcmp(q, " major: ", 8) == 0 && is_digit(q[8]))
+            return 1;
+        if (e - q >= 20 && memcmp(q, " computeCapability: ", 20) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int has_oom(const char *s, Py_ssize_t n) { return has(s, n, "OOM") || has(s, n, "ResourceExhausted"); }
+
+/* A stretch of consecutive stamped TF stderr lines: the reader keeps only its first and its last stamp.
+ * Lines inside it that the reader must see anyway (a stamped line with a marker, a line that only names
+ * the GPU) are returned where they are without ending it, after its first line, so the reader's stamps
+ * come out the same; ``*_out`` notes a boundary line already returned that way. */
 typedef struct {
     Py_ssize_t count, first_no, last_no;
     const char *first, *last;
     Py_ssize_t first_n, last_n;
+    int first_out, last_out;
 } Run;
+
+/* Before a line returned from inside the stretch: return the stretch's first line (once), and with
+ * ``latest`` its latest line too, so that every line comes back in file order and the reader's stamps
+ * are those it would have read line by line. (A stamped line returned from inside the stretch becomes
+ * its latest line itself.) */
+static int catch_up(Out *o, Run *r, int latest) {
+    if (r->count > 0 && !r->first_out) {
+        r->first_out = 1;
+        if (emit(o, r->first_no, r->first, r->first_n) != 0)
+            return -1;
+    }
+    if (latest && r->count > 1 && !r->last_out) {
+        r->last_out = 1;
+        return emit(o, r->last_no, r->last, r->last_n);
+    }
+    return 0;
+}
 
 static int flush_run(Out *o, Run *r) {
     if (r->count == 0)
         return 0;
-    if (emit(o, r->first_no, r->first, r->first_n) != 0)
-        return -1;
-    if (r->count > 1 && emit(o, r->last_no, r->last, r->last_n) != 0)
+    if (catch_up(o, r, 1) != 0)
         return -1;
     r->count = 0;
     return 0;
@@ -414,20 +459,32 @@ static int flush_run(Out *o, Run *r) {
 static int one_line(Out *o, Run *run, const char *s, Py_ssize_t n, Py_ssize_t no) {
     const char *e = s + n;
     if (s[0] == '2' && n > 4 && s[4] == '-') { /* TF C++ stderr: boring unless it carries a marker */
-        if (any_mark(&STDERR_SET, s, n)) {
-            if (flush_run(o, run) != 0)
-                return -1;
-            return emit(o, no, s, n);
-        }
+        int marked = any_mark(&STDERR_SET, s, n), oom = marked && has_oom(s, n);
+        if (marked && !oom && o->gpu_known) /* only a GPU marker, and the reader has its GPU: a plain line */
+            marked = 0;
+        if (marked && !oom && names_gpu(s, n)) /* stderr_line() looks for the GPU here, and finds it */
+            o->gpu_known = 1;
+        if (marked && catch_up(o, run, 0) != 0)
+            return -1;
         if (run->count == 0) {
             run->first = s, run->first_n = n, run->first_no = no;
+            run->first_out = marked;
         }
         run->last = s, run->last_n = n, run->last_no = no;
+        run->last_out = marked;
         run->count++;
-        return 0;
+        return marked ? emit(o, no, s, n) : 0;
     }
-    if (inert(o, s, n))
+    if (inert_but(o, s, n, &INERT_SET))
         return 0;
+    if (inert_but(o, s, n, &NAMELESS_SET) && has(s, n, "name: ")) { /* line() only looks for a GPU here */
+        if (o->gpu_known)
+            return 0;
+        o->gpu_known = names_gpu(s, n);
+        if (catch_up(o, run, 1) != 0)
+            return -1;
+        return emit(o, no, s, n);
+    }
     if (flush_run(o, run) != 0)
         return -1;
     long long rank;
@@ -703,5 +760,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tfscan", "the C hot
 PyMODINIT_FUNC PyInit__tfscan(void) {
     mark_set_init(&STDERR_SET, STDERR_MARKS, 0);
     mark_set_init(&INERT_SET, INERT_MARKS, 1);
+    mark_set_init(&NAMELESS_SET, NAMELESS_MARKS, 1);
     return PyModule_Create(&module);
 }

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from logtools import tf_cnn_log
 
 from bench.ingest.formats import tf_cnn, tf_cnn_scan
-from bench.ingest.records import ParseResult
+from bench.ingest.native import tfscan as _tfscan
+from bench.ingest.records import _NULL_BITS, ParseResult
 from bench.ingest.synth import tf_cnn_lines
 from bench.ingest.text import decode, split_lines
 
@@ -47,6 +48,12 @@ def _check(data: bytes, chunk_lines: int | None = None) -> ParseResult:
         chunks = [b"".join(lines[i:i + chunk_lines]) for i in range(0, len(lines), chunk_lines)]
     fast = tf_cnn_scan.parse_chunks(chunks, source="x")
     _same(_python(data), fast)
+    before = 0
+    for chunk in chunks:  # the lines handed back to Python: in file order, each at most once
+        n, _, others, _ = _tfscan.scan(chunk, before, _NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)
+        numbers = [no for no, _ in others]
+        assert numbers == sorted(set(numbers))
+        before += n
     return fast
 
 
@@ -292,3 +299,27 @@ def test_add_raw_is_add_row_by_row_and_refuses_a_column_of_another_length() -> N
     with pytest.raises(ValueError):
         bulk.add_raw(0, 1, {"metrics": array("q", [7])})
     assert len(bulk) == 2 and all(len(c) == 2 for c in bulk.columns().values())
+
+
+_STAMP = "2020-09-05 18:47:50.152480: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1640] "
+
+
+@pytest.mark.parametrize(("gpu_lines", "gpu"), [
+    (["name: Tesla V100-SXM2-16GB major: 7 minor: 0"], "Tesla V100-SXM2-16GB"),
+    ([_STAMP + "name: Tesla P100 major: 6 minor: 0"], "Tesla P100"),
+    (["name:  major: 7", "name: Tesla K80 major: 3"], "Tesla K80"),  # .+? needs a character: no name
+    (["name: Tesla V100 major: x", "name: Tesla K80 major: 3"], "Tesla K80"),  # major needs a digit
+    (["pciBusID: 0000:01:00.0 name: GeForce RTX 3090 computeCapability: 8.6"], "GeForce RTX 3090"),
+    ([_STAMP + "OOM name: Tesla P4 major: 6", "name: Tesla T4 major: 7"], "Tesla T4"),  # OOM: no GPU look-up
+])
+def test_gpu_name_lines_before_and_after_the_gpu_is_known(gpu_lines: list[str], gpu: str) -> None:
+    """The scanner drops GPU-name lines once a returned line certainly gave the reader its GPU; an OOM
+    line after that must still reach it. Hand-checked: the GPU is the first name _GPU reads; the run that
+    then runs out of memory before its total is ``oom``."""
+    lines = [_STAMP + "Found device 0 with properties:", *gpu_lines, _STAMP + "Adding visible gpu devices: 0",
+             "name: Tesla M60 major: 5", _STAMP + "name: Tesla M40 major: 5", "Model:       resnet50",
+             "Batch size:  64 global", "10\timages/sec: 100.0 +/- 0.5 (jitter = 1.0)\t7.0", _STAMP + "Step 11",
+             _STAMP.replace(": I ", ": W ") + "OOM when allocating tensor with shape[64] name: x major: 1",
+             _STAMP + "Waiting for the threads to stop"]  # the OOM line is inside a stretch of stamped lines
+    fast = _check(("\n".join(lines) + "\n").encode())
+    assert [(r.gpu_model, r.status) for r in fast.runs] == [(gpu, "oom")]
