@@ -170,6 +170,7 @@ class ColumnBuffer:
     """
 
     COLUMNS: ClassVar[dict[str, str]] = {}
+    _cols: dict[str, Any] | None
 
     def __init__(self, spill: Callable[[dict[str, Any]], None] | None = None, spill_rows: int = 500_000):
         self._spill = spill
@@ -181,8 +182,15 @@ class ColumnBuffer:
         return {name: (array("q") if kind == "i" else array("d") if kind == "d" else [])
                 for name, kind in self.COLUMNS.items()}
 
+    def _row_buffer(self) -> dict[str, Any]:
+        """The row buffer's columns, made on first use: most files fill only one of their two tables."""
+        cols = self._cols
+        if cols is None:
+            cols = self._cols = self._fresh()
+        return cols
+
     def _reset(self) -> None:
-        self._cols: dict[str, Any] = self._fresh()
+        self._cols = None  # the row buffer, made by _row_buffer() when first needed
         self._n = 0
         # Blocks added whole (add_block), in order before the rows in ``_cols``: (rows, columns), where a
         # numeric column is any buffer of native 8-byte values.
@@ -191,6 +199,10 @@ class ColumnBuffer:
 
     def __len__(self) -> int:
         return self.total_rows
+
+    def buffered(self) -> int:
+        """Rows held now (added since the last take or spill)."""
+        return self._n
 
     def _added(self) -> None:
         self._n += 1
@@ -201,8 +213,8 @@ class ColumnBuffer:
     def _add_block(self, n: int, block: dict[str, Any]) -> None:
         """Append ``n`` rows given as whole columns, kept as they are until the buffer is taken."""
         if self._n > self._block_rows:  # rows added one at a time since the last block come first
-            self._blocks.append((self._n - self._block_rows, self._cols))
-            self._cols = self._fresh()
+            self._blocks.append((self._n - self._block_rows, self._row_buffer()))
+            self._cols = None
         self._blocks.append((n, block))
         self._n += n
         self._block_rows = self._n
@@ -212,13 +224,14 @@ class ColumnBuffer:
 
     def _parts(self) -> list[dict[str, Any]]:
         """The buffered rows as a list of column dicts, in order: the blocks, then the row buffer."""
-        return [cols for n, cols in (*self._blocks, (self._n - self._block_rows, self._cols)) if n]
+        parts = [*self._blocks, (self._n - self._block_rows, self._cols)]
+        return [cols for n, cols in parts if n and cols is not None]
 
     def _merged(self) -> dict[str, Any]:
         """All buffered rows as one dict of columns: the row buffer itself when no block was added, else
         numpy arrays (each block copied once) and a list of metrics."""
         if not self._blocks:
-            return self._cols
+            return self._row_buffer()
         import numpy as np
 
         parts = self._parts()
@@ -242,12 +255,12 @@ class ColumnBuffer:
         """The buffered rows as one dict of columns, kept as the only block (so reading rows one by one
         does not merge the blocks again each time); the row buffer itself when no block was added."""
         if not self._blocks:
-            return self._cols
+            return self._row_buffer()
         if len(self._blocks) > 1 or self._n > self._block_rows:
             merged = self._merged()
             self._blocks = [(self._n, merged)]
             self._block_rows = self._n
-            self._cols = self._fresh()
+            self._cols = None
         return self._blocks[0][1]
 
     def columns(self) -> dict[str, Any]:
@@ -268,7 +281,7 @@ class ColumnBuffer:
 
     def _row(self, i: int, cols: dict[str, Any] | None = None) -> dict[str, Any]:
         row: dict[str, Any] = {}
-        cols = self._cols if cols is None else cols
+        cols = self._row_buffer() if cols is None else cols
         for name, kind in self.COLUMNS.items():
             v = cols[name][i]
             v = v.item() if hasattr(v, "item") else v
@@ -305,7 +318,7 @@ class StepTable(ColumnBuffer):
         line_no: int | None = None,
         metrics: dict[str, float] | None = None,
     ) -> None:
-        c = self._cols
+        c = self._cols or self._row_buffer()
         c["run_index"].append(run_index)
         c["rank"].append(_INT_NULL if rank is None else rank)
         c["step"].append(_INT_NULL if step is None else step)
@@ -333,7 +346,7 @@ class StepTable(ColumnBuffer):
         for name, buf in columns.items():
             if name not in self.COLUMNS or self.COLUMNS[name] == "m" or memoryview(buf).nbytes != 8 * n:
                 raise ValueError(f"column {name}: not a numeric step column of {n} rows")
-        c = self._cols
+        c = self._cols or self._row_buffer()
         for name, kind in self.COLUMNS.items():
             buf = columns.get(name)
             if buf is not None:
@@ -407,7 +420,7 @@ class TelemetryTable(ColumnBuffer):
         sm_clock_mhz: float | None = None,
         run_index: int | None = None,
     ) -> None:
-        c = self._cols
+        c = self._cols or self._row_buffer()
         c["run_index"].append(_INT_NULL if run_index is None else run_index)
         c["sample_index"].append(sample_index)
         c["timestamp"].append(_NAN if timestamp is None else timestamp)
@@ -431,7 +444,7 @@ class TelemetryTable(ColumnBuffer):
         k = sum(counts)
         if not k:
             return
-        c = self._cols
+        c = self._cols or self._row_buffer()
 
         def each(values: list[Any]) -> list[Any]:
             return [v for v, n in zip(values, counts, strict=True) for _ in range(n)]

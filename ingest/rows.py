@@ -64,10 +64,11 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
 
 def tables(parses: list[tuple[FileParse, FileRef]], patterns: list[pat.PathPattern]) -> tuple[pa.Table, pa.Table]:
     """The steps and telemetry still buffered in ``parses``, as two Arrow tables (buffers emptied)."""
-    steps = steps_table([(p.result.steps.take(), ref.sha) for p, ref in parses])
+    steps = steps_table([(p.result.steps.take(), ref.sha) for p, ref in parses if p.result.steps.buffered()])
+    sampled = [(p, ref) for p, ref in parses if p.result.telemetry.buffered()]
     telemetry = telemetry_table(
-        [(p.result.telemetry.take(), ref.sha, ref.source, pat.match_first(patterns, ref.match_path)) for p, ref in parses],
-        [ref.run_id for _, ref in parses],
+        [(p.result.telemetry.take(), ref.sha, ref.source, pat.match_first(patterns, ref.match_path)) for p, ref in sampled],
+        [ref.run_id for _, ref in sampled],
     )
     return steps, telemetry
 
