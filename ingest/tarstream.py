@@ -17,6 +17,11 @@ import zlib
 from collections.abc import Iterator
 from typing import IO
 
+from bench.ingest.native import tfscan
+
+#: the C header reader (the usual header in one call); None without the C extension
+_tar_header = tfscan.tar_header if tfscan is not None else None
+
 BLOCK = 512
 _ZERO = bytes(BLOCK)
 _FILE_TYPES = (b"0", b"\0", b"7")  # regular file, old-style regular file, contiguous file
@@ -53,9 +58,13 @@ def iter_members(fobj: IO[bytes]) -> Iterator[tuple[str, int, MemberReader]]:
             return
         if len(header) < BLOCK:
             raise EOFError("the archive ends inside a header")
-        _check(header)
-        size = int(pax.get("size", _number(header[124:136])))
-        kind = header[156:157]
+        fast = _tar_header(header) if _tar_header is not None else None
+        if fast is None:  # without the C extension, or an unusual header (Python also raises for a bad one)
+            _check(header)
+            kind, field_size, ustar = header[156:157], _number(header[124:136]), None
+        else:
+            kind, field_size, ustar = fast
+        size = int(pax.get("size", field_size))
         pad = -size % BLOCK
         if kind in (b"x", b"g", b"L"):
             data = _read_exact(fobj, size)
@@ -65,9 +74,10 @@ def iter_members(fobj: IO[bytes]) -> Iterator[tuple[str, int, MemberReader]]:
             elif kind == b"L":
                 long_name = _text(data.rstrip(b"\0"))
             continue
-        name = pax.get("path") or long_name or _ustar_name(header)
-        long_name, pax = None, {}
+        path, long, pax = pax.get("path"), long_name, {}
+        long_name = None
         if kind in _FILE_TYPES:
+            name = path or long or (_text(ustar) if ustar is not None else _ustar_name(header))
             reader = MemberReader(fobj, size)
             yield name, size, reader
             reader._finish()

@@ -9,8 +9,21 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from bench.ingest import tarstream
 from bench.ingest.tarstream import TarFormatError, iter_members
+
+
+@pytest.fixture(autouse=True, params=["C headers", "Python headers"])
+def header_reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with the C header reader (when built) and with the pure-Python one."""
+    if request.param == "Python headers":
+        monkeypatch.setattr(tarstream, "_tar_header", None)
+    elif tarstream._tar_header is None:
+        pytest.skip("bench.ingest._tfscan is not built (no C compiler)")
+    return str(request.param)
 
 
 def _archive(fmt: int) -> bytes:
@@ -83,3 +96,63 @@ def test_header_byte_sum_is_the_plain_sum(data: bytes) -> None:
     from bench.ingest.tarstream import _byte_sum
 
     assert _byte_sum(data) == sum(data)
+
+
+def _python_header(h: bytes) -> tuple[bytes, int, str | None] | None:
+    """What the pure-Python reader makes of one header: None where it raises."""
+    try:
+        tarstream._check(h)
+        size = tarstream._number(h[124:136])
+    except TarFormatError:
+        return None
+    kind = h[156:157]
+    return kind, size, tarstream._ustar_name(h) if kind in tarstream._FILE_TYPES else None
+
+
+_HEADERS = [blk for fmt in (tarfile.PAX_FORMAT, tarfile.GNU_FORMAT, tarfile.USTAR_FORMAT)
+            for data in [_archive(fmt)] for blk in (data[i:i + 512] for i in range(0, len(data), 512))]
+
+
+_FIELDS = st.one_of(st.integers(0, 511), st.integers(124, 135), st.integers(148, 155))  # anywhere, size, checksum
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(_HEADERS), st.lists(st.tuples(_FIELDS, st.sampled_from(
+    [0, 32, ord("0"), ord("7"), ord("8"), ord("+"), ord("_"), 0x80, 0xFF, ord("\t"), ord("a")])), max_size=4),
+       st.sampled_from(["keep", "unsigned", "signed"]))
+def test_the_c_header_reader_agrees_with_python_or_defers(header_reader: str, block: bytes,
+                                                          edits: list[tuple[int, int]], checksum: str) -> None:
+    """On real headers with bytes changed (in the size and checksum fields too), the checksum then kept,
+    or stored again as the unsigned or the signed sum: the C reader returns what the Python reader reads,
+    or None (the Python reader then decides, and raises for a bad checksum)."""
+    if header_reader != "C headers":
+        pytest.skip("a property of the C reader")
+    h = bytearray(block)
+    for at, value in edits:
+        h[at] = value
+    if checksum != "keep":
+        h[148:156] = b" " * 8
+        total = sum(h) - (256 * sum(1 for b in h if b > 127) if checksum == "signed" else 0)
+        h[148:156] = b"%06o\0 " % (total % 8**6)
+    fast = tarstream._tar_header(bytes(h))
+    if fast is not None:
+        kind, size, name = fast
+        assert (kind, size, None if name is None else tarstream._text(name)) == _python_header(bytes(h))
+
+
+def test_the_c_header_reader_takes_the_usual_headers(header_reader: str) -> None:
+    """Hand-made: a ustar header with a prefix, checksum stored unsigned; a directory; a base-256 size is
+    left to Python."""
+    if header_reader != "C headers":
+        pytest.skip("a property of the C reader")
+    info = tarfile.TarInfo("p" * 120 + "/n.log")
+    info.size = 1234
+    h = info.tobuf(tarfile.USTAR_FORMAT)[:512]
+    assert tarstream._tar_header(h) == (b"0", 1234, ("p" * 120 + "/n.log").encode())
+    d = tarfile.TarInfo("dir")
+    d.type = tarfile.DIRTYPE
+    assert tarstream._tar_header(d.tobuf(tarfile.USTAR_FORMAT)[:512]) == (b"5", 0, None)
+    big = tarfile.TarInfo("big.log")
+    big.size = 8**11 + 1  # past 11 octal digits: GNU writes base-256
+    h = big.tobuf(tarfile.GNU_FORMAT)[:512]
+    assert h[124] & 0x80 and tarstream._tar_header(h) is None and _python_header(h) == (b"0", 8**11 + 1, "big.log")
