@@ -576,6 +576,73 @@ done:
 }
 
 
+/* advance(steps, means, losses, stamps, lo, hi, last_step, last_t, interval_sum, interval_n, null_bits)
+ *   -> (rates, last_step, last_t, interval_sum, interval_n, nan_losses, first_stamp, last_stamp)
+ *
+ * Rows lo..hi of scanned step columns (native int64 / float64 bytes) for one rank's series, as
+ * tf_cnn._Series.advance does them one by one, in the same double operations and order: t = step / mean
+ * (inf unless mean > 0), the interval rate (step - last_step) / (t - last_t) where 0 < dt < inf, else NULL,
+ * summed in order. Also the printed nan losses (NaN, not the NULL payload) and the first and last stamp
+ * that is not NULL (None if none). rates is float64 bytes with NULL as the ``null_bits`` NaN. */
+static PyObject *advance(PyObject *self, PyObject *args) {
+    Py_buffer st, mn, ls, ts;
+    Py_ssize_t lo, hi, n_int;
+    long long last_step;
+    double last_t, sum;
+    unsigned long long null_bits;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*nnLddnK", &st, &mn, &ls, &ts, &lo, &hi, &last_step, &last_t, &sum, &n_int,
+                          &null_bits))
+        return NULL;
+    PyObject *rates = NULL, *result = NULL;
+    Py_ssize_t rows = st.len / 8;
+    if (lo < 0 || hi < lo || hi > rows || mn.len / 8 < hi || ls.len / 8 < hi || ts.len / 8 < hi) {
+        PyErr_SetString(PyExc_ValueError, "rows out of range");
+        goto done;
+    }
+    rates = PyBytes_FromStringAndSize(NULL, (hi - lo) * 8);
+    if (rates == NULL)
+        goto done;
+    const int64_t *steps = st.buf;
+    const double *means = mn.buf, *loss = ls.buf, *stamp = ts.buf;
+    const uint64_t *loss_bits = ls.buf, *stamp_bits = ts.buf;
+    char *out = PyBytes_AS_STRING(rates);
+    Py_ssize_t nan_losses = 0, first = -1, last = -1;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        long long step = steps[i];
+        double t = means[i] > 0 ? (double)step / means[i] : INFINITY;
+        double dt = t - last_t;
+        uint64_t bits = null_bits;
+        if (0 < dt && dt < INFINITY) {
+            double rate = (double)(step - last_step) / dt;
+            sum += rate;
+            n_int++;
+            memcpy(&bits, &rate, 8);
+        }
+        memcpy(out + (i - lo) * 8, &bits, 8);
+        last_step = step, last_t = t;
+        if (loss[i] != loss[i] && loss_bits[i] != null_bits)
+            nan_losses++;
+        if (stamp_bits[i] != null_bits) {
+            if (first < 0)
+                first = i;
+            last = i;
+        }
+    }
+    PyObject *f = first < 0 ? Py_NewRef(Py_None) : PyFloat_FromDouble(stamp[first]);
+    PyObject *l = last < 0 ? Py_NewRef(Py_None) : PyFloat_FromDouble(stamp[last]);
+    if (f != NULL && l != NULL)
+        result = Py_BuildValue("(OLddnnOO)", rates, last_step, last_t, sum, n_int, nan_losses, f, l);
+    Py_XDECREF(f);
+    Py_XDECREF(l);
+done:
+    Py_XDECREF(rates);
+    PyBuffer_Release(&st);
+    PyBuffer_Release(&mn);
+    PyBuffer_Release(&ls);
+    PyBuffer_Release(&ts);
+    return result;
+}
+
 /* ---- Lambda thermal files ------------------------------------------------------------------------ */
 
 typedef struct {
@@ -827,6 +894,9 @@ static PyMethodDef methods[] = {
     {"contains", contains, METH_VARARGS, "contains(text, needle) -> needle in text"},
     {"thermal", thermal, METH_VARARGS,
      "thermal(buf, min_time, max_time) -> None or (n, g, times, rates, present, temperatures)"},
+    {"advance", advance, METH_VARARGS,
+     "advance(steps, means, losses, stamps, lo, hi, last_step, last_t, interval_sum, interval_n, null_bits) -> "
+     "(rates, last_step, last_t, interval_sum, interval_n, nan_losses, first_stamp, last_stamp)"},
     {"tar_header", tar_header, METH_VARARGS, "tar_header(block) -> None or (type, size, name or None)"},
     {NULL, NULL, 0, NULL},
 };

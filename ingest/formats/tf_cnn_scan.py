@@ -16,13 +16,12 @@ tests/ingest/test_tfscan.py checks that both paths give identical runs, steps an
 from __future__ import annotations
 
 import bisect
-from array import array
 from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
 from bench.ingest.formats.tf_cnn import _LABELS, _RARE, _Reader
 from bench.ingest.native import tfscan as _tfscan
-from bench.ingest.records import _INT_NULL, _NAN, _NULL_BITS, ParseResult
+from bench.ingest.records import _INT_NULL, _NULL_BITS, ParseResult
 from bench.ingest.text import utf8_problem
 
 AVAILABLE = _tfscan is not None  # without a C compiler the pure-Python parser does everything
@@ -146,29 +145,25 @@ def _short_stretch(r: _Reader, b: _Block, lo: int, hi: int) -> int:
 
 def _add_short(r: _Reader, b: _Block, lo: int, hi: int) -> None:
     """Rows lo..hi of one rank in the open run, as ``hi - lo`` calls of ``add_step_values`` would: the
-    series advanced row by row (the same float operations), the columns appended as raw bytes."""
+    series advanced row by row in C (``_tfscan.advance``: the same float operations in the same order),
+    the columns appended as raw bytes."""
     st = r.cur
-    assert st is not None
-    lines, ranks = b.ints("line_no", lo, hi), b.ints("rank", lo, hi)
-    rank = None if ranks[0] == _INT_NULL else ranks[0]
-    s = st.mark(rank, lines[0])
-    st.last_line = st.step_line = lines[-1]
-    rates = array("d")
-    for step, mean in zip(b.ints("step", lo, hi), b.floats("images_per_sec", lo, hi), strict=True):
-        rate = s.advance(step, mean)
-        rates.append(_NAN if rate is None else rate)
+    assert st is not None and _tfscan is not None
+    rank = b.ints("rank", lo, lo + 1)[0]
+    s = st.mark(None if rank == _INT_NULL else rank, b.lines[lo])
+    st.last_line = st.step_line = b.lines[hi - 1]
+    raw = b.raw
+    (rates, s.last_step, s.last_t, s.interval_sum, s.interval_n, nan_losses, first_ts, last_ts) = _tfscan.advance(
+        raw["step"], raw["images_per_sec"], raw["loss"], raw["timestamp"], lo, hi, s.last_step, s.last_t,
+        s.interval_sum, s.interval_n, _NULL_BITS)
     s.stderr = _nullable(b, "images_per_sec_stderr", hi - 1)
     s.jitter = _nullable(b, "images_per_sec_jitter", hi - 1)
-    for bits, loss in zip(b.ints("loss", lo, hi), b.floats("loss", lo, hi), strict=True):
-        if loss != loss and bits != _NULL_INT64:
-            st.nan_losses += 1
-    stamps = [t for bits, t in zip(b.ints("timestamp", lo, hi), b.floats("timestamp", lo, hi), strict=True)
-              if bits != _NULL_INT64]
-    if stamps:
+    st.nan_losses += nan_losses
+    if last_ts is not None:
         if s.first_ts is None:
-            s.first_ts = stamps[0]
-        s.last_ts = stamps[-1]
-    cols = {k: memoryview(v)[8 * lo:8 * hi] for k, v in b.raw.items()}
+            s.first_ts = first_ts
+        s.last_ts = last_ts
+    cols = {k: memoryview(v)[8 * lo:8 * hi] for k, v in raw.items()}
     r.result.steps.add_raw(st.index, hi - lo, {**cols, "interval_images_per_sec": rates})
 
 
