@@ -222,6 +222,29 @@ class ColumnBuffer:
         if self._spill is not None and self._n >= self._spill_rows:
             self.flush()
 
+    def _append_raw(self, n: int, columns: dict[str, Any], run_index: int = _INT_NULL) -> None:
+        """Append ``n`` rows to the row buffer: ``columns`` maps numeric column names to buffers of n native
+        int64 / float64 values with the NULL sentinels in place; every other column is ``run_index`` (for
+        that column) or NULL. Copies the bytes, so the buffers may be reused."""
+        for name, buf in columns.items():
+            if self.COLUMNS.get(name, "m") == "m" or memoryview(buf).nbytes != 8 * n:
+                raise ValueError(f"column {name}: not a numeric column of {n} rows")
+        c = self._cols or self._row_buffer()
+        for name, kind in self.COLUMNS.items():
+            buf = columns.get(name)
+            if buf is not None:
+                c[name].frombytes(memoryview(buf).cast("B"))
+            elif kind == "m":
+                c[name].extend([None] * n)
+            elif name == "run_index":
+                c[name].extend(array("q", (run_index,)) * n)
+            else:
+                c[name].extend((_NULL_Q if kind == "i" else _NULL_D) * n)
+        self._n += n
+        self.total_rows += n
+        if self._spill is not None and self._n >= self._spill_rows:
+            self.flush()
+
     def _parts(self) -> list[dict[str, Any]]:
         """The buffered rows as a list of column dicts, in order: the blocks, then the row buffer."""
         parts = [*self._blocks, (self._n - self._block_rows, self._cols)]
@@ -343,24 +366,7 @@ class StepTable(ColumnBuffer):
         int64 / float64 values with the NULL sentinels in place (a column not given is NULL): the same
         rows as ``n`` calls of :meth:`add`, for the C scanner's short step stretches, where
         :meth:`add_block` would cost a block per few rows."""
-        for name, buf in columns.items():
-            if name not in self.COLUMNS or self.COLUMNS[name] == "m" or memoryview(buf).nbytes != 8 * n:
-                raise ValueError(f"column {name}: not a numeric step column of {n} rows")
-        c = self._cols or self._row_buffer()
-        for name, kind in self.COLUMNS.items():
-            buf = columns.get(name)
-            if buf is not None:
-                c[name].frombytes(memoryview(buf).cast("B"))
-            elif name == "run_index":
-                c[name].extend(array("q", (run_index,)) * n)
-            elif kind == "m":
-                c[name].extend([None] * n)
-            else:
-                c[name].extend((_NULL_Q if kind == "i" else _NULL_D) * n)
-        self._n += n
-        self.total_rows += n
-        if self._spill is not None and self._n >= self._spill_rows:
-            self.flush()
+        self._append_raw(n, columns, run_index)
 
     def add_block(self, run_index: int, n: int, columns: dict[str, Any]) -> None:
         """``n`` rows of one run at once: ``columns`` maps column names to buffers of n native int64 /
@@ -469,7 +475,7 @@ class TelemetryTable(ColumnBuffer):
         """The numpy form of :meth:`add_gpu_samples` for n samples of g GPUs each: ``timestamp``,
         ``elapsed_s`` and ``images_per_sec`` are float arrays of n (``present`` False where the rate is
         NULL), ``temperatures_c`` an n x g array; samples are numbered from ``first_sample``. The rows
-        are the ones add_gpu_samples would add, as one block."""
+        are the ones add_gpu_samples would add, appended at once."""
         import numpy as np
 
         n, g = temperatures_c.shape
@@ -477,16 +483,13 @@ class TelemetryTable(ColumnBuffer):
         if not k:
             return
         rate = np.where(present, images_per_sec, _NAN)
-        nulls = np.full(k, _NAN)
-        block = {
-            "run_index": np.full(k, _INT_NULL, np.int64),
+        self._append_raw(k, {
             "sample_index": np.repeat(np.arange(first_sample, first_sample + n, dtype=np.int64), g),
-            "timestamp": np.repeat(timestamp, g), "elapsed_s": np.repeat(elapsed_s, g),
+            "timestamp": np.repeat(np.asarray(timestamp, np.float64), g),
+            "elapsed_s": np.repeat(np.asarray(elapsed_s, np.float64), g),
             "gpu_index": np.tile(np.arange(g, dtype=np.int64), n), "images_per_sec": np.repeat(rate, g),
             "temperature_c": np.ascontiguousarray(temperatures_c, dtype=np.float64).ravel(),
-            "utilization_pct": nulls, "memory_used_mib": nulls, "power_w": nulls, "sm_clock_mhz": nulls,
-        }
-        self._add_block(k, block)
+        })
 
     def __getitem__(self, i: int) -> TelemetrySample:
         n = self._n
