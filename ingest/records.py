@@ -223,23 +223,28 @@ class ColumnBuffer:
             self.flush()
 
     def _append_raw(self, n: int, columns: dict[str, Any], run_index: int = _INT_NULL) -> None:
-        """Append ``n`` rows to the row buffer: ``columns`` maps numeric column names to buffers of n native
-        int64 / float64 values with the NULL sentinels in place; every other column is ``run_index`` (for
-        that column) or NULL. Copies the bytes, so the buffers may be reused."""
+        """Append ``n`` rows to the row buffer: ``columns`` maps numeric column names to byte buffers
+        (bytes, a memoryview of them, a uint8 numpy view) of n native int64 / float64 values with the NULL
+        sentinels in place; every other column is ``run_index`` (for that column) or NULL. Copies the
+        bytes, so the buffers may be reused."""
+        kinds = self.COLUMNS
         for name, buf in columns.items():
-            if self.COLUMNS.get(name, "m") == "m" or memoryview(buf).nbytes != 8 * n:
+            if kinds.get(name, "m") == "m" or len(buf) != 8 * n:
                 raise ValueError(f"column {name}: not a numeric column of {n} rows")
         c = self._cols or self._row_buffer()
-        for name, kind in self.COLUMNS.items():
+        null_i = null_d = None
+        for name, kind in kinds.items():
             buf = columns.get(name)
             if buf is not None:
-                c[name].frombytes(memoryview(buf).cast("B"))
+                c[name].frombytes(buf)
             elif kind == "m":
                 c[name].extend([None] * n)
             elif name == "run_index":
                 c[name].extend(array("q", (run_index,)) * n)
+            elif kind == "i":
+                c[name].extend(null_i if null_i is not None else (null_i := _NULL_Q * n))
             else:
-                c[name].extend((_NULL_Q if kind == "i" else _NULL_D) * n)
+                c[name].extend(null_d if null_d is not None else (null_d := _NULL_D * n))
         self._n += n
         self.total_rows += n
         if self._spill is not None and self._n >= self._spill_rows:
@@ -362,7 +367,7 @@ class StepTable(ColumnBuffer):
         self._added()
 
     def add_raw(self, run_index: int, n: int, columns: dict[str, Any]) -> None:
-        """``n`` rows of one run appended to the row buffer, each column given as a buffer of n native
+        """``n`` rows of one run appended to the row buffer, each column given as a byte buffer of n native
         int64 / float64 values with the NULL sentinels in place (a column not given is NULL): the same
         rows as ``n`` calls of :meth:`add`, for the C scanner's short step stretches, where
         :meth:`add_block` would cost a block per few rows."""
@@ -483,13 +488,14 @@ class TelemetryTable(ColumnBuffer):
         if not k:
             return
         rate = np.where(present, images_per_sec, _NAN)
-        self._append_raw(k, {
+        columns = {
             "sample_index": np.repeat(np.arange(first_sample, first_sample + n, dtype=np.int64), g),
             "timestamp": np.repeat(np.asarray(timestamp, np.float64), g),
             "elapsed_s": np.repeat(np.asarray(elapsed_s, np.float64), g),
             "gpu_index": np.tile(np.arange(g, dtype=np.int64), n), "images_per_sec": np.repeat(rate, g),
             "temperature_c": np.ascontiguousarray(temperatures_c, dtype=np.float64).ravel(),
-        })
+        }
+        self._append_raw(k, {name: v.view(np.uint8) for name, v in columns.items()})
 
     def __getitem__(self, i: int) -> TelemetrySample:
         n = self._n
