@@ -37,7 +37,7 @@ def parse_bytes(
     if is_binary(data[:8192]):
         result.problems.append(Problem("binary", "NUL bytes in the first 8 KiB: not a text log"))
         return FileParse(None, result)
-    if not data.strip():
+    if not data or data.isspace():  # == not data.strip(), without copying the file
         result.problems.append(Problem("empty", "the file is empty or only whitespace"))
         return FileParse(None, result)
     ascii_only = data.isascii()  # then bytes are characters: no need to decode the whole file up front

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,3 +78,14 @@ def test_contains_is_the_c_one_when_built() -> None:
     assert (contains is not operator.contains) == tf_cnn_scan.AVAILABLE
     assert contains("x" * 300_000 + "total images/sec: 1", "total images/sec: ")
     assert not contains("\u00e9" * 1000, "DLL")
+
+
+@pytest.mark.parametrize("data", [b"", b" ", b"\n", b" \t\r\n\x0b\x0c", b"\xa0", b"\x1c", b"\n x", b"x"])
+def test_whitespace_only_files_are_empty_exactly_when_strip_leaves_nothing(data: bytes) -> None:
+    """parse_bytes's empty test (no copy of the file) is bytes.strip()'s: ASCII blanks only. \\xa0 and
+    \\x1c are not ASCII blanks for bytes (they are for str), so those files are not empty."""
+    from bench.ingest.parse import parse_bytes
+
+    kinds = [p.kind for p in parse_bytes(data, source="x").result.problems]
+    assert ("empty" in kinds) == (not data.strip())
+    assert ("empty" in kinds) == (data in (b"", b" ", b"\n", b" \t\r\n\x0b\x0c"))
