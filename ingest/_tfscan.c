@@ -681,7 +681,7 @@ static int thermal_field(const char *s, const char *e, double *out) {
     return 0;
 }
 
-/* thermal(buf, min_time, max_time) -> None or (n, g, times, rates, present, temperatures).
+/* thermal(buf, min_time, max_time, null_bits) -> None or (n, g, columns): see thermal_rows for the columns.
  *
  * The whole of a Lambda thermal file when it is the usual one, exactly as telemetry._thermal_block reads
  * each of its batches: every non-blank line has the same number k >= 2 of commas; the field after the
@@ -689,13 +689,51 @@ static int thermal_field(const char *s, const char *e, double *out) {
  * [min_time, max_time]), the second the rate (blank = NULL), the rest g >= 1 temperatures. Lines are split
  * as text.split_lines does. Only ASCII digits, '.', '-', ',', blanks and a CR before LF are taken, and
  * numbers only in the shape above (converted as float() does): anything else returns None and the file
- * goes through the Python parser, which also owns every problem report. times, rates and temperatures
- * (row-major, n x g) are native float64 bytes; present is one byte per sample (0 where the rate is blank).
+ * goes through the Python parser, which also owns every problem report.
  */
+/* The telemetry rows of n samples of g GPUs, one row per sample per GPU, as
+ * TelemetryTable.add_gpu_matrix(0, times, times - times[0], rates, present, temps) makes them: (n, g,
+ * (sample_index, timestamp, elapsed_s, gpu_index, images_per_sec, temperature_c)), native int64 /
+ * float64 bytes, a rate not present being the ``null_bits`` NaN. */
+static PyObject *thermal_rows(Py_ssize_t n, Py_ssize_t g, const double *t, const double *rate, const char *present,
+                              const double *temps, uint64_t null_bits) {
+    Py_ssize_t k = n * g;
+    PyObject *cols[6] = {NULL};
+    for (int c = 0; c < 6; c++)
+        if ((cols[c] = PyBytes_FromStringAndSize(NULL, k * 8)) == NULL)
+            goto fail;
+    int64_t *sample = (int64_t *)PyBytes_AS_STRING(cols[0]), *gpu = (int64_t *)PyBytes_AS_STRING(cols[3]);
+    double *stamp = (double *)PyBytes_AS_STRING(cols[1]), *elapsed = (double *)PyBytes_AS_STRING(cols[2]);
+    char *rates = PyBytes_AS_STRING(cols[4]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double since = t[i] - t[0];
+        for (Py_ssize_t j = 0; j < g; j++) {
+            Py_ssize_t r = i * g + j;
+            sample[r] = i, gpu[r] = j, stamp[r] = t[i], elapsed[r] = since;
+            if (present[i])
+                memcpy(rates + r * 8, &rate[i], 8);
+            else
+                memcpy(rates + r * 8, &null_bits, 8);
+        }
+    }
+    memcpy(PyBytes_AS_STRING(cols[5]), temps, (size_t)k * 8);
+    PyObject *tuple = PyTuple_New(6);
+    if (tuple == NULL)
+        goto fail;
+    for (int c = 0; c < 6; c++)
+        PyTuple_SET_ITEM(tuple, c, cols[c]); /* the tuple takes the references */
+    return Py_BuildValue("(nnN)", n, g, tuple);
+fail:
+    for (int c = 0; c < 6; c++)
+        Py_XDECREF(cols[c]);
+    return NULL;
+}
+
 static PyObject *thermal(PyObject *self, PyObject *args) {
     Py_buffer buf;
     double tmin, tmax;
-    if (!PyArg_ParseTuple(args, "y*dd", &buf, &tmin, &tmax))
+    unsigned long long null_bits;
+    if (!PyArg_ParseTuple(args, "y*ddK", &buf, &tmin, &tmax, &null_bits))
         return NULL;
     const char *p = buf.buf, *end = p + buf.len;
     Dbl t = {0}, rate = {0}, temps = {0};
@@ -780,11 +818,7 @@ static PyObject *thermal(PyObject *self, PyObject *args) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    if (_PyBytes_Resize(&present, n) != 0)
-        goto done;
-    result = Py_BuildValue("(nny#y#Oy#)", n, width - 2, (const char *)t.v, n * (Py_ssize_t)sizeof(double),
-                           (const char *)rate.v, n * (Py_ssize_t)sizeof(double), present, (const char *)temps.v,
-                           temps.n * (Py_ssize_t)sizeof(double));
+    result = thermal_rows(n, width - 2, t.v, rate.v, PyBytes_AS_STRING(present), temps.v, null_bits);
 done:
     Py_XDECREF(present);
     PyMem_Free(t.v);
@@ -893,7 +927,8 @@ static PyMethodDef methods[] = {
      "scan(buf, lines_before, null_bits, labels, rare) -> (n_lines, columns, others, all_ascii)"},
     {"contains", contains, METH_VARARGS, "contains(text, needle) -> needle in text"},
     {"thermal", thermal, METH_VARARGS,
-     "thermal(buf, min_time, max_time) -> None or (n, g, times, rates, present, temperatures)"},
+     "thermal(buf, min_time, max_time, null_bits) -> None or (n, g, (sample_index, timestamp, elapsed_s, "
+     "gpu_index, images_per_sec, temperature_c))"},
     {"advance", advance, METH_VARARGS,
      "advance(steps, means, losses, stamps, lo, hi, last_step, last_t, interval_sum, interval_n, null_bits) -> "
      "(rates, last_step, last_t, interval_sum, interval_n, nan_losses, first_stamp, last_stamp)"},

@@ -475,6 +475,11 @@ class TelemetryTable(ColumnBuffer):
         if self._spill is not None and self._n >= self._spill_rows:
             self.flush()
 
+    def add_rows(self, n: int, columns: dict[str, Any]) -> None:
+        """``n`` rows given as whole columns (byte buffers of native int64 / float64 values with the NULL
+        sentinels in place; a column not given is NULL): the C thermal reader's rows."""
+        self._append_raw(n, columns)
+
     def add_gpu_matrix(self, first_sample: int, timestamp: Any, elapsed_s: Any, images_per_sec: Any, present: Any,
                        temperatures_c: Any) -> None:
         """The numpy form of :meth:`add_gpu_samples` for n samples of g GPUs each: ``timestamp``,

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bench.ingest.native import tfscan
-from bench.ingest.records import ParseResult
+from bench.ingest.records import _NULL_BITS, ParseResult
 
 NAME = "telemetry"
 DESCRIPTION = "GPU telemetry: Lambda thermal/<iter> lines and nvidia-smi --query-gpu CSV"
@@ -91,16 +91,13 @@ def parse_thermal_bytes(data: bytes, result: ParseResult) -> bool:
     (``_tfscan.thermal``) read ``data`` as a plain thermal file; False, having added nothing, when it is
     not built or the file has anything unusual (the caller then parses decoded lines). The rows are the
     ones ``_thermal_block`` makes of the same lines: the scanner takes only what that block path takes,
-    converts numbers as float() does, and the same numpy call adds them."""
-    got = tfscan.thermal(data, _MIN_UNIX, _MAX_UNIX) if tfscan is not None else None
+    converts numbers as float() does, and lays the rows out as ``add_gpu_matrix`` does."""
+    got = tfscan.thermal(data, _MIN_UNIX, _MAX_UNIX, _NULL_BITS) if tfscan is not None else None
     if got is None:
         return False
-    import numpy as np
-
-    n, g, times, rates, present, temps = got
-    t = np.frombuffer(times)
-    result.telemetry.add_gpu_matrix(0, t, t - float(t[0]), np.frombuffer(rates), np.frombuffer(present, np.bool_),
-                                    np.frombuffer(temps).reshape(n, g))
+    n, g, columns = got
+    names = ("sample_index", "timestamp", "elapsed_s", "gpu_index", "images_per_sec", "temperature_c")
+    result.telemetry.add_rows(n * g, dict(zip(names, columns, strict=True)))
     return True
 
 
