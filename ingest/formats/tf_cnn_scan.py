@@ -2,13 +2,15 @@
 
 Same input, same output as ``tf_cnn.parse_lines``, for bytes instead of decoded lines:
 
-- the scanner takes the step lines it can read exactly (their numbers go straight to columns) and the
+- the scanner takes the step lines it can read exactly (their numbers go straight to columns), the
   stamped TF stderr lines that only move the stamp window (it returns the first and last of each
-  consecutive stretch); every other line comes back as text and goes through ``_Reader.feed``;
+  consecutive stretch) and the GPU-name lines the reader no longer needs; every other line comes back as
+  text, in file order, and goes through ``_Reader.feed``;
 - step rows are handed to the reader in file order, interleaved with those lines by line number. A
-  stretch of one rank's steps that neither restarts its counter nor opens a run is applied at once with
-  numpy (``_add_vector``: the interval rates and sums of ``_Series.advance``, in the same float
-  operations and the same order); anything else goes row by row through ``_Reader.add_step_values``.
+  stretch of one rank's steps that neither restarts its counter nor opens a run is applied at once: with
+  numpy when it is long (``_add_vector``), else with ``_tfscan.advance`` (``_add_short``), both giving the
+  interval rates and sums of ``_Series.advance`` in the same float operations and the same order; a row
+  that opens or restarts a run goes through ``_Reader.add_step_values``.
 
 tests/ingest/test_tfscan.py checks that both paths give identical runs, steps and problems.
 """
