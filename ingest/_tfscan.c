@@ -8,7 +8,7 @@
  *   - TF stderr lines (``2020-09-05 18:47:50.1: I ...``): the parser only keeps the first and the last
  *     stamp of a consecutive run of them, so only those two are returned, and the lines inside it with an
  *     OOM / ResourceExhausted / GPU name marker; a line that only names a GPU does not end the run;
- *   - lines the Python reader ignores in every state (see inert_but()), dropped; so are GPU-name lines
+ *   - lines the Python reader ignores in every state (see quiet()), dropped; so are GPU-name lines
  *     once a line returned before them certainly gave the reader its GPU (see names_gpu()), since it
  *     only looks for one while it has none;
  *   - every other non-empty line, returned as (line_no, str) for the Python state machine.
@@ -197,19 +197,16 @@ typedef struct {
 #define MARK(t) {t, sizeof t - 1}
 /* a TF C++ stderr line that the Python reader must see */
 static const Mark STDERR_MARKS[] = {MARK("OOM"), MARK("ResourceExhausted"), MARK("name: "), MARK("device ("), {NULL, 0}};
-/* a line that is not inert */
+/* a line that is not inert (a GPU name, "name: ", is looked for apart: see quiet()) */
 static const Mark INERT_MARKS[] = {MARK("/sec"), MARK("rror"),   MARK("xception"), MARK("OOM"),
-                                   MARK("Traceback ("), MARK("name: "), MARK(" --"), {NULL, 0}};
-/* the same but "name: ": a line that is inert but for a GPU name only sets the reader's GPU */
-static const Mark NAMELESS_MARKS[] = {MARK("/sec"), MARK("rror"), MARK("xception"), MARK("OOM"),
-                                      MARK("Traceback ("), MARK(" --"), {NULL, 0}};
+                                   MARK("Traceback ("), MARK(" --"), {NULL, 0}};
 
 typedef struct {
     const Mark *marks;
     unsigned char first[256]; /* 1: a marker starts with this byte; 2: the byte alone is a hit */
 } MarkSet;
 
-static MarkSet STDERR_SET, INERT_SET, NAMELESS_SET;
+static MarkSet STDERR_SET, INERT_SET;
 
 static void mark_set_init(MarkSet *m, const Mark *marks, int stop_non_ascii_and_cr) {
     memset(m->first, 0, sizeof m->first);
@@ -378,26 +375,29 @@ static int in_tuple(PyObject *t, const char *s, Py_ssize_t n, int prefix) {
     return 0;
 }
 
-/* Whether tf_cnn.py's _Reader.line() does nothing with a line, whatever its state (``marks`` = INERT_SET:
- * no rank prefix, no rate, no header label, no rare line, no error, GPU name, flag or absl stamp), or
- * nothing but look for a GPU name in it (``marks`` = NAMELESS_SET, the caller checks for "name: ").
- * Conservative: ASCII only, and any doubt means "no". */
-static int inert_but(const Out *o, const char *s, Py_ssize_t n, const MarkSet *marks) {
+enum { LOUD, INERT, GPU_ONLY };
+
+/* What tf_cnn.py's _Reader.line() does with a line, whatever its state: INERT, nothing (no rank prefix,
+ * no rate, no header label, no rare line, no error, GPU name, flag or absl stamp); GPU_ONLY, nothing but
+ * look for a GPU name in it; LOUD, anything else. Conservative: ASCII only, and any doubt means LOUD. */
+static int quiet(const Out *o, const char *s, Py_ssize_t n) {
     char c = s[0];
     if (c == '[' || c == ' ' || is_digit(c))
-        return 0;
+        return LOUD;
     if (n > 3 && s[3] == ' ' && has(s, n < 40 ? n : 40, "]<std"))
-        return 0;
-    if (any_mark(marks, s, n)) /* a marker, a non-ASCII byte or a CR */
-        return 0;
+        return LOUD;
+    if (any_mark(&INERT_SET, s, n)) /* a marker, a non-ASCII byte or a CR */
+        return LOUD;
     if (c >= 'A' && c <= 'Z') {
         const char *colon = memchr(s + 1, ':', (size_t)(n - 1 < 16 ? n - 1 : 16));
         if (colon != NULL && in_tuple(o->labels, s, colon - s, 0))
-            return 0;
+            return LOUD;
         if (in_tuple(o->rare, s, n, 1))
-            return 0;
+            return LOUD;
     }
-    return !(n >= 12 && memcmp(s + 1, "0000 00:00:", 11) == 0);
+    if (n >= 12 && memcmp(s + 1, "0000 00:00:", 11) == 0)
+        return LOUD;
+    return has(s, n, "name: ") ? GPU_ONLY : INERT;
 }
 
 /* Whether tf_cnn.py's _GPU regex certainly finds a GPU name in the line: its third form, ``name: (.+?)
@@ -475,9 +475,10 @@ static int one_line(Out *o, Run *run, const char *s, Py_ssize_t n, Py_ssize_t no
         run->count++;
         return marked ? emit(o, no, s, n) : 0;
     }
-    if (inert_but(o, s, n, &INERT_SET))
+    int kind = quiet(o, s, n);
+    if (kind == INERT)
         return 0;
-    if (inert_but(o, s, n, &NAMELESS_SET) && has(s, n, "name: ")) { /* line() only looks for a GPU here */
+    if (kind == GPU_ONLY) {
         if (o->gpu_known)
             return 0;
         o->gpu_known = names_gpu(s, n);
@@ -941,6 +942,5 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tfscan", "the C hot
 PyMODINIT_FUNC PyInit__tfscan(void) {
     mark_set_init(&STDERR_SET, STDERR_MARKS, 0);
     mark_set_init(&INERT_SET, INERT_MARKS, 1);
-    mark_set_init(&NAMELESS_SET, NAMELESS_MARKS, 1);
     return PyModule_Create(&module);
 }
