@@ -222,11 +222,13 @@ class ColumnBuffer:
         if self._spill is not None and self._n >= self._spill_rows:
             self.flush()
 
-    def _append_raw(self, n: int, columns: dict[str, Any], run_index: int = _INT_NULL) -> None:
-        """Append ``n`` rows to the row buffer: ``columns`` maps numeric column names to byte buffers
-        (bytes, a memoryview of them, a uint8 numpy view) of n native int64 / float64 values with the NULL
-        sentinels in place; every other column is ``run_index`` (for that column) or NULL. Copies the
-        bytes, so the buffers may be reused."""
+    def add_raw(self, n: int, columns: dict[str, Any], run_index: int = _INT_NULL) -> None:
+        """Append ``n`` rows to the row buffer, the same rows as ``n`` calls of ``add``: ``columns`` maps
+        numeric column names to byte buffers (bytes, a memoryview of them, a uint8 numpy view) of n native
+        int64 / float64 values with the NULL sentinels in place; every other column is ``run_index`` (for
+        that column) or NULL. Copies the bytes, so the buffers may be reused. The bulk path of the C
+        scanner's short step stretches and of its thermal rows, where ``add_block`` would cost a block per
+        few rows."""
         kinds = self.COLUMNS
         for name, buf in columns.items():
             if kinds.get(name, "m") == "m" or len(buf) != 8 * n:
@@ -366,13 +368,6 @@ class StepTable(ColumnBuffer):
         c["metrics"].append(metrics)
         self._added()
 
-    def add_raw(self, run_index: int, n: int, columns: dict[str, Any]) -> None:
-        """``n`` rows of one run appended to the row buffer, each column given as a byte buffer of n native
-        int64 / float64 values with the NULL sentinels in place (a column not given is NULL): the same
-        rows as ``n`` calls of :meth:`add`, for the C scanner's short step stretches, where
-        :meth:`add_block` would cost a block per few rows."""
-        self._append_raw(n, columns, run_index)
-
     def add_block(self, run_index: int, n: int, columns: dict[str, Any]) -> None:
         """``n`` rows of one run at once: ``columns`` maps column names to buffers of n native int64 /
         float64 values with the NULL sentinels already in place (e.g. numpy arrays); a column not given is
@@ -475,11 +470,6 @@ class TelemetryTable(ColumnBuffer):
         if self._spill is not None and self._n >= self._spill_rows:
             self.flush()
 
-    def add_rows(self, n: int, columns: dict[str, Any]) -> None:
-        """``n`` rows given as whole columns (byte buffers of native int64 / float64 values with the NULL
-        sentinels in place; a column not given is NULL): the C thermal reader's rows."""
-        self._append_raw(n, columns)
-
     def add_gpu_matrix(self, first_sample: int, timestamp: Any, elapsed_s: Any, images_per_sec: Any, present: Any,
                        temperatures_c: Any) -> None:
         """The numpy form of :meth:`add_gpu_samples` for n samples of g GPUs each: ``timestamp``,
@@ -500,7 +490,7 @@ class TelemetryTable(ColumnBuffer):
             "gpu_index": np.tile(np.arange(g, dtype=np.int64), n), "images_per_sec": np.repeat(rate, g),
             "temperature_c": np.ascontiguousarray(temperatures_c, dtype=np.float64).ravel(),
         }
-        self._append_raw(k, {name: v.view(np.uint8) for name, v in columns.items()})
+        self.add_raw(k, {name: v.view(np.uint8) for name, v in columns.items()})
 
     def __getitem__(self, i: int) -> TelemetrySample:
         n = self._n

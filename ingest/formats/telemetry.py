@@ -97,7 +97,7 @@ def parse_thermal_bytes(data: bytes, result: ParseResult) -> bool:
         return False
     n, g, columns = got
     names = ("sample_index", "timestamp", "elapsed_s", "gpu_index", "images_per_sec", "temperature_c")
-    result.telemetry.add_rows(n * g, dict(zip(names, columns, strict=True)))
+    result.telemetry.add_raw(n * g, dict(zip(names, columns, strict=True)))
     return True
 
 

@@ -166,7 +166,7 @@ def _add_short(r: _Reader, b: _Block, lo: int, hi: int) -> None:
             s.first_ts = first_ts
         s.last_ts = last_ts
     cols = {k: memoryview(v)[8 * lo:8 * hi] for k, v in raw.items()}
-    r.result.steps.add_raw(st.index, hi - lo, {**cols, "interval_images_per_sec": rates})
+    r.result.steps.add_raw(hi - lo, {**cols, "interval_images_per_sec": rates}, st.index)
 
 
 def _nullable(b: _Block, name: str, i: int) -> float | None:

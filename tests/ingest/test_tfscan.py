@@ -288,17 +288,17 @@ def test_add_raw_is_add_row_by_row_and_refuses_a_column_of_another_length() -> N
     one.add(0, 5, rank=1, images_per_sec=2.5, loss=float("nan"), line_no=9)
     one.add(0, 6, images_per_sec=3.5, line_no=10)
     bulk.add(0, 5, rank=1, images_per_sec=2.5, loss=float("nan"), line_no=9)  # the row buffer is extended
-    bulk.add_raw(0, 1, {"step": array("q", [6]).tobytes(), "images_per_sec": array("d", [3.5]).tobytes(),
-                        "line_no": array("q", [10]).tobytes(), "rank": array("q", [_INT_NULL]).tobytes(),
-                        "loss": array("d", [_NAN]).tobytes()})
+    bulk.add_raw(1, {"step": array("q", [6]).tobytes(), "images_per_sec": array("d", [3.5]).tobytes(),
+                     "line_no": array("q", [10]).tobytes(), "rank": array("q", [_INT_NULL]).tobytes(),
+                     "loss": array("d", [_NAN]).tobytes()}, 0)
     for name, col in one.columns().items():
         other = bulk.columns()[name]
         assert (col == other) if name == "metrics" else (col.tobytes() == other.tobytes()), name
     assert bulk.rows()[1] == one.rows()[1] and bulk.rows()[1]["rank"] is None and len(bulk) == 2
     with pytest.raises(ValueError):
-        bulk.add_raw(0, 2, {"step": array("q", [7]).tobytes()})
+        bulk.add_raw(2, {"step": array("q", [7]).tobytes()}, 0)
     with pytest.raises(ValueError):
-        bulk.add_raw(0, 1, {"metrics": array("q", [7]).tobytes()})
+        bulk.add_raw(1, {"metrics": array("q", [7]).tobytes()}, 0)
     assert len(bulk) == 2 and all(len(c) == 2 for c in bulk.columns().values())
 
 
