@@ -74,10 +74,10 @@ def iter_members(fobj: IO[bytes]) -> Iterator[tuple[str, int, MemberReader]]:
             elif kind == b"L":
                 long_name = _text(data.rstrip(b"\0"))
             continue
-        path, long, pax = pax.get("path"), long_name, {}
-        long_name = None
+        given = pax.get("path") or long_name  # a pax path or a GNU long name names this member only
+        long_name, pax = None, {}
         if kind in _FILE_TYPES:
-            name = path or long or (_text(ustar) if ustar is not None else _ustar_name(header))
+            name = given or (_text(ustar) if ustar is not None else _ustar_name(header))
             reader = MemberReader(fobj, size)
             yield name, size, reader
             reader._finish()
