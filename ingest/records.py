@@ -381,10 +381,10 @@ class StepTable(ColumnBuffer):
             elif name == "run_index":
                 block[name] = np.full(n, run_index, np.int64)
             elif name in columns:
-                buf = memoryview(columns[name]).cast("B")
-                if len(buf) != 8 * n:
-                    raise ValueError(f"column {name}: {len(buf)} bytes for {n} rows")
-                block[name] = columns[name]
+                values = np.frombuffer(columns[name], np.int64 if kind == "i" else np.float64)
+                if len(values) != n:
+                    raise ValueError(f"column {name}: {len(values)} values for {n} rows")
+                block[name] = values
             else:
                 block[name] = np.full(n, _INT_NULL, np.int64) if kind == "i" else np.full(n, _NAN)
         self._add_block(n, block)

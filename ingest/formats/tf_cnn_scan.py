@@ -1,4 +1,4 @@
-"""The fast path of the tf_cnn parser: the C line scanner (ingest/_tfscan.c) plus step blocks in numpy.
+"""The fast path of the tf_cnn parser: the C line scanner (ingest/_tfscan.c) and step blocks.
 
 Same input, same output as ``tf_cnn.parse_lines``, for bytes instead of decoded lines:
 
@@ -7,10 +7,11 @@ Same input, same output as ``tf_cnn.parse_lines``, for bytes instead of decoded 
   consecutive stretch) and the GPU-name lines the reader no longer needs; every other line comes back as
   text, in file order, and goes through ``_Reader.feed``;
 - step rows are handed to the reader in file order, interleaved with those lines by line number. A
-  stretch of one rank's steps that neither restarts its counter nor opens a run is applied at once: with
-  numpy when it is long (``_add_vector``), else with ``_tfscan.advance`` (``_add_short``), both giving the
-  interval rates and sums of ``_Series.advance`` in the same float operations and the same order; a row
-  that opens or restarts a run goes through ``_Reader.add_step_values``.
+  stretch of one rank's steps that neither restarts its counter nor opens a run is applied at once by
+  ``_tfscan.advance`` (the interval rates and sums of ``_Series.advance``, in the same float operations
+  and the same order), its rows added as a block of the scanner's columns when it is long
+  (``_add_vector``), else copied to the row buffer (``_add_short``); a row that opens or restarts a run
+  goes through ``_Reader.add_step_values``.
 
 tests/ingest/test_tfscan.py checks that both paths give identical runs, steps and problems.
 """
@@ -27,7 +28,7 @@ from bench.ingest.records import _INT_NULL, _NULL_BITS, ParseResult
 from bench.ingest.text import utf8_problem
 
 AVAILABLE = _tfscan is not None  # without a C compiler the pure-Python parser does everything
-VECTOR_MIN = 32  # below this many rows a stretch goes row by row (numpy's per-call cost would dominate)
+VECTOR_MIN = 32  # below this many rows a stretch is found without numpy and copied (a block per few rows would cost more)
 _NULL_INT64 = _NULL_BITS - (1 << 64) if _NULL_BITS >= 1 << 63 else _NULL_BITS  # its bits read as an int64
 _LABEL_BYTES = tuple(k.encode() for k in _LABELS)
 _RARE_BYTES = tuple(k.encode() for k in _RARE)
@@ -114,8 +115,8 @@ def _merge(r: _Reader, b: _Block, others: list[tuple[int, str]]) -> None:
 
 def _add_steps(r: _Reader, b: _Block, lo: int, hi: int) -> None:
     """Rows lo..hi (no other line between them), in stretches of one rank of the open run with a rising
-    step counter: long ones with numpy, short ones in one Python pass, and a row that opens or restarts a
-    run through ``_Reader.add_step_values``."""
+    step counter (found with numpy when there are many rows, else in one Python pass), and a row that opens
+    or restarts a run through ``_Reader.add_step_values``."""
     while lo < hi:
         k = _stretch(r, b, lo, hi) if hi - lo >= VECTOR_MIN else _short_stretch(r, b, lo, hi)
         if k >= VECTOR_MIN:
@@ -147,8 +148,21 @@ def _short_stretch(r: _Reader, b: _Block, lo: int, hi: int) -> int:
 
 def _add_short(r: _Reader, b: _Block, lo: int, hi: int) -> None:
     """Rows lo..hi of one rank in the open run, as ``hi - lo`` calls of ``add_step_values`` would: the
-    series advanced row by row in C (``_tfscan.advance``: the same float operations in the same order),
-    the columns appended as raw bytes."""
+    series advanced (``_advance``), the columns appended to the row buffer as raw bytes."""
+    index, cols = _advance(r, b, lo, hi)
+    r.result.steps.add_raw(hi - lo, cols, index)
+
+
+def _add_vector(r: _Reader, b: _Block, lo: int, hi: int) -> None:
+    """``_add_short`` for a long stretch: the columns are added as one block of views into the scanner's
+    columns (not copied)."""
+    index, cols = _advance(r, b, lo, hi)
+    r.result.steps.add_block(index, hi - lo, cols)
+
+
+def _advance(r: _Reader, b: _Block, lo: int, hi: int) -> tuple[int, dict[str, Any]]:
+    """Advance the rank's series over rows lo..hi in C (``_tfscan.advance``: the float operations of
+    ``_Series.advance``, in the same order); the run index and the rows' columns, interval rates included."""
     st = r.cur
     assert st is not None and _tfscan is not None
     rank = b.ints("rank", lo, lo + 1)[0]
@@ -166,7 +180,7 @@ def _add_short(r: _Reader, b: _Block, lo: int, hi: int) -> None:
             s.first_ts = first_ts
         s.last_ts = last_ts
     cols = {k: memoryview(v)[8 * lo:8 * hi] for k, v in raw.items()}
-    r.result.steps.add_raw(hi - lo, {**cols, "interval_images_per_sec": rates}, st.index)
+    return st.index, {**cols, "interval_images_per_sec": rates}
 
 
 def _nullable(b: _Block, name: str, i: int) -> float | None:
@@ -197,45 +211,3 @@ def _stretch(r: _Reader, b: _Block, lo: int, hi: int) -> int:
         if n < end - lo:
             break
     return n
-
-
-def _add_vector(r: _Reader, b: _Block, lo: int, hi: int) -> None:
-    """Rows lo..hi of one rank in the open run, as ``hi - lo`` calls of ``add_step_values`` would."""
-    import numpy as np
-
-    a = {k: v[lo:hi] for k, v in b.np().items()}
-    st = r.cur
-    assert st is not None
-    rank = None if a["rank"][0] == _INT_NULL else int(a["rank"][0])
-    s = st.mark(rank, int(a["line_no"][0]))
-    st.last_line = st.step_line = int(a["line_no"][-1])
-    step, mean = a["step"], a["images_per_sec"]
-    with np.errstate(all="ignore"):
-        t = np.where(mean > 0, step / mean, np.inf)
-        prev_t = np.concatenate(([s.last_t], t[:-1]))
-        prev_step = np.concatenate(([s.last_step], step[:-1]))
-        dt = t - prev_t
-        ok = (dt > 0) & (dt < np.inf)
-        rate = (step - prev_step) / dt
-    rate.view(np.uint64)[~ok] = _NULL_BITS
-    taken = rate[ok]
-    if len(taken):  # a running sum in file order, like the += of _Series.advance
-        s.interval_sum = float(np.add.accumulate(np.concatenate(([s.interval_sum], taken)))[-1])
-        s.interval_n += len(taken)
-    s.last_step, s.last_t = int(step[-1]), float(t[-1])
-    s.stderr, s.jitter = _value(a["images_per_sec_stderr"][-1]), _value(a["images_per_sec_jitter"][-1])
-    loss = a["loss"]
-    st.nan_losses += int(np.count_nonzero(np.isnan(loss) & (loss.view(np.uint64) != _NULL_BITS)))
-    ts = a["timestamp"][a["timestamp"].view(np.uint64) != _NULL_BITS]
-    if len(ts):
-        if s.first_ts is None:
-            s.first_ts = float(ts[0])
-        s.last_ts = float(ts[-1])
-    cols = {**a, "interval_images_per_sec": rate}
-    r.result.steps.add_block(st.index, hi - lo, {k: np.ascontiguousarray(v) for k, v in cols.items()})
-
-
-def _value(x: Any) -> float | None:
-    import numpy as np
-
-    return None if np.float64(x).view(np.uint64) == _NULL_BITS else float(x)
