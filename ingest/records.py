@@ -146,17 +146,58 @@ _NULL_BITS = 0x7FF8_DEAD_BEEF_0001
 _NAN = struct.unpack("<d", struct.pack("<Q", _NULL_BITS))[0]
 _INT_NULL = -(2**63)  # sentinel for a NULL integer inside array('q'); converted to NULL on write
 _NULL_Q, _NULL_D = array("q", (_INT_NULL,)), array("d", (_NAN,))  # one NULL, to repeat
+_NULL_KEY = struct.pack("<d", _NAN)
 
 
 def _is_null_float(v: float) -> bool:
     return v != v and struct.pack("<d", v) == struct.pack("<Q", _NULL_BITS)
 
 
+class Fill:
+    """A column of ``n`` copies of one value, not stored: the columns a block of rows does not have (NULL
+    sentinels, or None for metrics) and its run index. Reads like a sequence of that value."""
+
+    __slots__ = ("n", "value")
+
+    def __init__(self, n: int, value: Any):
+        self.n, self.value = n, value
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Any:
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        return self.value
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([self.value] * self.n)
+
+    def key(self) -> Any:
+        """The value as compared between Fills: bit for bit for a float (NULL is a NaN)."""
+        return struct.pack("<d", self.value) if isinstance(self.value, float) else self.value
+
+    def is_null(self) -> bool:
+        """Whether every value is NULL: None (metrics) or the NULL sentinel of an int64 / float64 column."""
+        v = self.value
+        return v is None or (self.key() == _NULL_KEY if isinstance(v, float) else v == _INT_NULL)
+
+    @staticmethod
+    def joined(buffers: list[Any]) -> Fill | None:
+        """The Fill that ``buffers`` make together when every one is a Fill of the same value, else None."""
+        first = buffers[0] if buffers else None
+        if isinstance(first, Fill) and all(isinstance(b, Fill) and b.key() == first.key() for b in buffers[1:]):
+            return Fill(sum(b.n for b in buffers), first.value)
+        return None
+
+
 def joined_values(buffers: list[Any], dtype: Any) -> Any:
     """One numpy array of the 8-byte values of ``buffers`` (array('q'/'d'), contiguous numpy arrays,
-    bytes): the buffer itself for one, else a single join (thousands of small files' columns at once)."""
+    bytes, ``Fill``): the buffer itself for one, else a single join (thousands of small files' columns at
+    once). A Fill is made into values here."""
     import numpy as np
 
+    buffers = [np.full(b.n, b.value, dtype) if isinstance(b, Fill) else b for b in buffers]
     return np.frombuffer(buffers[0] if len(buffers) == 1 else b"".join(buffers), dtype=dtype)
 
 
@@ -259,7 +300,8 @@ class ColumnBuffer:
 
     def _merged(self) -> dict[str, Any]:
         """All buffered rows as one dict of columns: the row buffer itself when no block was added, else
-        numpy arrays (each block copied once) and a list of metrics."""
+        numpy arrays (each block copied once), a list of metrics, and a Fill for a column that is one
+        value in every block."""
         if not self._blocks:
             return self._row_buffer()
         import numpy as np
@@ -267,10 +309,13 @@ class ColumnBuffer:
         parts = self._parts()
         out: dict[str, Any] = {}
         for name, kind in self.COLUMNS.items():
-            if kind == "m":
-                out[name] = [m for cols in parts for m in cols[name]]
-                continue
-            out[name] = joined_values([cols[name] for cols in parts], np.int64 if kind == "i" else np.float64)
+            buffers = [cols[name] for cols in parts]
+            if (fill := Fill.joined(buffers)) is not None:
+                out[name] = fill
+            elif kind == "m":
+                out[name] = [m for b in buffers for m in b]
+            else:
+                out[name] = joined_values(buffers, np.int64 if kind == "i" else np.float64)
         return out
 
     def flush(self) -> None:
@@ -294,8 +339,14 @@ class ColumnBuffer:
         return self._blocks[0][1]
 
     def columns(self) -> dict[str, Any]:
-        """The buffered (unspilled) rows as columns (read-only when blocks were added)."""
-        return self._consolidated()
+        """The buffered (unspilled) rows as columns (read-only when blocks were added), a Fill made into
+        values (numpy, or a list of metrics)."""
+        import numpy as np
+
+        cols = self._consolidated()
+        kinds = self.COLUMNS
+        return {name: (list(c) if kinds[name] == "m" else joined_values([c], np.int64 if kinds[name] == "i" else np.float64))
+                if isinstance(c, Fill) else c for name, c in cols.items()}
 
     def take(self) -> dict[str, Any]:
         """The buffered rows as columns, emptying the buffer (``total_rows`` keeps counting)."""
@@ -377,16 +428,16 @@ class StepTable(ColumnBuffer):
         block: dict[str, Any] = {}
         for name, kind in self.COLUMNS.items():
             if name == "metrics":
-                block[name] = [None] * n
+                block[name] = Fill(n, None)
             elif name == "run_index":
-                block[name] = np.full(n, run_index, np.int64)
+                block[name] = Fill(n, run_index)
             elif name in columns:
                 values = np.frombuffer(columns[name], np.int64 if kind == "i" else np.float64)
                 if len(values) != n:
                     raise ValueError(f"column {name}: {len(values)} values for {n} rows")
                 block[name] = values
             else:
-                block[name] = np.full(n, _INT_NULL, np.int64) if kind == "i" else np.full(n, _NAN)
+                block[name] = Fill(n, _INT_NULL if kind == "i" else _NAN)
         self._add_block(n, block)
 
 

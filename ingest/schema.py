@@ -20,6 +20,7 @@ from bench.ingest.records import (
     SCHEMA_VERSION,
     STEP_COLUMNS,
     TELEMETRY_COLUMNS,
+    Fill,
     Run,
     joined_values,
 )
@@ -189,19 +190,28 @@ def _arrays(parts: list[dict[str, Any]], spec: dict[str, str], types: dict[str, 
 
     out: dict[str, pa.Array] = {}
     for name, kind in spec.items():
-        if kind == "m":
-            n = sum(len(cols[name]) for cols in parts)
-            if sum(cols[name].count(None) for cols in parts) == n:  # the usual case, without a Python loop
-                out[name] = pa.nulls(n, types[name])
-            else:
-                maps = [None if m is None else list(m.items()) for cols in parts for m in cols[name]]
-                out[name] = pa.array(maps, types[name])
+        buffers = [cols[name] for cols in parts]
+        n = sum(len(b) for b in buffers)
+        arrow_type = types.get(name, pa.int64() if kind == "i" else pa.float64())
+        if all(_all_null(b, kind) for b in buffers):  # e.g. the columns a log never prints: no values to scan
+            out[name] = pa.nulls(n, arrow_type)
             continue
-        values = joined_values([cols[name] for cols in parts], np.int64 if kind == "i" else np.float64)
+        if kind == "m":
+            maps = [None if m is None else list(m.items()) for b in buffers for m in b]
+            out[name] = pa.array(maps, arrow_type)
+            continue
+        values = joined_values(buffers, np.int64 if kind == "i" else np.float64)
         mask = _null_mask(values, kind)
-        out[name] = pa.array(values, type=types.get(name, pa.int64() if kind == "i" else pa.float64()),
-                             mask=mask if mask.any() else None)
+        out[name] = pa.array(values, type=arrow_type, mask=mask if mask.any() else None)
     return out
+
+
+def _all_null(buffer: Any, kind: str) -> bool:
+    """Whether a buffered column is NULL throughout, when that is known without scanning it: a Fill of
+    NULL, or a metrics list of None (counted in C)."""
+    if isinstance(buffer, Fill):
+        return buffer.is_null()
+    return kind == "m" and buffer.count(None) == len(buffer)
 
 
 def _run_ids(parts: list[tuple[dict[str, Any], str]]) -> pa.Array:

@@ -19,3 +19,36 @@ def test_run_ids_of_many_files_in_one_table() -> None:
     table = steps_table(parts)
     assert table["run_id"].to_pylist() == ["a" * 16 + "-0", "a" * 16 + "-0", "a" * 16 + "-1", None, None,
                                             "c" * 16 + "-2", "c" * 16 + "-0"]
+
+
+def test_blocks_store_their_missing_columns_as_fills_and_write_them_as_nulls() -> None:
+    """A block (the C scanner's bulk rows) does not store the columns it lacks nor its run index: they
+    are Fills. Written, they must be the same rows as ``add`` row by row: NULL epoch, metrics and step
+    time, the block's run, and a real column where another block or a row gives values. Hand-checked:
+    rows 1-2 (run 0), row 3 added singly with epoch 7, rows 4-5 (run 1)."""
+    import numpy as np
+
+    from bench.ingest.records import Fill
+
+    one, blocks = StepTable(), StepTable()
+    for run, step, epoch in ((0, 1, None), (0, 2, None), (0, 3, 7), (1, 4, None), (1, 5, None)):
+        one.add(run, step, epoch=epoch, images_per_sec=10.0 * step)
+    blocks.add_block(0, 2, {"step": np.array([1, 2]), "images_per_sec": np.array([10.0, 20.0])})
+    blocks.add(0, 3, epoch=7, images_per_sec=30.0)
+    blocks.add_block(1, 2, {"step": np.array([4, 5]), "images_per_sec": np.array([40.0, 50.0])})
+    assert blocks.rows() == one.rows()
+    taken = blocks.take()
+    assert isinstance(taken["metrics"], list) and not isinstance(taken["step_time_ms"], Fill)  # a row in between
+    want, got = steps_table([(one.take(), "a" * 64)]), steps_table([(taken, "a" * 64)])
+    assert got.equals(want)
+    assert got["epoch"].to_pylist() == [None, None, 7, None, None]
+    assert got["run_id"].to_pylist() == ["a" * 16 + "-0"] * 3 + ["a" * 16 + "-1"] * 2
+
+    only = StepTable()  # blocks alone: their missing columns stay Fills up to the table, written as NULL
+    only.add_block(0, 2, {"step": np.array([1, 2])})
+    only.add_block(0, 1, {"step": np.array([3])})
+    cols = only.take()
+    assert isinstance(cols["epoch"], Fill) and isinstance(cols["metrics"], Fill) and isinstance(cols["run_index"], Fill)
+    table = steps_table([(cols, "b" * 64)])
+    assert table["epoch"].null_count == table["metrics"].null_count == table["loss"].null_count == 3
+    assert table["step"].to_pylist() == [1, 2, 3] and table["run_id"].to_pylist() == ["b" * 16 + "-0"] * 3
