@@ -19,10 +19,10 @@ import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from bench.ingest import patterns as pat
 from bench.ingest import prehash, registry, rundir
@@ -449,9 +449,9 @@ class _Duplicate(BaseException):
 
 def _ingest_big(item: Item, ctx: _Context) -> None:
     """A large file, streamed (bounded memory). A plain file is hashed on a helper thread while this one
-    parses it; an archive member is hashed first and then read again. Spilled rows go to the batch as
-    tables made on its writer threads once the hash is known (parsing does not wait for it), and made
-    empty if the hash is already in the store, so a duplicate writes nothing."""
+    parses it; an archive member is hashed first and then read again. Spilled rows are written as part
+    files on writer threads as they come (``_BigParts``), before the hash is known, and adopted into the
+    batch once it is; for a duplicate they are deleted, and reading stops as soon as the hash says so."""
     assert item.reader is not None
     ctx.summary.bytes_read += item.size
     pool = None
@@ -466,31 +466,36 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
         sha = _Hash(ctx, early=early)
         if sha.checked() is None:
             return
+    parts = _BigParts(str(ctx.writer.scratch()), sha.known(), item.source, pat.match_first(ctx.patterns, item.match_path),
+                      _owner(item, ctx))
     try:
-        _parse_big(item, ctx, sha)
+        _parse_big(item, ctx, sha, parts)
     except _Duplicate:
         return
     finally:
+        parts.close()
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _Hash:
     """A large file's hash as its parse sees it: known beforehand (``early``) or from the hashing thread's
-    ``future``, and checked against the store once, from whichever thread asks first."""
+    ``future``, and checked against the store once."""
 
     def __init__(self, ctx: _Context, *, future: Future[str] | None = None, early: str = ""):
         self.future, self._early, self._ctx = future, early, ctx
-        self._lock = threading.Lock()
         self._verdict: list[str | None] = []  # [sha] once checked and new; [None] for a duplicate
+
+    def known(self) -> str | None:
+        """The hash if it was known beforehand, else None (it is being computed)."""
+        return self._early or None
 
     def checked(self) -> str | None:
         """The hash (waiting for it), or None when it is already in the store."""
-        with self._lock:
-            if not self._verdict:
-                sha = self.future.result() if self.future is not None else self._early
-                self._verdict.append(None if _is_duplicate(sha, self._ctx) else sha)
-            return self._verdict[0]
+        if not self._verdict:
+            sha = self.future.result() if self.future is not None else self._early
+            self._verdict.append(None if _is_duplicate(sha, self._ctx) else sha)
+        return self._verdict[0]
 
     def new(self) -> str:
         """The hash; raises _Duplicate when it is already in the store."""
@@ -503,13 +508,97 @@ class _Hash:
         """True once the hash is known (without waiting for it) and already in the store."""
         return (self.future is None or self.future.done()) and self.checked() is None
 
-    def for_writer(self) -> str | None:
-        """The hash for a table made on a writer thread: None (drop the rows) for a duplicate, or when
-        hashing failed (this thread's ``new`` raises that error as a read error of the file)."""
-        try:
-            return self.checked()
-        except _READ_ERRORS:
-            return None
+
+class _BigParts:
+    """The spilled step and telemetry rows of one large file, written as part files into the writer's
+    scratch directory on writer threads while the file is parsed, so that the encoding overlaps the
+    parsing and the hashing instead of waiting for the hash.
+
+    Until the file's hash is known, its rows carry a placeholder hash (a random token of the same length)
+    in their run_id (and telemetry's source_sha256); those columns are written patchable
+    (``store.write_part``), and ``finish`` replaces the placeholder in place (``store.patch_part``), which
+    gives the file that writing the real hash would have given. Parts not taken by ``finish`` (a
+    duplicate, an error) are deleted by ``close``. A part holds ``PART_ROWS`` rows or more (the last may hold
+    fewer); at most ``MAX_WRITES`` writes are queued or running, so memory stays about (this + 1) x
+    PART_ROWS rows."""
+
+    PART_ROWS = 500_000
+    WRITERS = 2  # threads (pyarrow encodes without the GIL)
+    MAX_WRITES = 2
+    PATCHABLE: ClassVar[dict[str, tuple[str, ...]]] = {"steps": ("run_id",), "telemetry": ("source_sha256", "run_id")}
+
+    def __init__(self, scratch: str, sha: str | None, source: str, tags: dict[str, str], owner: str | None):
+        import secrets
+
+        self._scratch, self._source, self._tags, self._owner = scratch, source, tags, owner
+        self._placeholder = sha is None
+        self._sha = sha if sha is not None else secrets.token_hex(32)
+        self._pool: Any = None
+        self._writing: deque[Future[None]] = deque()
+        self._files: list[tuple[str, str]] = []
+        self._buffered: dict[str, list[dict[str, Any]]] = {"steps": [], "telemetry": []}
+        self._rows = {"steps": 0, "telemetry": 0}
+
+    def add(self, name: str, cols: dict[str, Any]) -> None:
+        """Take spilled rows of table ``name``; write a part file in the background once there are enough."""
+        self._buffered[name].append(cols)
+        self._rows[name] += len(cols["run_index"])
+        if self._rows[name] >= self.PART_ROWS:
+            self._flush(name)
+
+    def _flush(self, name: str) -> None:
+        import uuid
+
+        spills, self._buffered[name], self._rows[name] = self._buffered[name], [], 0
+        if not spills:
+            return
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.WRITERS, thread_name_prefix="bench-parquet")
+        self._wait(self.MAX_WRITES - 1)
+        path = os.path.join(self._scratch, f"{name}-{uuid.uuid4().hex}.parquet")
+        self._files.append((name, path))
+        self._writing.append(self._pool.submit(self._write, name, spills, path))
+
+    def _write(self, name: str, spills: list[dict[str, Any]], path: str) -> None:
+        """One part file of several spills: a table each (one Arrow chunk), written as one row group."""
+        import pyarrow as pa
+
+        from bench.ingest.store import write_part
+
+        if name == "steps":
+            tables = [steps_table([(cols, self._sha)]) for cols in spills]
+        else:
+            tables = [telemetry_table([(cols, self._sha, self._source, self._tags)], [self._owner]) for cols in spills]
+        write_part(pa.concat_tables(tables), Path(path), required=True,
+                   patchable=self.PATCHABLE[name] if self._placeholder else ())
+
+    def _wait(self, keep: int = 0) -> None:
+        while len(self._writing) > keep:
+            self._writing.popleft().result()
+
+    def finish(self, sha: str) -> list[tuple[str, str]]:
+        """The part files, in the order written, holding ``sha`` (the file's hash) where the placeholder was;
+        they are the caller's from now on."""
+        from bench.ingest.store import patch_part
+
+        for name in self._buffered:
+            self._flush(name)
+        self._wait()
+        if self._placeholder:
+            for name, path in self._files:
+                patch_part(Path(path), self.PATCHABLE[name], [(self._sha, sha), (self._sha[:16], sha[:16])])
+        files, self._files = self._files, []
+        return files
+
+    def close(self) -> None:
+        """Stop the writer threads and delete the part files not handed out by ``finish``."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        for _, path in self._files:
+            with suppress(FileNotFoundError):
+                os.remove(path)
 
 
 def _sha256(item: Item, reader: Reader) -> str:
@@ -533,35 +622,28 @@ def _with_sidecar(hasher: Any, item: Item) -> str:
     return hasher.hexdigest()
 
 
-def _parse_big(item: Item, ctx: _Context, sha: _Hash) -> None:
-    batch = ctx.batch
-    tags = pat.match_first(ctx.patterns, item.match_path)
+def _parse_big(item: Item, ctx: _Context, sha: _Hash, parts: _BigParts) -> None:
     owner = _owner(item, ctx)
 
-    def later(make: Callable[[str], Any]) -> Callable[[], Any]:
-        """The table of some spilled rows, made on a writer thread once the hash is known."""
-        if sha.known_duplicate():
-            raise _Duplicate  # stop reading a file that is already in the store
+    def spill(name: str) -> Callable[[dict[str, Any]], None]:
+        def add(cols: dict[str, Any]) -> None:
+            if sha.known_duplicate():
+                raise _Duplicate  # stop reading a file that is already in the store
+            parts.add(name, cols)
 
-        def made() -> Any:
-            known = sha.for_writer()
-            return None if known is None else make(known)
+        return add
 
-        return made
-
-    def spill_steps(cols: dict[str, Any]) -> None:
-        batch.add_steps(later(lambda h: steps_table([(cols, h)])), len(cols["run_index"]))
-
-    def spill_telemetry(cols: dict[str, Any]) -> None:
-        batch.add_telemetry(later(lambda h: telemetry_table([(cols, h, item.source, tags)], [owner])),
-                            len(cols["run_index"]))
-
-    result = ParseResult(steps=StepTable(spill=spill_steps, spill_rows=SPILL_ROWS),
-                         telemetry=TelemetryTable(spill=spill_telemetry, spill_rows=SPILL_ROWS))
+    result = ParseResult(steps=StepTable(spill=spill("steps"), spill_rows=SPILL_ROWS),
+                         telemetry=TelemetryTable(spill=spill("telemetry"), spill_rows=SPILL_ROWS))
     with _reopen(item) as reader:
         head = reader.read(registry.HEAD_CHARS)
         parsed = parse_stream(head, _chunks(reader), source=item.source, fmt=ctx.fmt, result=result)
+    result.steps.flush()  # the last rows too, so that they are written beside the other parts
+    result.telemetry.flush()
     known = sha.new()
+    batch = ctx.batch
+    for name, path in parts.finish(known):
+        batch.adopt(name, path)
     ref = _ref(item, known, owner)
     file = file_rows(parsed, ref, ctx.patterns, time.time())
     steps, telemetry = tables([(parsed, ref)], ctx.patterns)

@@ -10,6 +10,7 @@ Table grain:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pyarrow as pa
@@ -146,15 +147,40 @@ TABLES: dict[str, pa.Schema] = {
 METADATA = {b"bench.schema_version": str(SCHEMA_VERSION).encode()}
 
 
-def write_options(schema: pa.Schema) -> dict[str, Any]:
+def write_options(schema: pa.Schema, patchable: tuple[str, ...] = ()) -> dict[str, Any]:
     """``pq.write_table`` options for a table of ``schema``: zstd; dictionary pages only for string-like
     columns; DELTA_BINARY_PACKED for int64 columns (step counters and line numbers are runs of small
     deltas). Floats get plain pages: dictionary-encoding millions of distinct rates costs more CPU than
     zstd saves (measured on 1M steps rows: 0.30 s and 5.6 MB with pyarrow's defaults, 0.12 s and 3.5 MB
-    with these). All of these are Parquet 2 features that DuckDB, Spark, Polars and pyarrow read."""
+    with these). All of these are Parquet 2 features that DuckDB, Spark, Polars and pyarrow read.
+
+    ``patchable`` (top-level string columns): written uncompressed and without statistics, so that their
+    values lie in the file as they are and nowhere else, for ``store.patch_part`` to rewrite in place."""
     dictionary = [f.name for f in schema if not (pa.types.is_floating(f.type) or pa.types.is_integer(f.type))]
     delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_int64(f.type)}
-    return {"compression": "zstd", "use_dictionary": dictionary, "column_encoding": delta}
+    if not patchable:
+        return {"compression": "zstd", "use_dictionary": dictionary, "column_encoding": delta}
+    leaves = leaf_paths(schema)  # per-column options name Parquet's leaf columns (e.g. tags.key_value.key)
+    return {"compression": {p: "none" if p in patchable else "zstd" for p in leaves},
+            "write_statistics": [p for p in leaves if p not in patchable],
+            "use_dictionary": dictionary, "column_encoding": delta}
+
+
+def leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
+    """The dotted paths of the Parquet leaf columns a table of ``schema`` is written as."""
+    return _leaf_paths(pa.schema([f.with_nullable(True) for f in schema]))  # one per table, whatever is REQUIRED
+
+
+@functools.cache
+def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
+    import io
+
+    import pyarrow.parquet as pq
+
+    sink = io.BytesIO()
+    pq.write_table(schema.empty_table(), sink)
+    parquet_schema = pq.read_metadata(io.BytesIO(sink.getvalue())).schema
+    return tuple(parquet_schema.column(i).path for i in range(len(parquet_schema)))
 
 
 def _ts(x: float | None) -> int | None:
@@ -288,7 +314,8 @@ def telemetry_table(parts: list[tuple[dict[str, Any], str, str, dict[str, str]]]
     spec = {k: v for k, v in TELEMETRY_COLUMNS.items() if k != "run_index"}
     arrays = _arrays([c for c, *_ in parts], spec, {})
     stamps = joined_values([c["timestamp"] for c, *_ in parts], np.float64)
-    micros = np.round(stamps * 1e6).astype(np.int64, copy=False) if len(stamps) else stamps.astype(np.int64)
+    with np.errstate(invalid="ignore"):  # NULL / NaN stamps cast to garbage, masked below
+        micros = np.round(stamps * 1e6).astype(np.int64, copy=False) if len(stamps) else stamps.astype(np.int64)
     arrays["timestamp"] = pa.array(micros, TS, mask=_null_mask(stamps, "d") | np.isnan(stamps))
     arrays["run_id"] = _run_ids([(c, sha) for c, sha, *_ in parts])
     if any(owners):

@@ -23,9 +23,8 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -41,10 +40,6 @@ TABLE_GLOBS = {
     "problems": "batches/*/problems.parquet",
     "sources": "batches/*/sources.parquet",
 }
-
-
-#: Rows handed to a batch: a table, or a function making it later (None: the rows are dropped).
-PartRows: TypeAlias = "pa.Table | Callable[[], pa.Table | None]"
 
 
 def default_store() -> Path:
@@ -90,13 +85,14 @@ def _finish_swap(root: Path) -> None:
             os.rename(old, root / "batches")  # killed between the two renames: keep the old generation
 
 
-def write_part(table: pa.Table, path: Path, *, required: bool = False) -> None:
+def write_part(table: pa.Table, path: Path, *, required: bool = False, patchable: tuple[str, ...] = ()) -> None:
     """One Parquet file of a store table: the schema version in its metadata, the table's write options.
 
     ``required`` (for the steps and telemetry parts): columns without a NULL in this part are written
     as REQUIRED, which spares the writer a definition level per value (a fifth of the encoding time of
     a steps part). Readers take a glob of parts with differing nullability as one nullable column
     (DuckDB, pyarrow datasets; tests cover both); pyarrow's concat_tables needs promote_options="default".
+    ``patchable``: string columns that ``patch_part`` may rewrite afterwards (see ``write_options``).
     """
     meta = {**(table.schema.metadata or {}), **METADATA}
     if required and table.num_rows:
@@ -105,7 +101,40 @@ def write_part(table: pa.Table, path: Path, *, required: bool = False) -> None:
         table = pa.Table.from_arrays(table.columns, schema=pa.schema(fields, metadata=meta))
     else:
         table = table.replace_schema_metadata(meta)
-    pq.write_table(table, path, **write_options(table.schema))
+    pq.write_table(table, path, **write_options(table.schema, patchable))
+
+
+def patch_part(path: Path, columns: tuple[str, ...], replacements: list[tuple[str, str]]) -> None:
+    """Rewrite, in place, strings inside the pages of ``columns`` of a part written with
+    ``patchable=columns``: each ``old`` by ``new`` of the same length, in the order given (e.g. a large
+    file's placeholder hash by its real one, once that is known). Such pages hold their values as they
+    are (no compression, no checksums) and the file holds them nowhere else (no statistics), so the
+    result is the file that writing those values would have given. Raises ValueError, leaving the file
+    as it was, when an ``old`` string is still in the file afterwards."""
+    pairs = [(old.encode(), new.encode()) for old, new in replacements]
+    if any(len(old) != len(new) for old, new in pairs):
+        raise ValueError("a replacement must keep the length")
+    meta = pq.read_metadata(path)
+    with open(path, "r+b") as fh:
+        data = bytearray(fh.read())
+        spans = []
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            for i in range(group.num_columns):
+                col = group.column(i)
+                if col.path_in_schema in columns:
+                    start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
+                    spans.append((start, start + col.total_compressed_size))
+        for start, end in spans:
+            piece = bytes(data[start:end])
+            for old, new in pairs:
+                piece = piece.replace(old, new)
+            data[start:end] = piece
+        left = [old.decode() for old, _ in pairs if old in data]
+        if left:
+            raise ValueError(f"{path}: {left[0]!r} is still in the file after patching {', '.join(columns)}")
+        fh.seek(0)
+        fh.write(data)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -183,8 +212,8 @@ class Batch:
         self.dir = root / "_tmp" / batch_id
         self.dir.mkdir(parents=True)
         self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("runs", "problems", "sources")}
-        # Buffered rows of the large tables, as (rows, table) or (rows, a function making the table).
-        self._parts: dict[str, list[tuple[int, PartRows]]] = {"steps": [], "telemetry": []}
+        # Buffered tables of the large tables' rows, written as part files every PART_ROWS rows.
+        self._parts: dict[str, list[pa.Table]] = {"steps": [], "telemetry": []}
         self._part_no = {"steps": 0, "telemetry": 0}
         self.n_sources = 0
         self.n_step_rows = 0
@@ -192,32 +221,26 @@ class Batch:
         self._writing: list[Any] = []
 
     PART_ROWS = 1_000_000
-    #: Part writes queued or running at once. Rows whose table waits for something (a large file's hash)
-    #: pile up here, so this bounds memory: about (this + 1) x PART_ROWS rows.
-    MAX_WRITES = 2
+    MAX_WRITES = 2  # part writes queued or running at once: memory stays about (this + 1) x PART_ROWS rows
     WRITERS = 2  # threads writing part files (pyarrow encodes without the GIL)
 
-    def add_steps(self, table: PartRows, rows: int | None = None) -> None:
-        self._add_part("steps", table, rows)
+    def add_steps(self, table: pa.Table) -> None:
+        self._add_part("steps", table)
 
-    def add_telemetry(self, table: PartRows, rows: int | None = None) -> None:
-        self._add_part("telemetry", table, rows)
+    def add_telemetry(self, table: pa.Table) -> None:
+        self._add_part("telemetry", table)
 
-    def _add_part(self, name: str, table: PartRows, rows: int | None) -> None:
-        """Buffer rows of a large table; a part file is written for every ``PART_ROWS`` rows. ``table`` is
-        an Arrow table, or a function of no arguments that makes one of ``rows`` rows (or returns None to
-        drop them): it is called on a writer thread, so it may wait there (for a hash) while parsing goes
-        on here."""
-        n = table.num_rows if isinstance(table, pa.Table) else rows
-        if n:
-            self._parts[name].append((n, table))
-            if sum(k for k, _ in self._parts[name]) >= self.PART_ROWS:
+    def _add_part(self, name: str, table: pa.Table) -> None:
+        """Buffer rows of a large table; a part file is written for every ``PART_ROWS`` rows."""
+        if table.num_rows:
+            self._parts[name].append(table)
+            if sum(t.num_rows for t in self._parts[name]) >= self.PART_ROWS:
                 self._flush_part(name)
 
     def _flush_part(self, name: str) -> None:
         """Write the buffered rows of ``name`` as the next part file, in the background: parsing goes on
         meanwhile, and at most ``MAX_WRITES`` parts are queued or being written (so memory stays bounded)."""
-        pending = [t for _, t in self._parts[name]]
+        pending = self._parts[name]
         if pending or self._part_no[name] == 0:  # always one (maybe empty) part, so the glob finds the table
             part = f"{name}-{self._part_no[name]:05d}.parquet"
             self._part_no[name] += 1
@@ -234,17 +257,16 @@ class Batch:
         while len(self._writing) > keep:
             self._writing.pop(0).result()
 
-    def _write_pending(self, name: str, part: str, pending: list[PartRows]) -> None:
-        made = [t if isinstance(t, pa.Table) else t() for t in pending]
-        table = pa.concat_tables([TABLES[name].empty_table(), *(t for t in made if t is not None)])
-        write_part(table, self.dir / part, required=True)
+    def _write_pending(self, name: str, part: str, pending: list[pa.Table]) -> None:
+        write_part(pa.concat_tables([TABLES[name].empty_table(), *pending]), self.dir / part, required=True)
 
     def _write(self, name: str, table: pa.Table) -> None:
         write_part(table, self.dir / name)
 
     def adopt(self, name: str, path: str) -> None:
-        """Take a finished part file of table ``name`` (written by a parser process into the writer's
-        scratch directory) into this batch, as its next part: one rename on the same file system."""
+        """Take a finished part file of table ``name`` (written into the writer's scratch directory by a
+        parser process, or for a large file) into this batch, as its next part: one rename on the same file
+        system."""
         part = self.dir / f"{name}-{self._part_no[name]:05d}.parquet"
         self._part_no[name] += 1
         os.rename(path, part)

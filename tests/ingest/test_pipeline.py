@@ -170,6 +170,38 @@ def test_big_files_stream_with_the_same_result(tmp_path: Path, monkeypatch: pyte
     assert len(read(tmp_path / "st", "steps")) == 6000
 
 
+def test_big_files_parts_are_written_before_the_hash_and_patched_to_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big plain file's spilled rows are written as parts under a placeholder hash while it is hashed,
+    then patched in place: its steps must carry the run_ids of its runs, its telemetry the file's SHA-256,
+    in several parts, and nothing may be left in the scratch directory. Hand-checked: 2 runs of 700
+    steps (two logs appended), and a thermal file of 900 samples x 2 GPUs."""
+    import hashlib
+
+    one, two = tf_cnn_log(700, display_every=1, seed=3), tf_cnn_log(700, display_every=1, seed=4)
+    (tmp_path / "two-runs.log").write_text(one + two)
+    (tmp_path / "thermal").write_text("".join(f"{1599331669 + i}, 1729.8, 40, 38, \n" for i in range(900)))
+    from bench.ingest import registry
+
+    monkeypatch.setattr(registry, "HEAD_CHARS", 4096)  # the rest is read in 4 KiB chunks
+    monkeypatch.setattr(pipeline, "BIG_FILE", 10_000)
+    monkeypatch.setattr(pipeline, "CHUNK", 4096)
+    monkeypatch.setattr(pipeline, "SPILL_ROWS", 100)
+    monkeypatch.setattr(pipeline._BigParts, "PART_ROWS", 300)
+    s = ingest([str(tmp_path / "two-runs.log"), str(tmp_path / "thermal")], tmp_path / "st", workers=0)
+    assert (s.runs_added, s.steps_added, s.telemetry_added) == (2, 1400, 1800)
+    runs = read(tmp_path / "st", "runs")
+    log_sha = hashlib.sha256((one + two).encode()).hexdigest()
+    assert sorted(r["run_id"] for r in runs if r["format"] == "tf_cnn") == [f"{log_sha[:16]}-0", f"{log_sha[:16]}-1"]
+    steps = read(tmp_path / "st", "steps")
+    assert [sum(r["run_id"] == f"{log_sha[:16]}-{i}" for r in steps) for i in (0, 1)] == [700, 700]
+    assert len(table_files(tmp_path / "st", "steps")) >= 4  # 1400 rows in parts of about 300
+    telemetry = read(tmp_path / "st", "telemetry")
+    thermal_sha = hashlib.sha256((tmp_path / "thermal").read_bytes()).hexdigest()
+    assert {r["source_sha256"] for r in telemetry} == {thermal_sha} and len(telemetry) == 1800
+    assert sorted({r["sample_index"] for r in telemetry}) == list(range(900))
+    assert not list((tmp_path / "st" / "_tmp").glob("**/*.parquet"))
+
+
 def test_a_big_duplicate_spills_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two plain big files with the same bytes: the second is hashed while it is parsed, and its rows
     must not reach the store even though they start spilling before its hash is known."""
@@ -183,6 +215,7 @@ def test_a_big_duplicate_spills_nothing(tmp_path: Path, monkeypatch: pytest.Monk
     assert (s.duplicates_skipped, s.runs_added, s.steps_added) == (1, 1, 2000)
     assert len(read(tmp_path / "st", "steps")) == 2000
     assert len(read(tmp_path / "st", "sources")) == 1
+    assert not list((tmp_path / "st" / "_tmp").glob("**/*.parquet"))  # the duplicate's parts were deleted
 
 
 def test_an_early_hash_is_the_files_hash_and_is_handed_out_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -143,20 +143,52 @@ def test_parts_without_nulls_are_required_and_read_back_as_one_nullable_column(t
         batch = writer.new_batch()
         batch.PART_ROWS = 2  # one part file per add
         batch.add_steps(part("a-0", [1, 2], [7.5, 7.25]))
-        batch.add_steps(lambda: part("b-0", [1, 2], [None, 6.5]), rows=2)  # made on a writer thread
-        batch.add_steps(lambda: None, rows=2)  # rows dropped (e.g. a duplicate): an empty part
+        batch.add_steps(part("b-0", [1, 2], [None, 6.5]))
         batch.rows["sources"].append({"source": "x", "source_sha256": "0" * 64})
         batch.n_sources = 1
         batch.commit()
     files = sorted(glob.glob(f"{root}/batches/*/steps-*.parquet"))
-    assert len(files) == 3
-    first, second = (pq.read_schema(f) for f in files[:2])
+    assert len(files) == 2
+    first, second = (pq.read_schema(f) for f in files)
     assert (first.field("loss").nullable, first.field("step").nullable, first.field("epoch").nullable) == (False, False, True)
     assert (second.field("loss").nullable, second.field("step").nullable) == (True, False)
-    assert pq.read_table(files[2]).num_rows == 0
     with connect(root) as con:
         rows = con.execute("SELECT run_id, step, loss, epoch FROM steps ORDER BY run_id, step").fetchall()
     assert rows == [("a-0", 1, 7.5, None), ("a-0", 2, 7.25, None), ("b-0", 1, None, None), ("b-0", 2, 6.5, None)]
     table = ds.dataset(files).to_table()
     got = sorted(zip(table.column("run_id").to_pylist(), table.column("step").to_pylist(), table.column("loss").to_pylist(), strict=True))
     assert got == [("a-0", 1, 7.5), ("a-0", 2, 7.25), ("b-0", 1, None), ("b-0", 2, 6.5)]
+
+
+def test_a_patched_part_is_the_part_written_with_the_real_values(tmp_path: Path) -> None:
+    """patch_part rewrites a placeholder in the patchable columns in place: the file must then be, byte
+    for byte, the file written with the real values (telemetry: source_sha256, run_id and a tags MAP, in
+    two row groups). A replacement of another length, or a placeholder left in the file, is refused and
+    leaves it as it was."""
+    from bench.ingest.records import TelemetryTable
+    from bench.ingest.schema import telemetry_table
+
+    def table(sha: str) -> pa.Table:
+        t = TelemetryTable()
+        for i in range(300):
+            t.add(i, run_index=i % 2, gpu_index=i % 4, temperature_c=40.0 + i % 7)
+        return telemetry_table([(t.take(), sha, "logs/thermal", {"system": "lambda"})])
+
+    fake, real = "f0" * 32, "0123456789abcdef" * 4
+    cols = ("source_sha256", "run_id")
+    patched, direct = tmp_path / "patched.parquet", tmp_path / "direct.parquet"
+    for path, sha in ((patched, fake), (direct, real)):
+        pq.write_table(table(sha), path, row_group_size=200, **store_mod.write_options(table(sha).schema, cols))
+    before = patched.read_bytes()
+    assert fake.encode() in before and real.encode() not in before
+    store_mod.patch_part(patched, cols, [(fake, real), (fake[:16], real[:16])])
+    assert patched.read_bytes() == direct.read_bytes()
+    back = pq.read_table(patched)
+    assert back["run_id"].to_pylist()[:2] == [f"{real[:16]}-0", f"{real[:16]}-1"]
+    assert back["timestamp"].null_count == 300  # no stamp given: NULL (its NaN is not cast to a number)
+
+    with pytest.raises(ValueError, match="keep the length"):
+        store_mod.patch_part(direct, cols, [(real, "x")])
+    with pytest.raises(ValueError, match="still in the file"):  # "lambda" is in the tags, not patchable
+        store_mod.patch_part(direct, cols, [("lambda", "LAMBDA")])
+    assert direct.read_bytes() == patched.read_bytes()
