@@ -468,6 +468,8 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
             return
     parts = _BigParts(str(ctx.writer.scratch()), sha.known(), item.source, pat.match_first(ctx.patterns, item.match_path),
                       _owner(item, ctx))
+    if sha.future is not None:
+        sha.future.add_done_callback(parts.resolve)
     try:
         _parse_big(item, ctx, sha, parts)
     except _Duplicate:
@@ -514,11 +516,12 @@ class _BigParts:
     scratch directory on writer threads while the file is parsed, so that the encoding overlaps the
     parsing and the hashing instead of waiting for the hash.
 
-    Until the file's hash is known, its rows carry a placeholder hash (a random token of the same length)
-    in their run_id (and telemetry's source_sha256); those columns are written patchable
+    A part written while the file's hash is not known yet carries a placeholder hash (a random token of
+    the same length) in its run_id (and telemetry's source_sha256); those columns are written patchable
     (``store.write_part``), and ``finish`` replaces the placeholder in place (``store.patch_part``), which
-    gives the file that writing the real hash would have given. Parts not taken by ``finish`` (a
-    duplicate, an error) are deleted by ``close``. A part holds ``PART_ROWS`` rows or more (the last may hold
+    gives the file that writing the real hash would have given. Parts written once the hash is known
+    (``resolve``, called by the hashing thread) carry it from the start. Each part is fsynced by its
+    writer. Parts not taken by ``finish`` (a duplicate, an error) are deleted by ``close``. A part holds ``PART_ROWS`` rows or more (the last may hold
     fewer); at most ``MAX_WRITES`` writes are queued or running, so memory stays about (this + 1) x
     PART_ROWS rows."""
 
@@ -531,13 +534,19 @@ class _BigParts:
         import secrets
 
         self._scratch, self._source, self._tags, self._owner = scratch, source, tags, owner
-        self._placeholder = sha is None
-        self._sha = sha if sha is not None else secrets.token_hex(32)
+        self._placeholder = secrets.token_hex(32)  # a 64-digit hex string, as a SHA-256
+        self._known = sha  # the real hash once known (set by this thread or the hashing thread)
         self._pool: Any = None
         self._writing: deque[Future[None]] = deque()
         self._files: list[tuple[str, str]] = []
+        self._written_with: dict[str, str] = {}  # path -> the hash (or placeholder) its rows carry
         self._buffered: dict[str, list[dict[str, Any]]] = {"steps": [], "telemetry": []}
         self._rows = {"steps": 0, "telemetry": 0}
+
+    def resolve(self, hashed: Future[str]) -> None:
+        """The hashing thread's done-callback: parts written from now on carry the file's real hash."""
+        if not hashed.cancelled() and hashed.exception() is None:
+            self._known = hashed.result()
 
     def add(self, name: str, cols: dict[str, Any]) -> None:
         """Take spilled rows of table ``name``; write a part file in the background once there are enough."""
@@ -567,12 +576,14 @@ class _BigParts:
 
         from bench.ingest.store import write_part
 
+        sha = self._known or self._placeholder
         if name == "steps":
-            tables = [steps_table([(cols, self._sha)]) for cols in spills]
+            tables = [steps_table([(cols, sha)]) for cols in spills]
         else:
-            tables = [telemetry_table([(cols, self._sha, self._source, self._tags)], [self._owner]) for cols in spills]
+            tables = [telemetry_table([(cols, sha, self._source, self._tags)], [self._owner]) for cols in spills]
         write_part(pa.concat_tables(tables), Path(path), required=True,
-                   patchable=self.PATCHABLE[name] if self._placeholder else ())
+                   patchable=self.PATCHABLE[name] if sha == self._placeholder else (), sync=True)
+        self._written_with[path] = sha
 
     def _wait(self, keep: int = 0) -> None:
         while len(self._writing) > keep:
@@ -586,9 +597,14 @@ class _BigParts:
         for name in self._buffered:
             self._flush(name)
         self._wait()
-        if self._placeholder:
-            for name, path in self._files:
-                patch_part(Path(path), self.PATCHABLE[name], [(self._sha, sha), (self._sha[:16], sha[:16])])
+        fake = self._placeholder
+        for name, path in self._files:
+            if self._written_with[path] == fake:
+                patch_part(Path(path), self.PATCHABLE[name], [(fake, sha), (fake[:16], sha[:16])])
+                with open(path, "rb") as fh:
+                    os.fsync(fh.fileno())
+            elif self._written_with[path] != sha:
+                raise RuntimeError(f"{path} was written with the hash {self._written_with[path]}, not {sha}")
         files, self._files = self._files, []
         return files
 

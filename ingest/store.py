@@ -85,7 +85,8 @@ def _finish_swap(root: Path) -> None:
             os.rename(old, root / "batches")  # killed between the two renames: keep the old generation
 
 
-def write_part(table: pa.Table, path: Path, *, required: bool = False, patchable: tuple[str, ...] = ()) -> None:
+def write_part(table: pa.Table, path: Path, *, required: bool = False, patchable: tuple[str, ...] = (),
+               sync: bool = False) -> None:
     """One Parquet file of a store table: the schema version in its metadata, the table's write options.
 
     ``required`` (for the steps and telemetry parts): columns without a NULL in this part are written
@@ -93,6 +94,8 @@ def write_part(table: pa.Table, path: Path, *, required: bool = False, patchable
     a steps part). Readers take a glob of parts with differing nullability as one nullable column
     (DuckDB, pyarrow datasets; tests cover both); pyarrow's concat_tables needs promote_options="default".
     ``patchable``: string columns that ``patch_part`` may rewrite afterwards (see ``write_options``).
+    ``sync``: fsync the file before returning (a part written off the main thread then costs the commit,
+    which fsyncs every file of its batch, almost nothing).
     """
     meta = {**(table.schema.metadata or {}), **METADATA}
     if required and table.num_rows:
@@ -102,39 +105,43 @@ def write_part(table: pa.Table, path: Path, *, required: bool = False, patchable
     else:
         table = table.replace_schema_metadata(meta)
     pq.write_table(table, path, **write_options(table.schema, patchable))
+    if sync:
+        with open(path, "rb") as fh:
+            os.fsync(fh.fileno())
 
 
 def patch_part(path: Path, columns: tuple[str, ...], replacements: list[tuple[str, str]]) -> None:
     """Rewrite, in place, strings inside the pages of ``columns`` of a part written with
     ``patchable=columns``: each ``old`` by ``new`` of the same length, in the order given (e.g. a large
     file's placeholder hash by its real one, once that is known). Such pages hold their values as they
-    are (no compression, no checksums) and the file holds them nowhere else (no statistics), so the
-    result is the file that writing those values would have given. Raises ValueError, leaving the file
-    as it was, when an ``old`` string is still in the file afterwards."""
+    are, and the file holds them nowhere else, so the result is the file that writing those values would
+    have given; only those columns' bytes are read and written. Raises ValueError, changing nothing, for
+    a replacement of another length or a column that was not written that way (compressed, with
+    statistics or a column index)."""
     pairs = [(old.encode(), new.encode()) for old, new in replacements]
     if any(len(old) != len(new) for old, new in pairs):
         raise ValueError("a replacement must keep the length")
     meta = pq.read_metadata(path)
+    spans = []
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for i in range(group.num_columns):
+            col = group.column(i)
+            if col.path_in_schema not in columns:
+                continue
+            if col.compression != "UNCOMPRESSED" or col.is_stats_set or col.has_column_index:
+                raise ValueError(f"{path}: column {col.path_in_schema} was not written patchable")
+            start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
+            spans.append((start, col.total_compressed_size))
     with open(path, "r+b") as fh:
-        data = bytearray(fh.read())
-        spans = []
-        for g in range(meta.num_row_groups):
-            group = meta.row_group(g)
-            for i in range(group.num_columns):
-                col = group.column(i)
-                if col.path_in_schema in columns:
-                    start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
-                    spans.append((start, start + col.total_compressed_size))
-        for start, end in spans:
-            piece = bytes(data[start:end])
+        for start, size in spans:
+            fh.seek(start)
+            piece = old_piece = fh.read(size)
             for old, new in pairs:
                 piece = piece.replace(old, new)
-            data[start:end] = piece
-        left = [old.decode() for old, _ in pairs if old in data]
-        if left:
-            raise ValueError(f"{path}: {left[0]!r} is still in the file after patching {', '.join(columns)}")
-        fh.seek(0)
-        fh.write(data)
+            if piece != old_piece:
+                fh.seek(start)
+                fh.write(piece)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -258,7 +265,7 @@ class Batch:
             self._writing.pop(0).result()
 
     def _write_pending(self, name: str, part: str, pending: list[pa.Table]) -> None:
-        write_part(pa.concat_tables([TABLES[name].empty_table(), *pending]), self.dir / part, required=True)
+        write_part(pa.concat_tables([TABLES[name].empty_table(), *pending]), self.dir / part, required=True, sync=True)
 
     def _write(self, name: str, table: pa.Table) -> None:
         write_part(table, self.dir / name)

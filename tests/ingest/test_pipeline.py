@@ -6,6 +6,7 @@ import io
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -170,12 +171,29 @@ def test_big_files_stream_with_the_same_result(tmp_path: Path, monkeypatch: pyte
     assert len(read(tmp_path / "st", "steps")) == 6000
 
 
-def test_big_files_parts_are_written_before_the_hash_and_patched_to_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A big plain file's spilled rows are written as parts under a placeholder hash while it is hashed,
-    then patched in place: its steps must carry the run_ids of its runs, its telemetry the file's SHA-256,
-    in several parts, and nothing may be left in the scratch directory. Hand-checked: 2 runs of 700
-    steps (two logs appended), and a thermal file of 900 samples x 2 GPUs."""
+@pytest.mark.parametrize("hash_late", [True, False])
+def test_big_files_parts_are_written_before_the_hash_and_patched_to_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hash_late: bool) -> None:
+    """A big plain file's spilled rows are written as parts while it is hashed: under a placeholder hash
+    patched in place once the hash is known (``hash_late``: every part, as when the hash takes longer than
+    the parse), else with the hash as soon as the hashing thread has it. Either way its steps must carry
+    the run_ids of its runs, its telemetry the file's SHA-256, in several parts, and nothing may be left
+    in the scratch directory. Hand-checked: 2 runs of 700 steps (two logs appended), and a thermal file of
+    900 samples x 2 GPUs."""
     import hashlib
+
+    from bench.ingest import store
+
+    patched: list[str] = []
+    store_patch = store.patch_part
+
+    def counting_patch(path: Path, *args: Any) -> None:
+        patched.append(path.name)
+        store_patch(path, *args)
+
+    monkeypatch.setattr(store, "patch_part", counting_patch)
+    if hash_late:
+        monkeypatch.setattr(pipeline._BigParts, "resolve", lambda self, hashed: None)
 
     one, two = tf_cnn_log(700, display_every=1, seed=3), tf_cnn_log(700, display_every=1, seed=4)
     (tmp_path / "two-runs.log").write_text(one + two)
@@ -200,6 +218,8 @@ def test_big_files_parts_are_written_before_the_hash_and_patched_to_it(tmp_path:
     assert {r["source_sha256"] for r in telemetry} == {thermal_sha} and len(telemetry) == 1800
     assert sorted({r["sample_index"] for r in telemetry}) == list(range(900))
     assert not list((tmp_path / "st" / "_tmp").glob("**/*.parquet"))
+    if hash_late:  # every part was written before the hash was known, so every part was patched
+        assert len(patched) == len(table_files(tmp_path / "st", "steps")) + len(table_files(tmp_path / "st", "telemetry"))
 
 
 def test_a_big_duplicate_spills_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

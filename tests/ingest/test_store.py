@@ -189,6 +189,9 @@ def test_a_patched_part_is_the_part_written_with_the_real_values(tmp_path: Path)
 
     with pytest.raises(ValueError, match="keep the length"):
         store_mod.patch_part(direct, cols, [(real, "x")])
-    with pytest.raises(ValueError, match="still in the file"):  # "lambda" is in the tags, not patchable
-        store_mod.patch_part(direct, cols, [("lambda", "LAMBDA")])
+    with pytest.raises(ValueError, match=r"tags\.key_value\.value was not written patchable"):  # zstd
+        store_mod.patch_part(direct, ("tags.key_value.value",), [("lambda", "LAMBDA")])
     assert direct.read_bytes() == patched.read_bytes()
+    store_mod.patch_part(direct, ("run_id",), [(real[:16], fake[:16])])  # source_sha256 is left as it is
+    assert {x[:16] for x in pq.read_table(direct)["run_id"].to_pylist()} == {fake[:16]}
+    assert set(pq.read_table(direct)["source_sha256"].to_pylist()) == {real}
