@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol, cast
 
-from bench.ingest import rundir
 from bench.ingest.tarstream import TarFormatError, iter_members
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
@@ -64,6 +63,8 @@ def iter_items(paths: list[str], exclude: str | None = None, skip_globs: tuple[s
     ``skip_globs`` are shell patterns (``*.md``); a file or archive member whose path or name matches
     one is not read. Paths given explicitly are always read.
     """
+    from bench.ingest import rundir  # here, not at the top: bench.ingest.prehash imports this module early
+
     skip = os.path.realpath(exclude) if exclude else None
     for p in paths:
         if os.path.isdir(p):
@@ -77,6 +78,8 @@ def iter_items(paths: list[str], exclude: str | None = None, skip_globs: tuple[s
 
 def _dir_items(paths: list[str], skip_globs: tuple[str, ...]) -> Iterator[Item]:
     """The files of one directory; in a run directory, output.log carries run.json (not yielded itself)."""
+    from bench.ingest import rundir
+
     logs = [q for q in paths if os.path.basename(q) == rundir.OUTPUT_LOG]
     sidecar = rundir.sidecar_beside(logs[0]) if logs else None
     for path in paths:
@@ -91,6 +94,8 @@ def _skipped(path: str, globs: tuple[str, ...]) -> bool:
 
 
 def _file_items(path: str, skip_globs: tuple[str, ...] = (), sidecar: bytes | None = None) -> Iterator[Item]:
+    from bench.ingest import rundir
+
     if is_archive(path):
         items = _zip_items(path) if path.lower().endswith(".zip") else _tar_items(path)
         yield from rundir.pair_members(i for i in items if i.member is None or not _skipped(i.member, skip_globs))
