@@ -521,9 +521,10 @@ class _BigParts:
     (``store.write_part``), and ``finish`` replaces the placeholder in place (``store.patch_part``), which
     gives the file that writing the real hash would have given. Parts written once the hash is known
     (``resolve``, called by the hashing thread) carry it from the start. Each part is fsynced by its
-    writer. Parts not taken by ``finish`` (a duplicate, an error) are deleted by ``close``. A part holds ``PART_ROWS`` rows or more (the last may hold
-    fewer); at most ``MAX_WRITES`` writes are queued or running, so memory stays about (this + 1) x
-    PART_ROWS rows."""
+    writer. Parts not taken by ``finish`` (a duplicate, an error) are deleted by ``close``.
+
+    A part holds ``PART_ROWS`` rows or more (the last may hold fewer); at most ``MAX_WRITES`` writes are
+    queued or running, so memory stays about (this + 1) x PART_ROWS rows."""
 
     PART_ROWS = 500_000
     WRITERS = 2  # threads (pyarrow encodes without the GIL)
