@@ -324,3 +324,15 @@ def test_gpu_name_lines_before_and_after_the_gpu_is_known(gpu_lines: list[str], 
              _STAMP + "Waiting for the threads to stop"]  # the OOM line is inside a stretch of stamped lines
     fast = _check(("\n".join(lines) + "\n").encode())
     assert [(r.gpu_model, r.status) for r in fast.runs] == [(gpu, "oom")]
+
+
+@pytest.mark.parametrize("pos", [0, 7, 8, 31, 32, 33, 4095, 4096, 4097, 8191, 8999])
+def test_the_ascii_flag_sees_a_non_ascii_byte_anywhere(pos: int) -> None:
+    """scan() says whether a buffer is pure ASCII (else the caller checks its UTF-8); it reads 32 bytes a
+    step and stops at the first 4 KiB holding a byte >= 0x80, so a byte at each edge of those steps, in
+    a buffer that ends there or goes on, must be seen, and a pure-ASCII buffer of any length passes."""
+    for n in (pos + 1, 9000):
+        buf = bytearray(b"x" * n)
+        buf[pos] = 0xC3
+        assert _tfscan.scan(bytes(buf), 0, _NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)[3] is False
+    assert _tfscan.scan(b"x" * (pos + 1), 0, _NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)[3] is True
