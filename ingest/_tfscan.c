@@ -685,6 +685,7 @@ static PyObject *advance(PyObject *self, PyObject *args) {
     const uint64_t *loss_bits = ls.buf, *stamp_bits = ts.buf;
     char *out = PyBytes_AS_STRING(rates);
     Py_ssize_t nan_losses = 0, first = -1, last = -1;
+    Py_BEGIN_ALLOW_THREADS /* plain arithmetic over buffers: other threads run Python meanwhile */
     for (Py_ssize_t i = lo; i < hi; i++) {
         long long step = steps[i];
         double t = means[i] > 0 ? (double)step / means[i] : INFINITY;
@@ -706,6 +707,7 @@ static PyObject *advance(PyObject *self, PyObject *args) {
             last = i;
         }
     }
+    Py_END_ALLOW_THREADS
     PyObject *f = first < 0 ? Py_NewRef(Py_None) : PyFloat_FromDouble(stamp[first]);
     PyObject *l = last < 0 ? Py_NewRef(Py_None) : PyFloat_FromDouble(stamp[last]);
     if (f != NULL && l != NULL)
