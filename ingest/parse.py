@@ -212,13 +212,25 @@ def parse_stream(
     if module is None:
         result.problems.append(Problem("unrecognized_format", "no known log format matched the content"))
         return FileParse(None, result)
-    last = bytearray()
+    tail: list[bytes] = []  # the bytes after the last line end so far (a cut last line), up to MAX_LINE_BYTES
+    tail_bytes = 0
+
+    def note_tail(c: bytes) -> None:
+        nonlocal tail_bytes
+        end = c.rfind(b"\n")
+        if end >= 0:
+            tail[:], tail_bytes = [bytes(c[end + 1:])], len(c) - end - 1
+        else:
+            tail_bytes += len(c)
+            if tail_bytes <= MAX_LINE_BYTES:
+                tail.append(bytes(c))
 
     def all_chunks() -> Iterator[bytes]:
+        note_tail(head)
         yield head
         for c in chunks:
             if c:
-                last[:] = c[-1:]
+                note_tail(c)
                 yield c
 
     fast = chunk_parser(module)
@@ -226,7 +238,19 @@ def parse_stream(
         blocks = line_blocks(all_chunks(), result.problems, check_utf8=False)
         run_parser(module, lambda: fast(blocks, source=source, result=result, check_utf8=True), result)
     else:
-        run_lines(module, iter_stream_lines(all_chunks(), result.problems), source=source, result=result)
-    if (bytes(last) if last else head[-1:]) != b"\n":
-        result.problems.append(Problem("truncated", "the file ends without a final newline (cut mid-line?)"))
+        lines = _counted(iter_stream_lines(all_chunks(), result.problems), result)
+        run_lines(module, lines, source=source, result=result)
+    if tail_bytes:  # the file ends without a line end; its last line's number is the lines the parse read
+        last = b"".join(tail).decode("utf-8", errors="replace") if tail_bytes <= MAX_LINE_BYTES else None
+        result.problems.append(
+            Problem("truncated", "the file ends without a final newline (cut mid-line?)", result.lines_read, last))
     return FileParse(module.NAME, result)
+
+
+def _counted(lines: Iterable[str], result: ParseResult) -> Iterator[str]:
+    """``lines``, counted into ``result.lines_read`` once the parser has read them all."""
+    n = 0
+    for line in lines:
+        n += 1
+        yield line
+    result.lines_read = n

@@ -562,6 +562,9 @@ class ParseResult:
     steps: StepTable = field(default_factory=StepTable)
     telemetry: TelemetryTable = field(default_factory=TelemetryTable)
     problems: list[Problem] = field(default_factory=list)
+    #: The lines a streamed parse read (parse.parse_stream), so that a problem at the file's end gets its
+    #: line number without another pass over the file; None when not counted.
+    lines_read: int | None = None
 
     def problem(self, kind: str, message: str, line_no: int | None = None, text: str | None = None) -> None:
         self.problems.append(Problem(kind, message, line_no, text))

@@ -57,6 +57,7 @@ def parse_chunks(chunks: Iterable[bytes | memoryview], *, source: str, result: P
         before += n
         _merge(r, _Block(cols), others)
     r.finish()
+    result.lines_read = before
     return result
 
 

@@ -132,6 +132,42 @@ def test_bad_input_never_crashes_and_never_loses_data(tmp_path: Path) -> None:
     assert len(sources) == 7
 
 
+def test_bad_input_streamed_as_big_files_gives_the_same_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bad inputs again, every file now streamed through the large-file path (hashed while parsed,
+    rows spilled one by one into parts of 2 written under a placeholder hash, then patched): the runs,
+    steps and problems must be those of the whole-file path, and nothing left in scratch. Hand-counted:
+    3 step lines in each of the 3 complete logs, 1 in cut.log (its second is cut to "7.")."""
+    from bench.ingest import registry
+
+    d = tmp_path / "bad"
+    d.mkdir()
+    _bad_inputs(d)
+    whole = ingest([str(d)], tmp_path / "whole", workers=0)
+    monkeypatch.setattr(registry, "HEAD_CHARS", 512)
+    monkeypatch.setattr(pipeline, "BIG_FILE", 0)
+    monkeypatch.setattr(pipeline, "CHUNK", 333)
+    monkeypatch.setattr(pipeline, "SPILL_ROWS", 1)
+    monkeypatch.setattr(pipeline._BigParts, "PART_ROWS", 2)
+    monkeypatch.setattr(pipeline._BigParts, "resolve", lambda self, hashed: None)  # every part patched
+    streamed = ingest([str(d)], tmp_path / "streamed", workers=0)
+    assert (streamed.files_seen, streamed.runs_added, streamed.steps_added) == (whole.files_seen, whole.runs_added,
+                                                                                whole.steps_added) == (7, 4, 10)
+
+    def rows(store: str, table: str, drop: tuple[str, ...]) -> list[tuple]:
+        out = [tuple(sorted((k, str(v)) for k, v in r.items() if k not in drop)) for r in read(tmp_path / store, table)]
+        return sorted(out)
+
+    assert rows("streamed", "runs", ("ingested_at",)) == rows("whole", "runs", ("ingested_at",))
+    assert rows("streamed", "steps", ()) == rows("whole", "steps", ())
+    assert rows("streamed", "problems", ("ingested_at",)) == rows("whole", "problems", ("ingested_at",))
+    # cut.log keeps 19 of the log's 24 lines, its last cut 3 bytes short: "10\timages/sec: ... 7."
+    (cut,) = [p for p in read(tmp_path / "streamed", "problems") if p["kind"] == "truncated"]
+    assert (Path(cut["source"]).name, cut["line_no"], cut["text"]) == (
+        "cut.log", 19, "10\timages/sec: 326.1 +/- 2.2 (jitter = 9.4)\t7.")
+    assert len(table_files(tmp_path / "streamed", "steps")) > len(table_files(tmp_path / "whole", "steps"))
+    assert not list((tmp_path / "streamed" / "_tmp").glob("**/*.parquet"))
+
+
 def test_path_patterns_fill_and_conflict(tmp_path: Path) -> None:
     d = tmp_path / "sysA.logs" / "syn-replicated-fp16-2gpus" / "resnet50-64" / "throughput"
     d.mkdir(parents=True)
