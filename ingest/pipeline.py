@@ -655,18 +655,14 @@ def _parse_big(item: Item, ctx: _Context, sha: _Hash, parts: _BigParts) -> None:
     with _reopen(item) as reader:
         head = reader.read(registry.HEAD_CHARS)
         parsed = parse_stream(head, _chunks(reader), source=item.source, fmt=ctx.fmt, result=result)
-    result.steps.flush()  # the last rows too, so that they are written beside the other parts
+    result.steps.flush()  # the last rows too: every row of a large file is in its parts
     result.telemetry.flush()
     known = sha.new()
     batch = ctx.batch
     for name, path in parts.finish(known):
         batch.adopt(name, path)
     ref = _ref(item, known, owner)
-    file = file_rows(parsed, ref, ctx.patterns, time.time())
-    steps, telemetry = tables([(parsed, ref)], ctx.patterns)
-    batch.add_steps(steps)
-    batch.add_telemetry(telemetry)
-    _record(item, known, item.size, file, ctx)
+    _record(item, known, item.size, file_rows(parsed, ref, ctx.patterns, time.time()), ctx)
 
 
 def _ref(item: Item, sha: str, owner: str | None) -> FileRef:

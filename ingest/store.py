@@ -212,60 +212,16 @@ class StoreWriter:
 
 
 class Batch:
-    """Rows of one batch, staged in ``_tmp/<id>`` and committed atomically."""
+    """Rows of one batch, staged in ``_tmp/<id>`` and committed atomically. The steps and telemetry rows
+    come as finished part files (``adopt``); runs, problems and sources as row dicts (``rows``)."""
 
     def __init__(self, root: Path, batch_id: str):
         self.root, self.batch_id = root, batch_id
         self.dir = root / "_tmp" / batch_id
         self.dir.mkdir(parents=True)
         self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("runs", "problems", "sources")}
-        # Buffered tables of the large tables' rows, written as part files every PART_ROWS rows.
-        self._parts: dict[str, list[pa.Table]] = {"steps": [], "telemetry": []}
         self._part_no = {"steps": 0, "telemetry": 0}
         self.n_sources = 0
-        self.n_step_rows = 0
-        self._writer: Any = None  # background threads for part files (pyarrow writes without the GIL)
-        self._writing: list[Any] = []
-
-    PART_ROWS = 1_000_000
-    MAX_WRITES = 2  # part writes queued or running at once: memory stays about (this + 1) x PART_ROWS rows
-    WRITERS = 2  # threads writing part files (pyarrow encodes without the GIL)
-
-    def add_steps(self, table: pa.Table) -> None:
-        self._add_part("steps", table)
-
-    def add_telemetry(self, table: pa.Table) -> None:
-        self._add_part("telemetry", table)
-
-    def _add_part(self, name: str, table: pa.Table) -> None:
-        """Buffer rows of a large table; a part file is written for every ``PART_ROWS`` rows."""
-        if table.num_rows:
-            self._parts[name].append(table)
-            if sum(t.num_rows for t in self._parts[name]) >= self.PART_ROWS:
-                self._flush_part(name)
-
-    def _flush_part(self, name: str) -> None:
-        """Write the buffered rows of ``name`` as the next part file, in the background: parsing goes on
-        meanwhile, and at most ``MAX_WRITES`` parts are queued or being written (so memory stays bounded)."""
-        pending = self._parts[name]
-        if pending or self._part_no[name] == 0:  # always one (maybe empty) part, so the glob finds the table
-            part = f"{name}-{self._part_no[name]:05d}.parquet"
-            self._part_no[name] += 1
-            self._parts[name] = []
-            if self._writer is None:
-                from concurrent.futures import ThreadPoolExecutor
-
-                self._writer = ThreadPoolExecutor(self.WRITERS, thread_name_prefix="bench-parquet")
-            self._wait(keep=self.MAX_WRITES - 1)
-            self._writing.append(self._writer.submit(self._write_pending, name, part, pending))
-
-    def _wait(self, keep: int = 0) -> None:
-        """Wait until at most ``keep`` part writes are in flight (re-raising a write's error)."""
-        while len(self._writing) > keep:
-            self._writing.pop(0).result()
-
-    def _write_pending(self, name: str, part: str, pending: list[pa.Table]) -> None:
-        write_part(pa.concat_tables([TABLES[name].empty_table(), *pending]), self.dir / part, required=True, sync=True)
 
     def _write(self, name: str, table: pa.Table) -> None:
         write_part(table, self.dir / name)
@@ -279,12 +235,10 @@ class Batch:
         os.rename(path, part)
 
     def commit(self) -> None:
-        """Write the buffered tables and move the batch into ``batches/`` in one rename."""
-        for name in self._parts:
-            self._flush_part(name)
-        self._wait()
-        if self._writer is not None:
-            self._writer.shutdown()
+        """Write the row tables and move the batch into ``batches/`` in one rename."""
+        for name, parts in self._part_no.items():
+            if not parts:  # always one (maybe empty) part, so the glob finds the table
+                self._write(f"{name}-00000.parquet", TABLES[name].empty_table())
         for table, rows in self.rows.items():
             self._write(f"{table}.parquet", pa.Table.from_pylist(rows, schema=TABLES[table]))
         for f in self.dir.iterdir():

@@ -141,9 +141,10 @@ def test_parts_without_nulls_are_required_and_read_back_as_one_nullable_column(t
     root = tmp_path / "st"
     with store_mod.StoreWriter(root) as writer:
         batch = writer.new_batch()
-        batch.PART_ROWS = 2  # one part file per add
-        batch.add_steps(part("a-0", [1, 2], [7.5, 7.25]))
-        batch.add_steps(part("b-0", [1, 2], [None, 6.5]))
+        for i, table in enumerate((part("a-0", [1, 2], [7.5, 7.25]), part("b-0", [1, 2], [None, 6.5]))):
+            path = writer.scratch() / f"steps-{i}.parquet"  # as the parser processes and large files write them
+            store_mod.write_part(table, path, required=True)
+            batch.adopt("steps", str(path))
         batch.rows["sources"].append({"source": "x", "source_sha256": "0" * 64})
         batch.n_sources = 1
         batch.commit()
