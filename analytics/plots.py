@@ -21,7 +21,7 @@ SPEEDUP_YLABEL = "speedup (× baseline throughput)"
 GPUS_XLABEL = "GPUs (count)"
 
 
-def _figure(width: float = 7.0, height: float = 4.5) -> Any:
+def new_figure(width: float = 7.0, height: float = 4.5) -> Any:
     """A new Figure on the Agg canvas (no pyplot, so no global state and no display)."""
     import matplotlib
 
@@ -52,7 +52,7 @@ def speedup(df: pd.DataFrame, usl: pd.DataFrame | None = None) -> Figure:
     """Speedup against GPU count: one marked line per configuration (points with a speedup), the ideal
     line y = x / smallest baseline, the USL fit (dashed) per configuration in ``usl``, and each
     baseline's absolute throughput written in the lower right. ``df``: plot_data.scaling_frame."""
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     pts = df.dropna(subset=["speedup"])
     if pts.empty:
@@ -79,7 +79,7 @@ def speedup(df: pd.DataFrame, usl: pd.DataFrame | None = None) -> Figure:
 def efficiency(df: pd.DataFrame) -> Figure:
     """Scaling efficiency (speedup / GPU multiple) in percent against GPU count, one marked line per
     configuration, with the 100% line; never clamped. ``df``: plot_data.scaling_frame."""
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     pts = df.dropna(subset=["efficiency"])
     if pts.empty:
@@ -99,7 +99,7 @@ def throughput(df: pd.DataFrame) -> Figure:
     """Images/s bars: one group per configuration, one bar per GPU count in it; 95% CI error bars where
     the point has repetitions (ci95 known); training time (wall_time_s, mean of ok runs) as a marked
     line per configuration on a second axis when any is known. Failed points (no mean) get no bar."""
-    fig = _figure(max(7.0, 1.2 * df["label"].nunique() + 3), 4.5)
+    fig = new_figure(max(7.0, 1.2 * df["label"].nunique() + 3), 4.5)
     ax = fig.add_subplot()
     groups = _series(df)
     counts = sorted(df["num_gpus"].dropna().unique())
@@ -152,7 +152,7 @@ def ratio(df: pd.DataFrame, title: str = "ratio") -> Figure:
     from matplotlib.colors import LogNorm
 
     grid = df.pivot_table(index="label", columns="num_gpus", values="ratio", aggfunc="first")
-    fig = _figure(max(5.0, 1.0 * grid.shape[1] + 4), max(2.5, 0.4 * grid.shape[0] + 1.5))
+    fig = new_figure(max(5.0, 1.0 * grid.shape[1] + 4), max(2.5, 0.4 * grid.shape[0] + 1.5))
     ax = fig.add_subplot()
     vals = grid.to_numpy(dtype=float)
     span = float(np.nanmax(np.abs(np.log(vals)))) or 0.1
@@ -178,7 +178,7 @@ def minibatch(df: pd.DataFrame) -> Figure:
     """ms per image against batch size per device: forward+backward (solid) and forward (dashed, where
     logged), one line per curve; batch sizes that ran out of memory are marked with an × on the x axis
     (they have no time), never dropped. ``df``: plot_data.minibatch_frame."""
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     for label, g in _series(df.rename(columns={"curve_id": "config_id"})):
         ok = g.dropna(subset=["ms_per_image"])
@@ -204,7 +204,7 @@ def trace(steps: pd.DataFrame, telemetry: pd.DataFrame | None = None) -> Figure:
     """One run's per-interval throughput over time, the warm-up cut as a vertical line at the first
     steady interval, and GPU temperature (°C) or, without it, utilisation (%) on a second axis when the
     run has telemetry. ``steps``, ``telemetry``: plot_data.trace_frames."""
-    fig = _figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     unit = str(steps["x_unit"].iloc[0]) if len(steps) else "step"
     ax.plot(steps["x"], steps["interval_images_per_sec"], marker=".", label="images/s per interval")

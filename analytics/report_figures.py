@@ -69,12 +69,12 @@ def per_gpu_frame(configs: pd.DataFrame, points: pd.DataFrame) -> list[tuple[str
 def per_gpu_figure(df: pd.DataFrame, title: str) -> Any:
     """Horizontal bars of images/s per GPU: one row per configuration (fastest per GPU on top), one bar per
     GPU count in it. ``df``: one frame of :func:`per_gpu_frame`."""
-    from bench.analytics.plots import _figure
+    from bench.analytics.plots import new_figure
 
     order = df.groupby("label")["images_per_gpu"].max().sort_values().index.tolist()
     counts = sorted(df["num_gpus"].unique())
     height = 0.8 / len(counts)
-    fig = _figure(10.0, min(40.0, 1.5 + 0.28 * len(order) * max(1, len(counts) / 2)))
+    fig = new_figure(10.0, min(40.0, 1.5 + 0.28 * len(order) * max(1, len(counts) / 2)))
     ax = fig.add_subplot()
     short = [lbl if len(lbl) <= 70 else lbl[:67] + "..." for lbl in order]  # long labels would squeeze the bars
     for j, n in enumerate(counts):

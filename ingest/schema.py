@@ -15,16 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench.ingest.records import (
-    _INT_NULL,
-    _NULL_BITS,
-    SCHEMA_VERSION,
-    STEP_COLUMNS,
-    TELEMETRY_COLUMNS,
-    Fill,
-    Run,
-    joined_values,
-)
+from bench.ingest.columns import INT_NULL, NULL_BITS, STEP_COLUMNS, TELEMETRY_COLUMNS, Fill, joined_values
+from bench.ingest.records import SCHEMA_VERSION, Run
 
 TAGS = pa.map_(pa.string(), pa.string())
 #: Per-file constants repeated on every step/telemetry row are dictionary-encoded (as Parquet stores
@@ -215,7 +207,7 @@ def run_id(sha: str, run_index: int) -> str:
 def _null_mask(values: Any, kind: str) -> Any:
     import numpy as np
 
-    return values == _INT_NULL if kind == "i" else values.view(np.uint64) == _NULL_BITS
+    return values == INT_NULL if kind == "i" else values.view(np.uint64) == NULL_BITS
 
 
 def _arrays(parts: list[dict[str, Any]], spec: dict[str, str], types: dict[str, pa.DataType]) -> dict[str, pa.Array]:
@@ -255,7 +247,7 @@ def _run_ids(parts: list[tuple[dict[str, Any], str]]) -> pa.Array:
 
     counts = [len(cols["run_index"]) for cols, _ in parts]
     run_index = joined_values([cols["run_index"] for cols, _ in parts], np.int64)
-    valid = run_index != _INT_NULL
+    valid = run_index != INT_NULL
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     top = np.maximum.reduceat(np.where(valid, run_index + 1, 0), starts)  # runs per file: its largest index + 1
     first_id = np.concatenate(([0], np.cumsum(top)[:-1]))  # the file's first run's position in the dictionary

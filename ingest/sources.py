@@ -17,39 +17,18 @@ import os
 import zipfile
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol, cast
+from typing import IO, cast
 
+from bench.ingest import rundir
+from bench.ingest.items import Item, Reader
+from bench.ingest.pairing import pair_members
 from bench.ingest.tarstream import TarFormatError, iter_members
+
+__all__ = ["ARCHIVE_SUFFIXES", "MEMBER_SEP", "Item", "Reader", "is_archive", "iter_items"]
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 MEMBER_SEP = "::"  # "<archive path>::<member path>"
-
-
-class Reader(Protocol):
-    """What the ingest reads a file through: an open file, a zip member or a streamed tar member."""
-
-    def read(self, n: int = -1, /) -> bytes: ...
-
-
-@dataclass
-class Item:
-    """One file to ingest.
-
-    ``source`` is the path as given (for an archive member ``archive::member``); ``match_path`` is what
-    ``--path-pattern`` templates match (the file path, or the member path inside its archive).
-    ``error`` is set when the item could not be opened (its reader is then None).
-    """
-
-    source: str
-    match_path: str
-    size: int
-    reader: Reader | None
-    archive: str | None = None
-    member: str | None = None
-    error: str | None = None
-    sidecar: bytes | None = None  # the run.json of the run directory this output.log belongs to
 
 
 def is_archive(path: str) -> bool:
@@ -63,8 +42,6 @@ def iter_items(paths: list[str], exclude: str | None = None, skip_globs: tuple[s
     ``skip_globs`` are shell patterns (``*.md``); a file or archive member whose path or name matches
     one is not read. Paths given explicitly are always read.
     """
-    from bench.ingest import rundir  # here, not at the top: bench.ingest.prehash imports this module early
-
     skip = os.path.realpath(exclude) if exclude else None
     for p in paths:
         if os.path.isdir(p):
@@ -78,8 +55,6 @@ def iter_items(paths: list[str], exclude: str | None = None, skip_globs: tuple[s
 
 def _dir_items(paths: list[str], skip_globs: tuple[str, ...]) -> Iterator[Item]:
     """The files of one directory; in a run directory, output.log carries run.json (not yielded itself)."""
-    from bench.ingest import rundir
-
     logs = [q for q in paths if os.path.basename(q) == rundir.OUTPUT_LOG]
     sidecar = rundir.sidecar_beside(logs[0]) if logs else None
     for path in paths:
@@ -94,11 +69,9 @@ def _skipped(path: str, globs: tuple[str, ...]) -> bool:
 
 
 def _file_items(path: str, skip_globs: tuple[str, ...] = (), sidecar: bytes | None = None) -> Iterator[Item]:
-    from bench.ingest import rundir
-
     if is_archive(path):
         items = _zip_items(path) if path.lower().endswith(".zip") else _tar_items(path)
-        yield from rundir.pair_members(i for i in items if i.member is None or not _skipped(i.member, skip_globs))
+        yield from pair_members(i for i in items if i.member is None or not _skipped(i.member, skip_globs))
         return
     try:
         size = os.path.getsize(path)

@@ -24,7 +24,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from bench.runner import timing
+from bench.runner import loop, timing
 from bench.runner.models import SPECS, input_shape
 
 
@@ -44,7 +44,6 @@ def train(args: argparse.Namespace, num_batches: Callable[[int], int]) -> int:
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
-    from bench.runner import trainer
     from bench.runner.models import build_model
 
     hvd.init()
@@ -56,7 +55,7 @@ def train(args: argparse.Namespace, num_batches: Callable[[int], int]) -> int:
     args.num_batches = num_batches(args.batch_size * size)
     with tf.device(device):
         model = build_model(args.model, args.data_format)
-        optimizer = trainer.make_optimizer(tf, args.optimizer, args.learning_rate, args.precision == "fp16")
+        optimizer = loop.make_optimizer(tf, args.optimizer, args.learning_rate, args.precision == "fp16")
         next_batch = rank_input(tf, spec, args, hvd.rank(), size)
     hvd.broadcast_variables(model.variables, root_rank=0)
     step = make_train_step(tf, hvd, model, optimizer, xla=args.xla)
@@ -66,11 +65,11 @@ def train(args: argparse.Namespace, num_batches: Callable[[int], int]) -> int:
         batch_size_per_device=args.batch_size, devices=horovod_devices(args.device, size),
         num_batches=args.num_batches, epochs=args.num_epochs, data_format=args.data_format,
         optimizer=args.optimizer, variable_update="horovod", all_reduce=None,
-        epoch_images=trainer.header_epoch_images(args))
+        epoch_images=loop.header_epoch_images(args))
     for line in timing.header_lines(header):
         print(line, flush=True)
     with tf.device(device):
-        trainer.run_loop(lambda: step(*next_batch()), args, args.batch_size, num_workers=size)
+        loop.run_loop(lambda: step(*next_batch()), args, args.batch_size, num_workers=size)
     return 0
 
 
@@ -99,9 +98,9 @@ def horovod_devices(device: str, size: int) -> tuple[str, ...]:
 def setup_device(tf: Any, device: str, local_rank: int) -> str:
     """Pin this process to its device; return the device name to place the model and data on.
 
-    Must run before TensorFlow initialises its devices. Raises trainer.DeviceError when the GPU of
+    Must run before TensorFlow initialises its devices. Raises loop.DeviceError when the GPU of
     this local rank does not exist."""
-    from bench.runner.trainer import DeviceError
+    from bench.runner.loop import DeviceError
 
     gpus = tf.config.list_physical_devices("GPU")
     if device == "cpu":

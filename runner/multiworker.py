@@ -22,7 +22,7 @@ import json
 import os
 from typing import Any
 
-from bench.runner import cluster, timing, trainer
+from bench.runner import cluster, loop, timing
 from bench.runner.models import SPECS, build_model
 
 
@@ -51,7 +51,7 @@ def train(args: argparse.Namespace) -> int:
     if args.precision == "fp16":
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
     workers = len(config["cluster"]["worker"])
-    say = trainer._say if cluster.is_chief(config) else (lambda _line: None)
+    say = loop.say if cluster.is_chief(config) else (lambda _line: None)
     if args.variable_update == "multi_worker":
         _, local, step = _multi_worker(tf, args)
     else:
@@ -61,11 +61,11 @@ def train(args: argparse.Namespace) -> int:
         dataset=SPECS[args.model].dataset if args.data_dir is None else "imagenet", synthetic=args.data_dir is None,
         batch_size_per_device=args.batch_size, devices=worker_devices(args.device, local),
         num_batches=args.num_batches, epochs=args.num_epochs, data_format=args.data_format, optimizer=args.optimizer,
-        variable_update=args.variable_update, all_reduce=None, epoch_images=trainer.header_epoch_images(args),
+        variable_update=args.variable_update, all_reduce=None, epoch_images=loop.header_epoch_images(args),
         num_workers=workers)
     for line in timing.header_lines(header):
         say(line)
-    trainer.run_loop(step, args, args.batch_size * local, num_workers=workers, say=say)
+    loop.run_loop(step, args, args.batch_size * local, num_workers=workers, emit=say)
     return 0
 
 
@@ -91,9 +91,9 @@ def _multi_worker(tf: Any, args: argparse.Namespace) -> tuple[Any, int, Any]:
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     with strategy.scope():
         model = build_model(args.model, args.data_format)
-        optimizer = trainer.make_optimizer(tf, args.optimizer, args.learning_rate, args.precision == "fp16")
-    next_batch = trainer.make_input(strategy, args)
-    step = trainer.make_train_step(tf, strategy, model, optimizer, xla=args.xla)
+        optimizer = loop.make_optimizer(tf, args.optimizer, args.learning_rate, args.precision == "fp16")
+    next_batch = loop.make_input(strategy, args)
+    step = loop.make_train_step(tf, strategy, model, optimizer, xla=args.xla)
     local = len(strategy.extended.worker_devices)
     return strategy, local, lambda: step(*next_batch())
 
@@ -108,14 +108,14 @@ def _parameter_server(tf: Any, args: argparse.Namespace, workers: int) -> tuple[
     spec = SPECS[args.model]
     with strategy.scope():
         model = build_model(args.model, args.data_format)
-        optimizer = trainer.make_optimizer(tf, args.optimizer, args.learning_rate, args.precision == "fp16")
+        optimizer = loop.make_optimizer(tf, args.optimizer, args.learning_rate, args.precision == "fp16")
 
     def dataset_fn() -> Any:
         batch = hvd.synthetic_batch(tf, spec, args.batch_size, args.data_format, 0)
         return tf.data.Dataset.from_tensors(batch).repeat()
 
     iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
-    replica_step = trainer.make_train_step(tf, strategy, model, optimizer, xla=False, compiled=False)
+    replica_step = loop.make_train_step(tf, strategy, model, optimizer, xla=False, compiled=False)
 
     @tf.function
     def worker_step(it: Any) -> Any:

@@ -26,8 +26,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from bench.ingest.columns import NULL_BITS
 from bench.ingest.native import tfscan
-from bench.ingest.records import _NULL_BITS, ParseResult
+from bench.ingest.records import ParseResult
 
 NAME = "telemetry"
 DESCRIPTION = "GPU telemetry: Lambda thermal/<iter> lines and nvidia-smi --query-gpu CSV"
@@ -92,7 +93,7 @@ def parse_thermal_bytes(data: bytes, result: ParseResult) -> bool:
     not built or the file has anything unusual (the caller then parses decoded lines). The rows are the
     ones ``_thermal_block`` makes of the same lines: the scanner takes only what that block path takes,
     converts numbers as float() does, and lays the rows out as ``add_gpu_matrix`` does."""
-    got = tfscan.thermal(data, _MIN_UNIX, _MAX_UNIX, _NULL_BITS) if tfscan is not None else None
+    got = tfscan.thermal(data, _MIN_UNIX, _MAX_UNIX, NULL_BITS) if tfscan is not None else None
     if got is None:
         return False
     n, g, columns = got

@@ -68,7 +68,7 @@ _SNIFF_HEADER = re.compile(r"Batch size: +\d+(?:\.\d+)? global")
 _SNIFF_TRACE = re.compile(r'File "[^"]*(?:tf_cnn_benchmarks|benchmark_cnn)\.py", line \d')
 
 # Header label -> key in the run's header dict; keys starting with "tag:" become Run.tags, "detail:" Run.details.
-_LABELS = {
+LABELS = {
     "TensorFlow": "framework_version", "Model": "model", "Dataset": "dataset", "Mode": "mode",
     "Batch size": "global", "Devices": "devices", "Data format": "data_format",
     "Variables": "variable_update", "AllReduce": "all_reduce", "SingleSess": "tag:single_session",
@@ -80,7 +80,7 @@ _LABELS = {
 _MODES = {"training": "train", "forward only": "inference", "forward-only": "inference",
           "evaluation": "eval", "training + evaluation": "train"}
 _LOCAL_MODES = ("replicated", "parameter_server", "independent")
-_RARE = ("Accuracy @", "Precision @", "Round up warm", "Done with training")
+RARE_MARKERS = ("Accuracy @", "Precision @", "Round up warm", "Done with training")
 
 
 def sniff(head: str) -> bool:
@@ -162,8 +162,9 @@ class _RunState:
         return s
 
 
-class _Reader:
-    """The state machine behind ``parse_lines``: runs so far, the open run and what precedes the next."""
+class Reader:
+    """The state machine behind ``parse_lines``: runs so far, the open run and what precedes the next.
+    Public for the C fast path (``tf_cnn_scan``), which feeds it the lines it does not read itself."""
 
     def __init__(self, result: ParseResult) -> None:
         self.result = result
@@ -225,11 +226,11 @@ class _Reader:
             return
         if c.isupper():
             i = line.find(":", 1, 17)
-            key = _LABELS.get(line[:i]) if i > 0 else None
+            key = LABELS.get(line[:i]) if i > 0 else None
             if key is not None:
                 self.header(no, rank, key, line[i + 1:].strip())
                 return
-            if c in "APRD" and line.startswith(_RARE):
+            if c in "APRD" and line.startswith(RARE_MARKERS):
                 self.rare_line(no, line)
                 return
         elif (c.isdigit() or c == " ") and line.endswith((" per device", "prepocessing group")):
@@ -430,7 +431,7 @@ class _Reader:
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
     """Parse one tf_cnn log (see the module docstring). Single pass; steps go to ``result.steps``."""
     result = result if result is not None else ParseResult()
-    r = _Reader(result)
+    r = Reader(result)
     feed = r.feed
     for no, line in enumerate(lines, 1):
         feed(no, line)

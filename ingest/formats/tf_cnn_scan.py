@@ -5,13 +5,13 @@ Same input, same output as ``tf_cnn.parse_lines``, for bytes instead of decoded 
 - the scanner takes the step lines it can read exactly (their numbers go straight to columns), the
   stamped TF stderr lines that only move the stamp window (it returns the first and last of each
   consecutive stretch) and the GPU-name lines the reader no longer needs; every other line comes back as
-  text, in file order, and goes through ``_Reader.feed``;
+  text, in file order, and goes through ``Reader.feed``;
 - step rows are handed to the reader in file order, interleaved with those lines by line number. A
   stretch of one rank's steps that neither restarts its counter nor opens a run is applied at once by
   ``_tfscan.advance`` (the interval rates and sums of ``_Series.advance``, in the same float operations
   and the same order), its rows added as a block of the scanner's columns when it is long
   (``_add_vector``), else copied to the row buffer (``_add_short``); a row that opens or restarts a run
-  goes through ``_Reader.add_step_values``.
+  goes through ``Reader.add_step_values``.
 
 tests/ingest/test_tfscan.py checks that both paths give identical runs, steps and problems.
 """
@@ -22,16 +22,17 @@ import bisect
 from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
-from bench.ingest.formats.tf_cnn import _LABELS, _RARE, _Reader
+from bench.ingest.columns import INT_NULL, NULL_BITS
+from bench.ingest.formats.tf_cnn import LABELS, RARE_MARKERS, Reader
 from bench.ingest.native import tfscan as _tfscan
-from bench.ingest.records import _INT_NULL, _NULL_BITS, ParseResult
+from bench.ingest.records import ParseResult
 from bench.ingest.text import utf8_problem
 
 AVAILABLE = _tfscan is not None  # without a C compiler the pure-Python parser does everything
 VECTOR_MIN = 32  # below this many rows a stretch is found without numpy and copied (a block per few rows would cost more)
-_NULL_INT64 = _NULL_BITS - (1 << 64) if _NULL_BITS >= 1 << 63 else _NULL_BITS  # its bits read as an int64
-_LABEL_BYTES = tuple(k.encode() for k in _LABELS)
-_RARE_BYTES = tuple(k.encode() for k in _RARE)
+_NULL_INT64 = NULL_BITS - (1 << 64) if NULL_BITS >= 1 << 63 else NULL_BITS  # its bits read as an int64
+_LABEL_BYTES = tuple(k.encode() for k in LABELS)
+_RARE_BYTES = tuple(k.encode() for k in RARE_MARKERS)
 _COLS = ("line_no", "rank", "step", "images_per_sec", "images_per_sec_stderr", "images_per_sec_jitter",
          "loss", "top1_accuracy", "top5_accuracy", "timestamp")
 
@@ -47,10 +48,10 @@ def parse_chunks(chunks: Iterable[bytes | memoryview], *, source: str, result: P
     if _tfscan is None:
         raise RuntimeError("bench.ingest._tfscan is not built")
     result = result if result is not None else ParseResult()
-    r = _Reader(result)
+    r = Reader(result)
     before = 0
     for chunk in chunks:
-        n, cols, others, ascii_only = _tfscan.scan(chunk, before, _NULL_BITS, _LABEL_BYTES, _RARE_BYTES)
+        n, cols, others, ascii_only = _tfscan.scan(chunk, before, NULL_BITS, _LABEL_BYTES, _RARE_BYTES)
         if check_utf8 and not ascii_only and (p := utf8_problem(chunk, before)) is not None:
             result.problems.append(p)
             check_utf8 = False
@@ -94,14 +95,14 @@ class _Block:
             if k in ("line_no", "step"):
                 cols.append(ints)
             elif k == "rank":
-                cols.append([None if x == _INT_NULL else x for x in ints])
+                cols.append([None if x == INT_NULL else x for x in ints])
             else:
                 floats = memoryview(v).cast("d")[lo:hi].tolist()
                 cols.append([None if b == _NULL_INT64 else f for b, f in zip(ints, floats, strict=True)])
         return zip(*cols, strict=True)
 
 
-def _merge(r: _Reader, b: _Block, others: list[tuple[int, str]]) -> None:
+def _merge(r: Reader, b: _Block, others: list[tuple[int, str]]) -> None:
     """Feed the chunk's lines to the reader in file order: step stretches between the other lines."""
     i = 0
     for no, text in others:
@@ -114,10 +115,10 @@ def _merge(r: _Reader, b: _Block, others: list[tuple[int, str]]) -> None:
         _add_steps(r, b, i, b.n)
 
 
-def _add_steps(r: _Reader, b: _Block, lo: int, hi: int) -> None:
+def _add_steps(r: Reader, b: _Block, lo: int, hi: int) -> None:
     """Rows lo..hi (no other line between them), in stretches of one rank of the open run with a rising
     step counter (found with numpy when there are many rows, else in one Python pass), and a row that opens
-    or restarts a run through ``_Reader.add_step_values``."""
+    or restarts a run through ``Reader.add_step_values``."""
     while lo < hi:
         k = _stretch(r, b, lo, hi) if hi - lo >= VECTOR_MIN else _short_stretch(r, b, lo, hi)
         if k >= VECTOR_MIN:
@@ -131,14 +132,14 @@ def _add_steps(r: _Reader, b: _Block, lo: int, hi: int) -> None:
         lo += k
 
 
-def _short_stretch(r: _Reader, b: _Block, lo: int, hi: int) -> int:
+def _short_stretch(r: Reader, b: _Block, lo: int, hi: int) -> int:
     """``_stretch`` for fewer than ``VECTOR_MIN`` rows, without numpy."""
     cur = r.cur
     if cur is None:
         return 0
     ranks, steps = b.ints("rank", lo, hi), b.ints("step", lo, hi)
     rank0 = ranks[0]
-    s = cur.series.get(None if rank0 == _INT_NULL else rank0)
+    s = cur.series.get(None if rank0 == INT_NULL else rank0)
     if s is not None and steps[0] <= s.last_step:
         return 0
     n = 1
@@ -147,32 +148,32 @@ def _short_stretch(r: _Reader, b: _Block, lo: int, hi: int) -> int:
     return n
 
 
-def _add_short(r: _Reader, b: _Block, lo: int, hi: int) -> None:
+def _add_short(r: Reader, b: _Block, lo: int, hi: int) -> None:
     """Rows lo..hi of one rank in the open run, as ``hi - lo`` calls of ``add_step_values`` would: the
     series advanced (``_advance``), the columns appended to the row buffer as raw bytes."""
     index, cols = _advance(r, b, lo, hi)
     r.result.steps.add_raw(hi - lo, cols, index)
 
 
-def _add_vector(r: _Reader, b: _Block, lo: int, hi: int) -> None:
+def _add_vector(r: Reader, b: _Block, lo: int, hi: int) -> None:
     """``_add_short`` for a long stretch: the columns are added as one block of views into the scanner's
     columns (not copied)."""
     index, cols = _advance(r, b, lo, hi)
     r.result.steps.add_block(index, hi - lo, cols)
 
 
-def _advance(r: _Reader, b: _Block, lo: int, hi: int) -> tuple[int, dict[str, Any]]:
+def _advance(r: Reader, b: _Block, lo: int, hi: int) -> tuple[int, dict[str, Any]]:
     """Advance the rank's series over rows lo..hi in C (``_tfscan.advance``: the float operations of
     ``_Series.advance``, in the same order); the run index and the rows' columns, interval rates included."""
     st = r.cur
     assert st is not None and _tfscan is not None
     rank = b.ints("rank", lo, lo + 1)[0]
-    s = st.mark(None if rank == _INT_NULL else rank, b.lines[lo])
+    s = st.mark(None if rank == INT_NULL else rank, b.lines[lo])
     st.last_line = st.step_line = b.lines[hi - 1]
     raw = b.raw
     (rates, s.last_step, s.last_t, s.interval_sum, s.interval_n, nan_losses, first_ts, last_ts) = _tfscan.advance(
         raw["step"], raw["images_per_sec"], raw["loss"], raw["timestamp"], lo, hi, s.last_step, s.last_t,
-        s.interval_sum, s.interval_n, _NULL_BITS)
+        s.interval_sum, s.interval_n, NULL_BITS)
     s.stderr = _nullable(b, "images_per_sec_stderr", hi - 1)
     s.jitter = _nullable(b, "images_per_sec_jitter", hi - 1)
     st.nan_losses += nan_losses
@@ -188,7 +189,7 @@ def _nullable(b: _Block, name: str, i: int) -> float | None:
     return None if b.ints(name, i, i + 1)[0] == _NULL_INT64 else b.floats(name, i, i + 1)[0]
 
 
-def _stretch(r: _Reader, b: _Block, lo: int, hi: int) -> int:
+def _stretch(r: Reader, b: _Block, lo: int, hi: int) -> int:
     """How many rows from ``lo`` belong to one rank of the open run with a rising step counter (0 if the
     first row would open or restart a run). Looks at ``VECTOR_MIN`` rows first, so interleaved ranks
     cost O(VECTOR_MIN) per row, not O(rows left)."""
@@ -199,7 +200,7 @@ def _stretch(r: _Reader, b: _Block, lo: int, hi: int) -> int:
         return 0
     a = b.np()
     rank0 = int(a["rank"][lo])
-    s = cur.series.get(None if rank0 == _INT_NULL else rank0)
+    s = cur.series.get(None if rank0 == INT_NULL else rank0)
     if s is not None and a["step"][lo] <= s.last_step:
         return 0
     n = 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.ingest.records import _INT_NULL, StepTable
+from bench.ingest.columns import INT_NULL, StepTable
 from bench.ingest.schema import steps_table
 
 
@@ -12,7 +12,7 @@ def test_run_ids_of_many_files_in_one_table() -> None:
     for run in (0, 0, 1):
         a.add(run, 1)
     for _ in range(2):
-        b.add(_INT_NULL, 1)  # rows outside any run: the NULL run index, as telemetry files have
+        b.add(INT_NULL, 1)  # rows outside any run: the NULL run index, as telemetry files have
     for run in (2, 0):
         c.add(run, 1)
     parts = [(t.take(), sha) for t, sha in ((a, "a" * 64), (b, "b" * 64), (StepTable(), "d" * 64), (c, "c" * 64))]
@@ -28,7 +28,7 @@ def test_blocks_store_their_missing_columns_as_fills_and_write_them_as_nulls() -
     rows 1-2 (run 0), row 3 added singly with epoch 7, rows 4-5 (run 1)."""
     import numpy as np
 
-    from bench.ingest.records import Fill
+    from bench.ingest.columns import Fill
 
     one, blocks = StepTable(), StepTable()
     for run, step, epoch in ((0, 1, None), (0, 2, None), (0, 3, 7), (1, 4, None), (1, 5, None)):

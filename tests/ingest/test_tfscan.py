@@ -17,9 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from logtools import tf_cnn_log
 
+from bench.ingest.columns import NULL_BITS
 from bench.ingest.formats import tf_cnn, tf_cnn_scan
 from bench.ingest.native import tfscan as _tfscan
-from bench.ingest.records import _NULL_BITS, ParseResult
+from bench.ingest.records import ParseResult
 from bench.ingest.synth import tf_cnn_lines
 from bench.ingest.text import decode, split_lines
 
@@ -50,7 +51,7 @@ def _check(data: bytes, chunk_lines: int | None = None) -> ParseResult:
     _same(_python(data), fast)
     before = 0
     for chunk in chunks:  # the lines handed back to Python: in file order, each at most once
-        n, _, others, _ = _tfscan.scan(chunk, before, _NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)
+        n, _, others, _ = _tfscan.scan(chunk, before, NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)
         numbers = [no for no, _ in others]
         assert numbers == sorted(set(numbers))
         before += n
@@ -282,15 +283,15 @@ def test_an_overlong_line_is_skipped_and_reported_with_bounded_memory(
 def test_add_raw_is_add_row_by_row_and_refuses_a_column_of_another_length() -> None:
     from array import array
 
-    from bench.ingest.records import _INT_NULL, _NAN, StepTable
+    from bench.ingest.columns import INT_NULL, NULL_FLOAT, StepTable
 
     one, bulk = StepTable(), StepTable()
     one.add(0, 5, rank=1, images_per_sec=2.5, loss=float("nan"), line_no=9)
     one.add(0, 6, images_per_sec=3.5, line_no=10)
     bulk.add(0, 5, rank=1, images_per_sec=2.5, loss=float("nan"), line_no=9)  # the row buffer is extended
     bulk.add_raw(1, {"step": array("q", [6]).tobytes(), "images_per_sec": array("d", [3.5]).tobytes(),
-                     "line_no": array("q", [10]).tobytes(), "rank": array("q", [_INT_NULL]).tobytes(),
-                     "loss": array("d", [_NAN]).tobytes()}, 0)
+                     "line_no": array("q", [10]).tobytes(), "rank": array("q", [INT_NULL]).tobytes(),
+                     "loss": array("d", [NULL_FLOAT]).tobytes()}, 0)
     for name, col in one.columns().items():
         other = bulk.columns()[name]
         assert (col == other) if name == "metrics" else (col.tobytes() == other.tobytes()), name
@@ -334,5 +335,5 @@ def test_the_ascii_flag_sees_a_non_ascii_byte_anywhere(pos: int) -> None:
     for n in (pos + 1, 9000):
         buf = bytearray(b"x" * n)
         buf[pos] = 0xC3
-        assert _tfscan.scan(bytes(buf), 0, _NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)[3] is False
-    assert _tfscan.scan(b"x" * (pos + 1), 0, _NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)[3] is True
+        assert _tfscan.scan(bytes(buf), 0, NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)[3] is False
+    assert _tfscan.scan(b"x" * (pos + 1), 0, NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)[3] is True

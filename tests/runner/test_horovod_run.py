@@ -66,13 +66,13 @@ def _env() -> dict[str, str]:
 
 SYNC = """
 import hashlib, horovod.tensorflow as hvd, numpy as np, tensorflow as tf
-from bench.runner import hvd as mode, trainer
+from bench.runner import hvd as mode, loop
 from bench.runner.models import SPECS, build_model
 hvd.init()
 tf.random.set_seed(hvd.rank())  # different initial weights on each rank, unless broadcast
 model = build_model("trivial", "NHWC")
 hvd.broadcast_variables(model.variables, root_rank=0)
-step = mode.make_train_step(tf, hvd, model, trainer.make_optimizer(tf, "momentum", 0.1, False), xla=False)
+step = mode.make_train_step(tf, hvd, model, loop.make_optimizer(tf, "momentum", 0.1, False), xla=False)
 images, labels = mode.synthetic_batch(tf, SPECS["trivial"], 2, "NHWC", hvd.rank())
 losses = [float(step(images, labels)) for _ in range(3)]
 digest = hashlib.sha256(b"".join(np.asarray(v).tobytes() for v in model.variables)).hexdigest()

@@ -96,12 +96,12 @@ def trainings() -> dict[str, subprocess.CompletedProcess[bytes]]:
 
 PLACEMENT = """
 import tensorflow as tf
-from bench.runner import trainer
+from bench.runner import loop
 from bench.runner.data import synthetic_batches
 from bench.runner.models import SPECS
-devices = trainer.setup_devices(tf, "cpu", 2)
+devices = loop.setup_devices(tf, "cpu", 2)
 for update in ("replicated", "parameter_server"):
-    strategy = trainer.make_strategy(tf, update, None, devices)
+    strategy = loop.make_strategy(tf, update, None, devices)
     images, labels = synthetic_batches(strategy, SPECS["trivial"], 4, "NHWC")
     print(update, strategy.num_replicas_in_sync, *(v.device[-5:] for v in images.values),
           *(v.device[-5:] for v in labels.values), tuple(images.values[0].shape))

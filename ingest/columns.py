@@ -1,0 +1,469 @@
+"""Column buffers: how parsers hand over step and telemetry rows without an object per row.
+
+A ``StepTable`` or ``TelemetryTable`` holds rows as columns (``array('q')``, ``array('d')``, a list for
+metrics, or whole numpy blocks from a fast path). NULL is a sentinel inside a numeric column:
+``INT_NULL`` in an int64 column, the NaN with payload ``NULL_BITS`` (``NULL_FLOAT``) in a float64 one,
+so that a real NaN (a diverged ``loss = nan``) stays NaN while a missing value becomes NULL on write
+(``bench.ingest.schema``). With a ``spill`` callback, every ``spill_rows`` rows are handed on as a dict
+of columns and the buffer is cleared, so a 10-million-row log never sits in memory.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySample:
+    """One telemetry sample for one GPU (``gpu_index`` None for host-wide values): the row shape of
+    ``TelemetryTable``, which stores them as columns."""
+
+    sample_index: int
+    timestamp: float | None = None  # unix seconds
+    elapsed_s: float | None = None
+    gpu_index: int | None = None
+    images_per_sec: float | None = None
+    temperature_c: float | None = None
+    utilization_pct: float | None = None
+    memory_used_mib: float | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    run_index: int | None = None
+
+
+
+# Columns of the steps table, in order, with their kinds ("i" int64 / "d" float64 / "m" metrics map).
+STEP_COLUMNS: dict[str, str] = {
+    "run_index": "i",
+    "rank": "i",
+    "step": "i",
+    "epoch": "i",
+    "images_per_sec": "d",  # the rate as printed (tf_cnn: cumulative mean since warm-up)
+    "interval_images_per_sec": "d",  # the rate over this interval alone (derived where not printed)
+    "images_per_sec_stderr": "d",
+    "images_per_sec_jitter": "d",
+    "loss": "d",
+    "top1_accuracy": "d",
+    "top5_accuracy": "d",
+    "step_time_ms": "d",
+    "timestamp": "d",  # unix seconds, where the log gives one
+    "line_no": "i",
+    "metrics": "m",  # other named values on the line, e.g. MXNet "Train-accuracy"
+}
+
+#: NULL inside array('d'): a NaN with a payload of our own, so that a real NaN (a diverged ``loss = nan``)
+#: stays NaN in the store while a missing value becomes NULL.
+NULL_BITS = 0x7FF8_DEAD_BEEF_0001
+NULL_FLOAT = struct.unpack("<d", struct.pack("<Q", NULL_BITS))[0]
+INT_NULL = -(2**63)  # sentinel for a NULL integer inside array('q'); converted to NULL on write
+_NULL_Q, _NULL_D = array("q", (INT_NULL,)), array("d", (NULL_FLOAT,))  # one NULL, to repeat
+_NULL_KEY = struct.pack("<d", NULL_FLOAT)
+
+
+def _is_null_float(v: float) -> bool:
+    return v != v and struct.pack("<d", v) == struct.pack("<Q", NULL_BITS)
+
+
+class Fill:
+    """A column of ``n`` copies of one value, not stored: the columns a block of rows does not have (NULL
+    sentinels, or None for metrics) and its run index. Reads like a sequence of that value."""
+
+    __slots__ = ("n", "value")
+
+    def __init__(self, n: int, value: Any):
+        self.n, self.value = n, value
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Any:
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        return self.value
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([self.value] * self.n)
+
+    def key(self) -> Any:
+        """The value as compared between Fills: bit for bit for a float (NULL is a NaN)."""
+        return struct.pack("<d", self.value) if isinstance(self.value, float) else self.value
+
+    def is_null(self) -> bool:
+        """Whether every value is NULL: None (metrics) or the NULL sentinel of an int64 / float64 column."""
+        v = self.value
+        return v is None or (self.key() == _NULL_KEY if isinstance(v, float) else v == INT_NULL)
+
+    @staticmethod
+    def joined(buffers: list[Any]) -> Fill | None:
+        """The Fill that ``buffers`` make together when every one is a Fill of the same value, else None."""
+        first = buffers[0] if buffers else None
+        if isinstance(first, Fill) and all(isinstance(b, Fill) and b.key() == first.key() for b in buffers[1:]):
+            return Fill(sum(b.n for b in buffers), first.value)
+        return None
+
+
+def joined_values(buffers: list[Any], dtype: Any) -> Any:
+    """One numpy array of the 8-byte values of ``buffers`` (array('q'/'d'), contiguous numpy arrays,
+    bytes, ``Fill``): the buffer itself for one, else a single join (thousands of small files' columns at
+    once). A Fill is made into values here."""
+    import numpy as np
+
+    buffers = [np.full(b.n, b.value, dtype) if isinstance(b, Fill) else b for b in buffers]
+    return np.frombuffer(buffers[0] if len(buffers) == 1 else b"".join(buffers), dtype=dtype)
+
+
+class ColumnBuffer:
+    """Columnar buffer of rows (array('q') / array('d') / list per column) with bounded memory.
+
+    ``COLUMNS`` maps column name -> kind ("i" int64, "d" float64, "m" metrics map). NULL is stored as a
+    sentinel (``INT_NULL`` / the ``NULL_BITS`` NaN) and becomes NULL on write. When ``spill`` is
+    given, every ``spill_rows`` rows are handed to it as a dict of columns and the buffer is cleared,
+    so a 10-million-row log never sits in memory. Subclasses define a fast ``add``.
+    """
+
+    COLUMNS: ClassVar[dict[str, str]] = {}
+    _cols: dict[str, Any] | None
+
+    def __init__(self, spill: Callable[[dict[str, Any]], None] | None = None, spill_rows: int = 500_000):
+        self._spill = spill
+        self._spill_rows = spill_rows
+        self.total_rows = 0
+        self._reset()
+
+    def _fresh(self) -> dict[str, Any]:
+        return {name: (array("q") if kind == "i" else array("d") if kind == "d" else [])
+                for name, kind in self.COLUMNS.items()}
+
+    def _row_buffer(self) -> dict[str, Any]:
+        """The row buffer's columns, made on first use: most files fill only one of their two tables."""
+        cols = self._cols
+        if cols is None:
+            cols = self._cols = self._fresh()
+        return cols
+
+    def _reset(self) -> None:
+        self._cols = None  # the row buffer, made by _row_buffer() when first needed
+        self._n = 0
+        # Blocks added whole (add_block), in order before the rows in ``_cols``: (rows, columns), where a
+        # numeric column is any buffer of native 8-byte values.
+        self._blocks: list[tuple[int, dict[str, Any]]] = []
+        self._block_rows = 0
+
+    def __len__(self) -> int:
+        return self.total_rows
+
+    def buffered(self) -> int:
+        """Rows held now (added since the last take or spill)."""
+        return self._n
+
+    def _added(self) -> None:
+        self._n += 1
+        self.total_rows += 1
+        if self._spill is not None and self._n >= self._spill_rows:
+            self.flush()
+
+    def _add_block(self, n: int, block: dict[str, Any]) -> None:
+        """Append ``n`` rows given as whole columns, kept as they are until the buffer is taken."""
+        if self._n > self._block_rows:  # rows added one at a time since the last block come first
+            self._blocks.append((self._n - self._block_rows, self._row_buffer()))
+            self._cols = None
+        self._blocks.append((n, block))
+        self._n += n
+        self._block_rows = self._n
+        self.total_rows += n
+        if self._spill is not None and self._n >= self._spill_rows:
+            self.flush()
+
+    def add_raw(self, n: int, columns: dict[str, Any], run_index: int = INT_NULL) -> None:
+        """Append ``n`` rows to the row buffer, the same rows as ``n`` calls of ``add``: ``columns`` maps
+        numeric column names to byte buffers (bytes, a memoryview of them, a uint8 numpy view) of n native
+        int64 / float64 values with the NULL sentinels in place; every other column is ``run_index`` (for
+        that column) or NULL. Copies the bytes, so the buffers may be reused. The bulk path of the C
+        scanner's short step stretches and of its thermal rows, where ``add_block`` would cost a block per
+        few rows."""
+        kinds = self.COLUMNS
+        for name, buf in columns.items():
+            if kinds.get(name, "m") == "m" or len(buf) != 8 * n:
+                raise ValueError(f"column {name}: not a numeric column of {n} rows")
+        c = self._cols or self._row_buffer()
+        null_i = null_d = None
+        for name, kind in kinds.items():
+            buf = columns.get(name)
+            if buf is not None:
+                c[name].frombytes(buf)
+            elif kind == "m":
+                c[name].extend([None] * n)
+            elif name == "run_index":
+                c[name].extend(array("q", (run_index,)) * n)
+            elif kind == "i":
+                c[name].extend(null_i if null_i is not None else (null_i := _NULL_Q * n))
+            else:
+                c[name].extend(null_d if null_d is not None else (null_d := _NULL_D * n))
+        self._n += n
+        self.total_rows += n
+        if self._spill is not None and self._n >= self._spill_rows:
+            self.flush()
+
+    def _parts(self) -> list[dict[str, Any]]:
+        """The buffered rows as a list of column dicts, in order: the blocks, then the row buffer."""
+        parts = [*self._blocks, (self._n - self._block_rows, self._cols)]
+        return [cols for n, cols in parts if n and cols is not None]
+
+    def _merged(self) -> dict[str, Any]:
+        """All buffered rows as one dict of columns: the row buffer itself when no block was added, else
+        numpy arrays (each block copied once), a list of metrics, and a Fill for a column that is one
+        value in every block."""
+        if not self._blocks:
+            return self._row_buffer()
+        import numpy as np
+
+        parts = self._parts()
+        out: dict[str, Any] = {}
+        for name, kind in self.COLUMNS.items():
+            buffers = [cols[name] for cols in parts]
+            if (fill := Fill.joined(buffers)) is not None:
+                out[name] = fill
+            elif kind == "m":
+                out[name] = [m for b in buffers for m in b]
+            else:
+                out[name] = joined_values(buffers, np.int64 if kind == "i" else np.float64)
+        return out
+
+    def flush(self) -> None:
+        """Hand buffered rows to the spill callback (if any), one call per block (blocks are not copied),
+        and clear the buffer."""
+        if self._spill is not None and self._n:
+            for cols in self._parts():
+                self._spill(cols)
+            self._reset()
+
+    def _consolidated(self) -> dict[str, Any]:
+        """The buffered rows as one dict of columns, kept as the only block (so reading rows one by one
+        does not merge the blocks again each time); the row buffer itself when no block was added."""
+        if not self._blocks:
+            return self._row_buffer()
+        if len(self._blocks) > 1 or self._n > self._block_rows:
+            merged = self._merged()
+            self._blocks = [(self._n, merged)]
+            self._block_rows = self._n
+            self._cols = None
+        return self._blocks[0][1]
+
+    def columns(self) -> dict[str, Any]:
+        """The buffered (unspilled) rows as columns (read-only when blocks were added), a Fill made into
+        values (numpy, or a list of metrics)."""
+        import numpy as np
+
+        cols = self._consolidated()
+        kinds = self.COLUMNS
+        return {name: (list(c) if kinds[name] == "m" else joined_values([c], np.int64 if kinds[name] == "i" else np.float64))
+                if isinstance(c, Fill) else c for name, c in cols.items()}
+
+    def take(self) -> dict[str, Any]:
+        """The buffered rows as columns, emptying the buffer (``total_rows`` keeps counting)."""
+        cols = self._merged()
+        if self._n:  # an empty buffer is handed out as is: nothing can be added to it through ``cols``
+            self._reset()
+        return cols
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Buffered rows as dicts with None for NULL (for tests and small files)."""
+        cols = self._consolidated()
+        return [self._row(i, cols) for i in range(self._n)]
+
+    def _row(self, i: int, cols: dict[str, Any] | None = None) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        cols = self._row_buffer() if cols is None else cols
+        for name, kind in self.COLUMNS.items():
+            v = cols[name][i]
+            v = v.item() if hasattr(v, "item") else v
+            if kind == "i":
+                row[name] = None if v == INT_NULL else v
+            elif kind == "d":
+                row[name] = None if _is_null_float(v) else v
+            else:
+                row[name] = v
+        return row
+
+
+class StepTable(ColumnBuffer):
+    """Step rows (``STEP_COLUMNS``); parsers call :meth:`add`."""
+
+    COLUMNS: ClassVar[dict[str, str]] = STEP_COLUMNS
+
+    def add(
+        self,
+        run_index: int,
+        step: int | None,
+        *,
+        rank: int | None = None,
+        epoch: int | None = None,
+        images_per_sec: float | None = None,
+        interval_images_per_sec: float | None = None,
+        images_per_sec_stderr: float | None = None,
+        images_per_sec_jitter: float | None = None,
+        loss: float | None = None,
+        top1_accuracy: float | None = None,
+        top5_accuracy: float | None = None,
+        step_time_ms: float | None = None,
+        timestamp: float | None = None,
+        line_no: int | None = None,
+        metrics: dict[str, float] | None = None,
+    ) -> None:
+        c = self._cols or self._row_buffer()
+        c["run_index"].append(run_index)
+        c["rank"].append(INT_NULL if rank is None else rank)
+        c["step"].append(INT_NULL if step is None else step)
+        c["epoch"].append(INT_NULL if epoch is None else epoch)
+        c["images_per_sec"].append(NULL_FLOAT if images_per_sec is None else images_per_sec)
+        c["interval_images_per_sec"].append(
+            NULL_FLOAT if interval_images_per_sec is None else interval_images_per_sec
+        )
+        c["images_per_sec_stderr"].append(NULL_FLOAT if images_per_sec_stderr is None else images_per_sec_stderr)
+        c["images_per_sec_jitter"].append(NULL_FLOAT if images_per_sec_jitter is None else images_per_sec_jitter)
+        c["loss"].append(NULL_FLOAT if loss is None else loss)
+        c["top1_accuracy"].append(NULL_FLOAT if top1_accuracy is None else top1_accuracy)
+        c["top5_accuracy"].append(NULL_FLOAT if top5_accuracy is None else top5_accuracy)
+        c["step_time_ms"].append(NULL_FLOAT if step_time_ms is None else step_time_ms)
+        c["timestamp"].append(NULL_FLOAT if timestamp is None else timestamp)
+        c["line_no"].append(INT_NULL if line_no is None else line_no)
+        c["metrics"].append(metrics)
+        self._added()
+
+    def add_block(self, run_index: int, n: int, columns: dict[str, Any]) -> None:
+        """``n`` rows of one run at once: ``columns`` maps column names to buffers of n native int64 /
+        float64 values with the NULL sentinels already in place (e.g. numpy arrays); a column not given is
+        NULL. The bulk path of the C step scanner; the same rows as ``n`` calls of :meth:`add`."""
+        import numpy as np
+
+        block: dict[str, Any] = {}
+        for name, kind in self.COLUMNS.items():
+            if name == "metrics":
+                block[name] = Fill(n, None)
+            elif name == "run_index":
+                block[name] = Fill(n, run_index)
+            elif name in columns:
+                values = np.frombuffer(columns[name], np.int64 if kind == "i" else np.float64)
+                if len(values) != n:
+                    raise ValueError(f"column {name}: {len(values)} values for {n} rows")
+                block[name] = values
+            else:
+                block[name] = Fill(n, INT_NULL if kind == "i" else NULL_FLOAT)
+        self._add_block(n, block)
+
+
+# Columns of the telemetry table as parsers give them (see TelemetrySample for the meaning).
+TELEMETRY_COLUMNS: dict[str, str] = {
+    "run_index": "i",
+    "sample_index": "i",
+    "timestamp": "d",
+    "elapsed_s": "d",
+    "gpu_index": "i",
+    "images_per_sec": "d",
+    "temperature_c": "d",
+    "utilization_pct": "d",
+    "memory_used_mib": "d",
+    "power_w": "d",
+    "sm_clock_mhz": "d",
+}
+
+
+class TelemetryTable(ColumnBuffer):
+    """Telemetry rows, one per sample per GPU. Indexing and iteration give ``TelemetrySample`` views."""
+
+    COLUMNS: ClassVar[dict[str, str]] = TELEMETRY_COLUMNS
+
+    def add(
+        self,
+        sample_index: int,
+        *,
+        timestamp: float | None = None,
+        elapsed_s: float | None = None,
+        gpu_index: int | None = None,
+        images_per_sec: float | None = None,
+        temperature_c: float | None = None,
+        utilization_pct: float | None = None,
+        memory_used_mib: float | None = None,
+        power_w: float | None = None,
+        sm_clock_mhz: float | None = None,
+        run_index: int | None = None,
+    ) -> None:
+        c = self._cols or self._row_buffer()
+        c["run_index"].append(INT_NULL if run_index is None else run_index)
+        c["sample_index"].append(sample_index)
+        c["timestamp"].append(NULL_FLOAT if timestamp is None else timestamp)
+        c["elapsed_s"].append(NULL_FLOAT if elapsed_s is None else elapsed_s)
+        c["gpu_index"].append(INT_NULL if gpu_index is None else gpu_index)
+        c["images_per_sec"].append(NULL_FLOAT if images_per_sec is None else images_per_sec)
+        c["temperature_c"].append(NULL_FLOAT if temperature_c is None else temperature_c)
+        c["utilization_pct"].append(NULL_FLOAT if utilization_pct is None else utilization_pct)
+        c["memory_used_mib"].append(NULL_FLOAT if memory_used_mib is None else memory_used_mib)
+        c["power_w"].append(NULL_FLOAT if power_w is None else power_w)
+        c["sm_clock_mhz"].append(NULL_FLOAT if sm_clock_mhz is None else sm_clock_mhz)
+        self._added()
+
+    def add_gpu_samples(
+        self, sample_index: list[int], temperatures_c: list[list[float]], *, timestamp: list[float],
+        elapsed_s: list[float], images_per_sec: list[float | None],
+    ) -> None:
+        """Many samples of several GPUs at once (sample j has one temperature per GPU): the fast path
+        for files with one line per sample, such as Lambda's thermal files. Lists are parallel."""
+        counts = [len(t) for t in temperatures_c]
+        k = sum(counts)
+        if not k:
+            return
+        c = self._cols or self._row_buffer()
+
+        def each(values: list[Any]) -> list[Any]:
+            return [v for v, n in zip(values, counts, strict=True) for _ in range(n)]
+
+        c["run_index"].extend(array("q", [INT_NULL]) * k)
+        c["sample_index"].extend(each(sample_index))
+        c["timestamp"].extend(each(timestamp))
+        c["elapsed_s"].extend(each(elapsed_s))
+        c["gpu_index"].extend([i for n in counts for i in range(n)])
+        c["images_per_sec"].extend(each([NULL_FLOAT if r is None else r for r in images_per_sec]))
+        c["temperature_c"].extend([t for temps in temperatures_c for t in temps])
+        nulls = array("d", [NULL_FLOAT]) * k
+        for name in ("utilization_pct", "memory_used_mib", "power_w", "sm_clock_mhz"):
+            c[name].extend(nulls)
+        self._n += k
+        self.total_rows += k
+        if self._spill is not None and self._n >= self._spill_rows:
+            self.flush()
+
+    def add_gpu_matrix(self, first_sample: int, timestamp: Any, elapsed_s: Any, images_per_sec: Any, present: Any,
+                       temperatures_c: Any) -> None:
+        """The numpy form of :meth:`add_gpu_samples` for n samples of g GPUs each: ``timestamp``,
+        ``elapsed_s`` and ``images_per_sec`` are float arrays of n (``present`` False where the rate is
+        NULL), ``temperatures_c`` an n x g array; samples are numbered from ``first_sample``. The rows
+        are the ones add_gpu_samples would add, appended at once."""
+        import numpy as np
+
+        n, g = temperatures_c.shape
+        k = n * g
+        if not k:
+            return
+        rate = np.where(present, images_per_sec, NULL_FLOAT)
+        columns = {
+            "sample_index": np.repeat(np.arange(first_sample, first_sample + n, dtype=np.int64), g),
+            "timestamp": np.repeat(np.asarray(timestamp, np.float64), g),
+            "elapsed_s": np.repeat(np.asarray(elapsed_s, np.float64), g),
+            "gpu_index": np.tile(np.arange(g, dtype=np.int64), n), "images_per_sec": np.repeat(rate, g),
+            "temperature_c": np.ascontiguousarray(temperatures_c, dtype=np.float64).ravel(),
+        }
+        self.add_raw(k, {name: v.view(np.uint8) for name, v in columns.items()})
+
+    def __getitem__(self, i: int) -> TelemetrySample:
+        n = self._n
+        if not -n <= i < n:
+            raise IndexError(i)
+        return TelemetrySample(**self._row(i % n, self._consolidated()))
+
+    def __iter__(self) -> Iterator[TelemetrySample]:
+        cols = self._consolidated()
+        return (TelemetrySample(**self._row(i, cols)) for i in range(self._n))
