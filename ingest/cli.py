@@ -37,10 +37,8 @@ def ingest_command(
 
     Example: bench ingest logs/ lambda-logs.tar.gz --store bench-store
     """
-    from bench.ingest import prehash, registry
+    from bench.ingest import registry
 
-    if paths and not (list_formats or rebuild):
-        prehash.start(paths)  # large files' hashes, from now on, while pyarrow and the parsers load
     if list_formats:
         for mod in registry.all_formats():
             typer.echo(f"{mod.NAME:12s} {mod.DESCRIPTION}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -47,10 +46,10 @@ def parse_bytes(
     if module is None:
         result.problems.append(Problem("unrecognized_format", "no known log format matched the content"))
         return FileParse(None, result)
-    fast = chunk_parser(module)
+    fast = registry.chunk_parser(module)
     if fast is not None:
         run_parser(module, lambda: fast([data], source=source, result=result), result)
-    elif module.NAME == "telemetry" and ascii_only and _thermal_fast(data, result):
+    elif ascii_only and _whole_fast(module, data, result):
         pass
     else:
         run_lines(module, split_lines(data.decode("ascii") if ascii_only else text), source=source, result=result)
@@ -63,31 +62,13 @@ def parse_bytes(
     return FileParse(module.NAME, result)
 
 
-def chunk_parser(module: registry.FormatModule) -> Callable[..., ParseResult] | None:
-    """The format's bytes fast path (``parse_chunks``: the C tf_cnn scanner), when it is built and not
-    switched off with ``BENCH_PURE_PYTHON=1``; None to parse decoded lines."""
-    if module.NAME != "tf_cnn" or _pure_python():
-        return None
-    from bench.ingest.formats import tf_cnn_scan
-
-    return tf_cnn_scan.parse_chunks if tf_cnn_scan.AVAILABLE else None
-
-
-def _pure_python() -> bool:
-    """``BENCH_PURE_PYTHON=1`` switches off the C parse paths (the tf_cnn scanner, whole thermal files)."""
-    return os.environ.get("BENCH_PURE_PYTHON") == "1"
-
-
-def _thermal_fast(data: bytes, result: ParseResult) -> bool:
-    """A plain Lambda thermal file read whole by the C scanner (see ``telemetry.parse_thermal_bytes``).
-    Should it raise (it adds its rows in one block at its very end), the Python parser reads the file."""
-    if _pure_python():
-        return False
-    from bench.ingest.formats import telemetry
-
+def _whole_fast(module: registry.FormatModule, data: bytes, result: ParseResult) -> bool:
+    """The format's whole-file fast path, when it has one and reads ``data``. Should it raise, the lines
+    are parsed instead (it adds its rows in one block at its very end)."""
+    fast = registry.whole_parser(module)
     try:
-        return telemetry.parse_thermal_bytes(data, result)
-    except Exception:  # parse_bytes never raises for bad input; the slow path decides what the file holds
+        return fast is not None and fast(data, result)
+    except Exception:  # parse_bytes never raises for bad input; the plain path decides what the file holds
         return False
 
 
@@ -233,7 +214,7 @@ def parse_stream(
                 note_tail(c)
                 yield c
 
-    fast = chunk_parser(module)
+    fast = registry.chunk_parser(module)
     if fast is not None:
         blocks = line_blocks(all_chunks(), result.problems, check_utf8=False)
         run_parser(module, lambda: fast(blocks, source=source, result=result, check_utf8=True), result)

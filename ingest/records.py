@@ -22,7 +22,9 @@ __all__ = ["PROBLEM_KINDS", "SCHEMA_VERSION", "STATUSES", "ParseResult", "Proble
 SCHEMA_VERSION = 1
 
 #: Allowed values of ``Run.status``. ``timeout`` and ``interrupted`` come from ``bench run``.
-STATUSES = ("ok", "failed", "oom", "truncated", "no_result", "timeout", "interrupted")
+#: ``invalid``: the log printed a result no run can have (NaN, infinite, zero, negative or beyond the
+#: physically possible; see ``bench.ingest.checks``), so its result metrics are NULL.
+STATUSES = ("ok", "failed", "oom", "truncated", "no_result", "timeout", "interrupted", "invalid")
 
 #: Allowed values of ``Problem.kind``.
 PROBLEM_KINDS = (
@@ -36,6 +38,8 @@ PROBLEM_KINDS = (
     "read_error",  # the file or archive member could not be read
     "parser_error",  # a parser raised: a bug, recorded instead of crashing the ingest
     "missing_field",  # a value the format should give was not found
+    "invalid_value",  # a number no run can have (NaN, inf, zero, negative, beyond the possible): made NULL
+    "store_error",  # the file's rows could not be stored (none of them are); the rest of the ingest goes on
 )
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import ModuleType
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from bench.ingest.records import ParseResult
 
@@ -74,3 +75,30 @@ def detect(head: str) -> FormatModule | None:
         if fmt.sniff(head):
             return fmt
     return None
+
+
+#: Optional fast entries of a format, chosen here and nowhere else. Each is a public function of a module
+#: under ``bench.ingest.formats`` that gives the same rows as the format's ``parse_lines`` (tests compare
+#: them byte for byte): ``parse_chunks(blocks, *, source, result, check_utf8)`` reads line-aligned byte
+#: blocks of a whole or streamed file; a whole-file entry ``(data, result) -> bool`` reads an ASCII file
+#: at once, or returns False having added nothing (the lines are then parsed). Both need the optional C
+#: extension (``module.AVAILABLE``) and are off with ``BENCH_PURE_PYTHON=1``.
+CHUNK_PARSERS: dict[str, tuple[str, str]] = {"tf_cnn": ("tf_cnn_scan", "parse_chunks")}
+WHOLE_PARSERS: dict[str, tuple[str, str]] = {"telemetry": ("telemetry", "parse_thermal_bytes")}
+
+
+def chunk_parser(module: FormatModule) -> Callable[..., ParseResult] | None:
+    """The format's ``parse_chunks`` fast path, or None to parse decoded lines."""
+    return _fast(CHUNK_PARSERS.get(module.NAME))
+
+
+def whole_parser(module: FormatModule) -> Callable[[bytes, ParseResult], bool] | None:
+    """The format's whole-file fast path, or None."""
+    return _fast(WHOLE_PARSERS.get(module.NAME))
+
+
+def _fast(entry: tuple[str, str] | None) -> Any:
+    if entry is None or os.environ.get("BENCH_PURE_PYTHON") == "1":
+        return None
+    found = importlib.import_module(f"bench.ingest.formats.{entry[0]}")
+    return getattr(found, entry[1]) if getattr(found, "AVAILABLE", False) else None

@@ -62,15 +62,60 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
     return out
 
 
-def tables(parses: list[tuple[FileParse, FileRef]], patterns: list[pat.PathPattern]) -> tuple[pa.Table, pa.Table]:
-    """The steps and telemetry still buffered in ``parses``, as two Arrow tables (buffers emptied)."""
-    steps = steps_table([(p.result.steps.take(), ref.sha) for p, ref in parses if p.result.steps.buffered()])
-    sampled = [(p, ref) for p, ref in parses if p.result.telemetry.buffered()]
-    telemetry = telemetry_table(
-        [(p.result.telemetry.take(), ref.sha, ref.source, pat.match_first(patterns, ref.match_path)) for p, ref in sampled],
-        [ref.run_id for _, ref in sampled],
-    )
-    return steps, telemetry
+def chunk_rows(parses: list[tuple[FileParse, FileRef]], patterns: list[pat.PathPattern], now: float
+               ) -> tuple[list[FileRows], pa.Table, pa.Table]:
+    """The rows of a chunk of parsed files: each file's run and problem rows, and the steps and telemetry
+    of all of them as two Arrow tables (buffers emptied). Per-file isolation: a file whose rows cannot be
+    made (an Arrow or conversion error) keeps only its problem rows plus one ``store_error`` problem naming
+    the error; none of its runs, steps or telemetry are stored, and the other files are not touched."""
+    rows: list[Any] = [_guarded(file_rows, p, ref, patterns, now) for p, ref in parses]
+    steps_in = [(p.result.steps.take(), ref.sha) if p.result.steps.buffered() else None for p, ref in parses]
+    telemetry_in = [((p.result.telemetry.take(), ref.sha, ref.source, pat.match_first(patterns, ref.match_path)),
+                     ref.run_id) if p.result.telemetry.buffered() else None for p, ref in parses]
+
+    def build(ok: list[int]) -> tuple[pa.Table, pa.Table]:
+        steps = [steps_in[i] for i in ok if steps_in[i] is not None]
+        sampled = [telemetry_in[i] for i in ok if telemetry_in[i] is not None]
+        return steps_table(steps), telemetry_table([t for t, _ in sampled], [owner for _, owner in sampled])
+
+    kept = [i for i, r in enumerate(rows) if not isinstance(r, _Failed)]
+    try:
+        steps, telemetry = build(kept)
+    except Exception:  # one file's values broke the chunk's tables: find it, keep the others
+        tables = []
+        for i in kept:
+            one = _guarded(build, [i])
+            if isinstance(one, _Failed):
+                rows[i] = one
+            else:
+                tables.append(one)
+        steps = _concat([t[0] for t in tables], steps_table([]))
+        telemetry = _concat([t[1] for t in tables], telemetry_table([], []))
+    out = [r.rows(p, ref, now) if isinstance(r, _Failed) else r for (p, ref), r in zip(parses, rows, strict=True)]
+    return out, steps, telemetry
+
+
+@dataclass
+class _Failed:
+    """A file whose rows could not be made, and why."""
+
+    error: str
+
+    def rows(self, parsed: FileParse, ref: FileRef, now: float) -> FileRows:
+        problems = [*parsed.result.problems,
+                    Problem("store_error", f"this file's rows could not be stored, so none were: {self.error}")]
+        return FileRows(parsed.format, problems=[problem_row(ref.source, ref.sha, parsed.format, p, now) for p in problems])
+
+
+def _guarded(make: Any, *args: Any) -> Any:
+    try:
+        return make(*args)
+    except Exception as e:  # values a parser let through; the file is isolated, never the ingest
+        return _Failed(f"{type(e).__name__}: {e}"[:300])
+
+
+def _concat(tables: list[pa.Table], empty: pa.Table) -> pa.Table:
+    return pa.concat_tables(tables, promote_options="default") if tables else empty
 
 
 def problem_row(source: str, sha: str | None, fmt: str | None, p: Problem, now: float) -> dict[str, Any]:

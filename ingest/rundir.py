@@ -85,7 +85,7 @@ def telemetry_run_id(telemetry_path: str) -> str | None:
 
     None unless ``telemetry_path`` is a ``telemetry.csv`` beside an ``output.log`` and its run.json (a
     directory of ``bench run``). The id is the one the pipeline gives that log's run: the first 16 hex of
-    SHA-256 over the log's bytes followed by run.json's (see ``pipeline._read_item``), then ``-0``, the
+    SHA-256 over the log's bytes followed by run.json's (see ``pipeline``), then ``-0``, the
     index of the single run a ``bench run`` log holds (also of the run row made from run.json alone).
     """
     if os.path.basename(telemetry_path) != TELEMETRY_CSV:

@@ -139,7 +139,7 @@ TABLES: dict[str, pa.Schema] = {
 METADATA = {b"bench.schema_version": str(SCHEMA_VERSION).encode()}
 
 
-def write_options(schema: pa.Schema, patchable: tuple[str, ...] = ()) -> dict[str, Any]:
+def write_options(schema: pa.Schema) -> dict[str, Any]:
     """``pq.write_table`` options for a table of ``schema``: dictionary pages only for string-like columns;
     DELTA_BINARY_PACKED for int64 columns (step counters and line numbers are runs of small deltas); zstd,
     but LZ4 (Parquet's LZ4_RAW) for float columns. All of these are Parquet 2 features that DuckDB,
@@ -151,19 +151,13 @@ def write_options(schema: pa.Schema, patchable: tuple[str, ...] = ()) -> dict[st
     on them than on everything else a steps part holds: measured on 1M steps rows with 4-decimal
     accuracies and 3-decimal losses, 152 ms and 20.8 MB with zstd for every column, 107 ms and 26.9 MB
     with LZ4 for the floats; on the 1 GB benchmark log, 0.23 s less CPU. The store is that much larger
-    (the Lambda archive's steps: 0.97 MB -> 1.32 MB).
-
-    ``patchable`` (top-level string columns): written uncompressed and without statistics, so that their
-    values lie in the file as they are and nowhere else, for ``store.patch_part`` to rewrite in place."""
+    (the Lambda archive's steps: 0.97 MB -> 1.32 MB)."""
     dictionary = [f.name for f in schema if not (pa.types.is_floating(f.type) or pa.types.is_integer(f.type))]
     delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_int64(f.type)}
     floats = {f.name for f in schema if pa.types.is_floating(f.type)}
     leaves = leaf_paths(schema)  # per-column options name Parquet's leaf columns (e.g. tags.key_value.key)
-    codec = {p: "none" if p in patchable else "lz4" if p in floats else "zstd" for p in leaves}
-    options = {"compression": codec, "use_dictionary": dictionary, "column_encoding": delta}
-    if patchable:
-        options["write_statistics"] = [p for p in leaves if p not in patchable]
-    return options
+    codec = {p: "lz4" if p in floats else "zstd" for p in leaves}
+    return {"compression": codec, "use_dictionary": dictionary, "column_encoding": delta}
 
 
 def leaf_paths(schema: pa.Schema) -> tuple[str, ...]:

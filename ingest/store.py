@@ -85,15 +85,13 @@ def _finish_swap(root: Path) -> None:
             os.rename(old, root / "batches")  # killed between the two renames: keep the old generation
 
 
-def write_part(table: pa.Table, path: Path, *, required: bool = False, patchable: tuple[str, ...] = (),
-               sync: bool = False) -> None:
+def write_part(table: pa.Table, path: Path, *, required: bool = False, sync: bool = False) -> None:
     """One Parquet file of a store table: the schema version in its metadata, the table's write options.
 
     ``required`` (for the steps and telemetry parts): columns without a NULL in this part are written
     as REQUIRED, which spares the writer a definition level per value (a fifth of the encoding time of
     a steps part). Readers take a glob of parts with differing nullability as one nullable column
     (DuckDB, pyarrow datasets; tests cover both); pyarrow's concat_tables needs promote_options="default".
-    ``patchable``: string columns that ``patch_part`` may rewrite afterwards (see ``write_options``).
     ``sync``: fsync the file before returning (a part written off the main thread then costs the commit,
     which fsyncs every file of its batch, almost nothing).
     """
@@ -104,44 +102,10 @@ def write_part(table: pa.Table, path: Path, *, required: bool = False, patchable
         table = pa.Table.from_arrays(table.columns, schema=pa.schema(fields, metadata=meta))
     else:
         table = table.replace_schema_metadata(meta)
-    pq.write_table(table, path, **write_options(table.schema, patchable))
+    pq.write_table(table, path, **write_options(table.schema))
     if sync:
         with open(path, "rb") as fh:
             os.fsync(fh.fileno())
-
-
-def patch_part(path: Path, columns: tuple[str, ...], replacements: list[tuple[str, str]]) -> None:
-    """Rewrite, in place, strings inside the pages of ``columns`` of a part written with
-    ``patchable=columns``: each ``old`` by ``new`` of the same length, in the order given (e.g. a large
-    file's placeholder hash by its real one, once that is known). Such pages hold their values as they
-    are, and the file holds them nowhere else, so the result is the file that writing those values would
-    have given; only those columns' bytes are read and written. Raises ValueError, changing nothing, for
-    a replacement of another length or a column that was not written that way (compressed, with
-    statistics or a column index)."""
-    pairs = [(old.encode(), new.encode()) for old, new in replacements]
-    if any(len(old) != len(new) for old, new in pairs):
-        raise ValueError("a replacement must keep the length")
-    meta = pq.read_metadata(path)
-    spans = []
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        for i in range(group.num_columns):
-            col = group.column(i)
-            if col.path_in_schema not in columns:
-                continue
-            if col.compression != "UNCOMPRESSED" or col.is_stats_set or col.has_column_index:
-                raise ValueError(f"{path}: column {col.path_in_schema} was not written patchable")
-            start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
-            spans.append((start, col.total_compressed_size))
-    with open(path, "r+b") as fh:
-        for start, size in spans:
-            fh.seek(start)
-            piece = old_piece = fh.read(size)
-            for old, new in pairs:
-                piece = piece.replace(old, new)
-            if piece != old_piece:
-                fh.seek(start)
-                fh.write(piece)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -145,23 +145,3 @@ def test_an_ingest_process_asks_for_one_blas_thread_unless_told_otherwise(monkey
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
     one_blas_thread()
     assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
-
-
-def test_the_entry_points_early_hash_reads_the_ingest_command_line_as_typer_does() -> None:
-    """bench.runner.entry starts hashing the PATHs of ``bench ingest`` before Typer is loaded, reading the
-    command line itself: its options that take a value must be exactly the command's, and it must find
-    the PATHs Typer finds. Hand-checked: each argv's paths are a.log and b.log."""
-    import typer
-
-    from bench.ingest import prehash
-    from bench.runner.cli import app
-
-    command = typer.main.get_command(app).commands["ingest"]  # type: ignore[attr-defined]
-    valued = {o for p in command.params if not getattr(p, "is_flag", True) and p.param_type_name == "option" for o in p.opts}
-    assert valued == set(prehash.VALUE_OPTIONS)
-    flags = {o for p in command.params if getattr(p, "is_flag", False) for o in p.opts}
-    assert set(prehash.NO_INGEST_OPTIONS) - {"--help"} <= flags
-    for argv in (["a.log", "b.log"], ["--store", "s.log", "a.log", "--json", "b.log"], ["--format", "tf_cnn", "a.log", "b.log"],
-                 ["--path-pattern", "{x}.log", "--exclude", "*.md", "a.log", "--strict", "b.log"], ["--store=st", "a.log", "--", "b.log"]):
-        assert prehash.command_paths(argv) == ["a.log", "b.log"], argv
-    assert prehash.command_paths(["--rebuild"]) == prehash.command_paths(["a.log", "--list-formats"]) == []

@@ -87,6 +87,9 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
     return result
 
 
+AVAILABLE = tfscan is not None  # the whole-file fast path needs the C extension
+
+
 def parse_thermal_bytes(data: bytes, result: ParseResult) -> bool:
     """The whole-file fast path of a thermal file: True, with its rows added, when the C scanner
     (``_tfscan.thermal``) read ``data`` as a plain thermal file; False, having added nothing, when it is

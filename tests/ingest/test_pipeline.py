@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from logtools import tf_cnn_log, total_of
 
-from bench.ingest import pipeline
+from bench.ingest import bigfile, pool
 from bench.ingest.errors import BenchError
 from bench.ingest.pipeline import ingest
 from bench.ingest.store import table_files
@@ -134,7 +134,7 @@ def test_bad_input_never_crashes_and_never_loses_data(tmp_path: Path) -> None:
 
 def test_bad_input_streamed_as_big_files_gives_the_same_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bad inputs again, every file now streamed through the large-file path (hashed while parsed,
-    rows spilled one by one into parts of 2 written under a placeholder hash, then patched): the runs,
+    rows spilled one by one into parts of 2): the runs,
     steps and problems must be those of the whole-file path, and nothing left in scratch. Hand-counted:
     3 step lines in each of the 3 complete logs, 1 in cut.log (its second is cut to "7.")."""
     from bench.ingest import registry
@@ -144,11 +144,10 @@ def test_bad_input_streamed_as_big_files_gives_the_same_rows(tmp_path: Path, mon
     _bad_inputs(d)
     whole = ingest([str(d)], tmp_path / "whole", workers=0)
     monkeypatch.setattr(registry, "HEAD_CHARS", 512)
-    monkeypatch.setattr(pipeline, "BIG_FILE", 0)
-    monkeypatch.setattr(pipeline, "CHUNK", 333)
-    monkeypatch.setattr(pipeline, "SPILL_ROWS", 1)
-    monkeypatch.setattr(pipeline._BigParts, "PART_ROWS", 2)
-    monkeypatch.setattr(pipeline._BigParts, "resolve", lambda self, hashed: None)  # every part patched
+    monkeypatch.setattr(bigfile, "BIG_FILE", 0)
+    monkeypatch.setattr(bigfile, "CHUNK", 333)
+    monkeypatch.setattr(bigfile, "SPILL_ROWS", 1)
+    monkeypatch.setattr(bigfile.PartWriter, "PART_ROWS", 2)
     streamed = ingest([str(d)], tmp_path / "streamed", workers=0)
     assert (streamed.files_seen, streamed.runs_added, streamed.steps_added) == (whole.files_seen, whole.runs_added,
                                                                                 whole.steps_added) == (7, 4, 10)
@@ -197,8 +196,8 @@ def test_big_files_stream_with_the_same_result(tmp_path: Path, monkeypatch: pyte
     with tarfile.open(tmp_path / "b.tar.gz", "w:gz") as tf:
         tf.add(tmp_path / "a" / "big.log", arcname="m/big2.log")
     (tmp_path / "a" / "big3.log").write_text(text.replace("resnet50", "resnet101"))
-    monkeypatch.setattr(pipeline, "BIG_FILE", 10_000)
-    monkeypatch.setattr(pipeline, "CHUNK", 4096)
+    monkeypatch.setattr(bigfile, "BIG_FILE", 10_000)
+    monkeypatch.setattr(bigfile, "CHUNK", 4096)
     s = ingest([str(tmp_path / "a"), str(tmp_path / "b.tar.gz")], tmp_path / "st", workers=0)
     assert s.duplicates_skipped == 1  # big2.log has big.log's bytes
     runs = read(tmp_path / "st", "runs")
@@ -208,28 +207,23 @@ def test_big_files_stream_with_the_same_result(tmp_path: Path, monkeypatch: pyte
 
 
 @pytest.mark.parametrize("hash_late", [True, False])
-def test_big_files_parts_are_written_before_the_hash_and_patched_to_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hash_late: bool) -> None:
-    """A big plain file's spilled rows are written as parts while it is hashed: under a placeholder hash
-    patched in place once the hash is known (``hash_late``: every part, as when the hash takes longer than
-    the parse), else with the hash as soon as the hashing thread has it. Either way its steps must carry
-    the run_ids of its runs, its telemetry the file's SHA-256, in several parts, and nothing may be left
-    in the scratch directory. Hand-checked: 2 runs of 700 steps (two logs appended), and a thermal file of
-    900 samples x 2 GPUs."""
+def test_big_files_parts_wait_for_the_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hash_late: bool) -> None:
+    """A big plain file's spilled rows are written as parts once its hash (hashed while it is parsed) is
+    known; ``hash_late``: the hash ends after the parse, so every part waits for it. Either way its steps
+    must carry the run_ids of its runs, its telemetry the file's SHA-256, in several parts, and nothing may
+    be left in the scratch directory. Hand-checked: 2 runs of 700 steps (two logs appended), and a thermal
+    file of 900 samples x 2 GPUs."""
     import hashlib
+    import time
 
-    from bench.ingest import store
-
-    patched: list[str] = []
-    store_patch = store.patch_part
-
-    def counting_patch(path: Path, *args: Any) -> None:
-        patched.append(path.name)
-        store_patch(path, *args)
-
-    monkeypatch.setattr(store, "patch_part", counting_patch)
     if hash_late:
-        monkeypatch.setattr(pipeline._BigParts, "resolve", lambda self, hashed: None)
+        hash_file = bigfile._hash_file
+
+        def slow_hash(item: Any) -> str:
+            time.sleep(0.5)
+            return hash_file(item)
+
+        monkeypatch.setattr(bigfile, "_hash_file", slow_hash)
 
     one, two = tf_cnn_log(700, display_every=1, seed=3), tf_cnn_log(700, display_every=1, seed=4)
     (tmp_path / "two-runs.log").write_text(one + two)
@@ -237,10 +231,10 @@ def test_big_files_parts_are_written_before_the_hash_and_patched_to_it(
     from bench.ingest import registry
 
     monkeypatch.setattr(registry, "HEAD_CHARS", 4096)  # the rest is read in 4 KiB chunks
-    monkeypatch.setattr(pipeline, "BIG_FILE", 10_000)
-    monkeypatch.setattr(pipeline, "CHUNK", 4096)
-    monkeypatch.setattr(pipeline, "SPILL_ROWS", 100)
-    monkeypatch.setattr(pipeline._BigParts, "PART_ROWS", 300)
+    monkeypatch.setattr(bigfile, "BIG_FILE", 10_000)
+    monkeypatch.setattr(bigfile, "CHUNK", 4096)
+    monkeypatch.setattr(bigfile, "SPILL_ROWS", 100)
+    monkeypatch.setattr(bigfile.PartWriter, "PART_ROWS", 300)
     s = ingest([str(tmp_path / "two-runs.log"), str(tmp_path / "thermal")], tmp_path / "st", workers=0)
     assert (s.runs_added, s.steps_added, s.telemetry_added) == (2, 1400, 1800)
     runs = read(tmp_path / "st", "runs")
@@ -254,8 +248,6 @@ def test_big_files_parts_are_written_before_the_hash_and_patched_to_it(
     assert {r["source_sha256"] for r in telemetry} == {thermal_sha} and len(telemetry) == 1800
     assert sorted({r["sample_index"] for r in telemetry}) == list(range(900))
     assert not list((tmp_path / "st" / "_tmp").glob("**/*.parquet"))
-    if hash_late:  # every part was written before the hash was known, so every part was patched
-        assert len(patched) == len(table_files(tmp_path / "st", "steps")) + len(table_files(tmp_path / "st", "telemetry"))
 
 
 def test_a_big_duplicate_spills_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -264,40 +256,14 @@ def test_a_big_duplicate_spills_nothing(tmp_path: Path, monkeypatch: pytest.Monk
     text = tf_cnn_log(2000, display_every=1, seed=3)
     for name in ("a.log", "b.log"):
         (tmp_path / name).write_text(text)
-    monkeypatch.setattr(pipeline, "BIG_FILE", 10_000)
-    monkeypatch.setattr(pipeline, "CHUNK", 4096)
-    monkeypatch.setattr(pipeline, "SPILL_ROWS", 300)
+    monkeypatch.setattr(bigfile, "BIG_FILE", 10_000)
+    monkeypatch.setattr(bigfile, "CHUNK", 4096)
+    monkeypatch.setattr(bigfile, "SPILL_ROWS", 300)
     s = ingest([str(tmp_path / "a.log"), str(tmp_path / "b.log")], tmp_path / "st", workers=0)
     assert (s.duplicates_skipped, s.runs_added, s.steps_added) == (1, 1, 2000)
     assert len(read(tmp_path / "st", "steps")) == 2000
     assert len(read(tmp_path / "st", "sources")) == 1
     assert not list((tmp_path / "st" / "_tmp").glob("**/*.parquet"))  # the duplicate's parts were deleted
-
-
-def test_an_early_hash_is_the_files_hash_and_is_handed_out_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """bench.ingest.prehash hashes the big plain files named on the command line before the pipeline
-    starts; the pipeline takes that hash (once) and stores the file under the SHA-256 of its bytes."""
-    import hashlib
-
-    from bench.ingest import prehash
-
-    monkeypatch.setattr(prehash, "MIN_BYTES", 10_000)
-    monkeypatch.setattr(pipeline, "BIG_FILE", 10_000)
-    big, small, changed = tmp_path / "big.log", tmp_path / "small.log", tmp_path / "changed.log"
-    big.write_text(tf_cnn_log(2000, display_every=1, seed=4))
-    small.write_text(tf_cnn_log(10, seed=5))
-    changed.write_text(tf_cnn_log(2000, display_every=1, seed=6))
-    prehash.start([str(big), str(small), str(changed), str(tmp_path)])
-    changed.write_text(tf_cnn_log(2001, display_every=1, seed=6))  # another size: its early hash is stale
-    assert prehash.claim(str(small)) is None and prehash.claim(str(changed)) is None
-    s = ingest([str(big)], tmp_path / "st", workers=0)
-    assert prehash.claim(str(big)) is None  # the pipeline took it
-    assert (s.runs_added, s.steps_added) == (1, 2000)
-    (run,) = read(tmp_path / "st", "runs")
-    assert run["source_sha256"] == hashlib.sha256(big.read_bytes()).hexdigest()
-    prehash.start([str(big)])
-    early = prehash.claim(str(big))
-    assert early is not None and early.result().hexdigest() == run["source_sha256"]
 
 
 def test_store_of_another_schema_version_is_refused(tmp_path: Path) -> None:
@@ -357,17 +323,17 @@ def test_forked_workers_read_their_chunks_from_the_job_area(tmp_path: Path, monk
     texts = [tf_cnn_log(10 + i, seed=i) for i in range(6)] + [tf_cnn_log(2000, seed=9)]
     for i, text in enumerate(texts):
         (logs / f"r{i}.log").write_text(text)
-    monkeypatch.setattr(pipeline._Parsers, "INLINE_BYTES", 0)  # workers from the first chunk on
-    monkeypatch.setattr(pipeline._Parsers, "CHUNK_BYTES", 1)  # one file per chunk
-    monkeypatch.setattr(pipeline._Parsers, "SLOT_BYTES", 4096)  # the 2000-step log does not fit
+    monkeypatch.setattr(pool.ParserPool, "INLINE_BYTES", 0)  # workers from the first chunk on
+    monkeypatch.setattr(pool.ParserPool, "CHUNK_BYTES", 1)  # one file per chunk
+    monkeypatch.setattr(pool.ParserPool, "SLOT_BYTES", 4096)  # the 2000-step log does not fit
     slots: list[int | None] = []
-    take = pipeline._Parsers._take
+    take = pool.ParserPool._take
 
-    def noting(self: pipeline._Parsers):  # type: ignore[no-untyped-def]
+    def noting(self: pool.ParserPool):  # type: ignore[no-untyped-def]
         slots.append(self._pending[0][2])
         return take(self)
 
-    monkeypatch.setattr(pipeline._Parsers, "_take", noting)
+    monkeypatch.setattr(pool.ParserPool, "_take", noting)
     ingest([str(logs)], tmp_path / "forked", workers=2)
     assert len(slots) == 7 and slots.count(None) == 1 and len({s for s in slots if s is not None}) >= 2
     ingest([str(logs)], tmp_path / "here", workers=0)

@@ -37,8 +37,8 @@ def many_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _ingest_proc(logs: Path, st: Path, batch: int = 50, stderr: int = subprocess.PIPE) -> subprocess.Popen[bytes]:
     code = (  # small batches and parse chunks, so that there are many commits to interrupt
-        "import sys; from bench.ingest import pipeline; pipeline.BATCH_SOURCES = int(sys.argv[3]); "
-        "pipeline._Parsers.CHUNK_BYTES = 4096; pipeline.ingest([sys.argv[1]], sys.argv[2], workers=1)"
+        "import sys; from bench.ingest import pipeline, pool; pipeline.BATCH_SOURCES = int(sys.argv[3]); "
+        "pool.ParserPool.CHUNK_BYTES = 4096; pipeline.ingest([sys.argv[1]], sys.argv[2], workers=1)"
     )
     return subprocess.Popen([sys.executable, "-c", code, str(logs), str(st), str(batch)],
                             stdout=subprocess.DEVNULL, stderr=stderr)
@@ -159,40 +159,3 @@ def test_parts_without_nulls_are_required_and_read_back_as_one_nullable_column(t
     table = ds.dataset(files).to_table()
     got = sorted(zip(table.column("run_id").to_pylist(), table.column("step").to_pylist(), table.column("loss").to_pylist(), strict=True))
     assert got == [("a-0", 1, 7.5), ("a-0", 2, 7.25), ("b-0", 1, None), ("b-0", 2, 6.5)]
-
-
-def test_a_patched_part_is_the_part_written_with_the_real_values(tmp_path: Path) -> None:
-    """patch_part rewrites a placeholder in the patchable columns in place: the file must then be, byte
-    for byte, the file written with the real values (telemetry: source_sha256, run_id and a tags MAP, in
-    two row groups). A replacement of another length, or a placeholder left in the file, is refused and
-    leaves it as it was."""
-    from bench.ingest.records import TelemetryTable
-    from bench.ingest.schema import telemetry_table
-
-    def table(sha: str) -> pa.Table:
-        t = TelemetryTable()
-        for i in range(300):
-            t.add(i, run_index=i % 2, gpu_index=i % 4, temperature_c=40.0 + i % 7)
-        return telemetry_table([(t.take(), sha, "logs/thermal", {"system": "lambda"})])
-
-    fake, real = "f0" * 32, "0123456789abcdef" * 4
-    cols = ("source_sha256", "run_id")
-    patched, direct = tmp_path / "patched.parquet", tmp_path / "direct.parquet"
-    for path, sha in ((patched, fake), (direct, real)):
-        pq.write_table(table(sha), path, row_group_size=200, **store_mod.write_options(table(sha).schema, cols))
-    before = patched.read_bytes()
-    assert fake.encode() in before and real.encode() not in before
-    store_mod.patch_part(patched, cols, [(fake, real), (fake[:16], real[:16])])
-    assert patched.read_bytes() == direct.read_bytes()
-    back = pq.read_table(patched)
-    assert back["run_id"].to_pylist()[:2] == [f"{real[:16]}-0", f"{real[:16]}-1"]
-    assert back["timestamp"].null_count == 300  # no stamp given: NULL (its NaN is not cast to a number)
-
-    with pytest.raises(ValueError, match="keep the length"):
-        store_mod.patch_part(direct, cols, [(real, "x")])
-    with pytest.raises(ValueError, match=r"tags\.key_value\.value was not written patchable"):  # zstd
-        store_mod.patch_part(direct, ("tags.key_value.value",), [("lambda", "LAMBDA")])
-    assert direct.read_bytes() == patched.read_bytes()
-    store_mod.patch_part(direct, ("run_id",), [(real[:16], fake[:16])])  # source_sha256 is left as it is
-    assert {x[:16] for x in pq.read_table(direct)["run_id"].to_pylist()} == {fake[:16]}
-    assert set(pq.read_table(direct)["source_sha256"].to_pylist()) == {real}

@@ -210,12 +210,12 @@ def test_every_lambda_tf_cnn_log_parses_identically(corpus: Path) -> None:
 
 
 def test_pure_python_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.ingest import parse
+    from bench.ingest import registry
 
     module = tf_cnn
-    assert parse.chunk_parser(module) is tf_cnn_scan.parse_chunks
+    assert registry.chunk_parser(module) is tf_cnn_scan.parse_chunks
     monkeypatch.setenv("BENCH_PURE_PYTHON", "1")
-    assert parse.chunk_parser(module) is None
+    assert registry.chunk_parser(module) is None
 
 
 @pytest.mark.parametrize("chunk", [3, 4096])
