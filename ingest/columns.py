@@ -60,6 +60,7 @@ STEP_COLUMNS: dict[str, str] = {
 NULL_BITS = 0x7FF8_DEAD_BEEF_0001
 NULL_FLOAT = struct.unpack("<d", struct.pack("<Q", NULL_BITS))[0]
 INT_NULL = -(2**63)  # sentinel for a NULL integer inside array('q'); converted to NULL on write
+MAX_INT = 2**53  # a step or epoch beyond this is refused (a float, and so DuckDB's DOUBLE, cannot hold it)
 _NULL_Q, _NULL_D = array("q", (INT_NULL,)), array("d", (NULL_FLOAT,))  # one NULL, to repeat
 _NULL_KEY = struct.pack("<d", NULL_FLOAT)
 
@@ -132,6 +133,9 @@ class ColumnBuffer:
         self._spill = spill
         self._spill_rows = spill_rows
         self.total_rows = 0
+        #: Rows not taken because an integer was beyond MAX_INT: (run_index, line_no, "step 123...").
+        #: ``bench.ingest.checks`` reports them and marks their runs.
+        self.refused: list[tuple[int | None, int | None, str]] = []
         self._reset()
 
     def _fresh(self) -> dict[str, Any]:
@@ -314,6 +318,10 @@ class StepTable(ColumnBuffer):
         line_no: int | None = None,
         metrics: dict[str, float] | None = None,
     ) -> None:
+        if not (step is None or -MAX_INT <= step <= MAX_INT) or not (epoch is None or -MAX_INT <= epoch <= MAX_INT):
+            self.refused.append((run_index, line_no, f"step {step}" if epoch is None or -MAX_INT <= epoch <= MAX_INT
+                                 else f"epoch {epoch}"))
+            return
         c = self._cols or self._row_buffer()
         c["run_index"].append(run_index)
         c["rank"].append(INT_NULL if rank is None else rank)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.ingest import registry
+from bench.ingest.checks import check_result
 from bench.ingest.records import ParseResult, Problem
 from bench.ingest.text import decode, is_binary, iter_lines, split_lines, utf8_problem
 
@@ -88,8 +89,8 @@ def run_lines(module: registry.FormatModule, lines: Iterable[str], *, source: st
 
 def run_parser(module: registry.FormatModule, parse: Callable[[], object], result: ParseResult) -> None:
     """Run ``parse`` (which fills ``result``), turning a parser exception into a ``parser_error``
-    problem, then apply the one rule every format shares: runs that did not end ok have NULL result
-    metrics."""
+    problem, then apply the rules every format shares: runs that did not end ok have NULL result
+    metrics, and every value is checked (``bench.ingest.checks``)."""
     try:
         parse()
     except Exception as e:  # a parser bug must not abort the ingest of other files
@@ -97,6 +98,7 @@ def run_parser(module: registry.FormatModule, parse: Callable[[], object], resul
         result.problems.append(Problem("parser_error", f"{module.NAME} parser raised {tb}"))
     cleared: dict[str, Any] = dict.fromkeys(RESULT_METRICS)
     result.runs[:] = [r if r.status == "ok" else dataclasses.replace(r, **cleared) for r in result.runs]
+    check_result(result, RESULT_METRICS)
 
 
 #: A line longer than this is not held in memory: it is skipped (as if it were empty) and reported.

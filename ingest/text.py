@@ -83,6 +83,8 @@ def parse_glog(line: str) -> GlogLine | None:
     if not m:
         return None
     lvl, year, mo, dd, hh, mi, ss, tid, src, msg = m.groups()
+    if not (1 <= int(mo) <= 12 and 1 <= int(dd) <= 31):
+        return None  # not a stamp any clock printed (a damaged line)
     return GlogLine(
         lvl,
         int(year) if year else None,
@@ -157,7 +159,25 @@ def tf_stamp_seconds(line: str) -> float | None:
     if not m:
         return None
     y, mo, d, hh, mi, ss = m.groups()
-    return calendar.timegm((int(y), int(mo), int(d), int(hh), int(mi), 0)) + float(ss)
+    return utc_seconds(y, mo, d, hh, mi, ss)
+
+
+def utc_seconds(y: str | int, mo: str | int, d: str | int, hh: str | int, mi: str | int, ss: str | float
+                ) -> float | None:
+    """Unix seconds of a date and time read as UTC, or None when it is no date (month 17, hour 25): a
+    damaged stamp is a missing value, never an exception out of a parser."""
+    try:
+        fields = (int(y), int(mo), int(d), int(hh), int(mi))
+        sec = float(ss)
+    except ValueError:
+        return None
+    if not (1 <= fields[1] <= 12 and 1 <= fields[2] <= 31 and 0 <= fields[3] <= 24 and 0 <= fields[4] <= 59
+            and 0 <= sec < 62):
+        return None
+    try:
+        return calendar.timegm((*fields, 0)) + sec
+    except (ValueError, OverflowError):
+        return None
 
 
 def decode(data: bytes) -> tuple[str, list[Problem]]:

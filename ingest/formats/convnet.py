@@ -37,14 +37,13 @@ Estimator run that finished without examples/sec (evaluation) is ``no_result``. 
 
 from __future__ import annotations
 
-import calendar
 import math
 import re
 from collections.abc import Iterable
 from typing import Any
 
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import contains, parse_glog
+from bench.ingest.text import contains, parse_glog, utc_seconds
 
 NAME = "convnet"
 DESCRIPTION = "convnet-benchmarks timers (Torch7, neon, Chainer, Theano) and early TF step/Estimator lines"
@@ -242,7 +241,7 @@ def _chainer(p: _Parser, n: int, key: str, ms: float) -> None:
 
 def _tf_legacy(p: _Parser, n: int, m: re.Match[str]) -> None:
     y, mo, d, hh, mi, ss = m.group(1, 2, 3, 4, 5, 6)
-    stamp = calendar.timegm((int(y), int(mo), int(d), int(hh), int(mi), 0)) + float(ss)
+    stamp = utc_seconds(y, mo, d, hh, mi, ss)
     cur = p.cur
     if cur is None or cur["_dialect"] != "tf_legacy" or "_summary" in cur:
         cur = p.open("tf_legacy", n, started_at=stamp)

@@ -25,7 +25,6 @@ not a measurement: None, never 0). Both are None unless the status is ok. Parame
 
 from __future__ import annotations
 
-import calendar
 import json
 import math
 import re
@@ -34,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import contains, split_rank
+from bench.ingest.text import contains, split_rank, utc_seconds
 
 NAME = "dllogger"
 DESCRIPTION = "NVIDIA DLLogger: JSON stream 'DLLL {json}' and StdOut backend 'DLL <datetime> - <step> k : v'"
@@ -328,8 +327,10 @@ def _stdout_line(st: _State, res: ParseResult, text: str, line_no: int, rank: in
         return False
     y, mo, d, hh, mi, ss = m.groups()[:6]
     whole, _, frac = ss.partition(".")
-    ts = calendar.timegm((int(y), int(mo), int(d), int(hh), int(mi), int(whole))) * 1_000_000 + int(
-        (frac + "000000")[:6])  # µs; local wall clock read as UTC: exact as a duration
+    day = utc_seconds(y, mo, d, hh, mi, 0)
+    if day is None:
+        return False  # a damaged stamp: not a DLLogger stdout line
+    ts = (int(day) + int(whole)) * 1_000_000 + int((frac + "000000")[:6])  # µs; local wall clock read as UTC
     step, items_text = split
     if step == ("P",):  # may be hard-wrapped: read it once the continuation lines are in
         st.wrap = ([items_text], line_no, ts)

@@ -39,7 +39,6 @@ finished without a throughput); their metrics are None.
 
 from __future__ import annotations
 
-import calendar
 import math
 import re
 from collections.abc import Iterable
@@ -47,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import contains, split_rank, tf_stamp_seconds
+from bench.ingest.text import contains, split_rank, tf_stamp_seconds, utc_seconds
 
 NAME = "horovod"
 DESCRIPTION = "Horovod synthetic benchmark (Iter #k / Total img/sec) and NVIDIA nvcnn_hvd step tables"
@@ -132,7 +131,7 @@ def _asctime(raw: str) -> float | None:
     if not m or m.group(1) not in _MONTHS:
         return None
     mon, day, hh, mi, ss, year = m.groups()
-    return float(calendar.timegm((int(year), _MONTHS[mon], int(day), int(hh), int(mi), int(ss))))
+    return utc_seconds(year, _MONTHS[mon], day, hh, mi, ss)
 
 
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:

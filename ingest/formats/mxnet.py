@@ -25,7 +25,6 @@ GluonCV epoch speeds weighted by time cost. ``wall_time_s`` = Σ ``Time cost`` (
 
 from __future__ import annotations
 
-import calendar
 import math
 import re
 from collections.abc import Iterable
@@ -33,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import contains, split_rank
+from bench.ingest.text import contains, split_rank, utc_seconds
 
 NAME = "mxnet"
 DESCRIPTION = "MXNet Speedometer / fit.py / GluonCV logs: samples/sec per interval, Time cost per epoch"
@@ -139,8 +138,8 @@ def _where(prefix: str, line: str) -> tuple[int | None, float | None]:
     if s is None:
         return rank, None
     y, mo, d, hh, mi, ss, frac = s.groups()
-    secs = calendar.timegm((int(y), int(mo), int(d), int(hh), int(mi), int(ss)))
-    return rank, secs + (float("0." + frac) if frac else 0.0)
+    secs = utc_seconds(y, mo, d, hh, mi, ss)
+    return rank, None if secs is None else secs + (float("0." + frac) if frac else 0.0)
 
 
 def _int(value: str | None) -> int | None:

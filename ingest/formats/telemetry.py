@@ -20,7 +20,6 @@ GPU index repeats. ``timestamp`` (``2021/01/04 10:00:00.123``) is local time of 
 
 from __future__ import annotations
 
-import calendar
 import math
 import re
 from collections.abc import Iterable
@@ -29,6 +28,7 @@ from typing import Any
 from bench.ingest.columns import NULL_BITS
 from bench.ingest.native import tfscan
 from bench.ingest.records import ParseResult
+from bench.ingest.text import utc_seconds
 
 NAME = "telemetry"
 DESCRIPTION = "GPU telemetry: Lambda thermal/<iter> lines and nvidia-smi --query-gpu CSV"
@@ -251,7 +251,7 @@ def _smi_time(text: str) -> float | None:
     if m is None:
         return None
     y, mo, d, hh, mi, ss = m.groups()
-    return calendar.timegm((int(y), int(mo), int(d), int(hh), int(mi), 0)) + float(ss)
+    return utc_seconds(y, mo, d, hh, mi, ss)
 
 
 def _smi_value(text: str) -> float | None:

@@ -1,0 +1,99 @@
+"""Seeded mutants of every fixture log, ingested together: the reliability properties, not just "no crash".
+
+Each mutant is a fixture log with a few damaging edits (a number replaced by nan, inf, 0, -1, 1e308, 2^64
+or 20 digits; a month of 17; lines deleted, duplicated or cut; NUL bytes; a UTF-16 re-encoding). The
+mutator is ``random.Random(seed)``, so a failure names a reproducible case. Properties checked on the
+store the one ingest of all of them left:
+- the ingest returns; every mutant's bytes are in ``sources`` or it has a problem row (nothing is lost);
+- no run is stored with a NaN, infinite, zero, negative or impossible throughput, ok or not;
+- every step row belongs to a stored run (nothing half-stored);
+- every status is one the schema knows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from bench.ingest.checks import MAX_IMAGES_PER_SEC_PER_DEVICE
+from bench.ingest.pipeline import ingest
+from bench.ingest.records import STATUSES
+from bench.ingest.store import table_files
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
+BAD_NUMBERS = ("nan", "inf", "-inf", "0", "0.0", "-1", "1e308", "9.99e307", str(2**64), "1" * 20)
+NUMBER = re.compile(rb"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+N_MUTANTS = 300
+
+
+def _mutate(data: bytes, rng: random.Random) -> bytes:
+    lines = data.split(b"\n")
+    for _ in range(rng.randint(1, 4)):
+        op = rng.choice(("number", "number", "number", "month", "delete", "duplicate", "cut", "nul", "utf16"))
+        i = rng.randrange(len(lines))
+        if op == "number":
+            hits = [(k, m) for k, line in enumerate(lines) for m in NUMBER.finditer(line)]
+            if hits:
+                k, m = rng.choice(hits)
+                lines[k] = lines[k][: m.start()] + rng.choice(BAD_NUMBERS).encode() + lines[k][m.end():]
+        elif op == "month":
+            lines = [re.sub(rb"\b(\d{4})-\d\d-(\d\d)", rb"\1-17-\2", ln, count=1) for ln in lines]
+            lines = [re.sub(rb"\b[01]\d(\d\d) (\d\d:\d\d:\d\d)", rb"17\1 \2", ln, count=1) for ln in lines]
+        elif op == "delete":
+            del lines[i: i + rng.randint(1, 5)]
+            lines = lines or [b""]
+        elif op == "duplicate":
+            lines[i:i] = lines[i: i + rng.randint(1, 20)] * rng.randint(2, 5)
+        elif op == "cut":
+            lines = lines[: i + 1]
+            lines[-1] = lines[-1][: rng.randrange(len(lines[-1]) + 1)]
+        elif op == "nul":
+            lines[i] = lines[i][: len(lines[i]) // 2] + b"\0" * rng.randint(1, 3) + lines[i][len(lines[i]) // 2:]
+    out = b"\n".join(lines)
+    if rng.random() < 0.05:
+        out = b"\xff\xfe" + out.decode("utf-8", errors="replace").encode("utf-16-le")
+    return out
+
+
+def _read(store: Path, table: str) -> list[dict]:
+    return [r for f in table_files(store, table) for r in pq.read_table(f).to_pylist()]
+
+
+def test_mutants_of_every_fixture_keep_the_reliability_properties(tmp_path: Path) -> None:
+    logs = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix not in (".json", ".md"))
+    assert len(logs) > 50
+    rng = random.Random(20261124)
+    mutants = tmp_path / "mutants"
+    mutants.mkdir()
+    for n in range(N_MUTANTS):
+        src = rng.choice(logs)
+        (mutants / f"{n:04d}-{src.name}").write_bytes(_mutate(src.read_bytes(), rng))
+    summary = ingest([str(mutants)], tmp_path / "st", workers=0)
+    assert summary.files_seen == N_MUTANTS
+
+    runs, steps = _read(tmp_path / "st", "runs"), _read(tmp_path / "st", "steps")
+    sources, problems = _read(tmp_path / "st", "sources"), _read(tmp_path / "st", "problems")
+    stored = {s["source_sha256"] for s in sources}
+    reported = {p["source"] for p in problems}
+    lost = [p.name for p in mutants.iterdir()
+            if hashlib.sha256(p.read_bytes()).hexdigest() not in stored and str(p) not in reported]
+    assert not lost  # a mutant equal to another one is stored once, under its hash
+
+    for run in runs:
+        assert run["status"] in STATUSES, run["status"]
+        rate = run["images_per_sec"]
+        devices = max(1, run["num_gpus"] or 0, run["num_ranks"] or 0)
+        assert rate is None or (math.isfinite(rate) and 0 < rate <= MAX_IMAGES_PER_SEC_PER_DEVICE * devices), (
+            run["source"], rate)
+        if run["status"] != "ok":
+            assert rate is None, (run["source"], run["status"], rate)
+    assert sum(r["status"] == "invalid" for r in runs) > 0  # the mutator does make impossible results
+
+    run_ids = {r["run_id"] for r in runs}
+    orphans = {s["run_id"] for s in steps} - run_ids - {None}
+    assert not orphans, f"{len(orphans)} runs have steps but no run row"
