@@ -1,0 +1,84 @@
+"""bench.ingest.checks and per-file isolation, on hand-made bad copies of a fixture log.
+
+hand-lambda-2gpu.log prints ``total images/sec: 1248.31`` on its line 40 (checked by hand); each case
+replaces that value (or a step number) and states what must be stored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from bench.ingest import pool
+from bench.ingest.parse import parse_bytes
+from bench.ingest.pipeline import ingest
+from bench.ingest.store import table_files
+
+LOG = (Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "tf_cnn" / "hand-lambda-2gpu.log").read_bytes()
+TOTAL = b"total images/sec: 1248.31"
+
+
+def _read(store: Path, table: str) -> list[dict]:
+    return [r for f in table_files(store, table) for r in pq.read_table(f).to_pylist()]
+
+
+@pytest.mark.parametrize("printed", [b"nan", b"inf", b"0.0", b"99999999999.5"])
+def test_an_impossible_total_is_an_invalid_run_with_a_problem_on_its_line(printed: bytes) -> None:
+    parsed = parse_bytes(LOG.replace(TOTAL, b"total images/sec: " + printed), source="x.log")
+    (run,) = parsed.result.runs
+    assert (run.status, run.images_per_sec) == ("invalid", None)
+    assert run.status_detail is not None and "images_per_sec" in run.status_detail
+    (problem,) = [p for p in parsed.result.problems if p.kind == "invalid_value"]
+    assert problem.line_no == 40 and "images_per_sec" in problem.message
+
+
+def test_the_untouched_log_is_ok() -> None:
+    (run,) = parse_bytes(LOG, source="x.log").result.runs
+    assert (run.status, run.images_per_sec) == ("ok", 1248.31)
+
+
+def test_a_step_beyond_2_to_the_53_is_refused_not_a_crash() -> None:
+    lines = LOG.split(b"\n")
+    (k,) = [i for i, line in enumerate(lines) if line.startswith(b"10\timages/sec")]
+    lines[k] = str(2**64).encode() + lines[k][2:]
+    parsed = parse_bytes(b"\n".join(lines), source="x.log")
+    # tf_cnn starts a new run where the step number goes down (2^64 -> 20): the run holding the bad step
+    # has no total (truncated, a status that stays); the second (steps 20, 30 and the total) is as printed
+    first, second = parsed.result.runs
+    assert (first.status, first.images_per_sec) == ("truncated", None)
+    assert (second.status, second.images_per_sec) == ("ok", 1248.31)
+    invalid = [p for p in parsed.result.problems if p.kind == "invalid_value"]
+    assert {p.line_no for p in invalid} == {k + 1}  # the refused step row, and the run's num_steps taken from it
+    assert {p.message.split(" ")[0] for p in invalid} == {"step", "num_steps"}
+    assert first.num_steps is None
+    assert 2**64 not in {r["step"] for r in parsed.result.steps.rows()}
+
+
+def test_one_file_whose_rows_cannot_be_made_does_not_take_its_chunk_down(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three files in one parse chunk; making the rows of the second raises (standing in for any Arrow or
+    conversion error a parser lets through). It must become one store_error problem with nothing else of
+    it stored, and the other two files must be stored whole."""
+    from bench.ingest import rows
+
+    for name, total in (("a.log", b"1248.31"), ("b.log", b"1250.00"), ("c.log", b"1300.50")):
+        (tmp_path / name).write_bytes(LOG.replace(TOTAL, b"total images/sec: " + total))
+    real = rows.file_rows
+
+    def broken(parsed, ref, patterns, now):  # type: ignore[no-untyped-def]
+        if ref.source.endswith("b.log"):
+            raise OverflowError("Python int too large to convert to C long")
+        return real(parsed, ref, patterns, now)
+
+    monkeypatch.setattr(rows, "file_rows", broken)
+    monkeypatch.setattr(pool.ParserPool, "CHUNK_BYTES", 1 << 20)  # all three in one chunk
+    summary = ingest([str(tmp_path / n) for n in ("a.log", "b.log", "c.log")], tmp_path / "st", workers=0)
+    runs = _read(tmp_path / "st", "runs")
+    assert sorted(Path(r["source"]).name for r in runs) == ["a.log", "c.log"]
+    assert {r["images_per_sec"] for r in runs} == {1248.31, 1300.5}
+    assert len(_read(tmp_path / "st", "steps")) == 2 * 4  # 4 step lines each (lines 35-38)
+    (err,) = [p for p in _read(tmp_path / "st", "problems") if p["kind"] == "store_error"]
+    assert Path(err["source"]).name == "b.log" and "OverflowError" in err["message"]
+    assert summary.runs_added == 2 and len(summary.run_ids) == 2
