@@ -42,11 +42,14 @@ def to_csv(cols: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 def print_table(cols: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    t = Table(title=title)
+    # Data is text: every cell, header and title goes in as rich Text, and the console parses neither
+    # markup ("[/0]", "[exp]") nor emoji codes (":x:") nor highlights numbers.
+    t = Table(title=Text(title) if title is not None else None)
     wide = None if sys.stdout.isatty() else 160  # piped or captured: don't squeeze into 80 columns
     for c in cols:
-        t.add_column(c)
+        t.add_column(Text(str(c)))
     for r in rows:
-        t.add_row(*("NULL" if v is None else f"{v:.2f}" if isinstance(v, float) else str(_plain(v)) for v in r))
-    Console(width=wide).print(t)
+        t.add_row(*(Text("NULL" if v is None else f"{v:.2f}" if isinstance(v, float) else str(_plain(v))) for v in r))
+    Console(width=wide, markup=False, emoji=False, highlight=False).print(t)

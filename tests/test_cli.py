@@ -145,3 +145,14 @@ def test_an_ingest_process_asks_for_one_blas_thread_unless_told_otherwise(monkey
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
     one_blas_thread()
     assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
+
+
+def test_sql_prints_data_as_text_never_as_markup_or_emoji(tmp_path: Path) -> None:
+    """Values that Rich would read as markup ("[/0]", "[exp]") or as an emoji code (":x:") are printed as
+    they are, in the default table format."""
+    st = str(tmp_path / "st")
+    (tmp_path / "a.log").write_text(tf_cnn_log(20))
+    assert runner.invoke(app, ["ingest", str(tmp_path / "a.log"), "--store", st]).exit_code == 0
+    result = runner.invoke(app, ["sql", "SELECT 'a [/0] b' AS x, 'runs/[exp]/:x:' AS y", "--store", st])
+    assert result.exit_code == 0, result.output
+    assert "a [/0] b" in result.output and "runs/[exp]/:x:" in result.output
