@@ -24,10 +24,9 @@ from typing import IO, Any
 import pyarrow as pa
 
 from bench.ingest import registry
-from bench.ingest.columns import StepTable, TelemetryTable
 from bench.ingest.items import Item, Reader
 from bench.ingest.parse import FileParse, parse_stream
-from bench.ingest.records import ParseResult
+from bench.ingest.records import ParseResult, StepTable, TelemetryTable
 from bench.ingest.schema import steps_table, telemetry_table
 from bench.ingest.store import write_part
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench.ingest.columns import INT_NULL, NULL_BITS, STEP_COLUMNS, TELEMETRY_COLUMNS, Fill, joined_values
+from bench.ingest.columns import INT_NULL, NULL_BITS, STEP_COLUMNS, Fill, joined_values
 from bench.ingest.records import SCHEMA_VERSION, Run
+from bench.ingest.telemetry_columns import TELEMETRY_COLUMNS
 
 TAGS = pa.map_(pa.string(), pa.string())
 #: Per-file constants repeated on every step/telemetry row are dictionary-encoded (as Parquet stores
