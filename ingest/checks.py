@@ -39,7 +39,7 @@ STAMPS = ("started_at", "ended_at")
 def check_result(result: ParseResult, result_metrics: tuple[str, ...]) -> None:
     """Check every run of ``result`` in place (see the module docstring); ``result_metrics`` are the
     columns a run that is not ok has NULL."""
-    refused = {}
+    refused: dict[int | None, str] = {}
     for run_index, line_no, what in result.steps.refused + result.telemetry.refused:
         result.problems.append(Problem("invalid_value", f"{what} is beyond 2^53: row not stored", line_no))
         refused.setdefault(run_index, what)

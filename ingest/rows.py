@@ -74,8 +74,8 @@ def chunk_rows(parses: list[tuple[FileParse, FileRef]], patterns: list[pat.PathP
                      ref.run_id) if p.result.telemetry.buffered() else None for p, ref in parses]
 
     def build(ok: list[int]) -> tuple[pa.Table, pa.Table]:
-        steps = [steps_in[i] for i in ok if steps_in[i] is not None]
-        sampled = [telemetry_in[i] for i in ok if telemetry_in[i] is not None]
+        steps = [s for i in ok if (s := steps_in[i]) is not None]
+        sampled = [t for i in ok if (t := telemetry_in[i]) is not None]
         return steps_table(steps), telemetry_table([t for t, _ in sampled], [owner for _, owner in sampled])
 
     kept = [i for i, r in enumerate(rows) if not isinstance(r, _Failed)]
