@@ -53,6 +53,9 @@ def ingest_command(
     else:
         if not paths:
             raise typer.BadParameter("give at least one PATH (or --rebuild / --list-formats)")
+        missing = [p for p in paths if not os.path.exists(p)]
+        if missing:  # a usage error (exit 2), like any other bad argument
+            raise typer.BadParameter(f"no such file or directory: {', '.join(missing)}", param_hint="PATH")
         from bench.ingest.pipeline import ingest
 
         with _progress() as progress:

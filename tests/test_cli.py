@@ -56,8 +56,8 @@ def test_ingest_then_sql(tmp_path: Path) -> None:
 
 def test_user_errors_exit_1_with_a_message(tmp_path: Path) -> None:
     result = runner.invoke(app, ["ingest", str(tmp_path / "missing.log"), "--store", str(tmp_path / "st")])
-    assert result.exit_code == 1
-    assert "Error: no such file or directory" in result.output
+    assert result.exit_code == 2  # a bad PATH is a usage error
+    assert "no such file or directory" in result.output and "missing.log" in result.output
     result = runner.invoke(app, ["sql", "SELECT 1", "--store", str(tmp_path / "nostore")])
     assert result.exit_code == 1 and "is not a bench store" in result.output
     (tmp_path / "a.log").write_text(tf_cnn_log(10))
