@@ -6,8 +6,11 @@ The one place where table names meet file paths; every query reads the logical v
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from bench.ingest import health
 
 if TYPE_CHECKING:
     import duckdb
@@ -16,7 +19,8 @@ if TYPE_CHECKING:
 def connect(root: Path) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per store table (empty views for empty tables).
 
-    Raises BenchError when ``root`` is not a store of this schema version.
+    Raises BenchError when ``root`` is not a store of this schema version. A damaged batch is left out
+    with a one-line warning on stderr naming it and the fix (``bench.ingest.health``).
     """
     import duckdb
 
@@ -24,9 +28,12 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
     from bench.ingest.store import check_store, table_files
 
     check_store(root)
+    state = health.check(root)
+    for line in state.messages(root):  # the rest of the store still answers
+        print(f"warning: {line}", file=sys.stderr)
     con = duckdb.connect(":memory:")
     for table, schema in TABLES.items():
-        files = table_files(root, table)
+        files = table_files(root, table, state.sound)
         if files:
             listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")

@@ -30,6 +30,7 @@ def ingest_command(
     ] = None,
     list_formats: Annotated[bool, typer.Option("--list-formats", help="List the formats and exit")] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Re-parse every source recorded in the store")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Verify the store's files and say what is wrong")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when any problem was found")] = False,
 ) -> None:
@@ -46,6 +47,18 @@ def ingest_command(
     from bench.ingest.store import default_store
 
     root = store or default_store()
+    if check:
+        from bench.ingest.health import findings
+        from bench.ingest.store import check_store
+
+        check_store(root)
+        found = findings(root)
+        for line in found:
+            typer.echo(line, err=True)
+        if found:
+            raise typer.Exit(1)
+        typer.echo(f"store {root}: every batch is sound")
+        return
     if rebuild:
         from bench.ingest.rebuild import rebuild as do_rebuild
 
@@ -61,6 +74,9 @@ def ingest_command(
         with _progress() as progress:
             summary = ingest(paths, root, fmt=fmt, path_patterns=path_pattern or [], progress=progress,
                              on_wait=_waiting, skip_globs=tuple(exclude or ()))
+    for line in summary.set_aside:
+        typer.echo(f"store batch {line}: it was moved into {root}/damaged; "
+                   f"`bench ingest --rebuild --store {root}` parses its sources again", err=True)
     if as_json:
         typer.echo(json.dumps(summary.to_json(), indent=2, sort_keys=True))
     else:

@@ -53,6 +53,8 @@ class IngestSummary:
     problems_by_kind: dict[str, int] = field(default_factory=dict)
     #: The run_id of every run row this ingest added, in file order.
     run_ids: list[str] = field(default_factory=list)
+    #: Damaged store batches moved into STORE/damaged before this ingest ("<batch>: <what was wrong>").
+    set_aside: list[str] = field(default_factory=list)
     runs_by_status: dict[str, int] = field(default_factory=dict)
     runs_by_format: dict[str, int] = field(default_factory=dict)
 
@@ -113,6 +115,7 @@ def ingest(
     t0 = time.perf_counter()
     summary = IngestSummary(store=str(store))
     with few_collections(), StoreWriter(Path(store), wait_message=on_wait) as writer, ParserPool(workers) as parsers:
+        summary.set_aside = [f"{name}: {why}" for name, why in writer.set_aside]
         parsers.patterns = compiled
         parsers.scratch = str(writer.scratch())
         if _archive_bytes(paths) > ParserPool.INLINE_BYTES:

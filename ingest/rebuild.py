@@ -6,8 +6,10 @@ read (moved, deleted, changed) are carried over unchanged, so a rebuild never lo
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,20 +17,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench.ingest import health
 from bench.ingest.errors import BenchError
 from bench.ingest.pipeline import IngestSummary, ingest
-from bench.ingest.schema import write_options
-from bench.ingest.store import TABLE_GLOBS, StoreWriter, table_files
+from bench.ingest.records import SCHEMA_VERSION
+from bench.ingest.schema import TABLES, write_options
+from bench.ingest.store import TABLE_GLOBS, StoreWriter, table_files, write_atomic
 
 
-def _plans(root: Path) -> list[tuple[str, str | None, tuple[str, ...]]]:
-    """(path to re-ingest, forced format, path patterns), one per top-level path recorded."""
-    files = table_files(root, "sources")
-    if not files:
-        return []
-    t = pa.concat_tables([pq.read_table(f) for f in files]).to_pylist()
+def _plans(root: Path, batches: list[Path]) -> list[tuple[str, str | None, tuple[str, ...]]]:
+    """(path to re-ingest, forced format, path patterns), one per top-level path recorded in ``batches``."""
     seen: dict[tuple[str, str | None, tuple[str, ...]], None] = {}
-    for row in t:
+    for row in (r for b in batches for r in health.recorded_sources(b)):
         path = row["archive"] or row["source"]
         if not os.path.exists(path) and row["resolved_path"]:
             path = row["resolved_path"]
@@ -38,28 +38,39 @@ def _plans(root: Path) -> list[tuple[str, str | None, tuple[str, ...]]]:
 
 
 def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None) -> IngestSummary:
-    """Re-ingest every recorded source into a fresh generation and swap it in atomically."""
+    """Re-ingest every recorded source into a fresh generation and swap it in atomically. A store of an
+    older schema version is migrated this way (its STORE.json then says this version). Damaged batches
+    (``bench.ingest.health``) are parsed again from their sources' original files; one whose every source
+    was found again is then removed, the others stay set aside in ``STORE/damaged``."""
     if not (root / "STORE.json").exists():
         raise BenchError(f"{root} is not a bench store; nothing to rebuild")
     total = IngestSummary(store=str(root))
-    with StoreWriter(root, wait_message=on_wait):
+    with StoreWriter(root, wait_message=on_wait, migrate=True) as writer:
+        total.set_aside = [f"{name}: {why}" for name, why in writer.set_aside]
+        sound, aside = health.check(root).sound, health.check(root).set_aside
         new = root / "_tmp" / "rebuild"
-        for path, fmt, patterns in _plans(root):
+        for path, fmt, patterns in _plans(root, sound + aside):
             if not os.path.exists(path):
                 continue
             s = ingest([path], new, fmt=fmt, path_patterns=list(patterns))
             _add(total, s)
-        _carry_over(root, new)
+        _carry_over(root, new, sound)
         old = root / "batches.old"
         os.rename(root / "batches", old)
         os.rename(new / "batches", root / "batches")
         shutil.rmtree(old)
+        for batch in aside:
+            if all(os.path.exists(p) for p, _, _ in _plans(root, [batch])):
+                shutil.rmtree(batch)
+        write_atomic(root / "STORE.json", json.dumps(
+            {"schema_version": SCHEMA_VERSION, "created_at": time.time(), "layout": TABLE_GLOBS}, indent=2).encode())
     total.store = str(root)
     return total
 
 
-def _carry_over(root: Path, new: Path) -> None:
-    """Copy the rows of every old source whose content is absent from the new generation."""
+def _carry_over(root: Path, new: Path, sound: list[Path]) -> None:
+    """Copy the rows of every old source (of the ``sound`` batches) whose content is absent from the new
+    generation."""
     new_files = table_files(new, "sources") if new.exists() else []
     have = set()
     for f in new_files:
@@ -68,9 +79,10 @@ def _carry_over(root: Path, new: Path) -> None:
         with StoreWriter(new):
             pass
     target = new / "batches" / "carried-over"
+    carried: dict[str, pa.Table] = {}
     for table in TABLE_GLOBS:
         parts = []
-        for f in table_files(root, table):
+        for f in table_files(root, table, sound):
             t = pq.read_table(f)
             if table == "steps":
                 ids = pc.utf8_slice_codeunits(t["run_id"].cast(pa.string()), 0, 16)
@@ -83,10 +95,16 @@ def _carry_over(root: Path, new: Path) -> None:
                 keep = pc.invert(pc.fill_null(pc.is_in(t["source_sha256"], pa.array(list(have), pa.string())), True))
             parts.append(t.filter(keep))
         if parts and sum(p.num_rows for p in parts):
-            target.mkdir(parents=True, exist_ok=True)
-            name = f"{table}-00000.parquet" if table in ("steps", "telemetry") else f"{table}.parquet"
-            table = pa.concat_tables(parts, promote_options="default")  # parts differ in nullability
-            pq.write_table(table, target / name, **write_options(table.schema))
+            carried[table] = pa.concat_tables(parts, promote_options="default")  # parts differ in nullability
+    if not carried:
+        return
+    target.mkdir(parents=True)
+    for table in TABLE_GLOBS:  # a batch holds every table, empty or not (see bench.ingest.health)
+        name = f"{table}-00000.parquet" if table in ("steps", "telemetry") else f"{table}.parquet"
+        rows = carried.get(table, TABLES[table].empty_table())
+        pq.write_table(rows, target / name, **write_options(rows.schema))
+    sources = carried["sources"].to_pylist() if "sources" in carried else []
+    write_atomic(target / health.MANIFEST, health.write_manifest(target, sources))
 
 
 def _add(total: IngestSummary, s: IngestSummary) -> None:

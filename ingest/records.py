@@ -20,7 +20,7 @@ from bench.ingest.telemetry_columns import TelemetrySample, TelemetryTable
 __all__ = ["PROBLEM_KINDS", "SCHEMA_VERSION", "STATUSES", "ParseResult", "Problem", "Run", "StepTable",
            "TelemetrySample", "TelemetryTable"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: MANIFEST.json per batch, status "invalid", problem kinds invalid_value and store_error
 
 #: Allowed values of ``Run.status``. ``timeout`` and ``interrupted`` come from ``bench run``.
 #: ``invalid``: the log printed a result no run can have (NaN, infinite, zero, negative or beyond the

@@ -7,6 +7,8 @@ Layout (any Parquet reader opens it; the glob is the table)::
     STORE/batches/<batch_id>/steps-00000.parquet ...
     STORE/batches/<batch_id>/telemetry-00000.parquet ...
     STORE/batches/<batch_id>/{problems,sources}.parquet
+    STORE/batches/<batch_id>/MANIFEST.json     each file's row count and the batch's sources
+    STORE/damaged/<batch_id>/                  a batch found damaged, set aside (see bench.ingest.health)
     STORE/_tmp/<batch_id>/                     a batch being written (never read)
 
 A batch is staged under ``_tmp`` and committed by one ``rename`` of its directory into ``batches/``,
@@ -29,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.ingest import health
 from bench.ingest.errors import BenchError
 from bench.ingest.records import SCHEMA_VERSION
 from bench.ingest.schema import METADATA, TABLES, write_options
@@ -62,8 +65,12 @@ def check_store(root: Path) -> None:
         )
 
 
-def table_files(root: Path, table: str) -> list[Path]:
-    return sorted(root.glob(TABLE_GLOBS[table]))
+def table_files(root: Path, table: str, sound: list[Path] | None = None) -> list[Path]:
+    """The files of ``table`` in the store's sound batches (``health.check``; pass ``sound`` when it is
+    already known), in batch order: a damaged batch is left out whole."""
+    batches = health.check(root).sound if sound is None else sound
+    pattern = TABLE_GLOBS[table].split("/")[-1]
+    return [f for b in batches for f in sorted(b.glob(pattern))]
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -119,14 +126,23 @@ def _fsync_dir(path: Path) -> None:
 class StoreWriter:
     """Exclusive writer of a store. Use as a context manager; it creates the store if needed."""
 
-    def __init__(self, root: Path, *, wait_message: Any = None):
+    def __init__(self, root: Path, *, wait_message: Any = None, migrate: bool = False):
         self.root = root
         self._wait_message = wait_message
+        self._migrate = migrate  # a rebuild may open a store of an older schema version
         self._lock_fh: Any = None
+        #: Damaged batches this writer moved into ``STORE/damaged/`` (see ``bench.ingest.health``).
+        self.set_aside: list[tuple[str, str]] = []
 
     def __enter__(self) -> StoreWriter:
-        self.root.mkdir(parents=True, exist_ok=True)
-        self._lock_fh = open(self.root / ".lock", "a+b")
+        if self.root.exists() and not self.root.is_dir():
+            raise BenchError(f"--store {self.root} is a file, not a store directory; give a directory")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._lock_fh = open(self.root / ".lock", "a+b")
+        except PermissionError as e:
+            raise BenchError(f"cannot write to the store {self.root} ({e.strerror}); "
+                             "give a --store you may write to") from e
         try:
             fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -145,9 +161,15 @@ class StoreWriter:
         if not meta.exists():
             body = {"schema_version": SCHEMA_VERSION, "created_at": time.time(), "layout": TABLE_GLOBS}
             write_atomic(meta, json.dumps(body, indent=2).encode())
-        check_store(self.root)
+        if not self._migrate:
+            check_store(self.root)
         _finish_swap(self.root)
         (self.root / "batches").mkdir(exist_ok=True)
+        for batch, why in health.check(self.root).damaged:
+            aside = self.root / health.DAMAGED_DIR
+            aside.mkdir(exist_ok=True)
+            os.rename(batch, aside / batch.name)
+            self.set_aside.append((batch.name, why))
         shutil.rmtree(self.root / "_tmp", ignore_errors=True)  # left by a killed writer; we hold the lock
         (self.root / "_tmp").mkdir()
 
@@ -205,6 +227,7 @@ class Batch:
                 self._write(f"{name}-00000.parquet", TABLES[name].empty_table())
         for table, rows in self.rows.items():
             self._write(f"{table}.parquet", pa.Table.from_pylist(rows, schema=TABLES[table]))
+        write_atomic(self.dir / health.MANIFEST, health.write_manifest(self.dir, self.rows["sources"]))
         for f in self.dir.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
