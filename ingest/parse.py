@@ -11,7 +11,7 @@ from typing import Any
 from bench.ingest import registry
 from bench.ingest.checks import check_result
 from bench.ingest.records import ParseResult, Problem
-from bench.ingest.text import decode, is_binary, iter_lines, split_lines, utf8_problem
+from bench.ingest.text import as_utf8, decode, is_binary, iter_lines, split_lines, unicode_bom, utf8_problem
 
 
 @dataclass
@@ -34,9 +34,12 @@ def parse_bytes(
     """
     result = result if result is not None else ParseResult()
     forced = registry.load(fmt) if fmt is not None else None
-    if is_binary(data[:8192]):
-        result.problems.append(Problem("binary", "NUL bytes in the first 8 KiB: not a text log"))
+    if unicode_bom(data[:4]) is None and is_binary(data[:8192]):
+        result.problems.append(Problem("binary", "control bytes in the first 8 KiB: not a text log"))
         return FileParse(None, result)
+    if b"\x00" in data or not data[:1].isascii():
+        data, problems = as_utf8(data)
+        result.problems.extend(problems)
     if not data or data.isspace():  # == not data.strip(), without copying the file
         result.problems.append(Problem("empty", "the file is empty or only whitespace"))
         return FileParse(None, result)
@@ -188,8 +191,12 @@ def parse_stream(
     """Like :func:`parse_bytes` for a file too large to hold: ``head`` is its first bytes (at least
     ``HEAD_CHARS`` of them when the file is that long) and ``chunks`` yields the rest."""
     forced = registry.load(fmt) if fmt is not None else None
+    if unicode_bom(head[:4]) is not None:
+        result.problems.append(Problem("encoding", "UTF-16/32 is read only in files up to 64 MiB; convert it to "
+                                                   "UTF-8 (iconv -f UTF-16 -t UTF-8)"))
+        return FileParse(None, result)
     if is_binary(head[:8192]):
-        result.problems.append(Problem("binary", "NUL bytes in the first 8 KiB: not a text log"))
+        result.problems.append(Problem("binary", "control bytes in the first 8 KiB: not a text log"))
         return FileParse(None, result)
     module = forced or registry.detect(head.decode("utf-8", errors="replace")[: registry.HEAD_CHARS])
     if module is None:

@@ -29,7 +29,7 @@ STATUSES = ("ok", "failed", "oom", "truncated", "no_result", "timeout", "interru
 
 #: Allowed values of ``Problem.kind``.
 PROBLEM_KINDS = (
-    "binary",  # NUL bytes: not a text log
+    "binary",  # control bytes (NUL and others) in its first 8 KiB: not a text log
     "empty",  # zero bytes or only whitespace
     "encoding",  # bytes that are not UTF-8 (replaced by U+FFFD)
     "unrecognized_format",  # no parser's sniff accepted the file

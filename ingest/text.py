@@ -232,6 +232,52 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+#: Control bytes a text log does not hold (all below 0x20 but tab, LF, VT, FF, CR and ESC).
+_CONTROL = bytes(b for b in range(32) if b not in (9, 10, 11, 12, 13, 27))
+_HIGH = bytes(range(128, 256))
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+         (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
 def is_binary(head: bytes) -> bool:
-    """True for content that is not a text log: NUL bytes in the first block."""
-    return b"\x00" in head
+    """True for content that is not a text log, judged from its first block: more than 5% control bytes
+    (NUL included), or more than 30% bytes above 0x7F that are not UTF-8. Random or compressed bytes
+    have 5-10% of the first and about half of the second; a text log with a few NUL bytes (what a crashed
+    writer leaves) has next to none, and is text; so is Chinese or Russian UTF-8 text."""
+    if len(head) - len(head.translate(None, _CONTROL)) > len(head) // 20:
+        return True
+    if len(head) - len(head.translate(None, _HIGH)) <= len(head) * 3 // 10:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start < len(head) - 3  # not just a character cut at the block's end
+    return False
+
+
+def unicode_bom(head: bytes) -> str | None:
+    """The codec of a UTF-16 or UTF-32 byte order mark at the start (what a PowerShell redirect writes),
+    or None."""
+    for bom, codec in _BOMS:
+        if head.startswith(bom):
+            return codec
+    return None
+
+
+def as_utf8(data: bytes) -> tuple[bytes, list[Problem]]:
+    """A whole file's bytes as the parsers read them: UTF-16/32 with a BOM re-encoded as UTF-8, a UTF-8
+    BOM dropped, and NUL bytes removed, each line that held some reported (the first ten, then a count)."""
+    problems: list[Problem] = []
+    codec = unicode_bom(data[:4])
+    if codec is not None:
+        data = data.decode(codec, errors="replace").lstrip("\ufeff").encode("utf-8")
+    elif data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if b"\x00" in data:
+        lines = [i + 1 for i, line in enumerate(data.split(b"\n")) if b"\x00" in line]
+        for line_no in lines[:10]:
+            problems.append(Problem("encoding", "NUL bytes in a text line (a crashed writer?); removed", line_no))
+        if len(lines) > 10:
+            problems.append(Problem("encoding", f"NUL bytes in {len(lines) - 10} more lines; removed"))
+        data = data.replace(b"\x00", b"")
+    return data, problems
