@@ -67,8 +67,18 @@ _NUMERIC = re.compile(r"[0-9 \t\r\n.,+-]*")
 NUMERIC_FORMATS: tuple[str, ...] = ("telemetry",)
 
 
+#: Markdown structure: a heading, a code fence or a table's separator row at a line start.
+_MARKDOWN = re.compile(r"^(?:#{1,6} \S|```|~~~|\|? *:?-{3,}:? *\|)", re.MULTILINE)
+#: What a document quotes: fenced blocks, table rows, block quotes, `code spans`.
+_QUOTED = re.compile(r"^(```|~~~).*?(?:^\1[^\n]*$|\Z)|^ *[|>].*$|`[^`\n]*`", re.MULTILINE | re.DOTALL)
+
+
 def detect(head: str) -> FormatModule | None:
-    """The first format whose ``sniff`` accepts ``head``, or None."""
+    """The first format whose ``sniff`` accepts ``head``, or None. A Markdown document is sniffed without
+    what it quotes (code, tables, block quotes): a README that cites log lines is not a log, while a log
+    with a stray ``# comment`` line still reads as one."""
+    if _MARKDOWN.search(head):
+        head = _QUOTED.sub("", head)
     names = NUMERIC_FORMATS if _NUMERIC.fullmatch(head) else FORMAT_MODULES
     for name in names:
         fmt = load(name)

@@ -59,3 +59,15 @@ def test_every_fixture_is_detected_as_before() -> None:
         assert (found.NAME if found else None) == _detect_every_format(head), path
         thermal += bool(registry._NUMERIC.fullmatch(head)) and found is not None
     assert thermal >= 1  # the shortcut is exercised by a real fixture
+
+
+def test_a_markdown_document_that_quotes_log_lines_is_not_a_log() -> None:
+    """Lines quoted in code spans, fences or tables are no evidence of a log; the same lines bare are."""
+    step = "10\timages/sec: 1250.0 +/- 12.5 (jitter = 30.1)\t7.814"
+    mll = ':::MLLOG {"key": "run_start", "value": null, "time_ms": 1}'
+    doc = (f"# Corpus\n\nThree generations: `{mll}` and `:::MLPv0.5.0 resnet 1.0 (x.py:1) run_start`.\n\n"
+           f"| file | line |\n|---|---|\n| a.log | {step} |\n\n```\n{mll}\n{step}\n```\n")
+    assert registry.detect(doc) is None
+    log = f"# Running resnet50 on 2 GPUs\n{mll}\n{mll}\n"
+    module = registry.detect(log)
+    assert module is not None and module.NAME == "mlperf"
