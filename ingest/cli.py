@@ -31,6 +31,9 @@ def ingest_command(
     list_formats: Annotated[bool, typer.Option("--list-formats", help="List the formats and exit")] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Re-parse every source recorded in the store")] = False,
     check: Annotated[bool, typer.Option("--check", help="Verify the store's files and say what is wrong")] = False,
+    max_expansion: Annotated[float, typer.Option(
+        "--max-expansion", min=1.0,
+        help="Stop an archive member (over 16 MiB) that expands more than this many times its compressed size")] = 100.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when any problem was found")] = False,
 ) -> None:
@@ -69,11 +72,13 @@ def ingest_command(
         missing = [p for p in paths if not os.path.exists(p)]
         if missing:  # a usage error (exit 2), like any other bad argument
             raise typer.BadParameter(f"no such file or directory: {', '.join(missing)}", param_hint="PATH")
+        from bench.ingest.items import Limits
         from bench.ingest.pipeline import ingest
 
         with _progress() as progress:
             summary = ingest(paths, root, fmt=fmt, path_patterns=path_pattern or [], progress=progress,
-                             on_wait=_waiting, skip_globs=tuple(exclude or ()))
+                             on_wait=_waiting, skip_globs=tuple(exclude or ()),
+                             limits=Limits(max_expansion=max_expansion))
     for line in summary.set_aside:
         typer.echo(f"store batch {line}: it was moved into {root}/damaged; "
                    f"`bench ingest --rebuild --store {root}` parses its sources again", err=True)

@@ -25,7 +25,7 @@ from typing import Any
 from bench.ingest import bigfile, registry, rundir
 from bench.ingest import patterns as pat
 from bench.ingest.errors import BenchError
-from bench.ingest.items import READ_ERRORS, Item
+from bench.ingest.items import DEFAULT_LIMITS, READ_ERRORS, Item, Limits
 from bench.ingest.pool import Job, ParserPool, few_collections, file_ref
 from bench.ingest.records import Problem
 from bench.ingest.rows import FileRows, file_rows, problem_row
@@ -96,6 +96,7 @@ def ingest(
     on_wait: Callable[[], None] | None = None,
     workers: int | None = None,
     skip_globs: tuple[str, ...] = (),
+    limits: Limits = DEFAULT_LIMITS,
 ) -> IngestSummary:
     """Ingest ``paths`` into the store at ``store``; see the module docstring for the contract.
 
@@ -104,7 +105,8 @@ def ingest(
     reads, hashes, parses large files and commits batches; small files are parsed in the workers, which
     write their steps and telemetry part files themselves; results are recorded in file order.
     ``skip_globs``: files found under a directory or in an archive whose path or name matches one of
-    these shell patterns are not read.
+    these shell patterns are not read. ``limits``: how far an archive member may expand before it is
+    stopped as a decompression bomb (its read_error problem says so).
     """
     if fmt is not None and fmt not in registry.FORMAT_MODULES:
         raise BenchError(f"unknown format {fmt!r}; `bench ingest --list-formats` lists them")
@@ -122,7 +124,7 @@ def ingest(
             parsers.start()  # a big archive's first chunks go to the workers too
         ctx = _Context(writer, writer.new_batch(), writer.known_hashes(), fmt, compiled, summary,
                        {"problems": Counter(), "status": Counter(), "format": Counter()}, list(path_patterns))
-        for item in iter_items(paths, exclude=str(store), skip_globs=tuple(skip_globs)):
+        for item in iter_items(paths, exclude=str(store), skip_globs=tuple(skip_globs), limits=limits):
             job = _read_item(item, ctx)
             if job is not None:
                 parsers.submit(job, fmt)

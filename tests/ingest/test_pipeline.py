@@ -346,3 +346,30 @@ def test_forked_workers_read_their_chunks_from_the_job_area(tmp_path: Path, monk
 
     assert rows(tmp_path / "forked") == rows(tmp_path / "here")
     assert sorted(ips for _, _, ips, _ in rows(tmp_path / "here")[0]) == sorted(total_of(t) for t in texts)
+
+
+@pytest.mark.parametrize("suffix", [".zip", ".tar.gz"])
+def test_a_decompression_bomb_member_is_stopped_and_the_next_member_is_read(tmp_path: Path, suffix: str) -> None:
+    """30 MB of one repeated line compress about 1000x: past the default 100x it is a read_error problem
+    naming the limit, read no further; the log after it in the archive is ingested. With the limit
+    raised, the same member is read (and is no known format)."""
+    bomb, log = b"x" * 30_000_000 + b"\n", tf_cnn_log(10).encode()
+    path = tmp_path / f"bomb{suffix}"
+    if suffix == ".zip":
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("bomb.log", bomb)
+            zf.writestr("after.log", log)
+    else:
+        with tarfile.open(path, "w:gz") as tf:
+            for name, data in (("bomb.log", bomb), ("after.log", log)):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    s = ingest([str(path)], tmp_path / "st", workers=0)
+    assert (s.runs_added, s.problems_by_kind) == (1, {"read_error": 1})
+    (problem,) = read(tmp_path / "st", "problems")
+    assert problem["source"].endswith("::bomb.log") and "--max-expansion limit of 100x" in problem["message"]
+    from bench.ingest.items import Limits
+
+    s = ingest([str(path)], tmp_path / "st2", workers=0, limits=Limits(max_expansion=1e5))
+    assert s.problems_by_kind == {"unrecognized_format": 1} and s.runs_added == 1
