@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.derived import device_compare_key
-from bench.ingest.errors import BenchError
+from bench.ingest.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
     import duckdb
@@ -143,17 +143,17 @@ def compare(
     unknown factor or metric, a bad --where, or an A / B that matches no value or several.
     """
     if factor not in FACTORS:
-        raise BenchError(f"unknown factor {factor!r}; choose one of: {', '.join(FACTORS)}")
+        raise UsageError(f"unknown factor {factor!r}; choose one of: {', '.join(FACTORS)}")
     if metric not in METRICS:
-        raise BenchError(f"unknown metric {metric!r}; choose one of: {', '.join(METRICS)}")
+        raise UsageError(f"unknown metric {metric!r}; choose one of: {', '.join(METRICS)}")
     if equivalence is not None and not 0 < equivalence < 1:
-        raise BenchError(f"--equivalence is a fraction such as 0.05 (for ±5%), got {equivalence}")
+        raise UsageError(f"--equivalence is a fraction such as 0.05 (for ±5%), got {equivalence}")
     table = _select(con, METRICS[metric], metric, where)
     values = table.column(factor).unique().to_pylist()
     numeric = _is_numeric(table.schema.field(factor).type)
     va, vb = (resolve_value(values, factor, text, numeric=numeric) for text in (a, b))
     if va == vb:
-        raise BenchError(f"--a and --b both select {factor} = {va!r}; compare two different values")
+        raise UsageError(f"--a and --b both select {factor} = {va!r}; compare two different values")
     rows = [r for r in table.to_pylist() if r[factor] in (va, vb)]
     pairs, unmatched, n_base = pair_rows(rows, factor, va, metric)
     summary = summarize([p.ratio for p in pairs], equivalence, n_baseline_excluded=n_base)
@@ -171,8 +171,9 @@ def _select(con: duckdb.DuckDBPyConnection, view: str, metric: str, where: str |
     try:
         return con.sql(sql).to_arrow_table()
     except duckdb.Error as e:
-        what = f"--where {where!r} failed" if where else f"reading the view {view} failed"
-        raise BenchError(f"{what}: {e}") from e
+        if where:
+            raise UsageError(f"--where {where!r} failed over the columns of {view}: {e}") from e
+        raise BenchError(f"reading the view {view} failed: {e}") from e
 
 
 def _is_numeric(t: pa.DataType) -> bool:

@@ -103,7 +103,11 @@ def _read(con: duckdb.DuckDBPyConnection, where: str | None) -> tuple[pd.DataFra
         # Arrow -> pandas keeping integer factors with NULLs as Python ints/None (not floats: 32.0).
         frame = con.sql(sql).to_arrow_table().to_pandas(integer_object_nulls=True)
     except duckdb.Error as e:
-        raise _error(f"cannot read the runs view{' with --where ' + where if where else ''}: {e}") from e
+        if where:
+            from bench.ingest.errors import UsageError
+
+            raise UsageError(f"--where {where!r} failed over the columns of runs: {e}") from e
+        raise _error(f"cannot read the runs view: {e}") from e
     rate = frame["images_per_sec"].to_numpy(dtype=float, na_value=np.nan)
     used = (frame["status"] == "ok").to_numpy() & np.isfinite(rate) & (rate > 0)
     if not used.any():

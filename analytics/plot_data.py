@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from bench.ingest.errors import BenchError
+from bench.ingest.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
     import duckdb
@@ -50,7 +50,9 @@ def _query(con: duckdb.DuckDBPyConnection, sql: str, what: str, where: str | Non
     try:
         return con.sql(sql).df()
     except duckdb.Error as e:
-        raise BenchError(f"cannot read {what}{' with --where ' + repr(where) if where else ''}: {e}") from e
+        if where:
+            raise UsageError(f"cannot read {what} with --where {where!r}: {e}") from e
+        raise BenchError(f"cannot read {what}: {e}") from e
 
 
 def _where(where: str | None) -> str:
@@ -64,7 +66,7 @@ def add_labels(df: pd.DataFrame, by: str | None = None, factors: tuple[str, ...]
     Raises BenchError when ``by`` is not one of ``factors``.
     """
     if by is not None and by not in factors:
-        raise BenchError(f"unknown factor {by!r} for --by; choose one of: {', '.join(factors)}")
+        raise UsageError(f"unknown factor {by!r} for --by; choose one of: {', '.join(factors)}")
     present = [c for c in factors if c in df.columns]
     varying = [c for c in present if df[c].astype(str).nunique(dropna=False) > 1]
     names = ([by] if by else []) + [c for c in varying if c != by]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.ingest.errors import BenchError
+from bench.ingest.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -231,7 +231,7 @@ def save(fig: Figure, out: Path) -> Path:
     """Write ``fig`` to ``out`` (format from its suffix: .png, .svg or .pdf); returns ``out``.
     Raises BenchError for another suffix or an unwritable path."""
     if out.suffix.lower() not in FORMATS:
-        raise BenchError(f"--out must end in {', '.join(FORMATS)}, got {out.name!r}")
+        raise UsageError(f"--out must end in {', '.join(FORMATS)}, got {out.name!r}")
     try:
         fig.savefig(out, dpi=150)
     except OSError as e:
@@ -258,7 +258,7 @@ def make_figure(con: Any, kind: str, where: str | None = None, by: str | None = 
         return efficiency(df) if kind == "efficiency" else throughput(df)
     if kind == "ratio":
         if not (by and a and b):
-            raise BenchError("plot ratio needs --by FACTOR --a VALUE --b VALUE, e.g. --by gpu_model --a P100 --b K80")
+            raise UsageError("plot ratio needs --by FACTOR --a VALUE --b VALUE, e.g. --by gpu_model --a P100 --b K80")
         return ratio(*plot_data.ratio_frame(con, by, a, b, where))
     if kind == "minibatch":
         df = plot_data.minibatch_frame(con, where, by)
@@ -267,4 +267,4 @@ def make_figure(con: Any, kind: str, where: str | None = None, by: str | None = 
         return minibatch(df)
     if kind == "trace":
         return trace(*plot_data.trace_frames(con, where))
-    raise BenchError(f"unknown plot kind {kind!r}; choose one of: {', '.join(KINDS)}")
+    raise UsageError(f"unknown plot kind {kind!r}; choose one of: {', '.join(KINDS)}")

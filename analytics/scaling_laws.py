@@ -211,13 +211,15 @@ def fit(con: duckdb.DuckDBPyConnection, where: str | None = None) -> FitReport:
     import duckdb
     import numpy as np
 
-    from bench.ingest.errors import BenchError
+    from bench.ingest.errors import BenchError, UsageError
 
     sql = f"SELECT * FROM scaling WHERE ({where or 'true'}) ORDER BY config_id, num_gpus"
     try:
         tab = con.sql(sql).to_arrow_table()
     except duckdb.Error as e:
-        raise BenchError(f"cannot read the scaling view{' with --where ' + where if where else ''}: {e}") from e
+        if where:
+            raise UsageError(f"--where {where!r} failed over the columns of scaling: {e}") from e
+        raise BenchError(f"cannot read the scaling view: {e}") from e
     cfg = np.asarray(tab.column("config_id").to_pylist(), dtype=object)
     col = {c: tab.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
            for c in ("num_gpus", "baseline_gpus", "speedup")}

@@ -58,11 +58,14 @@ def register_python_views(con: duckdb.DuckDBPyConnection, sql: str) -> None:
 
 
 def run_sql(root: Path, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
-    """Run one SQL statement over the store; returns (column names, rows). Raises BenchError on SQL errors."""
+    """Run one SQL statement over the store; returns (column names, rows); a statement that returns no
+    rows gives ([], []). Raises UsageError for an empty query, BenchError on SQL errors."""
     import duckdb
 
-    from bench.ingest.errors import BenchError
+    from bench.ingest.errors import BenchError, UsageError
 
+    if not sql.strip():
+        raise UsageError('the SQL query is empty; e.g. bench sql "SELECT * FROM runs LIMIT 5"')
     con = connect(root)
     try:
         register_python_views(con, sql)

@@ -22,16 +22,26 @@ MAX_IMAGES_PER_SEC_PER_DEVICE = 1e7
 MAX_SECONDS = 10 * 365 * 86400  # a run time over ten years is a misprint
 MIN_UNIX, MAX_UNIX = 315532800.0, 4102444800.0  # 1980-01-01 .. 2100-01-01 UTC
 
-#: Rates in images (or samples) per second: > 0, at most the per-device limit x the devices.
-RATES = ("images_per_sec", "images_per_sec_mean")
-#: Spreads of a rate: >= 0.
-SPREADS = ("images_per_sec_stderr", "images_per_sec_jitter")
-#: Durations in ms: > 0 (a layer's forward pass is not free).
-TIMES_MS = ("forward_ms", "backward_ms", "forward_backward_ms")
-#: Counts of things a run has at least one of.
-POSITIVE_COUNTS = ("batch_size_per_device", "global_batch_size", "num_nodes", "num_ranks")
-#: Counts that may be 0 (``num_gpus`` 0: a run on the CPU).
-COUNTS = ("num_gpus", "num_steps", "warmup_steps")
+#: (column, low, high, low included, what the value must be): a number outside is NULL and a problem.
+#: Rates are per device and scaled by the run's devices; a wall time of 0 is what two stamps of the same
+#: second give, a time to train of 0 is a misprint; counts must also be integers. A printed loss is data
+#: (a diverged ``nan`` loss stays) and is not checked.
+RATE_RULES = (("images_per_sec", 0.0, MAX_IMAGES_PER_SEC_PER_DEVICE, False, "a rate in (0, 1e7] images/s per device"),
+              ("images_per_sec_mean", 0.0, MAX_IMAGES_PER_SEC_PER_DEVICE, False,
+               "a rate in (0, 1e7] images/s per device"))
+RULES = (
+    ("images_per_sec_stderr", 0.0, math.inf, True, "a spread >= 0"),
+    ("images_per_sec_jitter", 0.0, math.inf, True, "a spread >= 0"),
+    ("wall_time_s", 0.0, MAX_SECONDS, True, "a time in [0, 10 years] s"),
+    ("time_to_train_s", 0.0, MAX_SECONDS, False, "a time in (0, 10 years] s"),
+    ("forward_ms", 0.0, MAX_SECONDS * 1e3, False, "a time > 0 ms"),
+    ("backward_ms", 0.0, MAX_SECONDS * 1e3, False, "a time > 0 ms"),
+    ("forward_backward_ms", 0.0, MAX_SECONDS * 1e3, False, "a time > 0 ms"),
+)
+COUNT_RULES = (  # num_gpus 0: a run on the CPU
+    ("batch_size_per_device", 1), ("global_batch_size", 1), ("num_nodes", 1), ("num_ranks", 1),
+    ("num_gpus", 0), ("num_steps", 0), ("warmup_steps", 0),
+)
 #: Stamps: unix seconds. A bad stamp is made NULL and reported but does not make the run invalid.
 STAMPS = ("started_at", "ended_at")
 
@@ -58,46 +68,31 @@ def check_result(result: ParseResult, result_metrics: tuple[str, ...]) -> None:
 
 
 def _check_run(run: Run) -> tuple[list[tuple[str, Any, str]], dict[str, Any]]:
-    """The run's bad values as (column, value, why), and the changes that make them NULL."""
+    """The run's bad values as (column, value, "is not ..."), and the changes that make them NULL."""
     bad: list[tuple[str, Any, str]] = []
-    devices = max([1, *(v for v in (run.num_gpus, run.num_ranks) if isinstance(v, int) and 0 < v <= MAX_COUNT)])
-    limit = MAX_IMAGES_PER_SEC_PER_DEVICE * devices
-    for name in RATES:
-        _number(bad, name, getattr(run, name), 0.0, limit, f"is not a rate (0, {limit:g}] images/s")
-    for name in SPREADS:
-        _number(bad, name, getattr(run, name), 0.0, math.inf, "is not a spread >= 0", low_open=False)
-    # a wall time of 0 is what two stamps of the same second give; a time to train of 0 is a misprint
-    _number(bad, "wall_time_s", run.wall_time_s, 0.0, MAX_SECONDS, "is not a time in [0, 10 years] s", low_open=False)
-    _number(bad, "time_to_train_s", run.time_to_train_s, 0.0, MAX_SECONDS, "is not a time in (0, 10 years] s")
-    for name in TIMES_MS:
-        _number(bad, name, getattr(run, name), 0.0, MAX_SECONDS * 1e3, "is not a time > 0 ms")
-    for name in POSITIVE_COUNTS:
-        _count(bad, name, getattr(run, name), 1)
-    for name in COUNTS:
-        _count(bad, name, getattr(run, name), 0)
+    devices = max([1, *(v for v in (run.num_gpus, run.num_ranks) if type(v) is int and 0 < v <= MAX_COUNT)])
+    for name, low, high, closed, what in RATE_RULES:
+        _number(bad, name, getattr(run, name), low, high * devices, closed, what)
+    for name, low, high, closed, what in RULES:
+        _number(bad, name, getattr(run, name), low, high, closed, what)
+    for name, least in COUNT_RULES:
+        value = getattr(run, name)
+        if value is not None and not (type(value) is int and least <= value <= MAX_COUNT):
+            bad.append((name, value, f"is not a count in [{least}, 2^53]"))
     for name in STAMPS:
-        _number(bad, name, getattr(run, name), MIN_UNIX, MAX_UNIX, "is not a time between 1980 and 2100",
-                low_open=False)
-    changes: dict[str, Any] = {name: None for name, _, _ in bad}
+        _number(bad, name, getattr(run, name), MIN_UNIX, MAX_UNIX, True, "a time between 1980 and 2100")
     ranks = run.images_per_sec_ranks
     if ranks is not None and any(r is not None and not (math.isfinite(r) and 0 < r <= MAX_IMAGES_PER_SEC_PER_DEVICE)
                                  for r in ranks):
         bad.append(("images_per_sec_ranks", list(ranks), "holds a rank rate that is not a rate"))
-        changes["images_per_sec_ranks"] = None
-    return bad, changes
+    return bad, {name: None for name, _, _ in bad}
 
 
-def _number(bad: list[tuple[str, Any, str]], name: str, value: object, low: float, high: float, why: str,
-            *, low_open: bool = True) -> None:
-    """Note ``value`` unless it is None or a finite number in (low, high] (``low_open``) or [low, high]."""
+def _number(bad: list[tuple[str, Any, str]], name: str, value: object, low: float, high: float, closed: bool,
+            what: str) -> None:
+    """Note ``value`` unless it is None or a finite number in [low, high] (``closed``) or (low, high]."""
     if value is None:
         return
-    ok = isinstance(value, int | float) and math.isfinite(value) and value <= high and (
-        value > low if low_open else value >= low)
-    if not ok:
-        bad.append((name, value, why))
-
-
-def _count(bad: list[tuple[str, Any, str]], name: str, value: object, low: int) -> None:
-    if value is not None and not (isinstance(value, int) and low <= value <= MAX_COUNT):
-        bad.append((name, value, f"is not a count in [{low}, 2^53]"))
+    if not (isinstance(value, int | float) and math.isfinite(value) and value <= high
+            and (value >= low if closed else value > low)):
+        bad.append((name, value, f"is not {what}"))

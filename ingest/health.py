@@ -98,7 +98,7 @@ def write_manifest(batch: Path, sources: list[dict[str, Any]]) -> bytes:
     files = {p.name: pq.read_metadata(p).num_rows for p in sorted(batch.glob("*.parquet"))}
     keep = ("source", "source_sha256", "archive", "resolved_path", "format", "forced_format", "path_patterns")
     body = {"files": files, "sources": [{k: s.get(k) for k in keep} for s in sources]}
-    return json.dumps(body, indent=1).encode()
+    return json.dumps(body, separators=(",", ":")).encode()  # no indent: the C encoder, 2000 sources a batch
 
 
 def recorded_sources(batch: Path) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any, Protocol, cast
@@ -69,6 +70,9 @@ NUMERIC_FORMATS: tuple[str, ...] = ("telemetry",)
 
 #: Markdown structure: a heading, a code fence or a table's separator row at a line start.
 _MARKDOWN = re.compile(r"^(?:#{1,6} \S|```|~~~|\|? *:?-{3,}:? *\|)", re.MULTILINE)
+#: A document shows it is Markdown by a heading line in its first characters; looking for that first, and
+#: no further, keeps the test cheap for the logs, which have none.
+MARKDOWN_CHARS = 4096
 #: What a document quotes: fenced blocks, table rows, block quotes, `code spans`.
 _QUOTED = re.compile(r"^(```|~~~).*?(?:^\1[^\n]*$|\Z)|^ *[|>].*$|`[^`\n]*`", re.MULTILINE | re.DOTALL)
 
@@ -77,7 +81,7 @@ def detect(head: str) -> FormatModule | None:
     """The first format whose ``sniff`` accepts ``head``, or None. A Markdown document is sniffed without
     what it quotes (code, tables, block quotes): a README that cites log lines is not a log, while a log
     with a stray ``# comment`` line still reads as one."""
-    if _MARKDOWN.search(head):
+    if (head.startswith("#") or head.find("\n#", 0, MARKDOWN_CHARS) >= 0) and _MARKDOWN.search(head, 0, MARKDOWN_CHARS):
         head = _QUOTED.sub("", head)
     names = NUMERIC_FORMATS if _NUMERIC.fullmatch(head) else FORMAT_MODULES
     for name in names:
@@ -110,5 +114,6 @@ def whole_parser(module: FormatModule) -> Callable[[bytes, ParseResult], bool] |
 def _fast(entry: tuple[str, str] | None) -> Any:
     if entry is None or os.environ.get("BENCH_PURE_PYTHON") == "1":
         return None
-    found = importlib.import_module(f"bench.ingest.formats.{entry[0]}")
+    name = f"bench.ingest.formats.{entry[0]}"
+    found = sys.modules.get(name) or importlib.import_module(name)  # the module's attribute is read each time
     return getattr(found, entry[1]) if getattr(found, "AVAILABLE", False) else None

@@ -244,6 +244,8 @@ def is_binary(head: bytes) -> bool:
     (NUL included), or more than 30% bytes above 0x7F that are not UTF-8. Random or compressed bytes
     have 5-10% of the first and about half of the second; a text log with a few NUL bytes (what a crashed
     writer leaves) has next to none, and is text; so is Chinese or Russian UTF-8 text."""
+    if head.isascii() and b"\x00" not in head:
+        return False  # the usual case, at memchr speed: plain ASCII with no NUL is read as text
     if len(head) - len(head.translate(None, _CONTROL)) > len(head) // 20:
         return True
     if len(head) - len(head.translate(None, _HIGH)) <= len(head) * 3 // 10:

@@ -22,7 +22,7 @@ from bench.analytics.cli import (
     sql_command,
 )
 from bench.ingest.cli import StoreOpt, ingest_command
-from bench.ingest.errors import BenchError
+from bench.ingest.errors import BenchError, UsageError
 
 app = typer.Typer(
     name="bench",
@@ -34,7 +34,7 @@ app = typer.Typer(
 
 
 def _translated(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a command so a BenchError prints ``Error: ...`` on stderr and exits 1."""
+    """Wrap a command so a BenchError prints ``Error: ...`` on stderr and exits 1 (a UsageError: 2)."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -42,7 +42,7 @@ def _translated(command: Callable[..., Any]) -> Callable[..., Any]:
             return command(*args, **kwargs)
         except BenchError as e:
             typer.echo(f"Error: {e}", err=True)
-            raise typer.Exit(1) from e
+            raise typer.Exit(2 if isinstance(e, UsageError) else 1) from e
 
     return wrapper
 
