@@ -125,6 +125,7 @@ def run_command(
         for _ in range(repeat):
             typer.echo(lr.describe(build_command(spec, export_env=env_names)))
         return
+    lr.check_trainer(spec)
     outcomes = lr.run_many(spec, out, repeat, drop=drop_caches, telemetry_interval_s=telemetry_interval,
                            warn=lambda m: typer.echo(f"Warning: {m}", err=True), echo=sys.stdout.buffer)
     rows = {} if no_ingest else lr.ingest_runs([o.run_dir for o in outcomes], _store_root(store))

@@ -11,12 +11,14 @@ allocating / out of memory, else ``failed``. exit_code is the child's code (nega
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from bench.ingest.errors import BenchError
 from bench.runner import rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script
 
@@ -47,8 +50,25 @@ class Outcome:
 
 
 def child_env(base: Mapping[str, str]) -> dict[str, str]:
-    """The trainer's environment: ``base`` plus PYTHONUNBUFFERED=1 (Python children line-buffer)."""
-    return {**base, "PYTHONUNBUFFERED": "1"}
+    """The trainer's environment: ``base`` plus PYTHONUNBUFFERED=1 (Python children line-buffer), with
+    this interpreter's bin directory first on PATH, so that the launchers installed beside it
+    (``.venv/bin/horovodrun``) are found without activating the venv."""
+    bindir = os.path.dirname(sys.executable)
+    path = base.get("PATH", os.defpath)
+    if bindir and bindir not in path.split(os.pathsep):
+        path = f"{bindir}{os.pathsep}{path}"
+    return {**base, "PATH": path, "PYTHONUNBUFFERED": "1"}
+
+
+def check_trainer(spec: RunSpec, trainer: Sequence[str] = DEFAULT_TRAINER) -> None:
+    """Raise BenchError, before anything is launched, when this machine's Python lacks TensorFlow and the
+    run would start the bundled trainer here (local or horovodrun; mpirun and Slurm may start it on
+    other hosts, whose Pythons are theirs)."""
+    if tuple(trainer) != DEFAULT_TRAINER or spec.launcher not in ("local", "horovodrun"):
+        return
+    if importlib.util.find_spec("tensorflow") is None:
+        raise BenchError(f"TensorFlow is not installed in {sys.executable}; the trainer needs it: "
+                         "pip install 'dlbench[train]'")
 
 
 def classify(exit_code: int, log: Path) -> str:

@@ -354,6 +354,9 @@ def run_sweep(plan: Plan, cells: Sequence[Cell], out: Path, store: Path, *, resu
                CellResult(c, "resumed") if (c.key, str(c.repeat)) in done else CellResult(c, "pending")
                for c in cells]
     pending = [r for r in results if r.status == "pending"]
+    for r in pending[:1]:  # every cell runs the same trainer: one check before the first launch
+        assert r.cell.spec is not None
+        launch.check_trainer(r.cell.spec, trainer)
     record = out / f"sweep-{plan.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
     durations: list[float] = []
     reporter.start(len(pending))

@@ -156,3 +156,24 @@ def test_sql_prints_data_as_text_never_as_markup_or_emoji(tmp_path: Path) -> Non
     result = runner.invoke(app, ["sql", "SELECT 'a [/0] b' AS x, 'runs/[exp]/:x:' AS y", "--store", st])
     assert result.exit_code == 0, result.output
     assert "a [/0] b" in result.output and "runs/[exp]/:x:" in result.output
+
+
+def test_bad_options_are_usage_errors_that_exit_2_with_one_line(tmp_path: Path) -> None:
+    st = str(tmp_path / "st")
+    (tmp_path / "a.log").write_text(tf_cnn_log(20))
+    assert runner.invoke(app, ["ingest", str(tmp_path / "a.log"), "--store", st]).exit_code == 0
+    cases = [
+        (["sql", "", "--store", st], "the SQL query is empty"),
+        (["compare", "--factor", "nosuch", "--a", "x", "--b", "y", "--store", st], "unknown factor 'nosuch'"),
+        (["compare", "--factor", "gpu_model", "--a", "x", "--b", "y", "--where", "nosuchcolumn = 1", "--store", st],
+         "--where 'nosuchcolumn = 1' failed"),
+        (["effects", "--where", "nosuchcolumn = 1", "--store", st], "--where 'nosuchcolumn = 1' failed"),
+        (["fit", "--where", "nosuchcolumn = 1", "--store", st], "--where 'nosuchcolumn = 1' failed"),
+        (["plot", "throughput", "--out", str(tmp_path / "x.gif"), "--store", st], "--out must end in"),
+        (["report", "--where", "nosuchcolumn = 1", "--out", str(tmp_path / "r"), "--store", st],
+         "--where 'nosuchcolumn = 1' failed"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.output and "Traceback" not in result.output, (args, result.output)

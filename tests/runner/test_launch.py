@@ -297,3 +297,29 @@ def test_straggler_holding_the_pipe_is_killed_after_a_normal_exit(tmp_path: Path
     while not _gone(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(child)
+
+
+def test_run_without_tensorflow_says_how_to_install_it_and_launches_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from typer.testing import CliRunner
+
+    from bench.runner.cli import app
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else real(name, *a))
+    result = CliRunner().invoke(app, ["run", "--model", "trivial", "--out", str(tmp_path / "logs"),
+                                      "--store", str(tmp_path / "st")])
+    assert result.exit_code == 1 and "pip install 'dlbench[train]'" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "logs").exists()
+
+
+def test_launchers_beside_the_interpreter_are_found_without_activating_the_venv() -> None:
+    import sys
+
+    from bench.runner.launch import child_env
+
+    env = child_env({"PATH": "/usr/bin:/bin"})
+    assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
+    assert child_env(env)["PATH"] == env["PATH"]  # not added twice
