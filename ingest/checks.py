@@ -46,9 +46,16 @@ COUNT_RULES = (  # num_gpus 0: a run on the CPU
 STAMPS = ("started_at", "ended_at")
 
 
+#: More identical runs than this in one file (a log of one repeated line, a loop gone wrong) are stored
+#: once, with a problem saying how many there were.
+MAX_IDENTICAL_RUNS = 1000
+#: What may differ between runs that are otherwise the same run repeated.
+_POSITION = ("run_index", "first_line", "last_line", "status_detail", "started_at", "ended_at", "wall_time_s")
+
+
 def check_result(result: ParseResult, result_metrics: tuple[str, ...]) -> None:
     """Check every run of ``result`` in place (see the module docstring); ``result_metrics`` are the
-    columns a run that is not ok has NULL."""
+    columns a run that is not ok has NULL. Then collapse identical repeats (``MAX_IDENTICAL_RUNS``)."""
     refused: dict[int | None, str] = {}
     for run_index, line_no, what in result.steps.refused + result.telemetry.refused:
         result.problems.append(Problem("invalid_value", f"{what} is beyond 2^53: row not stored", line_no))
@@ -96,3 +103,29 @@ def _number(bad: list[tuple[str, Any, str]], name: str, value: object, low: floa
     if not (isinstance(value, int | float) and math.isfinite(value) and value <= high
             and (value >= low if closed else value > low)):
         bad.append((name, value, f"is not {what}"))
+
+
+def collapse_repeats(result: ParseResult) -> None:
+    """Keep the first run of each group of more than ``MAX_IDENTICAL_RUNS`` runs that are the same but for
+    their position, dropping the others with their step and telemetry rows, and report each group as one
+    problem. Nothing is dropped from a file whose rows were already spilled (a file over 64 MiB)."""
+    if len(result.runs) <= MAX_IDENTICAL_RUNS:
+        return
+    groups: dict[tuple[Any, ...], list[Run]] = {}
+    for run in result.runs:
+        key = tuple(_hashable(getattr(run, f.name)) for f in dataclasses.fields(run) if f.name not in _POSITION)
+        groups.setdefault(key, []).append(run)
+    repeats = [g for g in groups.values() if len(g) > MAX_IDENTICAL_RUNS]
+    drop = {r.run_index for g in repeats for r in g[1:]}
+    if not drop or not result.steps.drop_runs(drop) or not result.telemetry.drop_runs(drop):
+        return
+    result.runs[:] = [r for r in result.runs if r.run_index not in drop]
+    for g in repeats:
+        result.problems.append(Problem(
+            "invalid_value", f"{len(g) - 1} more runs identical to run {g[0].run_index} (lines {g[1].first_line}-"
+            f"{g[-1].last_line}) were not stored: more than {MAX_IDENTICAL_RUNS} copies of one run are a log "
+            "repeating itself, not measurements", g[0].first_line))
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(sorted(value.items())) if isinstance(value, dict) else value

@@ -253,6 +253,34 @@ class ColumnBuffer:
             self._reset()
         return cols
 
+    def drop_runs(self, runs: set[int]) -> bool:
+        """Remove the buffered rows of the runs ``runs`` (by run index); False, changing nothing, when rows
+        were already spilled (they are out of reach)."""
+        if self.total_rows != self._n:
+            return False
+        if not self._n or not runs:
+            return True
+        import numpy as np
+
+        n, cols = self._n, self.take()
+        index = cols["run_index"]
+        index = np.full(n, index.value, np.int64) if isinstance(index, Fill) else np.frombuffer(index, np.int64)
+        keep = ~np.isin(index, np.fromiter(runs, np.int64))
+        kept = int(keep.sum())
+        block: dict[str, Any] = {}
+        for name, kind in self.COLUMNS.items():
+            col = cols[name]
+            if isinstance(col, Fill):
+                block[name] = Fill(kept, col.value)
+            elif kind == "m":
+                block[name] = [m for m, k in zip(col, keep.tolist(), strict=True) if k]
+            else:
+                block[name] = np.frombuffer(col, np.int64 if kind == "i" else np.float64)[keep]
+        self.total_rows -= n
+        if kept:
+            self._add_block(kept, block)
+        return True
+
     def rows(self) -> list[dict[str, Any]]:
         """Buffered rows as dicts with None for NULL (for tests and small files)."""
         cols = self._consolidated()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.ingest import registry
-from bench.ingest.checks import check_result
+from bench.ingest.checks import check_result, collapse_repeats
 from bench.ingest.records import ParseResult, Problem
 from bench.ingest.text import as_utf8, decode, is_binary, iter_lines, split_lines, unicode_bom, utf8_problem
 
@@ -102,6 +102,7 @@ def run_parser(module: registry.FormatModule, parse: Callable[[], object], resul
     cleared: dict[str, Any] = dict.fromkeys(RESULT_METRICS)
     result.runs[:] = [r if r.status == "ok" else dataclasses.replace(r, **cleared) for r in result.runs]
     check_result(result, RESULT_METRICS)
+    collapse_repeats(result)
 
 
 #: A line longer than this is not held in memory: it is skipped (as if it were empty) and reported.

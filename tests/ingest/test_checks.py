@@ -82,3 +82,23 @@ def test_one_file_whose_rows_cannot_be_made_does_not_take_its_chunk_down(tmp_pat
     (err,) = [p for p in _read(tmp_path / "st", "problems") if p["kind"] == "store_error"]
     assert Path(err["source"]).name == "b.log" and "OverflowError" in err["message"]
     assert summary.runs_added == 2 and len(summary.run_ids) == 2
+
+
+def test_thousands_of_identical_runs_are_stored_once_with_one_problem(tmp_path: Path) -> None:
+    """A log of one repeated step line: the fixture's header and its step 1, then 3000 lines of step 10.
+    The first joins run 0 (10 > 1); tf_cnn starts a run at each of the other 2999 (the step does not
+    increase): 2999 identical one-step runs, stored once with their step, and one problem counts the
+    2998 others."""
+    head, _, _ = LOG.partition(b"10\timages/sec")
+    line = b"10\timages/sec: 1250.0 +/- 12.5 (jitter = 30.1)\t7.814\n"
+    path = tmp_path / "repeat.log"
+    path.write_bytes(head + line * 3000)
+    summary = ingest([str(path)], tmp_path / "st", workers=0)
+    assert summary.runs_added == 2
+    runs = sorted(_read(tmp_path / "st", "runs"), key=lambda r: r["run_index"])
+    assert [r["status"] for r in runs] == ["truncated", "truncated"]  # steps and no total
+    steps = _read(tmp_path / "st", "steps")
+    assert sorted(s["step"] for s in steps if s["run_id"] == runs[1]["run_id"]) == [10]
+    assert {s["run_id"] for s in steps} <= {r["run_id"] for r in runs}
+    (problem,) = [p for p in _read(tmp_path / "st", "problems") if "identical" in p["message"]]
+    assert problem["message"].startswith("2998 more runs identical to run 1")
