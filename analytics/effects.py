@@ -7,8 +7,11 @@ level, other factors held equal: a geometric-mean ratio. The 95% CI and the p-va
 b = 0) come from the OLS standard errors and are mapped through exp. The model has main effects only: it
 assumes factors multiply (a P100 speeds every model up by the same factor); interactions are not fitted.
 
-Factors: model, gpu_model, data, batch_size_per_device, variable_update, precision, num_gpus; only those
-with at least two distinct values among the runs used enter the model. All are categorical. num_gpus is
+Factors: model, gpu_model, data, mode (train / inference), batch_size_per_device, variable_update,
+precision, num_gpus; only those with at least two distinct values among the runs used enter the model.
+A factor confounded with earlier ones (every fp16 run is a P100 run, every NULL-precision run an
+inference run) cannot be estimated apart from them: it is left out of the model and named in
+``confounded`` with what it is aliased with, never given an effect that belongs to another factor. All are categorical. num_gpus is
 categorical too, not log2(num_gpus): scaling is rarely a power law, and a level per GPU count reads
 directly as a (geometric-mean) speedup over the reference count, with no shape assumed.
 
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
-FACTORS = ("model", "gpu_model", "data", "batch_size_per_device", "variable_update", "precision", "num_gpus")
+FACTORS = ("model", "gpu_model", "data", "mode", "batch_size_per_device", "variable_update", "precision", "num_gpus")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ class EffectsResult:
     r2: float | None  # on the log scale; None when every run has the same rate
     df_resid: int
     effects: tuple[Effect, ...]
+    #: Factors that vary but were left out of the model, each with what it is confounded with.
+    confounded: dict[str, str]
 
 
 def effects(con: duckdb.DuckDBPyConnection, where: str | None = None,
@@ -66,8 +71,8 @@ def effects(con: duckdb.DuckDBPyConnection, where: str | None = None,
     """Fit the model over the ``runs`` view on ``con`` (filtered by the SQL ``where``).
 
     ``reference`` maps a factor to its reference level. Raises BenchError when the query fails, when no ok
-    run or no varying factor is left, when a reference level is not present, or when factors are
-    confounded (their effects cannot be told apart in this selection).
+    run or no varying factor is left, or when a reference level is not present. Confounded factors are
+    left out and listed (see the module docstring).
     """
     import numpy as np
 
@@ -80,14 +85,16 @@ def effects(con: duckdb.DuckDBPyConnection, where: str | None = None,
     data = frame.assign(log_ips=np.log(frame["images_per_sec"].to_numpy(dtype=float)))
     for f in varying:
         data[f] = _categorical(frame[f], levels[f])
-    res = _fit(data, varying)
+    res, confounded = _fit(data, varying)
+    varying = [f for f in varying if f not in confounded]
     out: list[Effect] = []
     for f in varying:
         counts = data[f].value_counts()
         out.extend(_effect(res, f, level, levels[f][0], int(counts[_label(level)])) for level in levels[f][1:])
     r2 = float(res.rsquared) if float(res.centered_tss) > 0 else None
     return EffectsResult(len(frame), n_excluded, tuple(varying), fixed, {f: levels[f][0] for f in varying},
-                         math.exp(float(res.params["Intercept"])), r2, round(float(res.df_resid)), tuple(out))
+                         math.exp(float(res.params["Intercept"])), r2, round(float(res.df_resid)), tuple(out),
+                         confounded)
 
 
 _FIRST = object()  # no reference given: the first level in sort order
@@ -146,19 +153,26 @@ def _categorical(col: pd.Series, levels: list[Any]) -> pd.Categorical:
     return pd.Categorical(col.map(lambda v: _label(_py(v))), categories=[_label(v) for v in levels])
 
 
-def _fit(data: pd.DataFrame, varying: list[str]) -> Any:
-    """OLS of log_ips on the categorical factors; BenchError when factors are confounded."""
+def _fit(data: pd.DataFrame, varying: list[str]) -> tuple[Any, dict[str, str]]:
+    """OLS of log_ips on the categorical factors, leaving out each factor confounded with earlier ones
+    (returned as factor -> what it is confounded with)."""
     import statsmodels.formula.api as smf
 
-    model = smf.ols("log_ips ~ " + " + ".join(varying), data)
-    clash = _confounded(model.exog, list(model.exog_names), varying)
-    if clash:
-        raise _error(f"{clash} in this selection: their effects cannot be separated; narrow it with --where")
-    return model.fit()
+    confounded: dict[str, str] = {}
+    kept = list(varying)
+    while True:
+        model = smf.ols("log_ips ~ " + " + ".join(kept), data)
+        clash = _confounded(model.exog, list(model.exog_names), kept)
+        if clash is None:
+            return model.fit(), confounded
+        factor, partner = clash
+        confounded[factor] = partner
+        kept.remove(factor)
 
 
-def _confounded(exog: Any, names: list[str], varying: list[str]) -> str | None:
-    """None when the design has full column rank, else which factor is aliased with which others."""
+def _confounded(exog: Any, names: list[str], varying: list[str]) -> tuple[str, str] | None:
+    """None when the design has full column rank, else (the first factor aliased with earlier ones, what it
+    is aliased with)."""
     import numpy as np
 
     def full_rank(factors: list[str]) -> bool:
@@ -171,8 +185,8 @@ def _confounded(exog: Any, names: list[str], varying: list[str]) -> str | None:
     f, earlier = varying[k], varying[:k]
     partner = next((g for g in earlier if not full_rank([g, f])), None)
     if partner is not None or not earlier:
-        return f"{f} is confounded with {partner or 'the intercept'}"
-    return f"{f} is confounded with a combination of {', '.join(earlier)}"
+        return f, partner or "the intercept"
+    return f, f"a combination of {', '.join(earlier)}"
 
 
 def _effect(res: Any, factor: str, level: Any, ref: Any, n_runs: int) -> Effect:
@@ -202,6 +216,9 @@ def effect_lines(r: EffectsResult) -> list[str]:
     lines = [f"OLS of log(images/sec) over {r.n_runs} ok runs ({r.n_excluded} excluded){r2}."]
     if r.fixed:
         lines.append("Same in every run: " + ", ".join(f"{k}={_fmt_level(v)}" for k, v in r.fixed.items()))
+    for factor, partner in r.confounded.items():
+        lines.append(f"{factor}: not estimated, confounded with {partner} in this selection (every level of one "
+                     "goes with one level of the other); narrow it with --where to compare them")
     for e in r.effects:
         if e.ci95_low is None or e.ci95_high is None or e.p_value is None:
             ci = "no CI: no residual degrees of freedom"

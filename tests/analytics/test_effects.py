@@ -15,7 +15,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bench.analytics.effects import effects
+from bench.analytics.effects import effect_lines, effects
 from bench.ingest.errors import BenchError
 
 MODEL = {"inception3": 1.0, "resnet50": 1.61}
@@ -26,7 +26,7 @@ SPEEDUP = {1: 1.0, 2: 1.9, 4: 3.7, 8: 7.2}
 
 def _runs(rows: list[dict[str, object]]) -> duckdb.DuckDBPyConnection:
     cols = {"status": pa.string(), "images_per_sec": pa.float64(), "model": pa.string(), "gpu_model": pa.string(),
-            "data": pa.string(), "batch_size_per_device": pa.int64(), "variable_update": pa.string(),
+            "data": pa.string(), "mode": pa.string(), "batch_size_per_device": pa.int64(), "variable_update": pa.string(),
             "precision": pa.string(), "num_gpus": pa.int64()}
     con = duckdb.connect()
     con.register("runs", pa.table({c: pa.array([r.get(c) for r in rows], t) for c, t in cols.items()}))
@@ -52,7 +52,7 @@ def test_exact_log_linear_data_gives_back_every_multiplicative_effect() -> None:
     r = effects(_runs(_grid(0.0, 1)), reference={"data": "synthetic"})
     got = _by_level(r)
     assert r.factors == ("model", "gpu_model", "data", "num_gpus")
-    assert r.fixed == {"batch_size_per_device": 64, "variable_update": "parameter_server", "precision": "fp32"}
+    assert r.fixed == {"mode": None, "batch_size_per_device": 64, "variable_update": "parameter_server", "precision": "fp32"}
     assert r.reference == {"model": "inception3", "gpu_model": "K80", "data": "synthetic", "num_gpus": 1}
     assert got["model", "resnet50"].ratio == pytest.approx(1.61, rel=1e-9)
     assert got["data", "real"].ratio == pytest.approx(0.99, rel=1e-9)
@@ -107,9 +107,21 @@ def test_user_errors() -> None:
         effects(_runs(rows), where="nope = 1")
     with pytest.raises(BenchError, match="reference data='imagenet'"):
         effects(_runs(rows), reference={"data": "imagenet"})
+
+
+
+def test_a_confounded_factor_is_flagged_not_estimated() -> None:
+    """Every P100 run is fp16, every K80 run fp32: the precision effect cannot be told from the GPU's. It
+    is left out and named; the other factors' effects are those of the model without it."""
+    rows = _grid(0.01, 1)
     confounded = [dict(x, precision="fp16" if x["gpu_model"] == "P100" else "fp32") for x in rows]
-    with pytest.raises(BenchError, match="precision is confounded with gpu_model"):
-        effects(_runs(confounded))
+    r = effects(_runs(confounded))
+    assert r.confounded == {"precision": "gpu_model"}
+    assert "precision" not in r.factors and all(e.factor != "precision" for e in r.effects)
+    plain = effects(_runs(rows))
+    assert [(e.factor, e.level) for e in r.effects] == [(e.factor, e.level) for e in plain.effects]
+    assert [e.ratio for e in r.effects] == pytest.approx([e.ratio for e in plain.effects])
+    assert any(line.startswith("precision: not estimated, confounded with gpu_model") for line in effect_lines(r))
 
 
 def test_cli_effects_text_json_and_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
