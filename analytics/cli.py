@@ -70,7 +70,8 @@ def compare_command(
     """
     import json
 
-    from bench.analytics.compare import compare, print_compare
+    from bench.analytics.compare import compare
+    from bench.analytics.compare_text import print_compare
     from bench.analytics.store import connect
     from bench.ingest.store import default_store
 

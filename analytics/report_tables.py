@@ -139,7 +139,7 @@ def ratio_table(res: CompareResult, configs: pd.DataFrame, runs: PointRuns) -> T
     median, geometric mean with its bootstrap 95% CI, equivalence) is the table's note."""
     import pandas as pd
 
-    from bench.analytics.compare import summary_text
+    from bench.analytics.compare_text import summary_text
 
     rows = [{**{k: v for k, v in p.config.items() if k in FACTORS},
              **{f"tag:{k}": v for k, v in p.config["config_tags"].items()}, "GPUs": p.num_gpus, "ratio": p.ratio}

@@ -324,3 +324,21 @@ def test_a_cpu_server_pairs_with_the_1_gpu_run_over_gpu_model() -> None:
     result = cmp.compare(con, "gpu_model", "P100", "NULL")
     assert [(p.a_value, p.b_value, p.ratio) for p in result.pairs] == [(212.0, 40.0, 5.3)]
     assert [(u.side, u.num_gpus) for u in result.unmatched] == [("a", 2)]
+
+
+def test_no_pairs_is_explained_in_one_paragraph_naming_the_factors_that_differ(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every P100 row is fp16 and every K80 row fp32 (and their GPU counts never meet): no pair, and the
+    text says so and why, listing at most 20 of the 30 unpartnered rows."""
+    from bench.analytics.compare_text import MAX_UNMATCHED_SHOWN, no_pairs_reason, print_compare
+
+    rows = ([{"gpu_model": P100, "precision": "fp16", "num_gpus": 1, "batch_size_per_device": b} for b in range(1, 16)]
+            + [{"gpu_model": K80, "precision": "fp32", "num_gpus": 2, "batch_size_per_device": b} for b in range(1, 16)])
+    result = cmp.compare(_con(rows), "gpu_model", "P100", "K80")
+    assert result.pairs == () and len(result.unmatched) == 30
+    reason = no_pairs_reason(result)
+    assert "(15 rows)" in reason and "precision (fp16 vs fp32)" in reason and "num_gpus (1 vs 2)" in reason
+    assert "batch_size_per_device" not in reason  # shared values: not what prevents the pairs
+    print_compare(result)
+    out = capsys.readouterr().out
+    assert "precision (fp16 vs fp32)" in out.replace("\n", " ")
+    assert f"the first {MAX_UNMATCHED_SHOWN}; 10 more with --json" in out

@@ -1,0 +1,99 @@
+"""``bench compare`` as text: the pairs, the rows without a partner, the summary, and when there is no
+pair at all, why (which factors never share a value between the two sides)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.analytics.compare import CompareResult, Summary, Unmatched
+
+#: Rows without a partner listed in the text output (``--json`` lists every one).
+MAX_UNMATCHED_SHOWN = 20
+
+
+def print_compare(result: CompareResult) -> None:
+    """The pairs (the columns that vary among them), the unmatched rows (their configuration as one
+    compact text of what varies in the selection), then the summary."""
+    from bench.analytics import render
+
+    title = f"{result.metric}: {result.factor} {result.a!r} / {result.b!r}"
+    if result.pairs:
+        pairs = [p.config | {"num_gpus": p.num_gpus} for p in result.pairs]
+        cols = _varying(pairs, result.factor)
+        render.print_table([*cols, "a_value", "b_value", "ratio"],
+                           [[r[c] for c in cols] + [p.a_value, p.b_value, p.ratio] for r, p in zip(pairs, result.pairs, strict=True)],
+                           title=title)
+    else:
+        print(f"{title}: no pairs")
+        print(no_pairs_reason(result))
+    if result.unmatched:
+        every = [p.config for p in result.pairs] + [u.config for u in result.unmatched]
+        cols = _varying(every, result.factor)
+        shown = result.unmatched[:MAX_UNMATCHED_SHOWN]
+        more = len(result.unmatched) - len(shown)
+        render.print_table(["side", result.factor, "configuration", "num_gpus", "value", "reason"],
+                           [[u.side, u.config[result.factor], ", ".join(f"{c}={u.config[c]}" for c in cols if u.config[c] not in (None, {})),
+                             u.num_gpus, u.value, u.reason] for u in shown],
+                           title="without a partner" + (f" (the first {len(shown)}; {more} more with --json)" if more else ""))
+    print(summary_text(result.summary))
+
+
+def no_pairs_reason(result: CompareResult) -> str:
+    """One paragraph on why no row of side a has a partner on side b: the factors whose values never
+    meet between the sides (each is enough to prevent every pair), else that only their combinations
+    differ; and the sides' sizes."""
+    sides: dict[str, list[Unmatched]] = {"a": [], "b": []}
+    for u in result.unmatched:
+        sides[u.side].append(u)
+    a, b = sides["a"], sides["b"]
+    if not a or not b:
+        missing, value = ("a", result.a) if not a else ("b", result.b)
+        return (f"No row has {result.factor} = {value!r} (side {missing}) in this selection; check the value "
+                f"or the --where.")
+    names = [c for c in a[0].config if c != result.factor]
+    apart = []
+    for c in names:
+        va, vb = {repr(u.config[c]) for u in a}, {repr(u.config[c]) for u in b}
+        if not va & vb:
+            apart.append(f"{c} ({_few(a, c)} vs {_few(b, c)})")
+    ga, gb = {u.num_gpus for u in a}, {u.num_gpus for u in b}
+    if not ga & gb:
+        apart.append(f"num_gpus ({_few_values(ga)} vs {_few_values(gb)})")
+    head = (f"No configuration with {result.factor} = {result.a!r} ({len(a)} rows) has a partner with "
+            f"{result.factor} = {result.b!r} ({len(b)} rows) that is the same in every other factor. ")
+    if apart:
+        return head + ("These never take the same value on the two sides: " + "; ".join(apart)
+                       + ". Narrow the selection with --where so that they match, or compare that factor instead.")
+    return head + ("Every factor shares some value between the sides, but no row matches another in all of them; "
+                   "the rows below show what each side has.")
+
+
+def _few(rows: list[Unmatched], column: str) -> str:
+    return _few_values({u.config[column] for u in rows if not isinstance(u.config[column], dict)} or {"{...}"})
+
+
+def _few_values(values: set[Any]) -> str:
+    shown = sorted(values, key=repr)[:3]
+    return ", ".join("NULL" if v is None else str(v) for v in shown) + (" ..." if len(values) > 3 else "")
+
+
+def _varying(rows: list[dict[str, Any]], factor: str) -> list[str]:
+    """The columns (other than ``factor``) whose value is not the same in every row."""
+    return [c for c in rows[0] if c != factor and len({repr(r[c]) for r in rows}) > 1] if rows else []
+
+
+def summary_text(s: Summary) -> str:
+    """The summary as one or two lines of text."""
+    if s.n == 0:
+        text = "n=0"
+    else:
+        ci = "" if s.ci95_low is None else f" (95% CI {s.ci95_low:.3f}-{s.ci95_high:.3f})"
+        text = (f"n={s.n}  median {s.median:.3f}x  geomean {s.geomean:.3f}x{ci}  "
+                f"min {s.min:.3f}x  max {s.max:.3f}x")
+    if s.n_baseline_excluded:
+        text += f"  ({s.n_baseline_excluded} pairs at the baseline GPU count left out)"
+    eq = s.equivalence
+    if eq is not None:
+        p = "" if eq.p_value is None else f" (TOST p = {eq.p_value:.4g}, n = {eq.n})"
+        text += f"\nwithin ±{eq.margin:.1%}: {eq.verdict}{p}"
+    return text
