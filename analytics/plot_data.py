@@ -76,9 +76,20 @@ def add_labels(df: pd.DataFrame, by: str | None = None, factors: tuple[str, ...]
     if not names:
         out["label"] = "all"
         return out
-    out["label"] = [", ".join(f"{n}={v}" for n, v in zip(names, row, strict=True))
-                    for row in df[names].astype(str).itertuples(index=False)]
+    out["label"] = [", ".join(f"{n}={_text(v)}" for n, v in zip(names, row, strict=True))
+                    for row in df[names].itertuples(index=False)]
     return out
+
+
+def _text(value: object) -> str:
+    """A factor value as a label writes it: NULL (None, NaN, pandas NA) as "NULL", never "nan"."""
+    import pandas as pd
+
+    if value is None or (not isinstance(value, str | dict | list) and bool(pd.isna(value))):
+        return "NULL"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # an integer column with NULLs arrives as floats: 64.0 -> 64
+    return str(value)
 
 
 def scaling_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by: str | None = None) -> pd.DataFrame:

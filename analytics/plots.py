@@ -31,37 +31,58 @@ def new_figure(width: float = 7.0, height: float = 4.5) -> Any:
     return Figure(figsize=(width, height), layout="constrained")
 
 
+#: More series than this and the legend moves outside the axes, to the right, where it hides no data.
+LEGEND_INSIDE_MAX = 6
+
+
+def _legend(ax: Any, n_entries: int, loc: str = "best") -> None:
+    """The axes' legend: inside (``loc``) for a few entries, else outside on the right in one or two columns
+    (the figure's constrained layout makes room for it)."""
+    if n_entries <= LEGEND_INSIDE_MAX:
+        ax.legend(fontsize=7, loc=loc)
+    else:
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                  ncols=1 if n_entries <= 24 else 2)
+
+
 def _series(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """(label, rows) per configuration (config_id, else label), in the frame's order."""
     key = "config_id" if "config_id" in df.columns else "label"
     return [(str(g["label"].iloc[0]), g) for _, g in df.groupby(key, sort=False)]
 
 
-def _baseline_text(df: pd.DataFrame) -> str:
-    """One line per configuration: its baseline GPU count and absolute throughput (images/s)."""
-    lines = []
-    for label, g in _series(df):
-        base = g.dropna(subset=["baseline_images_per_sec"])
-        if not base.empty:
-            r = base.iloc[0]
-            lines.append(f"{label}: baseline {int(r['baseline_gpus'])} GPU = {r['baseline_images_per_sec']:.1f} images/s")
-    return "\n".join(lines)
+def _baseline(g: pd.DataFrame) -> str | None:
+    """A configuration's baseline GPU count and absolute throughput, as text; None without one."""
+    base = g.dropna(subset=["baseline_images_per_sec"])
+    if base.empty:
+        return None
+    r = base.iloc[0]
+    return f"baseline {int(r['baseline_gpus'])} GPU = {r['baseline_images_per_sec']:.1f} images/s"
+
+
+def _style(i: int) -> dict[str, Any]:
+    """Series i's marker and line style: colours repeat every 10 series, so the marker and dash change."""
+    return {"marker": "osD^v"[(i // 10) % 5], "linestyle": ("-", "-.", (0, (1, 1)))[(i // 50) % 3]}
 
 
 def speedup(df: pd.DataFrame, usl: pd.DataFrame | None = None) -> Figure:
     """Speedup against GPU count: one marked line per configuration (points with a speedup), the ideal
     line y = x / smallest baseline, the USL fit (dashed) per configuration in ``usl``, and each
     baseline's absolute throughput written in the lower right. ``df``: plot_data.scaling_frame."""
-    fig = new_figure()
-    ax = fig.add_subplot()
     pts = df.dropna(subset=["speedup"])
     if pts.empty:
         raise BenchError("no configuration has a speedup to plot (no ok runs with a GPU count)")
+    series = _series(pts)
+    many = len(series) > LEGEND_INSIDE_MAX  # then each baseline goes into its legend entry, not over the data
+    fig = new_figure(12.0 if many else 7.0, 4.5)  # room on the right for the legend
+    ax = fig.add_subplot()
     base = float(pts["baseline_gpus"].min())
     top = float(pts["num_gpus"].max())
     ax.plot([base, top], [1.0, top / base], color="grey", linestyle=":", label="ideal (linear)")
-    for label, g in _series(pts):
-        (line,) = ax.plot(g["num_gpus"], g["speedup"], marker="o", label=label)
+    for i, (label, g) in enumerate(series):
+        note = _baseline(g)
+        shown = f"{label} ({note})" if many and note else label
+        (line,) = ax.plot(g["num_gpus"], g["speedup"], label=shown, **_style(i))
         if usl is not None and not usl.empty:
             curve = usl[usl["config_id"] == g["config_id"].iloc[0]]
             if not curve.empty:
@@ -71,27 +92,31 @@ def speedup(df: pd.DataFrame, usl: pd.DataFrame | None = None) -> Figure:
     ax.set_ylabel(SPEEDUP_YLABEL)
     ax.set_title("Speedup")
     ax.set_xticks(sorted(pts["num_gpus"].unique()))
-    ax.text(0.98, 0.02, _baseline_text(pts), transform=ax.transAxes, ha="right", va="bottom", fontsize=7)
-    ax.legend(fontsize=7, loc="upper left")
+    if not many:
+        text = "\n".join(f"{label}: {note}" for label, g in series if (note := _baseline(g)))
+        ax.text(0.98, 0.02, text, transform=ax.transAxes, ha="right", va="bottom", fontsize=7)
+    ax.set_ylim(bottom=0)
+    _legend(ax, len(ax.get_legend_handles_labels()[1]), loc="upper left")
     return fig
 
 
 def efficiency(df: pd.DataFrame) -> Figure:
     """Scaling efficiency (speedup / GPU multiple) in percent against GPU count, one marked line per
     configuration, with the 100% line; never clamped. ``df``: plot_data.scaling_frame."""
-    fig = new_figure()
-    ax = fig.add_subplot()
     pts = df.dropna(subset=["efficiency"])
     if pts.empty:
         raise BenchError("no configuration has an efficiency to plot (no ok runs with a GPU count)")
+    fig = new_figure(10.0 if len(_series(pts)) > LEGEND_INSIDE_MAX else 7.0, 4.5)
+    ax = fig.add_subplot()
     ax.axhline(100.0, color="grey", linestyle=":", label="100% (linear scaling)")
-    for label, g in _series(pts):
-        ax.plot(g["num_gpus"], g["efficiency"] * 100.0, marker="o", label=label)
+    for i, (label, g) in enumerate(_series(pts)):
+        ax.plot(g["num_gpus"], g["efficiency"] * 100.0, label=label, **_style(i))
     ax.set_xlabel(GPUS_XLABEL)
     ax.set_ylabel("scaling efficiency (%)")
     ax.set_title("Scaling efficiency")
     ax.set_xticks(sorted(pts["num_gpus"].unique()))
-    ax.legend(fontsize=7)
+    ax.set_ylim(bottom=0)
+    _legend(ax, len(ax.get_legend_handles_labels()[1]))
     return fig
 
 
@@ -122,7 +147,10 @@ def throughput(df: pd.DataFrame) -> Figure:
     ax.set_xticks(range(len(groups)), [label for label, _ in groups], rotation=20, ha="right", fontsize=7)
     ax.set_ylabel("throughput (images/s)")
     ax.set_title("Throughput per GPU count")
-    ax.legend(fontsize=7, loc="upper left")
+    ax.set_ylim(bottom=0)  # a rate: bars and their error bars start at zero
+    if ax2 is not None:
+        ax2.set_ylim(bottom=0)
+    _legend(ax, len(counts), loc="upper left")
     return fig
 
 
@@ -213,6 +241,7 @@ def trace(steps: pd.DataFrame, telemetry: pd.DataFrame | None = None) -> Figure:
         ax.axvline(float(steady["x"].iloc[0]), color="red", linestyle="--", label="warm-up cut (MSER-5)")
     ax.set_xlabel("time since first interval (s)" if unit == "s" else "step (count)")
     ax.set_ylabel("throughput (images/s)")
+    ax.set_ylim(bottom=0)
     ax.set_title(f"Run {steps['run_id'].iloc[0]}" if len(steps) else "Run")
     ax.legend(fontsize=7, loc="lower right")
     if telemetry is not None and not telemetry.empty:

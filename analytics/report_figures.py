@@ -83,6 +83,7 @@ def per_gpu_figure(df: pd.DataFrame, title: str) -> Any:
         ax.barh(ys, sub["images_per_gpu"], height=height, label=f"{int(n)} GPU")
     ax.set_yticks(range(len(order)), short, fontsize=7)
     ax.set_xlabel("throughput per GPU (images/s per GPU)")
+    ax.set_xlim(left=0)  # a rate: the bars start at zero
     ax.set_ylabel("configuration")
     ax.set_title(f"Throughput per GPU: {title}", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")

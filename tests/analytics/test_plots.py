@@ -238,3 +238,32 @@ def test_bench_help_does_not_import_matplotlib() -> None:
     code = "import sys, bench.analytics.cli; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_twenty_series_keep_their_legend_outside_and_rate_axes_start_at_zero() -> None:
+    """20 configurations (batch sizes 1-20, precision NULL in half of them): the legend sits right of the
+    axes, labels say NULL (never nan), and the throughput, speedup and efficiency axes start at 0."""
+    import pandas as pd
+
+    from bench.analytics import plots
+    from bench.analytics.plot_data import add_labels
+
+    rows = []
+    for b in range(1, 21):
+        for n in (1, 2, 4):
+            rate = 100.0 * b * n * 0.9
+            rows.append({"config_id": f"c{b}", "model": "resnet50", "batch_size_per_device": float(b),
+                         "precision": None if b % 2 else "fp32", "num_gpus": n, "num_nodes": 1,
+                         "images_per_sec": rate, "ci95_low": rate - 5, "ci95_high": rate + 5, "wall_time_s": None,
+                         "baseline_gpus": 1, "baseline_images_per_sec": 90.0 * b,
+                         "speedup": rate / (90.0 * b), "efficiency": rate / (90.0 * b) / n})
+    df = add_labels(pd.DataFrame(rows))
+    assert "precision=NULL" in df["label"].iloc[0] and not df["label"].str.contains("nan").any()
+    assert df["label"].iloc[0].endswith("batch_size_per_device=1")  # 1, not 1.0
+    for fig in (plots.speedup(df), plots.efficiency(df), plots.throughput(df)):
+        ax = fig.axes[0]
+        assert ax.get_ylim()[0] == 0
+        legend = ax.get_legend()
+        anchor = legend.get_bbox_to_anchor().transformed(ax.transAxes.inverted())
+        if len(legend.get_texts()) > plots.LEGEND_INSIDE_MAX:
+            assert anchor.x0 > 1.0  # right of the axes
