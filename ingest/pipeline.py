@@ -53,6 +53,8 @@ class IngestSummary:
     problems_by_kind: dict[str, int] = field(default_factory=dict)
     #: The run_id of every run row this ingest added, in file order.
     run_ids: list[str] = field(default_factory=list)
+    #: Files that gave runs but whose path matched none of the --path-pattern templates given.
+    pattern_misses: int = 0
     #: Damaged store batches moved into STORE/damaged before this ingest ("<batch>: <what was wrong>").
     set_aside: list[str] = field(default_factory=list)
     runs_by_status: dict[str, int] = field(default_factory=dict)
@@ -259,6 +261,8 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context) -> N
         ctx.summary.run_ids.append(run["run_id"])
     for p in file.problems:
         ctx.counters["problems"][p["kind"]] += 1
+    if ctx.patterns and file.runs and not pat.match_first(ctx.patterns, item.match_path):
+        ctx.summary.pattern_misses += 1
     batch.rows["sources"].append(
         {"source": item.source, "source_sha256": sha, "size_bytes": size, "archive": item.archive,
          "member": item.member, "resolved_path": os.path.abspath(item.archive or item.source),

@@ -178,7 +178,24 @@ def test_path_patterns_fill_and_conflict(tmp_path: Path) -> None:
     assert run["precision"] == "fp16"  # the log never prints precision: the path fills it
     assert dict(run["tags"])["repeat"] == "1" and dict(run["tags"])["system"] == "sysA"
     assert run["num_gpus"] == 1  # the log says 1 GPU (64 global / 64 per device): the log wins
-    assert s.problems_by_kind == {"conflict": 1}
+    assert s.problems_by_kind == {"conflict": 1} and s.pattern_misses == 0
+
+
+def test_files_with_runs_that_match_no_pattern_are_counted(tmp_path: Path) -> None:
+    """Lambda's -inference folders do not match the training template: counted, so the user sees it; a
+    second, more specific template placed first matches them (variant becomes a tag)."""
+    for folder in ("syn-replicated-fp16-2gpus", "syn-replicated-fp16-2gpus-inference"):
+        d = tmp_path / "sysA.logs" / folder / "resnet50-64" / "throughput"
+        d.mkdir(parents=True)
+        (d / "1").write_text(tf_cnn_log(10, batch_per_device=64, num_gpus=2, seed=len(folder)))
+    plain = "{system}.logs/{data_mode}-{variable_update}-{precision}-{num_gpus}gpus/{model}-{batch_size_per_device}/throughput/{repeat}"
+    variant = plain.replace("{num_gpus}gpus/", "{num_gpus}gpus-{variant}/")
+    s = ingest([str(tmp_path / "sysA.logs")], tmp_path / "st", path_patterns=[plain], workers=0)
+    assert (s.runs_added, s.pattern_misses) == (2, 1)
+    s = ingest([str(tmp_path / "sysA.logs")], tmp_path / "st2", path_patterns=[variant, plain], workers=0)
+    assert (s.runs_added, s.pattern_misses) == (2, 0)
+    tags = sorted(dict(r["tags"]).get("variant", "") for r in read(tmp_path / "st2", "runs"))
+    assert tags == ["", "inference"]
 
 
 def test_bad_path_pattern_and_missing_path_are_user_errors(tmp_path: Path) -> None:
