@@ -151,8 +151,12 @@ class StoreWriter:
             fcntl.flock(self._lock_fh, fcntl.LOCK_EX)
         try:
             self._prepare()
-        except BaseException:
+        except PermissionError as e:
             self._lock_fh.close()  # closing releases the lock
+            raise BenchError(f"cannot write to the store {self.root} ({e.strerror}: {e.filename}); "
+                             "give a --store you may write to") from e
+        except BaseException:
+            self._lock_fh.close()
             raise
         return self
 

@@ -116,3 +116,42 @@ def test_a_store_that_is_a_file_or_read_only_is_one_line_not_a_traceback(tmp_pat
     result = runner.invoke(app, ["ingest", str(tmp_path / "a.log"), "--store", str(tmp_path / "file")])
     assert result.exit_code == 1 and "is a file" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_read_only_store_is_one_line_for_ingest_and_still_answers_queries(tmp_path: Path) -> None:
+    import os
+
+    if os.geteuid() == 0:
+        import pytest
+
+        pytest.skip("root writes into read-only directories; the permission check cannot fail as root")
+    st, texts = _two_batches(tmp_path)
+    (tmp_path / "c.log").write_text(tf_cnn_log(10, seed=99))
+    for path in [st, *st.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    try:
+        result = runner.invoke(app, ["ingest", str(tmp_path / "c.log"), "--store", str(st)])
+        assert result.exit_code == 1 and "cannot write to the store" in result.output
+        assert _totals(st)[:2] == (0, sorted(total_of(t) for t in texts))
+    finally:
+        for path in [st, *st.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def test_a_store_the_writer_may_not_write_into_is_one_error_line(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The same as the read-only test, for root (which may write anywhere): the store's scratch directory
+    cannot be made, as on a read-only mount."""
+    import errno
+
+    st, _ = _two_batches(tmp_path)
+    (tmp_path / "c.log").write_text(tf_cnn_log(10, seed=99))
+    real_mkdir = Path.mkdir
+
+    def refuse(self: Path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if self.name == "_tmp":
+            raise PermissionError(errno.EROFS, "Read-only file system", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    result = runner.invoke(app, ["ingest", str(tmp_path / "c.log"), "--store", str(st)])
+    assert result.exit_code == 1 and "cannot write to the store" in result.output and "Read-only" in result.output
