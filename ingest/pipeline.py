@@ -51,8 +51,9 @@ class IngestSummary:
     bytes_read: int = 0
     wall_time_s: float = 0.0
     problems_by_kind: dict[str, int] = field(default_factory=dict)
-    #: The run_id of every run row this ingest added, in file order.
+    #: The run_id of every run row this ingest added, in file order, and the batch directories holding them.
     run_ids: list[str] = field(default_factory=list)
+    batches: list[str] = field(default_factory=list)
     #: Files that gave runs but whose path matched none of the --path-pattern templates given.
     pattern_misses: int = 0
     #: Damaged store batches moved into STORE/damaged before this ingest ("<batch>: <what was wrong>").
@@ -70,7 +71,7 @@ class IngestSummary:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        del out["run_ids"]  # a list as long as the ingest; the counts say what happened
+        del out["run_ids"], out["batches"]  # lists as long as the ingest; the counts say what happened
         return {**out, "mb_per_s": self.mb_per_s, "problems": self.problems}
 
 
@@ -135,7 +136,7 @@ def ingest(
         for chunk in parsers.drain():
             _finish(*chunk, ctx, progress)
         if ctx.batch.n_sources or ctx.batch.rows["problems"]:
-            ctx.batch.commit()
+            ctx.summary.batches.append(str(ctx.batch.commit()))
     summary.problems_by_kind = dict(ctx.counters["problems"])
     summary.runs_by_status = dict(ctx.counters["status"])
     summary.runs_by_format = dict(ctx.counters["format"])
@@ -200,7 +201,7 @@ def _finish(
         if progress:
             progress(job.item.source, ctx.summary.bytes_read)
     if ctx.batch.n_sources >= BATCH_SOURCES:
-        ctx.batch.commit()
+        ctx.summary.batches.append(str(ctx.batch.commit()))
         ctx.batch = ctx.writer.new_batch()
 
 

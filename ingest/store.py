@@ -224,8 +224,8 @@ class Batch:
         self._part_no[name] += 1
         os.rename(path, part)
 
-    def commit(self) -> None:
-        """Write the row tables and move the batch into ``batches/`` in one rename."""
+    def commit(self) -> Path:
+        """Write the row tables and move the batch into ``batches/`` in one rename; returns its directory."""
         for name, parts in self._part_no.items():
             if not parts:  # always one (maybe empty) part, so the glob finds the table
                 self._write(f"{name}-00000.parquet", TABLES[name].empty_table())
@@ -238,3 +238,4 @@ class Batch:
         _fsync_dir(self.dir)
         os.rename(self.dir, self.root / "batches" / self.batch_id)
         _fsync_dir(self.root / "batches")
+        return self.root / "batches" / self.batch_id

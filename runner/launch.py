@@ -352,22 +352,25 @@ def describe(argv: Sequence[str]) -> str:
 
 
 def ingest_runs(run_dirs: Sequence[Path], store: Path) -> dict[str, dict[str, Any]]:
-    """Ingest the run directories into ``store``; return {run dir name: runs-row fields} for the rows
-    whose source lies under one of them (images_per_sec, images_per_sec_stderr, status, ...).
+    """Ingest the run directories into ``store``; return {run dir name: runs-row fields} for the rows this
+    ingest added under one of them (images_per_sec, images_per_sec_stderr, status, ...), read from the
+    batches it committed only (``IngestSummary.run_ids`` and ``batches``), not from the whole store.
 
     Raises BenchError from the ingest (store of another schema version, ...).
     """
     import pyarrow.parquet as pq
 
     from bench.ingest.pipeline import ingest
-    from bench.ingest.store import table_files
 
-    ingest([str(d) for d in run_dirs], store, workers=0)
+    summary = ingest([str(d) for d in run_dirs], store, workers=0)
+    added = set(summary.run_ids)
     names = {d.name for d in run_dirs}
     found: dict[str, dict[str, Any]] = {}
-    for part in table_files(Path(store), "runs"):
-        for row in pq.read_table(part, columns=["source", "images_per_sec", "images_per_sec_stderr",
-                                                "status"]).to_pylist():
+    for batch in summary.batches:
+        for row in pq.read_table(Path(batch) / "runs.parquet", columns=[
+                "run_id", "source", "images_per_sec", "images_per_sec_stderr", "status"]).to_pylist():
+            if row["run_id"] not in added:
+                continue
             hit = next((n for n in names if n in Path(row["source"]).parts), None)
             if hit is not None and (hit not in found or row["images_per_sec"] is not None):
                 found[hit] = row
