@@ -14,11 +14,11 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 # Stamp files: re-install (which also rebuilds the C scanner in place) only when these change.
-INSTALL_DEPS := pyproject.toml setup.py ingest/_tfscan.c
+INSTALL_DEPS := pyproject.toml setup.py ingest/_native.c
 
 $(VENV)/.installed: $(INSTALL_DEPS) | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
-	@$(BIN)/python -c "import bench.ingest._tfscan" 2>/dev/null || echo "note: no C compiler: the tf_cnn parser runs in pure Python (slower)"
+	@$(BIN)/python -c "import bench.ingest._native" 2>/dev/null || echo "note: no C compiler: the parsers run in pure Python (slower)"
 	touch $@
 
 # The test set-up adds TensorFlow (the trainer) and Horovod, so that real trainings run in the tests.
@@ -69,4 +69,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m bench.runner.benchmark
 
 clean:
-	rm -rf $(VENV) demo-store bench-store bench-report .pytest_cache ingest/_tfscan*.so
+	rm -rf $(VENV) demo-store bench-store bench-report .pytest_cache ingest/_native*.so

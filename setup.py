@@ -1,6 +1,6 @@
 """Only the C extension lives here; everything else is in pyproject.toml.
 
-``bench.ingest._tfscan`` is the tf_cnn step-line scanner (ingest/_tfscan.c). It is optional: without a C
+``bench.ingest._native`` is the tf_cnn step-line scanner (ingest/_native.c). It is optional: without a C
 compiler the install still succeeds and the pure-Python parser is used (``bench ingest`` says which).
 """
 
@@ -8,6 +8,6 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("bench.ingest._tfscan", ["ingest/_tfscan.c"], optional=True, extra_compile_args=["-O2"]),
+        Extension("bench.ingest._native", ["ingest/_native.c"], optional=True, extra_compile_args=["-O2"]),
     ]
 )

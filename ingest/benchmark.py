@@ -102,8 +102,8 @@ def main() -> None:
     print(f"`bench --help`: {t_help:.3f} s (goal < 0.5 s)")
     from bench.ingest.formats import tf_cnn_scan
 
-    print("tf_cnn parser: " + ("the C step-line scanner (bench.ingest._tfscan)" if tf_cnn_scan.AVAILABLE
-                               else "pure Python (bench.ingest._tfscan is not built)"))
+    print("tf_cnn parser: " + ("the C step-line scanner (bench.ingest._native)" if tf_cnn_scan.AVAILABLE
+                               else "pure Python (bench.ingest._native is not built)"))
     rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"

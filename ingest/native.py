@@ -1,4 +1,4 @@
-"""The optional C extension ``bench.ingest._tfscan`` (ingest/_tfscan.c), or None when the install had no C
+"""The optional C extension ``bench.ingest._native`` (ingest/_native.c), or None when the install had no C
 compiler: the one place that imports it. Its users fall back to their pure-Python paths without it."""
 
 from __future__ import annotations
@@ -14,4 +14,4 @@ def _optional(name: str) -> ModuleType | None:
         return None
 
 
-tfscan = _optional("bench.ingest._tfscan")
+ext = _optional("bench.ingest._native")

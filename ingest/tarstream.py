@@ -17,10 +17,10 @@ import zlib
 from collections.abc import Iterator
 from typing import IO
 
-from bench.ingest.native import tfscan
+from bench.ingest.native import ext
 
 #: the C header reader (the usual header in one call); None without the C extension
-_tar_header = tfscan.tar_header if tfscan is not None else None
+_tar_header = ext.tar_header if ext is not None else None
 
 BLOCK = 512
 _ZERO = bytes(BLOCK)

@@ -13,12 +13,12 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from bench.ingest.native import tfscan
+from bench.ingest.native import ext
 from bench.ingest.records import Problem
 
 #: ``contains(text, needle)`` is ``needle in text``. The C version searches 1-byte (ASCII or Latin-1)
 #: strings with glibc's memmem, about 2.5 times faster than CPython on the log heads the sniffers test.
-contains: Callable[[str, str], bool] = tfscan.contains if tfscan is not None else operator.contains
+contains: Callable[[str, str], bool] = ext.contains if ext is not None else operator.contains
 
 # Open MPI --tag-output: "[1,0]<stdout>:"  (jobid, rank)
 _MPI = re.compile(r"\[(\d+),(\d+)\]<(?:stdout|stderr)>:")

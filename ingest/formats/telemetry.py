@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bench.ingest.columns import NULL_BITS
-from bench.ingest.native import tfscan
+from bench.ingest.native import ext
 from bench.ingest.records import ParseResult
 from bench.ingest.text import utc_seconds
 
@@ -87,16 +87,16 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
     return result
 
 
-AVAILABLE = tfscan is not None  # the whole-file fast path needs the C extension
+AVAILABLE = ext is not None  # the whole-file fast path needs the C extension
 
 
 def parse_thermal_bytes(data: bytes, result: ParseResult) -> bool:
     """The whole-file fast path of a thermal file: True, with its rows added, when the C scanner
-    (``_tfscan.thermal``) read ``data`` as a plain thermal file; False, having added nothing, when it is
+    (``_native.thermal``) read ``data`` as a plain thermal file; False, having added nothing, when it is
     not built or the file has anything unusual (the caller then parses decoded lines). The rows are the
     ones ``_thermal_block`` makes of the same lines: the scanner takes only what that block path takes,
     converts numbers as float() does, and lays the rows out as ``add_gpu_matrix`` does."""
-    got = tfscan.thermal(data, _MIN_UNIX, _MAX_UNIX, NULL_BITS) if tfscan is not None else None
+    got = ext.thermal(data, _MIN_UNIX, _MAX_UNIX, NULL_BITS) if ext is not None else None
     if got is None:
         return False
     n, g, columns = got

@@ -1,4 +1,4 @@
-"""The fast path of the tf_cnn parser: the C line scanner (ingest/_tfscan.c) and step blocks.
+"""The fast path of the tf_cnn parser: the C line scanner (ingest/_native.c) and step blocks.
 
 Same input, same output as ``tf_cnn.parse_lines``, for bytes instead of decoded lines:
 
@@ -8,12 +8,12 @@ Same input, same output as ``tf_cnn.parse_lines``, for bytes instead of decoded 
   text, in file order, and goes through ``Reader.feed``;
 - step rows are handed to the reader in file order, interleaved with those lines by line number. A
   stretch of one rank's steps that neither restarts its counter nor opens a run is applied at once by
-  ``_tfscan.advance`` (the interval rates and sums of ``_Series.advance``, in the same float operations
+  ``_native.advance`` (the interval rates and sums of ``_Series.advance``, in the same float operations
   and the same order), its rows added as a block of the scanner's columns when it is long
   (``_add_vector``), else copied to the row buffer (``_add_short``); a row that opens or restarts a run
   goes through ``Reader.add_step_values``.
 
-tests/ingest/test_tfscan.py checks that both paths give identical runs, steps and problems.
+tests/ingest/test_tf_cnn_scan.py checks that both paths give identical runs, steps and problems.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from typing import Any, cast
 
 from bench.ingest.columns import INT_NULL, NULL_BITS
 from bench.ingest.formats.tf_cnn import LABELS, RARE_MARKERS, Reader
-from bench.ingest.native import tfscan as _tfscan
+from bench.ingest.native import ext as _native
 from bench.ingest.records import ParseResult
 from bench.ingest.text import utf8_problem
 
-AVAILABLE = _tfscan is not None  # without a C compiler the pure-Python parser does everything
+AVAILABLE = _native is not None  # without a C compiler the pure-Python parser does everything
 VECTOR_MIN = 32  # below this many rows a stretch is found without numpy and copied (a block per few rows would cost more)
 _NULL_INT64 = NULL_BITS - (1 << 64) if NULL_BITS >= 1 << 63 else NULL_BITS  # its bits read as an int64
 _LABEL_BYTES = tuple(k.encode() for k in LABELS)
@@ -45,13 +45,13 @@ def parse_chunks(chunks: Iterable[bytes | memoryview], *, source: str, result: P
     ``check_utf8`` the first invalid byte is also reported as an ``encoding`` problem (the scanner flags
     the chunks that are not pure ASCII, and only those are decoded).
     """
-    if _tfscan is None:
-        raise RuntimeError("bench.ingest._tfscan is not built")
+    if _native is None:
+        raise RuntimeError("bench.ingest._native is not built")
     result = result if result is not None else ParseResult()
     r = Reader(result)
     before = 0
     for chunk in chunks:
-        n, cols, others, ascii_only = _tfscan.scan(chunk, before, NULL_BITS, _LABEL_BYTES, _RARE_BYTES)
+        n, cols, others, ascii_only = _native.scan(chunk, before, NULL_BITS, _LABEL_BYTES, _RARE_BYTES)
         if check_utf8 and not ascii_only and (p := utf8_problem(chunk, before)) is not None:
             result.problems.append(p)
             check_utf8 = False
@@ -163,15 +163,15 @@ def _add_vector(r: Reader, b: _Block, lo: int, hi: int) -> None:
 
 
 def _advance(r: Reader, b: _Block, lo: int, hi: int) -> tuple[int, dict[str, Any]]:
-    """Advance the rank's series over rows lo..hi in C (``_tfscan.advance``: the float operations of
+    """Advance the rank's series over rows lo..hi in C (``_native.advance``: the float operations of
     ``_Series.advance``, in the same order); the run index and the rows' columns, interval rates included."""
     st = r.cur
-    assert st is not None and _tfscan is not None
+    assert st is not None and _native is not None
     rank = b.ints("rank", lo, lo + 1)[0]
     s = st.mark(None if rank == INT_NULL else rank, b.lines[lo])
     st.last_line = st.step_line = b.lines[hi - 1]
     raw = b.raw
-    (rates, s.last_step, s.last_t, s.interval_sum, s.interval_n, nan_losses, first_ts, last_ts) = _tfscan.advance(
+    (rates, s.last_step, s.last_t, s.interval_sum, s.interval_n, nan_losses, first_ts, last_ts) = _native.advance(
         raw["step"], raw["images_per_sec"], raw["loss"], raw["timestamp"], lo, hi, s.last_step, s.last_t,
         s.interval_sum, s.interval_n, NULL_BITS)
     s.stderr = _nullable(b, "images_per_sec_stderr", hi - 1)

@@ -28,7 +28,7 @@ def header_reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     if request.param == "Python headers":
         monkeypatch.setattr(tarstream, "_tar_header", None)
     elif tarstream._tar_header is None:
-        pytest.skip("bench.ingest._tfscan is not built (no C compiler)")
+        pytest.skip("bench.ingest._native is not built (no C compiler)")
     return str(request.param)
 
 

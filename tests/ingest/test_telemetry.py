@@ -208,7 +208,7 @@ def _same_in_c(text: str, usual: ParseResult) -> bool:
     return True
 
 
-@pytest.mark.skipif(not tf_cnn_scan.AVAILABLE, reason="bench.ingest._tfscan is not built (no C compiler)")
+@pytest.mark.skipif(not tf_cnn_scan.AVAILABLE, reason="bench.ingest._native is not built (no C compiler)")
 @pytest.mark.parametrize(("text", "taken"), [
     (_GOOD, True),
     (_GOOD.replace(", \n", "\n"), True),  # no trailing comma

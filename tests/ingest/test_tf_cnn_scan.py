@@ -1,4 +1,4 @@
-"""The C tf_cnn scanner (ingest/_tfscan.c + formats/tf_cnn_scan.py) against the pure-Python parser.
+"""The C tf_cnn scanner (ingest/_native.c + formats/tf_cnn_scan.py) against the pure-Python parser.
 
 The fast path must be invisible: for every input, the same runs, the same step rows bit for bit (NaN
 payloads included, so NULL stays NULL and a printed nan stays NaN) and the same problems as
@@ -19,12 +19,12 @@ from logtools import tf_cnn_log
 
 from bench.ingest.columns import NULL_BITS
 from bench.ingest.formats import tf_cnn, tf_cnn_scan
-from bench.ingest.native import tfscan as _tfscan
+from bench.ingest.native import ext as _native
 from bench.ingest.records import ParseResult
 from bench.ingest.synth import tf_cnn_lines
 from bench.ingest.text import decode, split_lines
 
-pytestmark = pytest.mark.skipif(not tf_cnn_scan.AVAILABLE, reason="bench.ingest._tfscan is not built (no C compiler)")
+pytestmark = pytest.mark.skipif(not tf_cnn_scan.AVAILABLE, reason="bench.ingest._native is not built (no C compiler)")
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "tf_cnn"
 
 
@@ -51,7 +51,7 @@ def _check(data: bytes, chunk_lines: int | None = None) -> ParseResult:
     _same(_python(data), fast)
     before = 0
     for chunk in chunks:  # the lines handed back to Python: in file order, each at most once
-        n, _, others, _ = _tfscan.scan(chunk, before, NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)
+        n, _, others, _ = _native.scan(chunk, before, NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)
         numbers = [no for no, _ in others]
         assert numbers == sorted(set(numbers))
         before += n
@@ -335,5 +335,5 @@ def test_the_ascii_flag_sees_a_non_ascii_byte_anywhere(pos: int) -> None:
     for n in (pos + 1, 9000):
         buf = bytearray(b"x" * n)
         buf[pos] = 0xC3
-        assert _tfscan.scan(bytes(buf), 0, NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)[3] is False
-    assert _tfscan.scan(b"x" * (pos + 1), 0, NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)[3] is True
+        assert _native.scan(bytes(buf), 0, NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)[3] is False
+    assert _native.scan(b"x" * (pos + 1), 0, NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)[3] is True

@@ -1,4 +1,14 @@
-/* bench.ingest._tfscan: the hot path of the tf_cnn_benchmarks parser, in C.
+/* bench.ingest._native: the ingest's optional C hot paths, one function each (module docstring and
+ * methods[] at the end list them). Without a C compiler it is not built, and each caller's pure-Python
+ * path gives the same bytes (tests/ingest/test_tf_cnn_scan.py, test_telemetry.py, test_tarstream.py):
+ *
+ *   scan        tf_cnn log lines: step lines to columns, the others to the Python reader (below)
+ *   advance     tf_cnn step stretches: interval rates and sums, as _Series.advance computes them
+ *   thermal     a whole Lambda thermal file to telemetry columns
+ *   tar_header  one 512-byte tar header
+ *   contains    substring search for the format sniffers
+ *
+ * scan() in detail:
  *
  * scan(buf, lines_before, null_bits, labels, rare) reads the lines of ``buf`` (split on LF, one CR before it dropped, exactly as
  * bench.ingest.text.split_lines does) and sorts them into these kinds:
@@ -16,7 +26,7 @@
  * A line the scanner is not sure about is always an "other" line, so the Python parser sees it and
  * decides exactly as before; the scanner only takes lines whose every field it reads the way Python's
  * regex + float() would (decimals are converted with the exact Clinger fast path, else with CPython's own
- * PyOS_string_to_double). tests/ingest/test_tfscan.py checks this against the pure-Python parser.
+ * PyOS_string_to_double). tests/ingest/test_tf_cnn_scan.py checks this against the pure-Python parser.
  *
  * The lines are read without the GIL (taken back only to grow the columns and for CPython's own float
  * conversion), so the threads that encode Parquet parts meanwhile are not held up by the scan, nor the
@@ -1016,9 +1026,9 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tfscan", "the C hot paths of the tf_cnn and thermal parsers and the tar reader", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "the C hot paths of the ingest: tf_cnn scan and advance, thermal files, tar headers, substring search", -1, methods};
 
-PyMODINIT_FUNC PyInit__tfscan(void) {
+PyMODINIT_FUNC PyInit__native(void) {
     mark_set_init(&STDERR_SET, STDERR_MARKS, 0);
     mark_set_init(&INERT_SET, INERT_MARKS, 1);
     return PyModule_Create(&module);
