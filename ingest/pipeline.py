@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.ingest import bigfile, registry, rundir
+from bench.ingest import bigfile, registry, rundir, runjson
 from bench.ingest import patterns as pat
 from bench.ingest.errors import BenchError
 from bench.ingest.items import DEFAULT_LIMITS, READ_ERRORS, Item, Limits
@@ -182,7 +182,7 @@ def _note_run_dir(item: Item, sha: str, ctx: _Context) -> None:
 def _owner(item: Item, ctx: _Context) -> str | None:
     """The run_id of the run a run directory's telemetry.csv was sampled for (None for other files): from
     the log beside it on disk, or from the log already read from the same archive folder."""
-    if posixpath.basename(item.match_path) != rundir.TELEMETRY_CSV:
+    if posixpath.basename(item.match_path) != runjson.TELEMETRY_CSV:
         return None
     if item.archive is None:
         return rundir.telemetry_run_id(item.source)

@@ -18,11 +18,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.ingest import health
+from bench.ingest.atomic import write_atomic
 from bench.ingest.errors import BenchError
 from bench.ingest.pipeline import IngestSummary, ingest
 from bench.ingest.records import SCHEMA_VERSION
 from bench.ingest.schema import TABLES, write_options
-from bench.ingest.store import TABLE_GLOBS, StoreWriter, table_files, write_atomic
+from bench.ingest.store import TABLE_GLOBS, StoreWriter, table_files
 
 
 def _plans(root: Path, batches: list[Path]) -> list[tuple[str, str | None, tuple[str, ...]]]:

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from bench.ingest import patterns as pat
-from bench.ingest import rundir
+from bench.ingest import rundir, runjson
 from bench.ingest.parse import FileParse
 from bench.ingest.records import Problem
 from bench.ingest.schema import run_row, steps_table, telemetry_table
@@ -51,7 +51,7 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
     out = FileRows(parsed.format, n_steps=res.steps.total_rows, n_telemetry=res.telemetry.total_rows)
     runs = res.runs
     if ref.sidecar is not None:
-        meta, problems = rundir.load_run_json(ref.sidecar)
+        meta, problems = runjson.load(ref.sidecar)
         res.problems.extend(problems)
         if meta is not None:
             runs = [rundir.apply_run_json(r, meta, res.problems) for r in (res.runs or [rundir.empty_run()])]

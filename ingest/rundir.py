@@ -1,15 +1,11 @@
 """Run directories written by ``bench run``: ``<run_id>/output.log`` + ``run.json`` (+ ``telemetry.csv``).
 
-The log is parsed like any other; run.json (schema_version 1, written by ``bench.runner.rundir``) is its
-*sidecar*: it fills the columns a log cannot give (host, gpu_model, framework_version, start/end times,
-wall time, the trainer options) and the launcher's verdict on how the process ended.
+The log is parsed like any other; run.json (the contract in ``bench.ingest.runjson``, written by
+``bench.runner``) is its *sidecar*: it fills the columns a log cannot give (host, gpu_model,
+framework_version, start/end times, wall time, the trainer options) and the launcher's verdict on how the
+process ended. A run.json that ``runjson.load`` cannot use leaves the log to be ingested as a plain log.
 
-Contract:
-- ``load_run_json(bytes)`` never raises: a run.json that is not UTF-8 JSON, not an object, or of an
-  unknown ``schema_version`` gives ``(None, [Problem("bad_line", ...)])`` (a missing schema_version:
-  ``missing_field``) and the log is then ingested as a plain log. A known field of the wrong type is
-  dropped with a ``bad_line`` problem; a missing ``run_id`` / ``status`` is a ``missing_field`` problem.
-  Problems carry ``line_no`` None (their line numbers would not refer to output.log) and say "run.json".
+Overlay:
 - ``apply_run_json(run, meta, problems)`` fills a column only where the log is silent; where the log
   says something else the log wins and a ``conflict`` problem is recorded (as with --path-pattern),
   except for started_at / ended_at / wall_time_s (process times vs. stamps in the log: they differ).
@@ -36,31 +32,20 @@ import dataclasses
 import hashlib
 import json
 import os
-from datetime import UTC, datetime
 from typing import Any
 
 from bench.ingest.parse import RESULT_METRICS
 from bench.ingest.records import Problem, Run
+from bench.ingest.runjson import OUTPUT_LOG, RUN_JSON, TELEMETRY_CSV
 from bench.ingest.schema import run_id
 
-OUTPUT_LOG = "output.log"
-RUN_JSON = "run.json"
-TELEMETRY_CSV = "telemetry.csv"
-SUPPORTED_VERSIONS = (1,)
-#: Launcher statuses run.json may hold (``running`` / ``submitted``: the launcher has not seen the end).
-LAUNCHER_STATUSES = ("ok", "failed", "oom", "timeout", "interrupted", "running", "submitted")
+__all__ = ["apply_run_json", "empty_run", "resolve_status", "run_details", "telemetry_run_id"]
+
 ABNORMAL = ("failed", "oom", "timeout", "interrupted")
 MAX_RUN_JSON_BYTES = 16 * 1024 * 1024  # a larger "run.json" is not a sidecar; it is read as a file of its own
 HOLD_LOG_BYTES = 64 * 1024 * 1024  # an output.log held in memory while waiting for its run.json in an archive
 #: The launcher times the process, the log stamps its own lines: they differ by design, no conflict.
 _TIMES = ("started_at", "ended_at", "wall_time_s")
-#: Known fields and their JSON types; a present field of another type is dropped (None = absent).
-_TYPES: dict[str, type | tuple[type, ...]] = {
-    "run_id": str, "spec": dict, "argv": list, "env": dict, "tags": dict, "host": dict, "versions": dict,
-    "gpus": list, "topology": str, "gpu_topology": str, "exit_code": int, "status": str,
-    "repeat": (int, str), "wall_time_s": (int, float),
-}
-
 
 # --- detection ------------------------------------------------------------------------------------
 
@@ -108,70 +93,6 @@ def telemetry_run_id(telemetry_path: str) -> str | None:
 # --- reading and validation ------------------------------------------------------------------------
 
 
-def load_run_json(data: bytes) -> tuple[dict[str, Any] | None, list[Problem]]:
-    """Parse and check a run.json; ``(meta, problems)``, meta None when the file cannot be used at all.
-
-    In ``meta`` the times are unix seconds (float) and fields of a wrong type are removed.
-    """
-    try:
-        meta = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        return None, [_bad(f"not UTF-8 ({e.reason} at byte {e.start})")]
-    except json.JSONDecodeError as e:
-        return None, [_bad(f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})")]
-    if not isinstance(meta, dict):
-        return None, [_bad(f"top level is a JSON {type(meta).__name__}, not an object")]
-    version = meta.get("schema_version")
-    if version is None:
-        return None, [Problem("missing_field", "run.json has no schema_version; ignored, output.log read as a plain log")]
-    if type(version) is not int or version not in SUPPORTED_VERSIONS:
-        return None, [_bad(f"schema_version {version!r} is not one this dlbench reads "
-                           f"({', '.join(map(str, SUPPORTED_VERSIONS))}); upgrade dlbench and `bench ingest --rebuild`")]
-    return _checked(meta)
-
-
-def _bad(what: str) -> Problem:
-    return Problem("bad_line", f"run.json is {what}; ignored, output.log read as a plain log")
-
-
-def _checked(meta: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
-    out, problems = dict(meta), []
-    for key, kind in _TYPES.items():
-        value = out.get(key)
-        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-            problems.append(Problem("bad_line", f"run.json {key} is a JSON {type(value).__name__}; field ignored"))
-            del out[key]
-    for key in ("started_at", "ended_at"):
-        if out.get(key) is not None:
-            stamp = unix_seconds(out[key])
-            if stamp is None:
-                problems.append(Problem("bad_line", f"run.json {key} {out[key]!r} is neither ISO 8601 nor unix seconds; field ignored"))
-            out[key] = stamp
-    if out.get("status") is not None and out["status"] not in LAUNCHER_STATUSES:
-        problems.append(Problem("bad_line", f"run.json status {out['status']!r} is not one of {', '.join(LAUNCHER_STATUSES)}; field ignored"))
-        del out["status"]
-    for key in ("run_id", "status"):
-        if key not in meta:
-            problems.append(Problem("missing_field", f"run.json has no {key}"))
-    if isinstance(out.get("gpus"), list) and not all(isinstance(g, dict) for g in out["gpus"]):
-        problems.append(Problem("bad_line", "run.json gpus is not a list of objects; field ignored"))
-        del out["gpus"]
-    return out, problems
-
-
-def unix_seconds(value: object) -> float | None:
-    """ISO 8601 text (naive = UTC) or unix seconds -> unix seconds; None when it is neither."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, str):
-        return None
-    try:
-        t = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
-
-
 # --- overlay -----------------------------------------------------------------------------------------
 
 
@@ -183,7 +104,7 @@ def empty_run() -> Run:
 
 def apply_run_json(run: Run, meta: dict[str, Any], problems: list[Problem]) -> Run:
     """``run`` with run.json's facts filled in where the log is silent and the launcher's status applied;
-    conflicts are appended to ``problems``. ``meta`` comes from :func:`load_run_json`."""
+    conflicts are appended to ``problems``. ``meta`` comes from ``runjson.load``."""
     changes: dict[str, Any] = {}
     for name, value in run_columns(meta).items():
         current = getattr(run, name)
@@ -262,13 +183,13 @@ def run_details(meta: dict[str, Any]) -> dict[str, str]:
     raw: dict[str, Any] = {f"{k}_version": v for k, v in (meta.get("versions") or {}).items()}
     raw.update({
         "run_id": meta.get("run_id"), "launcher_status": meta.get("status"), "exit_code": meta.get("exit_code"),
-        "topology": meta.get("topology") or meta.get("gpu_topology"),
+        "topology": meta.get("gpu_topology"),
         "cpu_model": host.get("cpu_model"), "physical_cores": host.get("physical_cores"),
-        "memory_mib": host.get("memory_mib", host.get("memory_total_mib")), "os": host.get("os"),
+        "memory_mib": host.get("memory_total_mib"), "os": host.get("os"),
         "kernel": host.get("kernel"), "python_version": host.get("python"),
-        "gpu_driver": first.get("driver", first.get("driver_version")),
+        "gpu_driver": first.get("driver_version"),
         "gpu_memory_total_mib": first.get("memory_total_mib"),
-        "gpu_clocks_max_sm_mhz": first.get("clocks_max_sm_mhz", first.get("sm_clock_max_mhz")),
+        "gpu_clocks_max_sm_mhz": first.get("sm_clock_max_mhz"),
         "gpu_count": len(gpus) if gpus else None,
     })
     for key in ("argv", "env", "spec"):

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, cast
 
-from bench.ingest import rundir
+from bench.ingest import rundir, runjson
 from bench.ingest.items import DEFAULT_LIMITS, BoundedReader, Item, Limits, Reader, expansion_error
 from bench.ingest.pairing import pair_members
 from bench.ingest.tarstream import TarFormatError, iter_members
@@ -57,10 +57,10 @@ def iter_items(paths: list[str], exclude: str | None = None, skip_globs: tuple[s
 
 def _dir_items(paths: list[str], skip_globs: tuple[str, ...], limits: Limits) -> Iterator[Item]:
     """The files of one directory; in a run directory, output.log carries run.json (not yielded itself)."""
-    logs = [q for q in paths if os.path.basename(q) == rundir.OUTPUT_LOG]
+    logs = [q for q in paths if os.path.basename(q) == runjson.OUTPUT_LOG]
     sidecar = rundir.sidecar_beside(logs[0]) if logs else None
     for path in paths:
-        if sidecar is not None and os.path.basename(path) == rundir.RUN_JSON:
+        if sidecar is not None and os.path.basename(path) == runjson.RUN_JSON:
             continue
         yield from _file_items(path, skip_globs, sidecar if path in logs else None, limits)
 

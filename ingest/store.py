@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.ingest import health
+from bench.ingest.atomic import write_atomic
 from bench.ingest.errors import BenchError
 from bench.ingest.records import SCHEMA_VERSION
 from bench.ingest.schema import METADATA, TABLES, write_options
@@ -71,15 +72,6 @@ def table_files(root: Path, table: str, sound: list[Path] | None = None) -> list
     batches = health.check(root).sound if sound is None else sound
     pattern = TABLE_GLOBS[table].split("/")[-1]
     return [f for b in batches for f in sorted(b.glob(pattern))]
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _finish_swap(root: Path) -> None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from bench.ingest import runjson
 from bench.ingest.errors import BenchError
 from bench.runner import rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script
@@ -279,12 +280,12 @@ def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Seq
     run_id = rundir.new_run_id(spec, time.time(), repeat)
     run_dir = rundir.create_run_dir(out, run_id)
     doc = rundir.initial_doc(spec, run_id, argv, env, repeat)
-    log = run_dir / "output.log"
+    log = run_dir / runjson.OUTPUT_LOG
     log.touch()
-    telemetry = Telemetry(run_dir / "telemetry.csv", telemetry_interval_s)
+    telemetry = Telemetry(run_dir / runjson.TELEMETRY_CSV, telemetry_interval_s)
     t0, start = time.perf_counter(), time.time()
     doc["started_at"] = rundir.iso_utc(start)
-    rundir.write_json_atomic(run_dir / "run.json", doc)
+    runjson.write(run_dir / runjson.RUN_JSON, doc)
     telemetry.start()
     try:
         forced, code = launch(argv, log, env=env, timeout_s=spec.timeout_s, grace_s=grace_s, echo=echo)
@@ -298,7 +299,7 @@ def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Seq
     status = forced or classify(code if code is not None else 1, log)
     doc.update(ended_at=rundir.iso_utc(time.time()), wall_time_s=wall, exit_code=code, status=status,
                epoch_images=epoch_images_from_log(log))
-    rundir.write_json_atomic(run_dir / "run.json", doc)
+    runjson.write(run_dir / runjson.RUN_JSON, doc)
     return Outcome(run_dir, status, code, wall)
 
 
@@ -330,11 +331,11 @@ def submit(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Sequ
     run_id = rundir.new_run_id(spec, time.time(), repeat)
     job_name = f"bench-{spec.model or 'run'}"
     if dry_run:
-        script = build_sbatch_script(spec, output_log=str(out / run_id / "output.log"), job_name=job_name,
+        script = build_sbatch_script(spec, output_log=str(out / run_id / runjson.OUTPUT_LOG), job_name=job_name,
                                      trainer=trainer)
         return None, script, ["sbatch", "--parsable", str(out / run_id / "job.sbatch")]
     run_dir = rundir.create_run_dir(out, run_id)
-    script = build_sbatch_script(spec, output_log=str(run_dir.resolve() / "output.log"), job_name=job_name,
+    script = build_sbatch_script(spec, output_log=str(run_dir.resolve() / runjson.OUTPUT_LOG), job_name=job_name,
                                  trainer=trainer)
     (run_dir / "job.sbatch").write_text(script, encoding="utf-8")
     argv = ["sbatch", "--parsable", str(run_dir / "job.sbatch")]
@@ -342,7 +343,7 @@ def submit(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Sequ
     done = subprocess.run(argv, capture_output=True, text=True, check=True)
     doc.update(status="submitted", started_at=rundir.iso_utc(time.time()),
                slurm_job_id=done.stdout.strip().split(";")[0])
-    rundir.write_json_atomic(run_dir / "run.json", doc)
+    runjson.write(run_dir / runjson.RUN_JSON, doc)
     return run_dir, script, argv
 
 

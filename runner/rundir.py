@@ -1,4 +1,5 @@
-"""The run directory ``<out>/<run_id>/`` and its ``run.json`` (schema_version 1), written atomically.
+"""The run directory ``<out>/<run_id>/`` and the facts of its ``run.json`` (the contract, its keys and its
+atomic writer are ``bench.ingest.runjson``, which the ingest reads with).
 
 run.json keys: schema_version, run_id, spec (RunSpec.to_json), argv (the exact launched argv), tags,
 repeat, env (variables matching spec.ENV_PREFIXES), host (hostname, cpu_model, physical_cores,
@@ -12,7 +13,6 @@ submitted), epoch_images ({count, source} when the trainer sized an epoch of --d
 from __future__ import annotations
 
 import importlib.metadata as md
-import json
 import os
 import platform
 import re
@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench.ingest.runjson import SCHEMA_VERSION
 from bench.runner.spec import ENV_PREFIXES, RunSpec
 
-SCHEMA_VERSION = 1
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _PACKAGES = {
     "tensorflow": ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-macos", "tf-nightly"),
@@ -57,22 +57,6 @@ def create_run_dir(out: Path, run_id: str) -> Path:
     path = out / run_id
     path.mkdir()
     return path
-
-
-def write_json_atomic(path: Path, doc: Mapping[str, Any]) -> None:
-    """Write ``doc`` as indented JSON: temp file in the same directory, fsync, rename, fsync dir."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=2, sort_keys=True, default=str)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def iso_utc(t: float) -> str:

@@ -395,10 +395,10 @@ def _run_one(plan: Plan, r: CellResult, out: Path, store: Path, trainer: Sequenc
 
 def write_record(path: Path, plan: Plan, results: Sequence[CellResult]) -> None:
     """The sweep's own record: plan name and one entry per cell (key, repeat, status, run_dir, reason)."""
-    from bench.runner.rundir import write_json_atomic
+    from bench.ingest.atomic import write_json
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, {
+    write_json(path, {
         "schema_version": SCHEMA_VERSION, "sweep": plan.name, "scaling": plan.scaling,
         "cells": [{"index": r.cell.index, "cell": r.cell.key, "repeat": r.cell.repeat, "status": r.status,
                    "run_dir": None if r.run_dir is None else str(r.run_dir), "skip_reason": r.cell.skip_reason,

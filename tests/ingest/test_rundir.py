@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.ingest import rundir
+from bench.ingest import rundir, runjson
 from bench.ingest.pipeline import ingest
 from bench.ingest.rebuild import rebuild
 from bench.ingest.records import Run
@@ -202,32 +202,32 @@ def _meta(**kw: object) -> dict:
 @pytest.mark.parametrize(("data", "kind", "words"), [
     (b"[1, 2]", "bad_line", "top level is a JSON list"),
     (b"\xff\xfe{}", "bad_line", "not UTF-8"),
-    (json.dumps({"schema_version": 2, "run_id": "r"}).encode(), "bad_line", "schema_version 2 is not one"),
+    (json.dumps({"schema_version": 3, "run_id": "r"}).encode(), "bad_line", "schema_version 3 is not one"),
     (json.dumps({"schema_version": "1"}).encode(), "bad_line", "schema_version '1' is not one"),
     (json.dumps({"run_id": "r", "status": "ok"}).encode(), "missing_field", "no schema_version"),
 ])
 def test_unusable_run_json(data: bytes, kind: str, words: str) -> None:
-    meta, problems = rundir.load_run_json(data)
+    meta, problems = runjson.load(data)
     assert meta is None and [p.kind for p in problems] == [kind] and words in problems[0].message
 
 
 def test_fields_of_the_wrong_type_are_dropped() -> None:
     data = json.dumps(_meta(tags=["a"], started_at="yesterday", status="weird", gpus=["V100"], ended_at=10)).encode()
-    meta, problems = rundir.load_run_json(data)
+    meta, problems = runjson.load(data)
     assert meta is not None and meta["ended_at"] == 10.0
     assert "tags" not in meta and "gpus" not in meta and meta["started_at"] is None and "status" not in meta
     assert [p.kind for p in problems] == ["bad_line"] * 4
     assert [p.message.split()[1] for p in problems] == ["tags", "started_at", "status", "gpus"]
-    _, missing = rundir.load_run_json(json.dumps({"schema_version": 1}).encode())
+    _, missing = runjson.load(json.dumps({"schema_version": 1}).encode())
     assert [(p.kind, p.message) for p in missing] == [("missing_field", "run.json has no run_id"),
                                                       ("missing_field", "run.json has no status")]
 
 
 def test_iso_times() -> None:
-    assert rundir.unix_seconds("2026-11-21T20:15:03.250000+00:00") == OK_START
-    assert rundir.unix_seconds("2026-11-21T20:15:03.25") == OK_START  # naive = UTC
-    assert rundir.unix_seconds("2026-11-21T21:15:03.25+01:00") == OK_START
-    assert rundir.unix_seconds(True) is None and rundir.unix_seconds("soon") is None
+    assert runjson.unix_seconds("2026-11-21T20:15:03.250000+00:00") == OK_START
+    assert runjson.unix_seconds("2026-11-21T20:15:03.25") == OK_START  # naive = UTC
+    assert runjson.unix_seconds("2026-11-21T21:15:03.25+01:00") == OK_START
+    assert runjson.unix_seconds(True) is None and runjson.unix_seconds("soon") is None
 
 
 @pytest.mark.parametrize(("log", "launcher", "exit_code", "want"), [
@@ -325,3 +325,17 @@ def test_archived_telemetry_rows_carry_their_runs_id(tmp_path: Path, order: tupl
     for t in read(tmp_path / "st", "telemetry"):
         by_source.setdefault(t["source"].rsplit("/", 2)[-2], set()).add(t["run_id"])
     assert by_source == {"r1": {runs["r1"]}, "r2": {runs["r2"]}}
+
+
+def test_a_version_1_run_json_is_read_through_the_upgrade() -> None:
+    """Version 1 writers also spelt gpu_topology "topology", a GPU's driver_version "driver", its
+    sm_clock_max_mhz "clocks_max_sm_mhz" and the host's memory_total_mib "memory_mib": read as version 2."""
+    old = _meta(topology="GPU0 X", host={"memory_mib": 64000}, gpus=[{"driver": "535.1", "clocks_max_sm_mhz": 1980}])
+    meta, problems = runjson.load(json.dumps(old).encode())
+    assert problems == [] and meta is not None
+    assert (meta["schema_version"], meta["gpu_topology"], meta["host"], meta["gpus"]) == (
+        2, "GPU0 X", {"memory_total_mib": 64000}, [{"driver_version": "535.1", "sm_clock_max_mhz": 1980}])
+    assert "topology" not in meta
+    details = rundir.run_details(meta)
+    assert (details["topology"], details["memory_mib"], details["gpu_driver"]) == ("GPU0 X", "64000", "535.1")
+

@@ -88,7 +88,7 @@ def test_ok_run_writes_log_and_run_json(tmp_path: Path) -> None:
     assert (out.status, out.exit_code) == ("ok", 0)
     assert (out.run_dir / "output.log").read_text() == "stderr line before\n" + HEADER
     doc = _doc(out.run_dir)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert doc["run_id"] == out.run_dir.name
     assert doc["argv"] == [sys.executable, "-c", OK, "--model", "resnet20", "--batch-size", "32"]
     assert doc["status"] == "ok" and doc["exit_code"] == 0

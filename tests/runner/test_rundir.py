@@ -31,12 +31,16 @@ def test_create_run_dir_refuses_an_existing_one(tmp_path: Path) -> None:
         rundir.create_run_dir(tmp_path / "logs", "r1")
 
 
-def test_write_json_atomic_replaces_and_leaves_no_temp(tmp_path: Path) -> None:
+def test_run_json_is_written_atomically_and_only_in_the_current_version(tmp_path: Path) -> None:
+    from bench.ingest import runjson
+
     target = tmp_path / "run.json"
-    rundir.write_json_atomic(target, {"schema_version": 1, "status": "running"})
-    rundir.write_json_atomic(target, {"schema_version": 1, "status": "ok", "path": Path("/x")})
-    assert json.loads(target.read_text()) == {"schema_version": 1, "status": "ok", "path": "/x"}
+    runjson.write(target, {"schema_version": 2, "status": "running"})
+    runjson.write(target, {"schema_version": 2, "status": "ok", "path": Path("/x")})
+    assert json.loads(target.read_text()) == {"schema_version": 2, "status": "ok", "path": "/x"}
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+    with pytest.raises(ValueError, match="schema_version 2"):
+        runjson.write(target, {"schema_version": 1})
 
 
 def test_matching_env_keeps_only_the_prefixes() -> None:
@@ -93,7 +97,7 @@ def test_initial_doc_has_the_contract_keys(monkeypatch: pytest.MonkeyPatch, tmp_
     monkeypatch.setenv("PATH", str(tmp_path))
     spec = RunSpec(model="m", tags=(("a", "1"),))
     doc = rundir.initial_doc(spec, "rid", ["t", "--model", "m"], {"NCCL_X": "1", "HOME": "/"}, repeat=3)
-    assert doc["schema_version"] == rundir.SCHEMA_VERSION == 1
+    assert doc["schema_version"] == rundir.SCHEMA_VERSION == 2
     assert (doc["run_id"], doc["argv"], doc["status"]) == ("rid", ["t", "--model", "m"], "running")
     assert doc["tags"] == {"a": "1", "repeat": "3"} and doc["env"] == {"NCCL_X": "1"}
     assert doc["gpus"] is None and doc["gpu_topology"] is None
