@@ -27,47 +27,39 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
+from bench.ingest.formats.caffe_glog import (
+    data_kind,
+    device_of,
+    fatal_status,
+    has_caffe_glog,
+    header_year,
+    proto_fact,
+    top_shape_batch,
+)
+from bench.ingest.formats.caffe_run import RunState, run_status, throughput
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import GlogLine, GlogTimer, contains
 
 NAME = "caffe"
 DESCRIPTION = "Caffe / NVCaffe / Intel / OpenCL Caffe `caffe train` glog logs (solver display lines)"
 
-_SNIFF = re.compile(
-    r"^[IWEF]\d{4}(?:\d{4})? \d\d:\d\d:\d\d\.\d+ +\d+ (?:caffe|solver|sgd_solver|net|parallel)\.cpp:\d+\] ",
-    re.M,
-)
 _RATE = re.compile(r"Iteration (\d+) \((\S+) iter/s, (\S+)s/\d+ iters?\), (?:(\S+)/\S+ep, )?loss = (\S+)")
 _PER_ITER = re.compile(r"Iteration (\d+) \((\S+) s\), (?:(\S+)/\S+ep, )?loss = (\S+)")
 _OLD = re.compile(r"Iteration (\d+), loss = (\S+)$")
 _LR = re.compile(r"Iteration (\d+), lr = ([^,\s]+)")
 _TESTING = re.compile(r"Iteration (\d+), Testing net \(#(\d+)\)")
 _OUTPUT = re.compile(r"(Train|Test) net output #\d+: (\S+) = (\S+)")
-_TOP_SHAPE = re.compile(r"(?:(TRAIN|TEST) )?Top shape(?::| for layer \d+ '[^']*') (\d+) ")
 _DEVICE_PERF = re.compile(r"Solver performance on device (\d+): \S+ \* (\d+) = (\S+) img/sec")
 _OVERALL = re.compile(r"^Overall (?:multi-GPU )?performance: (\S+) img/sec")
 _USING_GPUS = re.compile(r"^Using GPUs ([\d, ]+)$")
 _GPU_NAME = re.compile(r"^GPU (\d+): (.+)$")
 _DONE_IN = re.compile(r"Optimization Done in (?:(\d+)h ?)?(?:(\d+)m ?)?(?:([\d.]+)s)?")
 _RESUME_ITER = re.compile(r"_iter_(\d+)\.solverstate")
-_PROTO = re.compile(r"( *)(\w+): \"?([^\"]*)\"?$")
-_HEADER = re.compile(r"Log file created at: (\d{4})/")
 _PRECISION = {"FLOAT": "fp32", "FLOAT16": "fp16", "DOUBLE": "fp64"}
-_REAL_DATA = {"Data", "ImageData", "AnnotatedData", "HDF5Data", "WindowData", "VideoData"}
-_SYNTHETIC_DATA = {"DummyData", "Input"}
 _SOLVER_TAGS = {"lr_policy", "display", "max_iter", "type", "solver_type", "base_lr"}
 _RUN_MARKERS = ("Using GPUs", "Use CPU", "Use GPU with device ID", "This is NVCaffe", "Initializing solver")
-
-
-# ---- helpers shared with caffe_time -------------------------------------------------------------
-
-
-def has_caffe_glog(head: str) -> bool:
-    """A glog line written by Caffe's own sources (caffe/solver/sgd_solver/net/parallel.cpp)."""
-    return _SNIFF.search(head) is not None
 
 
 def sniff(head: str) -> bool:
@@ -75,105 +67,14 @@ def sniff(head: str) -> bool:
     return contains(head, "solver.cpp:") and has_caffe_glog(head)
 
 
-def top_shape_batch(message: str) -> tuple[str | None, int] | None:
-    """(phase or None, N) from ``Top shape: N C H W (n)`` or NVCaffe ``TRAIN Top shape for layer 0 'x' N ...``."""
-    m = _TOP_SHAPE.search(message) if "Top shape" in message else None
-    return (m.group(1), int(m.group(2))) if m else None
-
-
-def proto_fact(line: str) -> tuple[int, str, str] | None:
-    """(indent, key, value) of a printed prototxt line (``    batch_size: 64``), quotes removed."""
-    m = _PROTO.fullmatch(line)
-    return (len(m.group(1)), m.group(2), m.group(3)) if m else None
-
-
-def data_kind(indent: int, key: str, value: str) -> str | None:
-    """"real" / "synthetic" from a printed net line: a layer ``type`` or the old top-level ``input_dim``."""
-    if key == "type" and indent == 2:
-        return "real" if value in _REAL_DATA else "synthetic" if value in _SYNTHETIC_DATA else None
-    return "synthetic" if indent == 0 and key in ("input", "input_dim") else None
-
-
-def device_of(message: str) -> tuple[str, int] | None:
-    """("cpu", 0) for ``Use CPU.``, ("gpu", 1) for ``Use GPU with device ID d``, else None."""
-    if message.startswith("Use CPU"):
-        return ("cpu", 0)
-    return ("gpu", 1) if message.startswith("Use GPU with device ID") else None
-
-
-def header_year(line: str) -> int | None:
-    """The year of a glog file header ``Log file created at: 2015/09/06 13:30:02``."""
-    m = _HEADER.match(line)
-    return int(m.group(1)) if m else None
-
-
-def fatal_status(line: str) -> str:
-    """``oom`` for an out-of-memory fatal line (CUDA ``out of memory``, host ``allocation of size N failed``,
-    ``bad_alloc``), else ``failed``."""
-    low = line.lower()
-    oom = "out of memory" in low or "bad_alloc" in low or ("allocation of size" in low and "failed" in low)
-    return "oom" if oom else "failed"
-
-
 # ---- per-run state ------------------------------------------------------------------------------
-
-
-@dataclass
-class _Acc:
-    """Throughput accumulator over timed intervals (images and seconds, and the per-interval rates)."""
-
-    images: float = 0.0
-    seconds: float = 0.0
-    rate_sum: float = 0.0
-    n: int = 0
-
-    def add(self, images: float, seconds: float, rate: float) -> float:
-        self.images, self.seconds = self.images + images, self.seconds + seconds
-        self.rate_sum, self.n = self.rate_sum + rate, self.n + 1
-        return rate
-
-
-@dataclass
-class _State:
-    first_line: int
-    run: dict[str, Any] = field(default_factory=dict)
-    tags: dict[str, str] = field(default_factory=dict)
-    details: dict[str, str] = field(default_factory=dict)
-    ctx: str | None = None  # "solver" | "net" while a printed prototxt follows its glog line
-    phase: str | None = None  # phase of the net being set up ("TRAIN" / "TEST")
-    batch: int | None = None
-    batch_top: int | None = None
-    iter_size: int = 1
-    first_iter: int | None = None
-    last_iter: int | None = None
-    t0: float | None = None
-    t1: float | None = None
-    rate_lines: int = 0
-    rates: _Acc = field(default_factory=_Acc)
-    derived: _Acc = field(default_factory=_Acc)
-    prev_old: tuple[int, float] | None = None
-    pending: dict[str, Any] | None = None
-    test_net: int = 0
-    perf: dict[int, float] = field(default_factory=dict)
-    overall: float | None = None
-    done: bool = False
-    fatal: str | None = None
-    last_line: int = 0
-
-    @property
-    def started(self) -> bool:
-        return self.first_iter is not None or self.done or self.fatal is not None
-
-    def images_per_iter(self) -> int | None:
-        b = self.batch if self.batch is not None else self.batch_top
-        return None if b is None else b * max(self.run.get("num_gpus") or 1, 1) * self.iter_size
 
 
 class _Parser:
     def __init__(self, result: ParseResult):
         self.result = result
         self.glog = GlogTimer()
-        self.st: _State | None = None
+        self.st: RunState | None = None
 
     # -- dispatch --
 
@@ -220,15 +121,15 @@ class _Parser:
             if fact is not None:
                 (self._solver_param if st.ctx == "solver" else self._net_param)(st, *fact)
 
-    def _new_run(self, no: int) -> _State:
+    def _new_run(self, no: int) -> RunState:
         if self.st is not None:
             self.finish()
-        self.st = _State(first_line=no)
+        self.st = RunState(first_line=no)
         return self.st
 
     # -- solver and net parameters --
 
-    def _solver_param(self, st: _State, indent: int, key: str, value: str) -> None:
+    def _solver_param(self, st: RunState, indent: int, key: str, value: str) -> None:
         if key == "iter_size" and value.isdigit():
             st.iter_size = int(value)
             st.tags["iter_size"] = value
@@ -237,7 +138,7 @@ class _Parser:
         elif key == "solver_mode":  # the `Use CPU.` / `Using GPUs` line printed before it wins
             st.tags.setdefault("device", value.lower())
 
-    def _net_param(self, st: _State, indent: int, key: str, value: str) -> None:
+    def _net_param(self, st: RunState, indent: int, key: str, value: str) -> None:
         if key == "phase" and indent == 2:  # the net's own ``state { phase: X }``, not a layer rule
             st.phase = value
         if st.phase not in (None, "TRAIN"):
@@ -251,14 +152,14 @@ class _Parser:
         elif key == "default_forward_type" and value in _PRECISION:
             st.run["precision"] = _PRECISION[value]
 
-    def _top_shape(self, st: _State, msg: str) -> None:
+    def _top_shape(self, st: RunState, msg: str) -> None:
         got = top_shape_batch(msg)
         if got is not None and st.batch_top is None and (got[0] or st.phase or "TRAIN") == "TRAIN":
             st.batch_top = got[1]
 
     # -- setup lines: devices, versions, anchors --
 
-    def _setup(self, st: _State, no: int, g: GlogLine, msg: str, line: str) -> None:
+    def _setup(self, st: RunState, no: int, g: GlogLine, msg: str, line: str) -> None:
         if msg.startswith("Initializing solver from parameters"):
             st.ctx = "solver"
         elif msg.startswith("Initializing net from parameters"):
@@ -280,7 +181,7 @@ class _Parser:
         else:
             self._device(st, g, msg)
 
-    def _device(self, st: _State, g: GlogLine, msg: str) -> None:
+    def _device(self, st: RunState, g: GlogLine, msg: str) -> None:
         run = st.run
         m = _USING_GPUS.match(msg)
         if m:
@@ -305,7 +206,7 @@ class _Parser:
         elif "CL_PLATFORM_NAME\t" in msg:
             st.tags["opencl_platform"] = msg.split("CL_PLATFORM_NAME\t", 1)[1].strip()
 
-    def _performance(self, st: _State, no: int, msg: str, line: str) -> None:
+    def _performance(self, st: RunState, no: int, msg: str, line: str) -> None:
         try:
             m = _DEVICE_PERF.search(msg)
             if m:
@@ -322,7 +223,7 @@ class _Parser:
         if "img/sec" in msg and not msg.startswith("Node "):
             self.result.problem("bad_line", "unreadable NVCaffe performance line", no, line)
 
-    def _fatal(self, st: _State, no: int, line: str) -> None:
+    def _fatal(self, st: RunState, no: int, line: str) -> None:
         if st.done:  # e.g. a crash while tearing down after a finished run
             st.details.setdefault("error_after_done", line[:300])
         elif st.fatal is None:
@@ -330,7 +231,7 @@ class _Parser:
 
     # -- training lines --
 
-    def _iteration(self, st: _State, no: int, msg: str, line: str, t: float) -> None:
+    def _iteration(self, st: RunState, no: int, msg: str, line: str, t: float) -> None:
         for marker, pattern, handler in _ITERATION_KINDS:
             if marker in msg:
                 m = pattern.search(msg)
@@ -343,16 +244,16 @@ class _Parser:
                 return None
         return None  # another line that mentions an iteration (e.g. snapshots): nothing to read
 
-    def _lr(self, st: _State, no: int, m: re.Match[str], t: float) -> None:
+    def _lr(self, st: RunState, no: int, m: re.Match[str], t: float) -> None:
         if st.pending is not None and st.pending["step"] == int(m.group(1)):
             st.pending["metrics"]["lr"] = float(m.group(2))
 
-    def _mark(self, st: _State, it: int, t: float) -> None:
+    def _mark(self, st: RunState, it: int, t: float) -> None:
         if st.first_iter is None:
             st.first_iter, st.t0 = it, t
         st.last_iter, st.t1 = it, t
 
-    def _rate(self, st: _State, no: int, m: re.Match[str], t: float) -> None:
+    def _rate(self, st: RunState, no: int, m: re.Match[str], t: float) -> None:
         it, x, y, loss = int(m.group(1)), float(m.group(2)), float(m.group(3)), float(m.group(5))
         ep = float(m.group(4)) if m.group(4) else None
         self._mark(st, it, t)
@@ -370,14 +271,14 @@ class _Parser:
         self._step(st, no, it, t, metrics, loss=loss, images_per_sec=rate, interval_images_per_sec=rate,
                    step_time_ms=1000.0 / x if timed else None, epoch=None if ep is None else int(ep))
 
-    def _per_iter(self, st: _State, no: int, m: re.Match[str], t: float) -> None:
+    def _per_iter(self, st: RunState, no: int, m: re.Match[str], t: float) -> None:
         it, secs, loss = int(m.group(1)), float(m.group(2)), float(m.group(4))
         self._mark(st, it, t)
         ipi = st.images_per_iter()
         rate = ipi / secs if ipi is not None and secs > 0 else None
         self._step(st, no, it, t, {}, loss=loss, interval_images_per_sec=rate, step_time_ms=secs * 1000.0)
 
-    def _old(self, st: _State, no: int, m: re.Match[str], t: float) -> None:
+    def _old(self, st: RunState, no: int, m: re.Match[str], t: float) -> None:
         it, loss = int(m.group(1)), float(m.group(2))
         self._mark(st, it, t)
         rate = step_ms = None
@@ -390,14 +291,14 @@ class _Parser:
             st.prev_old = (it, t)
         self._step(st, no, it, t, {}, loss=loss, interval_images_per_sec=rate, step_time_ms=step_ms)
 
-    def _testing(self, st: _State, no: int, m: re.Match[str], t: float) -> None:
+    def _testing(self, st: RunState, no: int, m: re.Match[str], t: float) -> None:
         it, st.test_net = int(m.group(1)), int(m.group(2))
         self._mark(st, it, t)
         if st.pending is None or st.pending["step"] != it:
             self._flush(st)
             st.pending = self._row(st, no, it, t, {}, test_only=True)
 
-    def _output(self, st: _State, no: int, msg: str, line: str) -> None:
+    def _output(self, st: RunState, no: int, msg: str, line: str) -> None:
         m = _OUTPUT.search(msg)
         if m is None:
             self.result.problem("bad_line", "unreadable Caffe net output line", no, line)
@@ -413,13 +314,13 @@ class _Parser:
 
     # -- step rows --
 
-    def _row(self, st: _State, no: int, it: int, t: float, metrics: dict[str, float], **kw: Any) -> dict[str, Any]:
+    def _row(self, st: RunState, no: int, it: int, t: float, metrics: dict[str, float], **kw: Any) -> dict[str, Any]:
         if st.t0 is not None:
             metrics["elapsed_s"] = t - st.t0
         ts = t if self.glog.absolute else None
         return {"step": it, "line_no": no, "timestamp": ts, "metrics": metrics, **kw}
 
-    def _step(self, st: _State, no: int, it: int, t: float, metrics: dict[str, float], **kw: Any) -> None:
+    def _step(self, st: RunState, no: int, it: int, t: float, metrics: dict[str, float], **kw: Any) -> None:
         p = st.pending
         if p is not None and p.get("test_only") and p["step"] == it:  # the test ran just before this display
             metrics = {**p["metrics"], **metrics}
@@ -427,7 +328,7 @@ class _Parser:
             self._flush(st)
         st.pending = self._row(st, no, it, t, metrics, **kw)
 
-    def _flush(self, st: _State) -> None:
+    def _flush(self, st: RunState) -> None:
         if st.pending is not None:
             row, st.pending = st.pending, None
             row.pop("test_only", None)
@@ -441,11 +342,11 @@ class _Parser:
         if st is None:
             return
         self._flush(st)
-        ips, mean, ranks, source = _throughput(st)
+        ips, mean, ranks, source = throughput(st)
         if st.rate_lines and st.images_per_iter() is None:
             self.result.problem("missing_field", "no batch size (batch_size / Top shape): images/sec not derived",
                                 st.first_line)
-        status, detail = _status(st, ips)
+        status, detail = run_status(st, ips)
         if status in ("failed", "oom"):
             ips = mean = ranks = None
         elif source is not None:
@@ -478,29 +379,6 @@ _ITERATION_KINDS = (  # (substring test, regex, handler), tried in order on line
     (", lr = ", _LR, _Parser._lr),
     ("Testing net", _TESTING, _Parser._testing),
 )
-
-
-def _throughput(st: _State) -> tuple[float | None, float | None, tuple[float | None, ...] | None, str | None]:
-    """(images_per_sec, images_per_sec_mean, per-device img/sec, source tag) of a finished run."""
-    acc = st.rates if st.rates.n else st.derived if st.derived.n else None
-    mean = acc.rate_sum / acc.n if acc is not None else None
-    ranks = tuple(st.perf.get(d) for d in range(max(st.perf) + 1)) if st.perf else None
-    if st.overall is not None:
-        return st.overall, mean, ranks, "nvcaffe_overall"
-    if st.perf:
-        return sum(st.perf.values()), mean, ranks, "nvcaffe_device_sum"
-    if acc is not None and acc.seconds > 0:
-        source = "iter_per_sec" if acc is st.rates else "glog_timestamps"
-        return acc.images / acc.seconds, mean, None, source
-    return None, mean, None, None
-
-
-def _status(st: _State, ips: float | None) -> tuple[str, str | None]:
-    if st.fatal is not None:
-        return st.run["status"], st.fatal
-    if not st.done:
-        return "truncated", None
-    return ("ok", None) if ips is not None else ("no_result", None)
 
 
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.ingest.formats import caffe
+from bench.ingest.formats import caffe_glog
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import GlogTimer, contains
 
@@ -52,7 +52,7 @@ def sniff(head: str) -> bool:
     if _MARK.search(head):
         return True
     other = contains(head, "solver") or contains(head, "] Running for ")
-    return not other and bool(_USE_DEVICE.search(head)) and caffe.has_caffe_glog(head)
+    return not other and bool(_USE_DEVICE.search(head)) and caffe_glog.has_caffe_glog(head)
 
 
 @dataclass
@@ -91,7 +91,7 @@ class _Parser:
             return
         g, t = read
         msg, st = g.message, self.st
-        dev = caffe.device_of(msg)
+        dev = caffe_glog.device_of(msg)
         if st is None or (dev is not None and (st.began or st.fatal is not None)):
             st = self._new_run(no)
         st.last_line, st.in_net = no, False
@@ -105,14 +105,14 @@ class _Parser:
         elif "forward: " in msg or "backward: " in msg:
             return  # per-layer averages: not stored (see module docstring)
         elif "Top shape" in msg:
-            got = caffe.top_shape_batch(msg)
+            got = caffe_glog.top_shape_batch(msg)
             if got is not None and st.batch is None:
                 st.batch = got[1]
         else:
             self._other(st, no, msg, line)
 
     def _plain(self, no: int, line: str) -> None:
-        year = caffe.header_year(line)
+        year = caffe_glog.header_year(line)
         if year is not None:
             if self.st is not None and self.st.began:
                 self._new_run(no)
@@ -122,7 +122,7 @@ class _Parser:
         if st is None or not st.in_net:
             return
         st.last_line = no
-        fact = caffe.proto_fact(line)
+        fact = caffe_glog.proto_fact(line)
         if fact is None:
             return
         indent, key, value = fact
@@ -130,7 +130,7 @@ class _Parser:
             st.run.setdefault("model", value)
         elif key in ("input_dim", "batch_size") and st.net_batch is None and value.isdigit():
             st.net_batch = int(value)
-        kind = caffe.data_kind(indent, key, value)
+        kind = caffe_glog.data_kind(indent, key, value)
         if kind is not None:
             st.run.setdefault("data", kind)
 
@@ -203,7 +203,7 @@ class _Parser:
         b = st.batch_size
         ips = b * 1000.0 / fb if b is not None and fb else None
         mean = st.rate_sum / st.iters if st.iters and b is not None else None
-        status = caffe.fatal_status(st.fatal) if st.fatal else ("ok" if ips else "no_result") if st.ended else "truncated"
+        status = caffe_glog.fatal_status(st.fatal) if st.fatal else ("ok" if ips else "no_result") if st.ended else "truncated"
         failed = status in ("failed", "oom")
         self.result.runs.append(Run(
             run_index=len(self.result.runs), format=NAME, framework="caffe", model=run.get("model"),

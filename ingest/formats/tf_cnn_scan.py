@@ -8,7 +8,7 @@ Same input, same output as ``tf_cnn.parse_lines``, for bytes instead of decoded 
   text, in file order, and goes through ``Reader.feed``;
 - step rows are handed to the reader in file order, interleaved with those lines by line number. A
   stretch of one rank's steps that neither restarts its counter nor opens a run is applied at once by
-  ``_native.advance`` (the interval rates and sums of ``_Series.advance``, in the same float operations
+  ``_native.advance`` (the interval rates and sums of ``Series.advance``, in the same float operations
   and the same order), its rows added as a block of the scanner's columns when it is long
   (``_add_vector``), else copied to the row buffer (``_add_short``); a row that opens or restarts a run
   goes through ``Reader.add_step_values``.
@@ -164,7 +164,7 @@ def _add_vector(r: Reader, b: _Block, lo: int, hi: int) -> None:
 
 def _advance(r: Reader, b: _Block, lo: int, hi: int) -> tuple[int, dict[str, Any]]:
     """Advance the rank's series over rows lo..hi in C (``_native.advance``: the float operations of
-    ``_Series.advance``, in the same order); the run index and the rows' columns, interval rates included."""
+    ``Series.advance``, in the same order); the run index and the rows' columns, interval rates included."""
     st = r.cur
     assert st is not None and _native is not None
     rank = b.ints("rank", lo, lo + 1)[0]
