@@ -29,9 +29,9 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
+from bench.ingest.formats.dllogger_state import Series, State
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import contains, split_rank, utc_seconds
 
@@ -56,60 +56,6 @@ _Step = tuple[Any, ...]  # ("P",) params, ("S",) summary, ("L", label), ("I", e,
 def sniff(head: str) -> bool:
     """True when a line starts (behind a short prefix) with a DLLogger record of either backend."""
     return contains(head, "DLL") and _SNIFF.search(head) is not None
-
-
-@dataclass
-class _Series:
-    """Running throughput summary of one metric at one step depth, in O(1) memory.
-
-    The first logged value (the warm-up interval) and the 0s before the first positive value (logged
-    before warm-up ended) are left out; each kept value is weighted by the time since the previous one.
-    """
-
-    n: int = 0
-    warming: bool = True  # no value > 0 yet
-    total: float = 0.0
-    count: int = 0
-    weighted: float = 0.0
-    span: float = 0.0
-    timed: bool = True  # every kept value had a positive time since the previous one
-    prev_ts: float | None = None
-
-    def add(self, ts: float | None, value: float) -> None:
-        if self.n >= 1 and not (self.warming and value <= 0):
-            self.total, self.count = self.total + value, self.count + 1
-            if ts is not None and self.prev_ts is not None and ts > self.prev_ts:
-                self.weighted, self.span = self.weighted + value * (ts - self.prev_ts), self.span + ts - self.prev_ts
-            else:
-                self.timed = False
-        self.warming = self.warming and value <= 0
-        self.n, self.prev_ts = self.n + 1, ts
-
-    def rates(self) -> tuple[float | None, float | None]:
-        """(time-weighted rate = total samples / total time, arithmetic mean), None when nothing kept."""
-        if not self.count:
-            return None, None
-        mean = self.total / self.count
-        return (self.weighted / self.span if self.timed and self.span > 0 else mean), mean
-
-
-@dataclass
-class _State:
-    params: dict[str, Any] = field(default_factory=dict)
-    meta: dict[str, dict[str, Any]] = field(default_factory=dict)  # metric -> METADATA (stdout: unit)
-    names: set[str] = field(default_factory=set)  # every metric name logged
-    row: dict[str, Any] | None = None  # the step row being merged
-    series: dict[tuple[str, int], _Series] = field(default_factory=dict)  # (metric, step depth) -> values
-    summary: dict[str, float] = field(default_factory=dict)
-    details: dict[str, str] = field(default_factory=dict)  # label summaries (``avg:latency``)
-    span_us: list[int] = field(default_factory=list)  # [first, last] LOG time in integer µs: exact wall time
-    unix: bool = False  # timestamps are unix seconds (JSON), not a local wall clock (stdout)
-    first_line: int | None = None
-    last_line: int | None = None
-    wrap: tuple[list[str], int, int] | None = None  # stdout PARAMETER pieces, line, µs
-    ended: bool = False  # a final summary was logged
-    error: tuple[str, int, bool] | None = None  # (error line, line number, out of memory)
-    printed_gpus: int | None = None
 
 
 def _micros(stamp: Any) -> int | None:
@@ -239,7 +185,7 @@ def _finite(v: Any) -> float | None:
     return float(v) if math.isfinite(v) else None
 
 
-def _on_record(st: _State, res: ParseResult, step: _Step, data: dict[str, Any],
+def _on_record(st: State, res: ParseResult, step: _Step, data: dict[str, Any],
                us: int | None, line_no: int, rank: int | None) -> None:
     """One LOG record (either backend): parameters, a run summary, or (part of) a step row."""
     ts = us / 1e6 if us is not None else None
@@ -268,7 +214,7 @@ def _on_record(st: _State, res: ParseResult, step: _Step, data: dict[str, Any],
         st.row["data"].update(data)
 
 
-def _flush(st: _State, res: ParseResult) -> None:
+def _flush(st: State, res: ParseResult) -> None:
     """Write the merged step row; remember its throughput for the run summary."""
     row, st.row = st.row, None
     if row is None:
@@ -279,7 +225,7 @@ def _flush(st: _State, res: ParseResult) -> None:
     ips = loss = None
     if rates and _finite(data[rates[0]]) is not None:
         value = float(data[rates[0]])
-        series = st.series.setdefault((rates[0], len(row["step"]) - 1), _Series())
+        series = st.series.setdefault((rates[0], len(row["step"]) - 1), Series())
         series.add(row["ts"], value)
         if series.warming:
             metrics[rates[0]] = value  # a 0 before warm-up ended is not a measurement: kept as printed only
@@ -298,7 +244,7 @@ def _flush(st: _State, res: ParseResult) -> None:
                   loss=loss, timestamp=row["ts"], line_no=row["line_no"], metrics=metrics or None)
 
 
-def _json_line(st: _State, res: ParseResult, text: str, line_no: int, rank: int | None) -> bool:
+def _json_line(st: State, res: ParseResult, text: str, line_no: int, rank: int | None) -> bool:
     """``DLLL {json}``; False when the record cannot be read."""
     try:
         rec = json.loads(text[5:])
@@ -319,7 +265,7 @@ def _json_line(st: _State, res: ParseResult, text: str, line_no: int, rank: int 
     return True
 
 
-def _stdout_line(st: _State, res: ParseResult, text: str, line_no: int, rank: int | None) -> bool:
+def _stdout_line(st: State, res: ParseResult, text: str, line_no: int, rank: int | None) -> bool:
     """``DLL(L) <datetime> - <step> k : v ...``; False when the line cannot be read."""
     m = _STDOUT.match(text)
     split = _stdout_step(m.group(7)) if m else None
@@ -345,7 +291,7 @@ def _stdout_line(st: _State, res: ParseResult, text: str, line_no: int, rank: in
     return True
 
 
-def _finish_wrap(st: _State, res: ParseResult) -> None:
+def _finish_wrap(st: State, res: ParseResult) -> None:
     """Read a (re-joined) stdout PARAMETER line."""
     if st.wrap is None:
         return
@@ -357,7 +303,7 @@ def _finish_wrap(st: _State, res: ParseResult) -> None:
         _on_record(st, res, ("P",), {k: v for k, (v, _) in items.items()}, ts, line_no, None)
 
 
-def _on_other(st: _State, res: ParseResult, line: str, line_no: int) -> None:
+def _on_other(st: State, res: ParseResult, line: str, line_no: int) -> None:
     """Non-DLLogger lines: hard-wrap continuations, DLE's ``Num GPUs N``, errors."""
     if st.wrap is not None:
         if " : " in line:
@@ -375,7 +321,7 @@ def _on_other(st: _State, res: ParseResult, line: str, line_no: int) -> None:
         st.error = ("Traceback", line_no, False)
 
 
-def _throughput(st: _State) -> tuple[float | None, float | None, str | None]:
+def _throughput(st: State) -> tuple[float | None, float | None, str | None]:
     """(images_per_sec, images_per_sec_mean, metric name); the summary value wins when it is > 0."""
     summary = sorted((n for n in st.summary if _rate_kind(n, st.meta.get(n, {})) == "image"), key=_rank)
     names = sorted({n for n, _ in st.series}, key=_rank)
@@ -387,7 +333,7 @@ def _throughput(st: _State) -> tuple[float | None, float | None, str | None]:
     return rate, mean, summary[0] if summary else (names[0] if names else None)
 
 
-def _run_facts(st: _State) -> dict[str, Any]:
+def _run_facts(st: State) -> dict[str, Any]:
     """Run fields read from the PARAMETER records (keys listed in the module docstring)."""
     p = st.params
     ints = {k: v for k, v in p.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0}
@@ -409,7 +355,7 @@ def _run_facts(st: _State) -> dict[str, Any]:
             "warmup_steps": ints.get("warmup_steps")}
 
 
-def _mode(st: _State) -> str | None:
+def _mode(st: State) -> str | None:
     """Declared ``mode``, else train when a training loss is logged, inference for latencies."""
     declared = str(st.params.get("mode", "")).lower()
     for word, mode in (("train", "train"), ("infer", "inference"), ("predict", "inference"), ("eval", "eval")):
@@ -421,7 +367,7 @@ def _mode(st: _State) -> str | None:
     return "inference" if any("latency" in n.lower() for n in st.names) else ("eval" if losses else None)
 
 
-def _build_run(st: _State) -> Run:
+def _build_run(st: State) -> Run:
     ips, mean, metric = _throughput(st)
     tags = {k: str(st.params[k]) for k in _TAG_KEYS if st.params.get(k) is not None}
     details = dict(st.details)
@@ -452,7 +398,7 @@ def _build_run(st: _State) -> Run:
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
     """Parse one DLLogger file (either backend) into one run and its step rows."""
     res = result if result is not None else ParseResult()
-    st = _State()
+    st = State()
     for line_no, line in enumerate(lines, 1):
         rank, text = (None, line) if line.startswith("DLL") else split_rank(line)
         if not text.startswith("DLL"):

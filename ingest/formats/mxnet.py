@@ -28,13 +28,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-from bench.ingest.records import ParseResult, Run
+from bench.ingest.formats.mxnet_run import NAME as NAME  # the registry reads NAME here
+from bench.ingest.formats.mxnet_run import RankState, RunState, build_run
+from bench.ingest.records import ParseResult
 from bench.ingest.text import contains, split_rank, utc_seconds
 
-NAME = "mxnet"
 DESCRIPTION = "MXNet Speedometer / fit.py / GluonCV logs: samples/sec per interval, Time cost per epoch"
 
 _SPEEDO = re.compile(
@@ -60,10 +60,8 @@ _SNIFF = re.compile(
     r"|\[Epoch \d+\] speed: \S+ samples/sec|Namespace\(.*\bkv_store=|Start training with \[(?:gpu|cpu)\("
 )
 _SNIFF_LITERALS = ("samples/sec", "kv_store=", "Start training with [")
-_PRECISION = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16", "float64": "fp64"}
 _COLUMNS = {"accuracy": "top1_accuracy", "acc": "top1_accuracy", "top_k_accuracy_5": "top5_accuracy",
             "cross-entropy": "loss", "ce": "loss", "loss": "loss"}
-_LOCAL_KV = ("local", "device", "nccl")  # single-machine kvstores
 
 #: epoch (None: --test-io), batch start, batch end, Speed, metrics, match position, all items numeric
 Speedo = tuple[int | None, int | None, int, float, dict[str, float], int, bool]
@@ -142,59 +140,6 @@ def _where(prefix: str, line: str) -> tuple[int | None, float | None]:
     return rank, None if secs is None else secs + (float("0." + frac) if frac else 0.0)
 
 
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-@dataclass
-class _Rank:
-    """What one rank (worker) printed in one run."""
-
-    last: tuple[int | None, int] | None = None  # (epoch, end batch) of its last interval
-    pending: dict[str, Any] | None = None  # interval row that more per-metric lines may extend
-    epoch_row: dict[str, Any] | None = None
-    batches: float = 0.0  # Σ f over counted intervals
-    time_units: float = 0.0  # Σ f / s (seconds per B images)
-    speed_sum: float = 0.0  # Σ s and their count n (running sums: a 1 GB log keeps no list)
-    n: int = 0
-    time_cost: float | None = None
-
-
-@dataclass
-class _Run:
-    """One run being read; :func:`_summary` turns it into a :class:`Run`."""
-
-    index: int
-    first_line: int
-    last_line: int
-    ns: dict[str, str] = field(default_factory=dict)
-    ns_ranks: set[int | None] = field(default_factory=set)
-    started: set[int | None] = field(default_factory=set)
-    start_gpus: int | None = None
-    ranks: dict[int | None, _Rank] = field(default_factory=dict)
-    intervals: int = 0
-    epoch_ends: int = 0
-    last_event: str = ""  # "interval" | "epoch_end"
-    max_epoch: int | None = None
-    gluon: list[float] = field(default_factory=lambda: [0.0, 0.0])  # Σ speed·time, Σ time
-    error: str | None = None
-    oom: bool = False
-    era: str | None = None
-    stamps: list[float] = field(default_factory=list)  # [first, last]
-
-    def rank(self, r: int | None) -> _Rank:
-        return self.ranks.setdefault(r, _Rank())
-
-    def seen(self, ts: float | None, epoch: int | None = None) -> None:
-        if ts is not None:
-            self.stamps = [min(self.stamps[0], ts), max(self.stamps[1], ts)] if self.stamps else [ts, ts]
-        if epoch is not None:
-            self.max_epoch = epoch if self.max_epoch is None else max(self.max_epoch, epoch)
-
-
 def _columns(row: dict[str, Any], metrics: dict[str, float]) -> None:
     """Copy well-known metric names (with or without ``Train-``) into their step columns."""
     for name, value in metrics.items():
@@ -204,22 +149,22 @@ def _columns(row: dict[str, Any], metrics: dict[str, float]) -> None:
 
 
 class _Parser:
-    """Single pass over the lines; one :class:`_Run` open at a time, finished when the next starts."""
+    """Single pass over the lines; one :class:`RunState` open at a time, finished when the next starts."""
 
     def __init__(self, result: ParseResult):
         self.result = result
-        self.run: _Run | None = None
+        self.run: RunState | None = None
         self.count = 0
 
-    def new_run(self, line_no: int) -> _Run:
+    def new_run(self, line_no: int) -> RunState:
         if self.run is not None:
             self.run.last_line = line_no - 1
             self.close(followed=True)
-        self.run = _Run(self.count, line_no, line_no)
+        self.run = RunState(self.count, line_no, line_no)
         self.count += 1
         return self.run
 
-    def current(self, line_no: int) -> _Run:
+    def current(self, line_no: int) -> RunState:
         return self.run if self.run is not None else self.new_run(line_no)
 
     def close(self, followed: bool) -> None:
@@ -227,9 +172,9 @@ class _Parser:
         assert run is not None
         for st in run.ranks.values():
             self.flush(run, st)
-        self.result.runs.append(_summary(run, followed))
+        self.result.runs.append(build_run(run, followed))
 
-    def flush(self, run: _Run, st: _Rank, which: tuple[str, ...] = ("pending", "epoch_row")) -> None:
+    def flush(self, run: RunState, st: RankState, which: tuple[str, ...] = ("pending", "epoch_row")) -> None:
         for key in which:
             row = getattr(st, key)
             if row is not None:
@@ -272,7 +217,7 @@ class _Parser:
         self.interval(run, rank, got, line_no, ts)
         return True
 
-    def interval(self, run: _Run, rank: int | None, got: Speedo, line_no: int, ts: float | None) -> None:
+    def interval(self, run: RunState, rank: int | None, got: Speedo, line_no: int, ts: float | None) -> None:
         """Count one Speedometer interval, or merge a <= 0.9 per-metric line into the last one."""
         epoch, start, end, speed, metrics = got[:5]
         st = run.rank(rank)
@@ -337,7 +282,7 @@ class _Parser:
             run.gluon = [run.gluon[0] + speed * cost, run.gluon[1] + cost]
         return True
 
-    def epoch_value(self, line_no: int, line: str, m: re.Match[str], values: dict[str, float]) -> _Run:
+    def epoch_value(self, line_no: int, line: str, m: re.Match[str], values: dict[str, float]) -> RunState:
         """Add epoch-end values to the rank's epoch row (a new row when the epoch changes)."""
         rank, ts = _where(line[: m.start()], line)
         epoch = int(m.group(1))
@@ -393,79 +338,6 @@ class _Parser:
             self.result.problem("missing_field", "no MXNet Speedometer, epoch or Namespace line found")
             self.new_run(1)
         self.close(followed=False)
-
-
-def _hardware(run: _Run) -> tuple[int, int | None, int | None, int | None]:
-    """(workers, GPUs in all, batch per device, global batch). fit.py's batch is per worker and split
-    over its GPUs (CPU: one device); GluonCV's is per device (``num_gpus`` and no ``gpus``)."""
-    workers = len((run.ranks.keys() | run.ns_ranks | run.started) - {None}) or 1
-    gpus = run.start_gpus
-    if gpus is None and "gpus" in run.ns:
-        gpus = len([g for g in run.ns["gpus"].split(",") if g.strip() and g.strip() != "None"])
-    if gpus is None:
-        gpus = _int(run.ns.get("num_gpus"))
-    batch = _int(run.ns.get("batch_size"))
-    total = None if gpus is None else gpus * workers
-    if batch is None:
-        return workers, total, None, None
-    if "gpus" not in run.ns and "num_gpus" in run.ns:
-        return workers, total, batch, batch * max(1, gpus or 0) * workers
-    if not gpus:
-        return workers, total, batch, batch * workers
-    return workers, total, (batch // gpus if batch % gpus == 0 else None), batch * workers
-
-
-def _rates(run: _Run) -> tuple[float | None, float | None, tuple[float | None, ...] | None]:
-    """(images_per_sec, images_per_sec_mean, per-rank images/sec) over the counted intervals."""
-    per = {r: st.batches / st.time_units for r, st in run.ranks.items() if st.n}
-    if not per:
-        return (run.gluon[0] / run.gluon[1] if run.gluon[1] > 0 else None), None, None
-    mean = sum(st.speed_sum / st.n for st in run.ranks.values() if st.n)
-    known = [r for r in per if r is not None]
-    ranks = tuple(per.get(i) for i in range(max(known) + 1)) if known and len(known) == len(per) else None
-    return sum(per.values()), mean, ranks
-
-
-def _status(run: _Run, followed: bool) -> str:
-    if run.error is not None:
-        if run.oom:
-            return "oom"
-        return "interrupted" if "KeyboardInterrupt" in run.error else "failed"
-    if not run.intervals and not run.gluon[1]:
-        return "no_result"
-    if run.last_event == "interval" and (run.epoch_ends or followed):
-        return "truncated"  # ended mid-epoch although epochs end with lines, or a new run followed
-    num_epochs = _int(run.ns.get("num_epochs"))
-    if num_epochs is not None and run.max_epoch is not None and run.max_epoch < num_epochs - 1:
-        return "truncated"
-    return "ok"
-
-
-def _summary(run: _Run, followed: bool) -> Run:
-    workers, gpus, per_device, global_batch = _hardware(run)
-    ips, mean, ranks = _rates(run)
-    costs = [st.time_cost for st in run.ranks.values() if st.time_cost is not None]
-    ns = run.ns
-    kv, bench = ns.get("kv_store"), ns.get("benchmark")
-    tags = {k: ns[k] for k in ("kv_store", "optimizer") if ns.get(k)}
-    details = {"speedometer": run.era} if run.era else {}  # which Speedometer line form was read
-    failed = run.error is not None
-    return Run(
-        run_index=run.index, format=NAME, framework="mxnet",
-        model=ns.get("network") or ns.get("model") or None,
-        dataset=ns.get("data_type") or ns.get("dataset") or None,
-        data=None if bench is None else "real" if bench in ("0", "False") else "synthetic",
-        mode="train",
-        precision=_PRECISION.get(ns.get("dtype", "")) or ("amp" if ns.get("amp") == "True" else None),
-        batch_size_per_device=per_device, global_batch_size=global_batch, num_gpus=gpus,
-        num_nodes=1 if kv in _LOCAL_KV else None,
-        num_ranks=workers if (workers > 1 or run.ranks.keys() - {None} or kv in _LOCAL_KV) else None,
-        started_at=run.stamps[0] if run.stamps else None, ended_at=run.stamps[1] if run.stamps else None,
-        wall_time_s=max(costs) if costs else None,
-        images_per_sec=ips, images_per_sec_mean=mean, images_per_sec_ranks=ranks,
-        status=_status(run, followed), status_detail=run.error if failed else None,
-        first_line=run.first_line, last_line=run.last_line, tags=tags, details=details,
-    )
 
 
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
