@@ -1,6 +1,6 @@
 """Only the C extension lives here; everything else is in pyproject.toml.
 
-``bench.ingest._native`` is the tf_cnn step-line scanner (ingest/_native.c). It is optional: without a C
+``bench.ingest._native`` holds the ingest's C hot paths (ingest/_native.c). It is optional: without a C
 compiler the install still succeeds and the pure-Python parser is used (``bench ingest`` says which).
 """
 

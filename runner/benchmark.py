@@ -170,7 +170,7 @@ def keras_fit_main() -> None:
     ``Timed window`` and ``total images/sec`` for the STEPS batches after the warm-up."""
     import tensorflow as tf
 
-    from bench.runner.models import SPECS, build_model, input_shape
+    from bench.runner.train.models import SPECS, build_model, input_shape
 
     spec = SPECS[MODEL]
     model = build_model(MODEL, "NHWC")

@@ -1,7 +1,7 @@
 """What to run (``RunSpec``) and the pure functions that turn it into a command line or an sbatch script.
 
 Nothing here touches the machine: the same spec and parameters always give the same argv (golden tests
-in ``tests/runner/golden``). The trainer is ``python -m bench.runner.trainer`` unless a caller passes
+in ``tests/runner/golden``). The trainer is ``python -m bench.runner.train.trainer`` unless a caller passes
 another argv prefix (tests substitute tiny programs).
 
 Launchers:
@@ -23,13 +23,13 @@ from dataclasses import dataclass, field, fields
 from bench.ingest.errors import BenchError
 
 LAUNCHERS = ("local", "horovodrun", "mpirun", "slurm")
-#: variable-update modes whose processes are configured by TF_CONFIG (bench.runner.cluster)
+#: variable-update modes whose processes are configured by TF_CONFIG (bench.runner.train.cluster)
 CLUSTER_MODES = ("multi_worker", "distributed_ps")
 #: environment variables recorded in run.json and exported to MPI ranks
 ENV_PREFIXES = ("CUDA_", "NCCL_", "HOROVOD_", "TF_", "OMP_", "SLURM_")
 #: always exported to MPI ranks (Horovod's documented mpirun line), besides the ENV_PREFIXES variables
 MPI_BASE_ENV = ("LD_LIBRARY_PATH", "PATH", "PYTHONUNBUFFERED")
-DEFAULT_TRAINER: tuple[str, ...] = (sys.executable, "-m", "bench.runner.trainer")
+DEFAULT_TRAINER: tuple[str, ...] = (sys.executable, "-m", "bench.runner.train.trainer")
 _HOST = re.compile(r"^([A-Za-z0-9._-]+)(?::(\d+))?$")
 
 #: RunSpec field -> trainer option; a None value is left out (the trainer's default applies)
@@ -208,11 +208,11 @@ def cluster_workers(spec: RunSpec) -> int:
 
 
 def _cluster_command(spec: RunSpec, launcher: str, inner: list[str], workers: int) -> list[str]:
-    """multi_worker / distributed_ps: locally, ``bench.runner.workers`` starts every task with its
+    """multi_worker / distributed_ps: locally, ``bench.runner.train.workers`` starts every task with its
     TF_CONFIG (with the trainer's interpreter); under Slurm, one srun task per process, each building its
     TF_CONFIG from the SLURM_* variables. Other launchers are refused (BenchError)."""
     if launcher == "local":
-        return [inner[0], "-m", "bench.runner.workers", "--mode", str(spec.variable_update), "--np", str(workers),
+        return [inner[0], "-m", "bench.runner.train.workers", "--mode", str(spec.variable_update), "--np", str(workers),
                 "--", *inner]
     if launcher == "slurm":
         return [*_srun_prefix(spec, cluster_tasks(spec)), *inner]

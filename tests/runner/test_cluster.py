@@ -15,11 +15,11 @@ import pytest
 from logtools import bench_run_result
 
 from bench.ingest.errors import BenchError
-from bench.runner import cluster, trainer, workers
 from bench.runner.spec import RunSpec, build_command, build_sbatch_script
+from bench.runner.train import cluster, trainer, workers
 
 GOLDEN = Path(__file__).parent / "golden"
-TRAINER = ("python", "-m", "bench.runner.trainer")
+TRAINER = ("python", "-m", "bench.runner.train.trainer")
 BIN = Path(sys.executable).parent
 TINY = ["--model", "trivial", "--device", "cpu", "--batch-size", "4", "--num-batches", "10",
         "--display-every", "5", "--num-warmup-batches", "2", "--data-format", "NHWC"]

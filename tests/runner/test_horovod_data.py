@@ -22,9 +22,9 @@ BIN = Path(sys.executable).parent
 SHARD = """
 import json, sys, horovod.tensorflow as hvd, tensorflow as tf
 from types import SimpleNamespace
-from bench.runner import hvd as mode
-from bench.runner.data import train_files
-from bench.runner.models import SPECS
+from bench.runner.train import hvd as mode
+from bench.runner.train.data import train_files
+from bench.runner.train.models import SPECS
 hvd.init()
 files = train_files(sys.argv[1])
 feature = {"image/class/label": tf.io.FixedLenFeature([], tf.int64)}
@@ -44,7 +44,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[subprocess
     if not horovodrun.exists() or not bench.exists():
         pytest.skip(f"no horovodrun or bench command next to {sys.executable}")
     tmp = tmp_path_factory.mktemp("hvd-data")
-    made = subprocess.run([sys.executable, "-m", "bench.runner.data", "--make-tfrecords", str(tmp / "records"),
+    made = subprocess.run([sys.executable, "-m", "bench.runner.train.data", "--make-tfrecords", str(tmp / "records"),
                            "--images", "64", "--size", "32", "--shards", "2"], capture_output=True, timeout=60)
     assert made.returncode == 0, made.stderr[-2000:]
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "TF_CPP_MIN_LOG_LEVEL": "2"}

@@ -17,7 +17,7 @@ import pytest
 from logtools import bench_run_result, run_concurrently
 
 from bench.ingest.parse import parse_bytes
-from bench.runner import hvd, trainer
+from bench.runner.train import hvd, trainer
 
 BIN = Path(sys.executable).parent
 TINY = ["--model", "trivial", "--device", "cpu", "--variable-update", "horovod", "--batch-size", "4",
@@ -66,8 +66,8 @@ def _env() -> dict[str, str]:
 
 SYNC = """
 import hashlib, horovod.tensorflow as hvd, numpy as np, tensorflow as tf
-from bench.runner import hvd as mode, loop
-from bench.runner.models import SPECS, build_model
+from bench.runner.train import hvd as mode, loop
+from bench.runner.train.models import SPECS, build_model
 hvd.init()
 tf.random.set_seed(hvd.rank())  # different initial weights on each rank, unless broadcast
 model = build_model("trivial", "NHWC")
@@ -91,7 +91,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[subprocess
     tmp = tmp_path_factory.mktemp("horovod")
     hvd2 = [str(horovodrun), "-np", "2", "-H", "localhost:2", "--gloo", sys.executable]
     argvs = {
-        "trainer": [*hvd2, "-m", "bench.runner.trainer", *TINY],
+        "trainer": [*hvd2, "-m", "bench.runner.train.trainer", *TINY],
         "bench": [str(bench), "run", "--launcher", "horovodrun", "--np", "2", "--gloo", *TINY,
                   "--telemetry-interval", "0", "--out", str(tmp / "logs"), "--store", str(tmp / "store")],
         "sync": [*hvd2, "-c", SYNC],

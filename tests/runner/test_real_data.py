@@ -1,6 +1,6 @@
 """Real-data input (``--data-dir``): the decode-thread rule, option checks, and a real tiny training.
 
-The training test generates a small random TFRecord set with ``python -m bench.runner.data --make-tfrecords``
+The training test generates a small random TFRecord set with ``python -m bench.runner.train.data --make-tfrecords``
 into ``tmp_path``, trains on it in a subprocess and parses stdout with the ingest parser; it skips where
 TensorFlow is not installed.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.ingest.parse import parse_bytes
-from bench.runner import data, trainer
+from bench.runner.train import data, trainer
 
 CPUINFO_2X2 = "\n\n".join(
     f"processor\t: {i}\nphysical id\t: {phys}\ncore id\t\t: {core}\nmodel name\t: X"
@@ -75,11 +75,11 @@ def test_a_directory_without_train_files_is_refused(tmp_path: Path) -> None:
 def test_training_on_generated_tfrecords_parses_as_real_data(tmp_path: Path) -> None:
     pytest.importorskip("tensorflow")
     records = tmp_path / "records"
-    made = subprocess.run([sys.executable, "-m", "bench.runner.data", "--make-tfrecords", str(records),
+    made = subprocess.run([sys.executable, "-m", "bench.runner.train.data", "--make-tfrecords", str(records),
                            "--images", "64", "--size", "64"], capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr[-2000:]
     assert sorted(p.name for p in records.iterdir()) == ["train-00000-of-00002", "train-00001-of-00002"]
-    proc = subprocess.run([sys.executable, "-m", "bench.runner.trainer", "--model", "trivial", "--device", "cpu",
+    proc = subprocess.run([sys.executable, "-m", "bench.runner.train.trainer", "--model", "trivial", "--device", "cpu",
                            "--num-gpus", "2", "--variable-update", "parameter_server", "--batch-size", "4",
                            "--num-epochs", "1.5", "--display-every", "4", "--data-format", "NHWC",
                            "--data-dir", str(records), "--decode-threads", "2"],

@@ -23,7 +23,7 @@ from bench.runner.spec import (
 )
 
 GOLDEN = Path(__file__).parent / "golden"
-TRAINER = ("python", "-m", "bench.runner.trainer")
+TRAINER = ("python", "-m", "bench.runner.train.trainer")
 BASE = {"model": "resnet50", "batch_size": 64, "num_batches": 100, "variable_update": "horovod",
         "data_format": "NCHW", "precision": "fp16"}
 

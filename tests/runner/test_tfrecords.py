@@ -1,4 +1,4 @@
-"""bench.runner.tfrecords (epoch size of --data-dir, shards per rank) and how the trainer and ``bench run``
+"""bench.runner.train.tfrecords (epoch size of --data-dir, shards per rank) and how the trainer and ``bench run``
 use it: step counts, the ``Num examples`` header line and run.json's ``epoch_images``. No TensorFlow needed.
 """
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.runner import launch, tfrecords, timing, trainer
+from bench.runner import launch
+from bench.runner.train import tfrecords, timing, trainer
 
 
 def write_records(path: Path, sizes: list[int]) -> Path:

@@ -1,4 +1,4 @@
-"""bench.runner.timing: upstream's step statistics against hand-computed values, and the exact lines."""
+"""bench.runner.train.timing: upstream's step statistics against hand-computed values, and the exact lines."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 
 from bench.ingest.parse import parse_bytes
-from bench.runner import timing
+from bench.runner.train import timing
 
 
 def test_step_stats_odd_count_by_hand() -> None:

@@ -1,6 +1,6 @@
-"""bench.runner.trainer: option checks in process (no TensorFlow needed) and real tiny trainings on CPU.
+"""bench.runner.train.trainer: option checks in process (no TensorFlow needed) and real tiny trainings on CPU.
 
-The training tests run ``python -m bench.runner.trainer`` in a subprocess on 2 logical CPU devices and
+The training tests run ``python -m bench.runner.train.trainer`` in a subprocess on 2 logical CPU devices and
 parse its stdout with the tf_cnn parser; they skip where TensorFlow is not installed.
 """
 
@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from bench.ingest.parse import parse_bytes
-from bench.runner import trainer
+from bench.runner.train import trainer
 
 TINY = ["--model", "trivial", "--device", "cpu", "--num-gpus", "2", "--batch-size", "4",
         "--num-batches", "10", "--display-every", "5", "--num-warmup-batches", "2"]
@@ -62,7 +62,7 @@ def test_data_format_defaults_to_the_device() -> None:
 
 def test_nchw_on_cpu_is_refused_by_the_command() -> None:
     """The real command line: exit 2 and the reason on stderr, before TensorFlow is imported."""
-    proc = subprocess.run([sys.executable, "-m", "bench.runner.trainer", *TINY, "--data-format", "NCHW"],
+    proc = subprocess.run([sys.executable, "-m", "bench.runner.train.trainer", *TINY, "--data-format", "NCHW"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "NCHW needs a GPU" in proc.stderr
@@ -82,10 +82,10 @@ RESNET20_PS = ["--model", "resnet20", "--device", "cpu", "--num-gpus", "2", "--b
 def trainings() -> dict[str, subprocess.CompletedProcess[bytes]]:
     """One tiny training per variable-update mode, started together (start-up is mostly import time)."""
     pytest.importorskip("tensorflow")
-    procs = {u: subprocess.Popen([sys.executable, "-m", "bench.runner.trainer", *TINY, "--variable-update", u,
+    procs = {u: subprocess.Popen([sys.executable, "-m", "bench.runner.train.trainer", *TINY, "--variable-update", u,
                                   "--data-format", "NHWC"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for u in UPDATES}
-    procs["resnet20_ps"] = subprocess.Popen([sys.executable, "-m", "bench.runner.trainer", *RESNET20_PS],
+    procs["resnet20_ps"] = subprocess.Popen([sys.executable, "-m", "bench.runner.train.trainer", *RESNET20_PS],
                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     done = {}
     for u, p in procs.items():
@@ -96,9 +96,9 @@ def trainings() -> dict[str, subprocess.CompletedProcess[bytes]]:
 
 PLACEMENT = """
 import tensorflow as tf
-from bench.runner import loop
-from bench.runner.data import synthetic_batches
-from bench.runner.models import SPECS
+from bench.runner.train import loop
+from bench.runner.train.data import synthetic_batches
+from bench.runner.train.models import SPECS
 devices = loop.setup_devices(tf, "cpu", 2)
 for update in ("replicated", "parameter_server"):
     strategy = loop.make_strategy(tf, update, None, devices)
@@ -165,7 +165,7 @@ def test_resnet20_is_the_network_tf_cnn_benchmarks_trains(data_format: str) -> N
     stage 3: 3*3*32*64 + 5*3*3*64*64 = 202,752; 19 batch norms with gamma and beta: 2*(16*7 + 32*6 + 64*6)
     = 1,376; dense 64*10 + 10 = 650. Total 269,722."""
     tf = pytest.importorskip("tensorflow")
-    from bench.runner.models import build_model
+    from bench.runner.train.models import build_model
 
     model = build_model("resnet20", data_format)
     convs = [layer for layer in model.layers if isinstance(layer, tf.keras.layers.Conv2D)]

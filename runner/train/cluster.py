@@ -4,7 +4,7 @@
 - ``distributed_ps`` (ParameterServerStrategy + ClusterCoordinator): one chief (the coordinator, which
   prints the log), P parameter servers and N workers; the ps and worker tasks only serve (``Server.join``).
 
-Task order, for a local launch (``bench.runner.workers``) and for Slurm (task = ``SLURM_PROCID``) alike:
+Task order, for a local launch (``bench.runner.train.workers``) and for Slurm (task = ``SLURM_PROCID``) alike:
 ``multi_worker``: worker 0..N-1; ``distributed_ps``: chief, ps 0..P-1, worker 0..N-1.
 """
 

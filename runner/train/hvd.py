@@ -1,6 +1,6 @@
 """The trainer's ``--variable-update horovod`` mode: one process per device, as tf_cnn_benchmarks runs it.
 
-Launched once per rank (``horovodrun -np N ... python -m bench.runner.trainer --variable-update horovod``):
+Launched once per rank (``horovodrun -np N ... python -m bench.runner.train.trainer --variable-update horovod``):
 
 - ``hvd.init()``; each rank trains on one device: ``/cpu:0`` with ``--device cpu``, else the GPU
   ``hvd.local_rank()`` (made the only visible GPU, so it is ``/gpu:0`` inside the process).
@@ -14,7 +14,7 @@ Launched once per rank (``horovodrun -np N ... python -m bench.runner.trainer --
   N x timed steps x B / its own timed window. Each rank's loss is its local loss.
 - Synthetic data differs per rank (seeded by the rank), as upstream's per-device random tensors.
 - Real data (``--data-dir``): each rank reads its own share of the ``train-*`` files, files r, r + N, ...
-  (with fewer files than ranks: every N-th record; ``bench.runner.tfrecords.shard_files``), through the
+  (with fewer files than ranks: every N-th record; ``bench.runner.train.tfrecords.shard_files``), through the
   same tf.data pipeline as the other modes, with ``--decode-threads auto`` counted for one device.
 """
 
@@ -24,8 +24,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from bench.runner import loop, timing
-from bench.runner.models import SPECS, input_shape
+from bench.runner.train import loop, timing
+from bench.runner.train.models import SPECS, input_shape
 
 
 def usage_problem(args: argparse.Namespace) -> str | None:
@@ -44,7 +44,7 @@ def train(args: argparse.Namespace, num_batches: Callable[[int], int]) -> int:
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
-    from bench.runner.models import build_model
+    from bench.runner.train.models import build_model
 
     hvd.init()
     device = setup_device(tf, args.device, hvd.local_rank())
@@ -79,8 +79,8 @@ def rank_input(tf: Any, spec: Any, args: argparse.Namespace, rank: int, size: in
     if args.data_dir is None:
         batch = synthetic_batch(tf, spec, args.batch_size, args.data_format, rank)
         return lambda: batch
-    from bench.runner import data
-    from bench.runner.tfrecords import shard_files
+    from bench.runner.train import data
+    from bench.runner.train.tfrecords import shard_files
 
     files, by_record = shard_files(data.train_files(args.data_dir), rank, size)
     threads = data.decode_threads(args.decode_threads or "auto", 1)
@@ -100,7 +100,7 @@ def setup_device(tf: Any, device: str, local_rank: int) -> str:
 
     Must run before TensorFlow initialises its devices. Raises loop.DeviceError when the GPU of
     this local rank does not exist."""
-    from bench.runner.loop import DeviceError
+    from bench.runner.train.loop import DeviceError
 
     gpus = tf.config.list_physical_devices("GPU")
     if device == "cpu":
@@ -114,7 +114,7 @@ def setup_device(tf: Any, device: str, local_rank: int) -> str:
 
 
 def synthetic_batch(tf: Any, spec: Any, batch: int, data_format: str, rank: int) -> tuple[Any, Any]:
-    """One rank's synthetic (images, labels), made once and reused every step (see bench.runner.data)."""
+    """One rank's synthetic (images, labels), made once and reused every step (see bench.runner.train.data)."""
     shape = [batch, *input_shape(spec, data_format)]
     images = tf.random.stateless_truncated_normal(shape, seed=[rank, 1])
     labels = tf.random.stateless_uniform([batch], seed=[rank, 2], minval=0, maxval=spec.num_classes,

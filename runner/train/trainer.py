@@ -1,6 +1,6 @@
-"""``python -m bench.runner.trainer``: a tf_cnn_benchmarks-style CNN training benchmark on TensorFlow 2.
+"""``python -m bench.runner.train.trainer``: a tf_cnn_benchmarks-style CNN training benchmark on TensorFlow 2.
 
-Prints tf_cnn_benchmarks' header, step lines and total (log-formats.md §1-§3; see ``bench.runner.timing``)
+Prints tf_cnn_benchmarks' header, step lines and total (log-formats.md §1-§3; see ``bench.runner.train.timing``)
 on stdout, one flushed line at a time, plus ``Timed window: <s> s for <n> images`` before the total.
 
 - Step: a ``tf.function`` that runs ``strategy.run`` over the replicas; the per-replica forward and
@@ -13,12 +13,12 @@ on stdout, one flushed line at a time, plus ``Timed window: <s> s for <n> images
 - ``--variable-update parameter_server``: ``CentralStorageStrategy`` with the variables on ``/cpu:0`` and
   the gradients reduced there, the TF2 equivalent of upstream's single-node ps mode.
 - ``--variable-update horovod``: one process per device under ``horovodrun``, gradients averaged by
-  ``hvd.DistributedGradientTape``; every rank prints its own log (see ``bench.runner.hvd``).
+  ``hvd.DistributedGradientTape``; every rank prints its own log (see ``bench.runner.train.hvd``).
 - ``--variable-update multi_worker|distributed_ps``: one process per task, configured by TF_CONFIG or
-  Slurm (see ``bench.runner.multiworker``; ``bench run`` starts them with ``bench.runner.workers``).
+  Slurm (see ``bench.runner.train.multiworker``; ``bench run`` starts them with ``bench.runner.train.workers``).
 - ``--device cpu --num-gpus N`` splits the CPU into N logical devices, so both modes run N replicas.
 - Data: synthetic by default; ``--data-dir`` reads ImageNet TFRecords with ``--decode-threads N|auto``
-  (auto = physical cores - 4 x GPUs, at least 1; see ``bench.runner.data``) and prints ``Dataset: imagenet``.
+  (auto = physical cores - 4 x GPUs, at least 1; see ``bench.runner.train.data``) and prints ``Dataset: imagenet``.
 
 Exit codes: 0 ok; 2 usage errors (argparse, NCHW on CPU, NCCL on CPU, XLA with parameter_server,
 horovod with --num-gpus > 1, --decode-threads / --num-examples without --data-dir, cluster-mode limits);
@@ -33,10 +33,10 @@ import math
 import sys
 from collections.abc import Sequence
 
-from bench.runner import cluster, hvd, multiworker, timing
-from bench.runner.cluster import ClusterError
-from bench.runner.data import DataError
-from bench.runner.loop import (
+from bench.runner.train import cluster, hvd, multiworker, timing
+from bench.runner.train.cluster import ClusterError
+from bench.runner.train.data import DataError
+from bench.runner.train.loop import (
     DeviceError,
     header_epoch_images,
     make_input,
@@ -47,8 +47,8 @@ from bench.runner.loop import (
     say,
     setup_devices,
 )
-from bench.runner.models import MODEL_NAMES, SPECS
-from bench.runner.tfrecords import EpochImages, RecordError, epoch_images
+from bench.runner.train.models import MODEL_NAMES, SPECS
+from bench.runner.train.tfrecords import EpochImages, RecordError, epoch_images
 
 CLUSTER_MODES = ("distributed_ps", "multi_worker")
 DEFAULT_NUM_BATCHES = 100  # upstream's _DEFAULT_NUM_BATCHES
@@ -56,7 +56,7 @@ DEFAULT_NUM_BATCHES = 100  # upstream's _DEFAULT_NUM_BATCHES
 
 def build_parser() -> argparse.ArgumentParser:
     """The trainer's options (tf_cnn_benchmarks' names with dashes)."""
-    p = argparse.ArgumentParser(prog="python -m bench.runner.trainer", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.runner.train.trainer", description=__doc__.splitlines()[0])
     p.add_argument("--model", choices=MODEL_NAMES, default="trivial")
     p.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
     p.add_argument("--num-gpus", type=_positive, default=1, help="devices (logical CPU devices with --device cpu)")
@@ -127,12 +127,12 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     if args.num_examples is not None and args.data_dir is None:
         return "--num-examples applies only to real data: give --data-dir too"
     if args.variable_update == "horovod":
-        from bench.runner import hvd
+        from bench.runner.train import hvd
 
         if (problem := hvd.usage_problem(args)) is not None:
             return problem
     if args.variable_update in CLUSTER_MODES:
-        from bench.runner import multiworker
+        from bench.runner.train import multiworker
 
         return multiworker.usage_problem(args)
     return None
@@ -180,11 +180,11 @@ def num_batches(batches: int | None, epochs: float | None, model: str, global_ba
 
 
 def real_epoch_images(args: argparse.Namespace) -> EpochImages | None:
-    """With ``--data-dir``: the images per epoch (``bench.runner.tfrecords.epoch_images``), learned only
+    """With ``--data-dir``: the images per epoch (``bench.runner.train.tfrecords.epoch_images``), learned only
     when ``--num-epochs`` or ``--num-examples`` needs it; None otherwise. Raises DataError, RecordError."""
     if args.data_dir is None or (args.num_epochs is None and args.num_examples is None):
         return None
-    from bench.runner.data import train_files
+    from bench.runner.train.data import train_files
 
     return epoch_images(train_files(args.data_dir), args.num_examples)
 
@@ -198,7 +198,7 @@ def train(args: argparse.Namespace) -> int:
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
     strategy = make_strategy(tf, args.variable_update, args.all_reduce, devices)
     spec = SPECS[args.model]
-    from bench.runner.models import build_model
+    from bench.runner.train.models import build_model
 
     with strategy.scope():
         model = build_model(args.model, args.data_format)

@@ -1,4 +1,4 @@
-"""The trainer's cluster modes, one process per task, configured by TF_CONFIG (``bench.runner.cluster``).
+"""The trainer's cluster modes, one process per task, configured by TF_CONFIG (``bench.runner.train.cluster``).
 
 - ``multi_worker``: ``MultiWorkerMirroredStrategy`` (collective all-reduce; NCCL on GPUs, ring on CPU)
   over every worker's devices (``--num-gpus`` GPUs per worker; one CPU device per worker with
@@ -22,8 +22,8 @@ import json
 import os
 from typing import Any
 
-from bench.runner import cluster, loop, timing
-from bench.runner.models import SPECS, build_model
+from bench.runner.train import cluster, loop, timing
+from bench.runner.train.models import SPECS, build_model
 
 
 def usage_problem(args: argparse.Namespace) -> str | None:
@@ -100,7 +100,7 @@ def _multi_worker(tf: Any, args: argparse.Namespace) -> tuple[Any, int, Any]:
 
 def _parameter_server(tf: Any, args: argparse.Namespace, workers: int) -> tuple[Any, int, Any]:
     """(strategy, devices per worker, step callable) of distributed_ps, in the chief (coordinator)."""
-    from bench.runner import hvd
+    from bench.runner.train import hvd
 
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     strategy = tf.distribute.ParameterServerStrategy(resolver)

@@ -1,6 +1,6 @@
-"""``python -m bench.runner.workers --mode M --np N [--num-ps P] -- TRAINER ARGV...``: a one-host cluster.
+"""``python -m bench.runner.train.workers --mode M --np N [--num-ps P] -- TRAINER ARGV...``: a one-host cluster.
 
-Starts one process per task of ``bench.runner.cluster.roles`` (``multi_worker``: N workers;
+Starts one process per task of ``bench.runner.train.cluster.roles`` (``multi_worker``: N workers;
 ``distributed_ps``: chief, P ps, N workers), each with its own TF_CONFIG on free localhost ports and
 ``--device`` as given. The children inherit our stdout/stderr (``bench run``'s output.log; the chief
 alone prints the tf_cnn lines) and our process group (``--timeout`` and Ctrl-C reach them).
@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from bench.runner import cluster
+from bench.runner.train import cluster
 
 POLL_S = 0.2
 GRACE_S = 5.0
@@ -81,7 +81,7 @@ def _stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.runner.workers", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.runner.train.workers", description=__doc__.splitlines()[0])
     p.add_argument("--mode", choices=cluster.MODES, required=True)
     p.add_argument("--np", type=int, required=True, help="worker processes")
     p.add_argument("--num-ps", type=int, default=1, help="parameter servers (distributed_ps)")

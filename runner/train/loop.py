@@ -1,5 +1,5 @@
 """What every training mode shares: devices, strategy, optimizer, input, the compiled step and the timed
-loop that prints tf_cnn_benchmarks' lines (``bench.runner.trainer`` for one process, ``hvd`` for Horovod
+loop that prints tf_cnn_benchmarks' lines (``bench.runner.train.trainer`` for one process, ``hvd`` for Horovod
 ranks, ``multiworker`` for cluster tasks all train through it). Runs inside the TensorFlow child process.
 """
 
@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.runner import timing
-from bench.runner.models import SPECS
+from bench.runner.train import timing
+from bench.runner.train.models import SPECS
 
 
 class DeviceError(Exception):
@@ -27,7 +27,7 @@ def header_epoch_images(args: argparse.Namespace) -> tuple[int, str] | None:
 def make_input(strategy: Any, args: argparse.Namespace) -> Callable[[], tuple[Any, Any]]:
     """The per-step (images, labels) source: the same synthetic tensors every step, or the next batch of
     ``--data-dir``'s TFRecords (Dataset ``imagenet`` whatever the model, resized to its input size)."""
-    from bench.runner import data
+    from bench.runner.train import data
 
     spec = SPECS[args.model]
     if args.data_dir is None:

@@ -14,7 +14,7 @@
 - ``--decode-threads N|auto`` sets the interleave and map parallelism; ``auto`` is the Dell study's rule,
   physical cores - 4 x GPUs, at least 1 (see ``decode_threads``).
 
-``python -m bench.runner.data --make-tfrecords DIR --images 64 --size 64`` writes a small set of random
+``python -m bench.runner.train.data --make-tfrecords DIR --images 64 --size 64`` writes a small set of random
 JPEG images in that layout, for tests only (labels 0..999).
 """
 
@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.runner.models import ModelSpec, input_shape
+from bench.runner.train.models import ModelSpec, input_shape
 
 #: Records held for shuffling (upstream's ``--shuffle_buffer_size`` default is 10000; raw JPEG records
 #: are ~110 KB each, so this keeps the buffer near 200 MB).
@@ -101,7 +101,7 @@ def train_files(data_dir: str) -> list[str]:
     files = sorted(str(p) for p in Path(data_dir).glob("train-*") if p.is_file())
     if not files:
         raise DataError(f"no train-* TFRecord files in {data_dir}; point --data-dir at an ImageNet TFRecord "
-                        "directory (or make a test set with python -m bench.runner.data --make-tfrecords DIR)")
+                        "directory (or make a test set with python -m bench.runner.train.data --make-tfrecords DIR)")
     return files
 
 
@@ -199,8 +199,8 @@ def _example(tf: Any, jpeg: bytes, label: int, size: int) -> bytes:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.runner.data --make-tfrecords DIR [--images N] [--size S] [--shards K]``."""
-    p = argparse.ArgumentParser(prog="python -m bench.runner.data", description="Write a small random TFRecord set.")
+    """``python -m bench.runner.train.data --make-tfrecords DIR [--images N] [--size S] [--shards K]``."""
+    p = argparse.ArgumentParser(prog="python -m bench.runner.train.data", description="Write a small random TFRecord set.")
     p.add_argument("--make-tfrecords", metavar="DIR", required=True)
     p.add_argument("--images", type=int, default=64)
     p.add_argument("--size", type=int, default=64)
