@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.analytics import render
 from bench.analytics.compare import CompareResult, Summary, Unmatched
 
 #: Rows without a partner listed in the text output (``--json`` lists every one).
@@ -14,7 +15,6 @@ MAX_UNMATCHED_SHOWN = 20
 def print_compare(result: CompareResult) -> None:
     """The pairs (the columns that vary among them), the unmatched rows (their configuration as one
     compact text of what varies in the selection), then the summary."""
-    from bench.analytics import render
 
     title = f"{result.metric}: {result.factor} {result.a!r} / {result.b!r}"
     if result.pairs:

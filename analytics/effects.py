@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bench.ingest.errors import BenchError, UsageError
+
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
@@ -111,7 +113,6 @@ def _read(con: duckdb.DuckDBPyConnection, where: str | None) -> tuple[pd.DataFra
         frame = con.sql(sql).to_arrow_table().to_pandas(integer_object_nulls=True)
     except duckdb.Error as e:
         if where:
-            from bench.ingest.errors import UsageError
 
             raise UsageError(f"--where {where!r} failed over the columns of runs: {e}") from e
         raise _error(f"cannot read the runs view: {e}") from e
@@ -205,7 +206,6 @@ def _effect(res: Any, factor: str, level: Any, ref: Any, n_runs: int) -> Effect:
 
 
 def _error(message: str) -> Exception:
-    from bench.ingest.errors import BenchError
 
     return BenchError(message)
 

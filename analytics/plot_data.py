@@ -26,6 +26,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from bench.analytics.compare import compare
+from bench.analytics.run_stats import MIN_INTERVALS, mser5
+from bench.analytics.scaling_laws import fit
 from bench.ingest.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
@@ -112,8 +115,6 @@ def usl_frame(con: duckdb.DuckDBPyConnection, scaling: pd.DataFrame, where: str 
     import numpy as np
     import pandas as pd
 
-    from bench.analytics.scaling_laws import fit
-
     labels = dict(zip(scaling["config_id"], scaling["label"], strict=False))
     rows: list[dict[str, Any]] = []
     for cf in fit(con, where=_where(where) + " AND num_gpus > 0").fits:
@@ -153,8 +154,6 @@ def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None) -> tu
     the run has none. Raises BenchError when no run matching ``where`` has step rows.
     """
     import numpy as np
-
-    from bench.analytics.run_stats import MIN_INTERVALS, mser5
 
     pick = (f"SELECT run_id FROM runs WHERE {_where(where)} AND run_id IN (SELECT DISTINCT run_id FROM steps) "
             "ORDER BY run_id LIMIT 1")
@@ -217,8 +216,6 @@ def ratio_frame(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, whe
     """The pairs of ``compare.compare`` as (frame, title): label (the other factors that vary across the
     pairs), num_gpus, ratio (A / B, dimensionless); the title names factor, A, B, metric and the median."""
     import pandas as pd
-
-    from bench.analytics.compare import compare
 
     res = compare(con, factor, a, b, metric=metric, where=where)
     if not res.pairs:

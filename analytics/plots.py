@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.analytics import plot_data
 from bench.ingest.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
@@ -276,7 +277,6 @@ def make_figure(con: Any, kind: str, where: str | None = None, by: str | None = 
     """The figure of ``kind`` (one of :data:`KINDS`) over the views on ``con``, rows filtered by ``where``.
     ``by``: the factor written first in series labels; for ``ratio`` the compared factor, with values
     ``a`` (numerator) and ``b``. Raises BenchError for an unknown kind or missing ratio options."""
-    from bench.analytics import plot_data
 
     if kind in ("speedup", "efficiency", "throughput"):
         df = plot_data.scaling_frame(con, where, by)

@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.analytics.report_model import Report, Section
+from bench.analytics import report_figures as figs
+from bench.analytics import report_select as sel
+from bench.analytics import report_tables as tab
+from bench.analytics.compare import compare
+from bench.analytics.report_figures import trace_figure
+from bench.analytics.report_html import render_html
+from bench.analytics.report_md import render_md, unique_slugs, write_assets
+from bench.analytics.report_model import Figure, Report, Section, Table, png_bytes, slugify
+from bench.analytics.store import connect
+from bench.ingest.errors import BenchError
 
 if TYPE_CHECKING:
     import duckdb
@@ -39,8 +48,6 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options) -> Report:
     Changes ``con`` (the selection replaces the view ``runs``). Raises BenchError for a bad --where, an
     empty selection, a bad --equivalence or an unknown --trace run.
     """
-    from bench.analytics import report_select as sel
-    from bench.analytics import report_tables as tab
 
     n = sel.select_runs(con, opts.where)
     configs = tab.configs_frame(con)
@@ -62,8 +69,6 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options) -> Report:
 def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, max_families: int) -> list[Section]:
     """One section per configuration family: its three tables, and its three figures for the first
     ``max_families`` families that have a value."""
-    from bench.analytics import report_figures as figs
-    from bench.analytics import report_tables as tab
 
     out = [Section("Configuration families", ["A family is the configurations that agree on model, data, "
                                               "precision, variable update and batch size per GPU; its columns "
@@ -86,8 +91,6 @@ def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict
 
 def _ratio_section(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, margin: float | None) -> Section:
     """The ratio tables of every factor that varies (report_tables.ratio_plan) and their summary."""
-    from bench.analytics import report_tables as tab
-    from bench.analytics.compare import compare
 
     results, tables = [], []
     for factor, a, b, metric in tab.ratio_plan(con):
@@ -105,10 +108,6 @@ def _ratio_section(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, 
 def _per_gpu_sections(configs: object, con: duckdb.DuckDBPyConnection) -> list[Section]:
     """Throughput per GPU across GPU models / systems, one figure and table per (model, precision)."""
     import pandas as pd
-
-    from bench.analytics import report_figures as figs
-    from bench.analytics import report_tables as tab
-    from bench.analytics.report_model import Figure, Table, png_bytes, slugify
 
     points = tab.scaling_points(con, list(configs["config_id"]))  # type: ignore[index]
     frames = figs.per_gpu_frame(configs, points)  # type: ignore[arg-type]
@@ -128,7 +127,6 @@ def _per_gpu_sections(configs: object, con: duckdb.DuckDBPyConnection) -> list[S
 
 
 def _trace_sections(con: duckdb.DuckDBPyConnection, run_id: str | None) -> list[Section]:
-    from bench.analytics.report_figures import trace_figure
 
     fig = trace_figure(con, run_id)
     return [] if fig is None else [Section("Trace", ["Per-interval throughput of one run with its warm-up cut, "
@@ -139,9 +137,6 @@ def _trace_sections(con: duckdb.DuckDBPyConnection, run_id: str | None) -> list[
 def write_report(report: Report, out: Path) -> Path:
     """Write report.html, report.md, figures/*.png and tables/*.csv into ``out``; returns report.html.
     Raises BenchError when ``out`` cannot be written."""
-    from bench.analytics.report_html import render_html
-    from bench.analytics.report_md import render_md, unique_slugs, write_assets
-    from bench.ingest.errors import BenchError
 
     unique_slugs(report)
     try:
@@ -157,6 +152,5 @@ def write_report(report: Report, out: Path) -> Path:
 
 def make_report(store: Path, out: Path, opts: Options) -> Path:
     """Build the report of ``store`` and write it into ``out``; returns the path of report.html."""
-    from bench.analytics.store import connect
 
     return write_report(build_report(connect(store), opts), out)

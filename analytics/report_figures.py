@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from bench.analytics import plot_data, plots
+from bench.analytics.plots import new_figure
 from bench.analytics.report_model import Figure, png_bytes, slugify
+from bench.analytics.report_tables import label_of
 
 if TYPE_CHECKING:
     import duckdb
@@ -28,7 +31,6 @@ def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFra
                    run_ids: tuple[str, ...]) -> list[Figure]:
     """Throughput, speedup and efficiency figures of one family (``points``: report_tables.scaling_points
     of its configurations; series labelled by ``family['series']``). Empty when no point has a value."""
-    from bench.analytics import plot_data, plots
 
     df = points.merge(family[["config_id", "series"]], on="config_id").rename(columns={"series": "label"})
     if df["images_per_sec"].notna().sum() == 0:
@@ -48,7 +50,6 @@ def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFra
 def per_gpu_frame(configs: pd.DataFrame, points: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """(title, frame) per (model, precision) spanning 2+ GPU models or systems: label, num_gpus,
     images_per_gpu (images/s per GPU = images/s / GPU count); points without a value are left out."""
-    from bench.analytics.report_tables import label_of
 
     out = []
     keys = [c for c in ("model", "precision") if c in configs.columns]
@@ -69,7 +70,6 @@ def per_gpu_frame(configs: pd.DataFrame, points: pd.DataFrame) -> list[tuple[str
 def per_gpu_figure(df: pd.DataFrame, title: str) -> Any:
     """Horizontal bars of images/s per GPU: one row per configuration (fastest per GPU on top), one bar per
     GPU count in it. ``df``: one frame of :func:`per_gpu_frame`."""
-    from bench.analytics.plots import new_figure
 
     order = df.groupby("label")["images_per_gpu"].max().sort_values().index.tolist()
     counts = sorted(df["num_gpus"].unique())
@@ -94,7 +94,6 @@ def per_gpu_figure(df: pd.DataFrame, title: str) -> Any:
 def trace_figure(con: duckdb.DuckDBPyConnection, run_id: str | None) -> Figure | None:
     """The ``trace`` figure of ``run_id``, or by default of the first selected run (by run_id) that has
     both steps and telemetry; None when there is no such run. Raises BenchError for an unknown run_id."""
-    from bench.analytics import plot_data, plots
 
     if run_id is None:
         run_id = first_traced_run(con)

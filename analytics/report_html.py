@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import html
 
-from bench.analytics.report_model import Figure, Report, Section, Table
+from bench.analytics.report_model import Figure, Report, Section, Table, slugify
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1200px;
@@ -81,7 +81,6 @@ def _section(sec: Section) -> str:
 
 
 def _sec_id(sec: Section) -> str:
-    from bench.analytics.report_model import slugify
 
     return "sec-" + slugify(sec.title)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.report_model import Table
+from bench.analytics.run_stats import STABLE_CV, compute_run_stats
 from bench.ingest.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
@@ -99,7 +100,6 @@ def flags_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str]) -> Table
     """One row per run and flag: unstable (CV > 2%), superlinear (efficiency > 1), no result (see module
     doc). ``labels``: config_id -> configuration label. Columns: run_id, configuration, GPUs, flag,
     detail (CV %, efficiency %, or status: detail)."""
-    from bench.analytics.run_stats import STABLE_CV, compute_run_stats
 
     con.register("_run_stats", compute_run_stats(con))
     df = con.sql(f"""

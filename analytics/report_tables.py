@@ -18,7 +18,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare import FACTORS
+from bench.analytics.compare_text import summary_text
 from bench.analytics.report_model import Table, slugify
+from bench.analytics.scaling_laws import fit
 
 if TYPE_CHECKING:
     import duckdb
@@ -139,8 +141,6 @@ def ratio_table(res: CompareResult, configs: pd.DataFrame, runs: PointRuns) -> T
     median, geometric mean with its bootstrap 95% CI, equivalence) is the table's note."""
     import pandas as pd
 
-    from bench.analytics.compare_text import summary_text
-
     rows = [{**{k: v for k, v in p.config.items() if k in FACTORS},
              **{f"tag:{k}": v for k, v in p.config["config_tags"].items()}, "GPUs": p.num_gpus, "ratio": p.ratio}
             for p in res.pairs]
@@ -211,8 +211,6 @@ def fits_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str], runs: Poi
     """Amdahl and USL fits (scaling_laws.fit) of every configuration with 3+ GPU counts: estimates with
     their Student-t 95% CIs (— where undefined: 0 residual degrees of freedom), R², USL peak (GPUs)."""
     import pandas as pd
-
-    from bench.analytics.scaling_laws import fit
 
     report = fit(con)
     rows = []

@@ -30,6 +30,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from bench.analytics import render
+from bench.ingest.errors import BenchError, UsageError
+
 if TYPE_CHECKING:
     import duckdb
     import numpy as np
@@ -211,8 +214,6 @@ def fit(con: duckdb.DuckDBPyConnection, where: str | None = None) -> FitReport:
     import duckdb
     import numpy as np
 
-    from bench.ingest.errors import BenchError, UsageError
-
     sql = f"SELECT * FROM scaling WHERE ({where or 'true'}) ORDER BY config_id, num_gpus"
     try:
         tab = con.sql(sql).to_arrow_table()
@@ -304,7 +305,6 @@ def _ols_origin(g: np.ndarray, k: int, y: np.ndarray, xs: list[np.ndarray], npts
 
 def print_fits(report: FitReport) -> None:
     """One table row per configuration: parameters with their 95% CIs, the USL peak, the extrapolation."""
-    from bench.analytics import render
 
     if report.skipped:
         print(f"{len(report.skipped)} configuration(s) with fewer than 3 GPU counts not fitted.")

@@ -10,7 +10,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.analytics.run_stats import compute_run_stats
+from bench.analytics.views import register_views
 from bench.ingest import health
+from bench.ingest.errors import BenchError, UsageError
+from bench.ingest.schema import TABLES
+from bench.ingest.store import check_store, table_files
 
 if TYPE_CHECKING:
     import duckdb
@@ -23,9 +28,6 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
     with a one-line warning on stderr naming it and the fix (``bench.ingest.health``).
     """
     import duckdb
-
-    from bench.ingest.schema import TABLES
-    from bench.ingest.store import check_store, table_files
 
     check_store(root)
     state = health.check(root)
@@ -40,7 +42,6 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
         else:
             con.register(f"_empty_{table}", schema.empty_table())
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
-    from bench.analytics.views import register_views
 
     register_views(con)
     return con
@@ -52,7 +53,6 @@ def register_python_views(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     import re
 
     if re.search(r"\brun_stats\b", sql, re.IGNORECASE):
-        from bench.analytics.run_stats import compute_run_stats
 
         con.register("run_stats", compute_run_stats(con))
 
@@ -61,8 +61,6 @@ def run_sql(root: Path, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
     """Run one SQL statement over the store; returns (column names, rows); a statement that returns no
     rows gives ([], []). Raises UsageError for an empty query, BenchError on SQL errors."""
     import duckdb
-
-    from bench.ingest.errors import BenchError, UsageError
 
     if not sql.strip():
         raise UsageError('the SQL query is empty; e.g. bench sql "SELECT * FROM runs LIMIT 5"')

@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from bench.ingest import runjson
 from bench.ingest.errors import BenchError
+from bench.ingest.pipeline import ingest
 from bench.runner import rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script
 
@@ -360,8 +361,6 @@ def ingest_runs(run_dirs: Sequence[Path], store: Path) -> dict[str, dict[str, An
     Raises BenchError from the ingest (store of another schema version, ...).
     """
     import pyarrow.parquet as pq
-
-    from bench.ingest.pipeline import ingest
 
     summary = ingest([str(d) for d in run_dirs], store, workers=0)
     added = set(summary.run_ids)

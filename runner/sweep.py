@@ -42,7 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.ingest.atomic import write_json
 from bench.ingest.errors import BenchError
+from bench.ingest.store import table_files
+from bench.runner import launch
 from bench.runner.spec import DEFAULT_TRAINER, LAUNCHERS, RunSpec
 
 SCHEMA_VERSION = 1
@@ -265,8 +268,6 @@ def completed_runs(store: Path, sweep: str) -> set[tuple[str, str]]:
     """(cell key, repeat) of the store's ``ok`` runs tagged ``sweep=<sweep>``; empty without a store."""
     import pyarrow.parquet as pq
 
-    from bench.ingest.store import table_files
-
     done = set()
     for part in table_files(Path(store), "runs"):
         for row in pq.read_table(part, columns=["status", "tags"]).to_pylist():
@@ -346,7 +347,6 @@ def run_sweep(plan: Plan, cells: Sequence[Cell], out: Path, store: Path, *, resu
     interrupted one (the cells left get status ``not_run``). The results, one per cell in order, are
     also written to ``out/sweep-<name>-<UTC stamp>.json`` (schema_version 1) after every run.
     Raises BenchError from the ingest (a store of another schema version)."""
-    from bench.runner import launch
 
     reporter = reporter or PlainReporter(warn)
     done = completed_runs(store, plan.name) if resume else set()
@@ -395,7 +395,6 @@ def _run_one(plan: Plan, r: CellResult, out: Path, store: Path, trainer: Sequenc
 
 def write_record(path: Path, plan: Plan, results: Sequence[CellResult]) -> None:
     """The sweep's own record: plan name and one entry per cell (key, repeat, status, run_dir, reason)."""
-    from bench.ingest.atomic import write_json
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, {

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.ingest.formats import mxnet
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import contains, split_rank
 
@@ -310,7 +311,6 @@ def _on_other(line: str, st: _State, res: ParseResult, run_index: int, line_no: 
 
 def _on_speedometer(line: str, st: _State, res: ParseResult, run_index: int, line_no: int) -> bool:
     """MXNet Speedometer line; per-node speeds of one (epoch, batch) interval are summed (§5)."""
-    from bench.ingest.formats import mxnet  # the MXNet parser owns the Speedometer grammar
 
     got = mxnet.speedometer(line)
     if got is None:
