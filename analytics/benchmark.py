@@ -17,6 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.analytics.compare import compare
+from bench.analytics.report import Options, make_report
+from bench.analytics.scaling_laws import fit
+from bench.analytics.store import connect
+from bench.ingest.records import SCHEMA_VERSION
+from bench.ingest.schema import METADATA, TABLES
+from bench.ingest.store import TABLE_GLOBS
+
 N_RUNS = 1_000_000
 STEPS_PER_RUN = 50
 MODELS = ["resnet50", "inception3", "vgg16", "resnet152", "alexnet"]
@@ -34,10 +42,6 @@ def make_store(root: Path, n_runs: int = N_RUNS, steps_per_run: int = STEPS_PER_
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from bench.ingest.records import SCHEMA_VERSION
-    from bench.ingest.schema import METADATA, TABLES
-    from bench.ingest.store import TABLE_GLOBS
 
     rng = np.random.Generator(np.random.PCG64(42))
     batch_dir = root / "batches" / "generated"
@@ -79,8 +83,6 @@ def _write_steps(batch_dir: Path, ids: Any, rate: Any, per_run: int, rng: Any) -
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from bench.ingest.schema import METADATA, TABLES
-
     schema = TABLES["steps"]
     ramp = np.minimum(1.0, 0.6 + 0.1 * np.arange(per_run))  # the first intervals are slower
     for part, start in enumerate(range(0, len(ids), 100_000)):
@@ -119,7 +121,6 @@ def dlbs_style_speedup(runs_json: Path) -> Any:
 
 
 def main() -> None:
-    from bench.analytics.store import connect
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_CACHE")) as tmp:
         root = Path(tmp) / "store"
@@ -149,7 +150,6 @@ REPORT_GOAL_S = 30.0
 
 def _report_timing(tmp: Path) -> None:
     """Issue 5 §4: ``bench report`` (every table, figures once per family) on a store of 10,000 runs."""
-    from bench.analytics.report import Options, make_report
 
     root = tmp / "store-10k"
     make_store(root, REPORT_RUNS)
@@ -169,13 +169,11 @@ def _optional(times: dict[str, float], label: str, fn: Callable[[], Any]) -> Non
 
 
 def _compare(con: Any) -> Any:
-    from bench.analytics.compare import compare
 
     return compare(con, "gpu_model", "P100", "K80")
 
 
 def _fit(con: Any) -> Any:
-    from bench.analytics.scaling_laws import fit
 
     return fit(con)
 

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.ingest.formats import tf_cnn_scan
 from bench.ingest.synth import tf_cnn_lines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,7 +101,6 @@ def main() -> None:
     print(f"machine: {platform.node()}  {os.cpu_count()} cores  {platform.processor() or platform.machine()}  Python {platform.python_version()}")
     t_help, _ = _timed_shell(f"{Path(sys.executable).with_name('bench')} --help > /dev/null")
     print(f"`bench --help`: {t_help:.3f} s (goal < 0.5 s)")
-    from bench.ingest.formats import tf_cnn_scan
 
     print("tf_cnn parser: " + ("the C step-line scanner (bench.ingest._native)" if tf_cnn_scan.AVAILABLE
                                else "pure Python (bench.ingest._native is not built)"))

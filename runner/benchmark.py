@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.runner.train.models import SPECS, build_model, input_shape
+
 MODEL, BATCH, STEPS, WARMUP = "resnet20", 32, 50, 10
 VARIABLE_UPDATE = "replicated"  # one device: MirroredStrategy over /cpu:0 (parameter_server also runs)
 SPEED_GOAL = 0.98  # ours / fastest other
@@ -169,8 +171,6 @@ def keras_fit_main() -> None:
     """The ``--keras-fit`` child: ``model.fit`` over WARMUP + STEPS batches of synthetic data; prints
     ``Timed window`` and ``total images/sec`` for the STEPS batches after the warm-up."""
     import tensorflow as tf
-
-    from bench.runner.train.models import SPECS, build_model, input_shape
 
     spec = SPECS[MODEL]
     model = build_model(MODEL, "NHWC")

@@ -24,8 +24,10 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from bench.runner.train import loop, timing
-from bench.runner.train.models import SPECS, input_shape
+from bench.runner.train import data, loop, timing
+from bench.runner.train.loop import DeviceError
+from bench.runner.train.models import SPECS, build_model, input_shape
+from bench.runner.train.tfrecords import shard_files
 
 
 def usage_problem(args: argparse.Namespace) -> str | None:
@@ -43,8 +45,6 @@ def train(args: argparse.Namespace, num_batches: Callable[[int], int]) -> int:
     """
     import horovod.tensorflow as hvd
     import tensorflow as tf
-
-    from bench.runner.train.models import build_model
 
     hvd.init()
     device = setup_device(tf, args.device, hvd.local_rank())
@@ -79,8 +79,6 @@ def rank_input(tf: Any, spec: Any, args: argparse.Namespace, rank: int, size: in
     if args.data_dir is None:
         batch = synthetic_batch(tf, spec, args.batch_size, args.data_format, rank)
         return lambda: batch
-    from bench.runner.train import data
-    from bench.runner.train.tfrecords import shard_files
 
     files, by_record = shard_files(data.train_files(args.data_dir), rank, size)
     threads = data.decode_threads(args.decode_threads or "auto", 1)
@@ -100,7 +98,6 @@ def setup_device(tf: Any, device: str, local_rank: int) -> str:
 
     Must run before TensorFlow initialises its devices. Raises loop.DeviceError when the GPU of
     this local rank does not exist."""
-    from bench.runner.train.loop import DeviceError
 
     gpus = tf.config.list_physical_devices("GPU")
     if device == "cpu":

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.runner.train import timing
+from bench.runner.train import data, timing
 from bench.runner.train.models import SPECS
 
 
@@ -27,7 +27,6 @@ def header_epoch_images(args: argparse.Namespace) -> tuple[int, str] | None:
 def make_input(strategy: Any, args: argparse.Namespace) -> Callable[[], tuple[Any, Any]]:
     """The per-step (images, labels) source: the same synthetic tensors every step, or the next batch of
     ``--data-dir``'s TFRecords (Dataset ``imagenet`` whatever the model, resized to its input size)."""
-    from bench.runner.train import data
 
     spec = SPECS[args.model]
     if args.data_dir is None:

@@ -22,7 +22,7 @@ import json
 import os
 from typing import Any
 
-from bench.runner.train import cluster, loop, timing
+from bench.runner.train import cluster, hvd, loop, timing
 from bench.runner.train.models import SPECS, build_model
 
 
@@ -100,7 +100,6 @@ def _multi_worker(tf: Any, args: argparse.Namespace) -> tuple[Any, int, Any]:
 
 def _parameter_server(tf: Any, args: argparse.Namespace, workers: int) -> tuple[Any, int, Any]:
     """(strategy, devices per worker, step callable) of distributed_ps, in the chief (coordinator)."""
-    from bench.runner.train import hvd
 
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     strategy = tf.distribute.ParameterServerStrategy(resolver)

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 from bench.runner.train import cluster, hvd, multiworker, timing
 from bench.runner.train.cluster import ClusterError
-from bench.runner.train.data import DataError
+from bench.runner.train.data import DataError, train_files
 from bench.runner.train.loop import (
     DeviceError,
     header_epoch_images,
@@ -47,7 +47,7 @@ from bench.runner.train.loop import (
     say,
     setup_devices,
 )
-from bench.runner.train.models import MODEL_NAMES, SPECS
+from bench.runner.train.models import MODEL_NAMES, SPECS, build_model
 from bench.runner.train.tfrecords import EpochImages, RecordError, epoch_images
 
 CLUSTER_MODES = ("distributed_ps", "multi_worker")
@@ -127,12 +127,10 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     if args.num_examples is not None and args.data_dir is None:
         return "--num-examples applies only to real data: give --data-dir too"
     if args.variable_update == "horovod":
-        from bench.runner.train import hvd
 
         if (problem := hvd.usage_problem(args)) is not None:
             return problem
     if args.variable_update in CLUSTER_MODES:
-        from bench.runner.train import multiworker
 
         return multiworker.usage_problem(args)
     return None
@@ -184,7 +182,6 @@ def real_epoch_images(args: argparse.Namespace) -> EpochImages | None:
     when ``--num-epochs`` or ``--num-examples`` needs it; None otherwise. Raises DataError, RecordError."""
     if args.data_dir is None or (args.num_epochs is None and args.num_examples is None):
         return None
-    from bench.runner.train.data import train_files
 
     return epoch_images(train_files(args.data_dir), args.num_examples)
 
@@ -198,7 +195,6 @@ def train(args: argparse.Namespace) -> int:
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
     strategy = make_strategy(tf, args.variable_update, args.all_reduce, devices)
     spec = SPECS[args.model]
-    from bench.runner.train.models import build_model
 
     with strategy.scope():
         model = build_model(args.model, args.data_format)
