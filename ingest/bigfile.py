@@ -118,8 +118,9 @@ class PartWriter:
     """The spilled step and telemetry rows of one large file, written as part files into ``scratch`` on
     writer threads, so that the encoding overlaps the parse. Each write first waits for the file's hash
     (``hashed``), which its run ids are made of. Until the hash is known, spills queue up (the parse
-    never waits for the hash); after that at most ``MAX_WRITES`` writes are queued or running, so memory
-    stays about (that + 1) x ``PART_ROWS`` rows. Parts not taken by ``finish`` are deleted by ``close``."""
+    never waits for the hash); after that at most ``MAX_WRITES`` more writes are queued or running beyond
+    that backlog, so the parse does not wait for the backlog either, and memory stays about (backlog +
+    ``MAX_WRITES`` + 1) x ``PART_ROWS`` rows. Parts not taken by ``finish`` are deleted by ``close``."""
 
     PART_ROWS = 500_000
     WRITERS = 2  # threads (pyarrow encodes without the GIL)
@@ -132,9 +133,15 @@ class PartWriter:
         self._files: list[tuple[str, str]] = []
         self._buffered: dict[str, list[dict[str, Any]]] = {"steps": [], "telemetry": []}
         self._rows = {"steps": 0, "telemetry": 0}
+        self._failed: BaseException | None = None  # a write that raised: finish() raises it, add() never does
+        self._backlog: int | None = None
 
     def add(self, name: str, cols: dict[str, Any]) -> None:
-        """Take spilled rows of table ``name``; write a part file in the background once there are enough."""
+        """Take spilled rows of table ``name``; write a part file in the background once there are enough.
+        Never raises into the parser that calls it: after a failed write, rows are dropped and ``finish``
+        raises the failure."""
+        if self._failed is not None:
+            return
         self._buffered[name].append(cols)
         self._rows[name] += len(cols["run_index"])
         if self._rows[name] >= self.PART_ROWS:
@@ -142,10 +149,12 @@ class PartWriter:
 
     def _flush(self, name: str) -> None:
         spills, self._buffered[name], self._rows[name] = self._buffered[name], [], 0
-        if not spills:
+        if not spills or self._failed is not None:
             return
         if self._hashed.done():
-            self._wait(self.MAX_WRITES - 1)
+            if self._backlog is None:  # the writes queued while the hash was not known yet
+                self._backlog = len(self._writing)
+            self._wait(self.MAX_WRITES - 1 + self._backlog)
         path = os.path.join(self._scratch, f"{name}-{uuid.uuid4().hex}.parquet")
         self._files.append((name, path))
         self._writing.append(self._pool.submit(self._write, name, spills, path))
@@ -161,13 +170,18 @@ class PartWriter:
 
     def _wait(self, keep: int = 0) -> None:
         while len(self._writing) > keep:
-            self._writing.popleft().result()
+            error = self._writing.popleft().exception()
+            if error is not None and self._failed is None:
+                self._failed = error
 
     def finish(self) -> list[tuple[str, str]]:
-        """The part files, in the order written; they are the caller's from now on."""
+        """The part files, in the order written; they are the caller's from now on. Raises what a write
+        raised (the caller then stores none of the file's rows)."""
         for name in self._buffered:
             self._flush(name)
         self._wait()
+        if self._failed is not None:
+            raise self._failed
         files, self._files = self._files, []
         return files
 

@@ -147,8 +147,9 @@ class _progress:
         from rich.console import Console
         from rich.progress import Progress, SpinnerColumn, TextColumn
 
-        self._p = Progress(SpinnerColumn(), TextColumn("{task.fields[files]} files, {task.fields[mb]:.1f} MB  {task.description}"),
-                           console=Console(stderr=True), transient=True)
+        self._p = Progress(SpinnerColumn(), TextColumn("{task.fields[files]} files, {task.fields[mb]:.1f} MB  {task.description}",
+                                                          markup=False),  # a path is text, not markup
+                           console=Console(stderr=True, markup=False, emoji=False), transient=True)
         self._p.start()
         task = self._p.add_task("", files=0, mb=0.0)
         count = [0]

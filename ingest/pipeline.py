@@ -231,16 +231,17 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
         parts = bigfile.PartWriter(str(ctx.writer.scratch()), hashed, item.source,
                                    pat.match_first(ctx.patterns, item.match_path), owner)
         try:
-            parsed = bigfile.parse_big(item, ctx.fmt, hashed, lambda sha: _is_duplicate(sha, ctx), parts)
+            try:
+                parsed = bigfile.parse_big(item, ctx.fmt, hashed, lambda sha: _is_duplicate(sha, ctx), parts)
+                sha = hashed.result()
+            except READ_ERRORS as e:
+                _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
+                return
             if parsed is None:
                 return
             files = parts.finish()
-            sha = hashed.result()
             rows = file_rows(parsed, file_ref(item, sha, owner), ctx.patterns, time.time())
-        except READ_ERRORS as e:
-            _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
-            return
-        except Exception as e:  # values that could not be stored: this file's problem, not the ingest's
+        except Exception as e:  # a part not written, values not storable: this file's problem, not the ingest's
             _problem_only(ctx, item, Problem("store_error", f"this file's rows could not be stored, so none were: "
                                                             f"{type(e).__name__}: {e}"[:300]))
             return

@@ -171,7 +171,7 @@ def sweep_command(
     parsed = sw.load_plan(plan)
     cells = sw.expand(parsed)
     if dry_run:
-        Console(width=200).print(sw.plan_table(parsed, cells))
+        Console(width=200, markup=False, emoji=False, highlight=False).print(sw.plan_table(parsed, cells))
         return
     reporter_cls = sw.RichReporter if sys.stderr.isatty() else sw.PlainReporter
     reporter = reporter_cls(lambda m: typer.echo(m, err=True))

@@ -390,3 +390,38 @@ def test_a_decompression_bomb_member_is_stopped_and_the_next_member_is_read(tmp_
 
     s = ingest([str(path)], tmp_path / "st2", workers=0, limits=Limits(max_expansion=1e5))
     assert s.problems_by_kind == {"unrecognized_format": 1} and s.runs_added == 1
+
+
+def test_a_big_file_whose_part_cannot_be_written_stores_nothing_and_the_ingest_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.ingest import registry
+
+    """A write of one of a big file's parts fails (a full disk, say): the parser is not interrupted (the
+    spill never raises), the file is one store_error problem with none of its rows, and the small file
+    beside it is stored."""
+    big, small = tmp_path / "big.log", tmp_path / "small.log"
+    big.write_text(tf_cnn_log(2000, display_every=1, seed=3))
+    small.write_text(tf_cnn_log(10, seed=4))
+    monkeypatch.setattr(bigfile, "BIG_FILE", 10_000)
+    monkeypatch.setattr(bigfile, "CHUNK", 4096)  # small chunks: many spills, several parts
+    monkeypatch.setattr(registry, "HEAD_CHARS", 4096)
+    monkeypatch.setattr(bigfile, "SPILL_ROWS", 300)
+    monkeypatch.setattr(bigfile.PartWriter, "PART_ROWS", 300)
+    real = bigfile.write_part
+    calls = []
+
+    def full_disk(table: Any, path: Path, **kw: Any) -> None:
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real(table, path, **kw)
+
+    monkeypatch.setattr(bigfile, "write_part", full_disk)
+    s = ingest([str(big), str(small)], tmp_path / "st", workers=0)
+    assert s.runs_added == 1 and s.problems_by_kind == {"store_error": 1}
+    (run,) = read(tmp_path / "st", "runs")
+    assert run["source"] == str(small)
+    assert len(read(tmp_path / "st", "steps")) == small.read_text().count("\timages/sec: ")  # its step lines only
+    (problem,) = read(tmp_path / "st", "problems")
+    assert problem["source"] == str(big) and "No space left on device" in problem["message"]
+    assert not list((tmp_path / "st" / "_tmp").glob("**/*.parquet"))
