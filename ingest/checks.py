@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import Any
 
 from bench.ingest.records import ParseResult, Problem, Run
@@ -30,8 +31,8 @@ RATE_RULES = (("images_per_sec", 0.0, MAX_IMAGES_PER_SEC_PER_DEVICE, False, "a r
               ("images_per_sec_mean", 0.0, MAX_IMAGES_PER_SEC_PER_DEVICE, False,
                "a rate in (0, 1e7] images/s per device"))
 RULES = (
-    ("images_per_sec_stderr", 0.0, math.inf, True, "a spread >= 0"),
-    ("images_per_sec_jitter", 0.0, math.inf, True, "a spread >= 0"),
+    ("images_per_sec_stderr", 0.0, sys.float_info.max, True, "a finite spread >= 0"),
+    ("images_per_sec_jitter", 0.0, sys.float_info.max, True, "a finite spread >= 0"),
     ("wall_time_s", 0.0, MAX_SECONDS, True, "a time in [0, 10 years] s"),
     ("time_to_train_s", 0.0, MAX_SECONDS, False, "a time in (0, 10 years] s"),
     ("forward_ms", 0.0, MAX_SECONDS * 1e3, False, "a time > 0 ms"),
@@ -44,6 +45,9 @@ COUNT_RULES = (  # num_gpus 0: a run on the CPU
 )
 #: Stamps: unix seconds. A bad stamp is made NULL and reported but does not make the run invalid.
 STAMPS = ("started_at", "ended_at")
+_NUMBER_RULES = (*RATE_RULES, *RULES, *((name, MIN_UNIX, MAX_UNIX, True, "a time between 1980 and 2100")
+                                       for name in STAMPS))
+_PER_DEVICE = frozenset(name for name, *_ in RATE_RULES)
 
 
 #: More identical runs than this in one file (a log of one repeated line, a loop gone wrong) are stored
@@ -78,31 +82,24 @@ def _check_run(run: Run) -> tuple[list[tuple[str, Any, str]], dict[str, Any]]:
     """The run's bad values as (column, value, "is not ..."), and the changes that make them NULL."""
     bad: list[tuple[str, Any, str]] = []
     devices = max([1, *(v for v in (run.num_gpus, run.num_ranks) if type(v) is int and 0 < v <= MAX_COUNT)])
-    for name, low, high, closed, what in RATE_RULES:
-        _number(bad, name, getattr(run, name), low, high * devices, closed, what)
-    for name, low, high, closed, what in RULES:
-        _number(bad, name, getattr(run, name), low, high, closed, what)
+    for name, low, high, closed, what in _NUMBER_RULES:
+        value = getattr(run, name)
+        if value is None:
+            continue
+        if name in _PER_DEVICE:
+            high *= devices
+        # a NaN fails every comparison, an infinity the bound: both are caught here
+        if not (type(value) in (int, float) and value <= high and (value >= low if closed else value > low)):
+            bad.append((name, value, f"is not {what}"))
     for name, least in COUNT_RULES:
         value = getattr(run, name)
         if value is not None and not (type(value) is int and least <= value <= MAX_COUNT):
             bad.append((name, value, f"is not a count in [{least}, 2^53]"))
-    for name in STAMPS:
-        _number(bad, name, getattr(run, name), MIN_UNIX, MAX_UNIX, True, "a time between 1980 and 2100")
     ranks = run.images_per_sec_ranks
     if ranks is not None and any(r is not None and not (math.isfinite(r) and 0 < r <= MAX_IMAGES_PER_SEC_PER_DEVICE)
                                  for r in ranks):
         bad.append(("images_per_sec_ranks", list(ranks), "holds a rank rate that is not a rate"))
     return bad, {name: None for name, _, _ in bad}
-
-
-def _number(bad: list[tuple[str, Any, str]], name: str, value: object, low: float, high: float, closed: bool,
-            what: str) -> None:
-    """Note ``value`` unless it is None or a finite number in [low, high] (``closed``) or (low, high]."""
-    if value is None:
-        return
-    if not (isinstance(value, int | float) and math.isfinite(value) and value <= high
-            and (value >= low if closed else value > low)):
-        bad.append((name, value, f"is not {what}"))
 
 
 def collapse_repeats(result: ParseResult) -> None:

@@ -102,3 +102,24 @@ def test_thousands_of_identical_runs_are_stored_once_with_one_problem(tmp_path: 
     assert {s["run_id"] for s in steps} <= {r["run_id"] for r in runs}
     (problem,) = [p for p in _read(tmp_path / "st", "problems") if "identical" in p["message"]]
     assert problem["message"].startswith("2998 more runs identical to run 1")
+
+
+@pytest.mark.parametrize(("field", "value", "bad"), [
+    ("images_per_sec_stderr", float("inf"), True), ("images_per_sec_stderr", float("nan"), True),
+    ("images_per_sec_stderr", 0.0, False), ("images_per_sec_jitter", -0.5, True),
+    ("wall_time_s", 0.0, False), ("wall_time_s", -1.0, True), ("time_to_train_s", 0.0, True),
+    ("forward_ms", float("inf"), True), ("started_at", 1e12, True), ("batch_size_per_device", 0, True),
+    ("num_gpus", 0, False), ("num_steps", 2**53 + 1, True), ("images_per_sec", True, True),
+])
+def test_each_rule_of_the_value_checks(field: str, value: object, bad: bool) -> None:
+    """One value at a time on an otherwise empty run, against the rules as the module docstring states them."""
+    from bench.ingest.checks import check_result
+    from bench.ingest.records import ParseResult, Run
+
+    result = ParseResult(runs=[Run(**{field: value})])
+    check_result(result, ("images_per_sec",))
+    (run,) = result.runs
+    assert (getattr(run, field) is None) == bad
+    assert [p.kind for p in result.problems] == (["invalid_value"] if bad else [])
+    if bad and field not in ("started_at", "ended_at"):
+        assert run.status == "invalid"
