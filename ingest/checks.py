@@ -20,6 +20,12 @@ from bench.ingest.records import ParseResult, Problem, Run
 
 MAX_COUNT = 2**53
 MAX_IMAGES_PER_SEC_PER_DEVICE = 1e7
+#: A rate that is not images (MLPerf DLRM's click records, BERT's sequences, ...): no per-device bound
+#: is known, so it is only required to be finite, positive and below this.
+MAX_SAMPLES_PER_SEC = 1e13
+#: MLPerf benchmarks whose ``images_per_sec`` counts samples that are not images.
+NOT_IMAGES = frozenset({"dlrm", "dlrm_dcnv2", "bert", "rnnt", "gnmt", "transformer", "ncf", "minigo", "gpt3",
+                        "llama2_70b_lora", "llama31_8b", "llama31_405b", "stable_diffusion", "rgat"})
 MAX_SECONDS = 10 * 365 * 86400  # a run time over ten years is a misprint
 MIN_UNIX, MAX_UNIX = 315532800.0, 4102444800.0  # 1980-01-01 .. 2100-01-01 UTC
 
@@ -82,12 +88,13 @@ def _check_run(run: Run) -> tuple[list[tuple[str, Any, str]], dict[str, Any]]:
     """The run's bad values as (column, value, "is not ..."), and the changes that make them NULL."""
     bad: list[tuple[str, Any, str]] = []
     devices = max([1, *(v for v in (run.num_gpus, run.num_ranks) if type(v) is int and 0 < v <= MAX_COUNT)])
+    images = run.format != "mlperf" or str(run.tags.get("benchmark") or run.model or "").lower() not in NOT_IMAGES
     for name, low, high, closed, what in _NUMBER_RULES:
         value = getattr(run, name)
         if value is None:
             continue
         if name in _PER_DEVICE:
-            high *= devices
+            high, what = (high * devices, what) if images else (MAX_SAMPLES_PER_SEC, "a rate in (0, 1e13] samples/s")
         # a NaN fails every comparison, an infinity the bound: both are caught here
         if not (type(value) in (int, float) and value <= high and (value >= low if closed else value > low)):
             bad.append((name, value, f"is not {what}"))

@@ -123,3 +123,18 @@ def test_each_rule_of_the_value_checks(field: str, value: object, bad: bool) -> 
     assert [p.kind for p in result.problems] == (["invalid_value"] if bad else [])
     if bad and field not in ("started_at", "ended_at"):
         assert run.status == "invalid"
+
+
+def test_an_mlperf_rate_of_samples_that_are_not_images_has_no_per_device_image_bound() -> None:
+    """MLPerf DLRM logs 1.6e9 samples/s on 112 GPUs (click records, not images; the device count is not in
+    the log): a real rate, not invalid. A ResNet run at 15 M images/s with no device count is (the issue's
+    case of a log with lines deleted), and so is 9.99e307 anywhere."""
+    from bench.ingest.checks import check_result
+    from bench.ingest.records import ParseResult, Run
+
+    runs = [Run(format="mlperf", model="dlrm", images_per_sec=1.6e9, tags={"benchmark": "dlrm"}),
+            Run(run_index=1, format="mlperf", model="resnet", images_per_sec=1.5e7, tags={"benchmark": "resnet"}),
+            Run(run_index=2, format="mlperf", model="dlrm", images_per_sec=9.99e307, tags={"benchmark": "dlrm"})]
+    result = ParseResult(runs=runs)
+    check_result(result, ("images_per_sec",))
+    assert [(r.status, r.images_per_sec) for r in result.runs] == [("ok", 1.6e9), ("invalid", None), ("invalid", None)]
