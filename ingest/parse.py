@@ -47,6 +47,8 @@ def parse_bytes(
     text, problems = (data[: registry.HEAD_CHARS].decode("ascii"), []) if ascii_only else decode(data)
     result.problems.extend(problems)
     module = forced or registry.detect(text[: registry.HEAD_CHARS])
+    if module is None and len(data) > registry.HEAD_CHARS:
+        module = registry.detect_beyond_head(data)
     if module is None:
         result.problems.append(Problem("unrecognized_format", "no known log format matched the content"))
         return FileParse(None, result)

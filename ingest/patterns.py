@@ -95,3 +95,13 @@ def apply(run: Run, values: dict[str, str], problems: list[Problem]) -> Run:
                 Problem("conflict", f"path says {name}={raw!r} but the log says {current!r}; keeping the log's value")
             )
     return dataclasses.replace(run, **changes, tags=tags)
+
+
+#: An MLCommons results repository (a clone, a subfolder of one, or a tarball): what the path of an MLPerf
+#: result file says, used for every file parsed as ``mlperf`` without --path-pattern. The result index is
+#: the ``repeat`` tag (result_0..result_4 are repetitions of one configuration); the round comes from a
+#: ``training_results_v<round>`` folder when the path has one.
+RESULTS_TREE = (
+    PathPattern.compile("training_results_v{round}/{submitter}/results/{system}/{benchmark}/result_{repeat}.txt"),
+    PathPattern.compile("{submitter}/results/{system}/{benchmark}/result_{repeat}.txt"),
+)

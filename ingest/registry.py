@@ -91,6 +91,25 @@ def detect(head: str) -> FormatModule | None:
     return None
 
 
+#: Markers that name a format wherever they are: a log whose head is all framework output is still
+#: recognized when one of these begins a line (behind a prefix of at most 80 bytes, not quoted in
+#: backticks) after the head. NVIDIA's MLPerf v1.0 UNet3D logs print 256 KiB and more before their
+#: first compliance line. Files held whole only (a streamed file is detected from its head).
+DEEP_MARKERS: tuple[tuple[bytes, str], ...] = ((b":::MLLOG {", "mlperf"), (b":::MLL ", "mlperf"), (b":::MLPv", "mlperf"))
+
+
+def detect_beyond_head(data: bytes) -> FormatModule | None:
+    """The format a ``DEEP_MARKERS`` marker after the first ``HEAD_CHARS`` bytes names, or None."""
+    for marker, name in DEEP_MARKERS:
+        at = data.find(marker, max(0, HEAD_CHARS - len(marker)))
+        while at >= 0:
+            start = data.rfind(b"\n", 0, at) + 1
+            if at - start <= 80 and b"`" not in data[start:at]:
+                return load(name)
+            at = data.find(marker, at + 1)
+    return None
+
+
 #: Optional fast entries of a format, chosen here and nowhere else. Each is a public function of a module
 #: under ``bench.ingest.formats`` that gives the same rows as the format's ``parse_lines`` (tests compare
 #: them byte for byte): ``parse_chunks(blocks, *, source, result, check_utf8)`` reads line-aligned byte

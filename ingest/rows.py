@@ -48,6 +48,8 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
     (conflicts become problems). A run directory whose log shows no run still gives one run row."""
     res = parsed.result
     values = pat.match_first(patterns, ref.match_path)
+    if parsed.format == "mlperf":  # the results tree's own layout, under what --path-pattern gave
+        values = {**pat.match_first(list(pat.RESULTS_TREE), ref.match_path), **values}
     out = FileRows(parsed.format, n_steps=res.steps.total_rows, n_telemetry=res.telemetry.total_rows)
     runs = res.runs
     if ref.sidecar is not None:

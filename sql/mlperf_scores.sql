@@ -1,0 +1,47 @@
+-- One row per MLPerf Training result set: (round, division, submitter, system, benchmark), the runs of one
+-- benchmark on one system as a results repository lays them out (<submitter>/results/<system>/<benchmark>/
+-- result_<n>.txt; bench.ingest.patterns.RESULTS_TREE gives the tags round, submitter, system, benchmark).
+-- division is the log's submission_division; framework the runs' framework (one value, else the first).
+-- score_min: MLCommons' result summarizer's score (mlperf-logging 4.1, _compute_strong_score_standalone),
+-- rule "olympic": each run's time to train in minutes (run_stop - run_start); a run that did not end ok is
+-- dropped and counts as the slowest; of the ok runs sorted, the fastest max_dropped and the slowest
+-- (max_dropped - dropped) are left out and the rest averaged, max_dropped = 4 for unet3d, else 1. No score
+-- when more runs were dropped than max_dropped (verdict 'too many failed runs') or none is left ('too few
+-- runs'). Not applied: a scaling.json the review committee may add to a benchmark folder (none is in the
+-- v1.0 repository), and the summarizer's compliance checks, which drop a run for reasons besides its
+-- status. n_runs counts every run, n_ok those with status 'ok' and a time to train.
+-- Reads the view `runs`. No parameters.
+WITH results AS (
+    SELECT tags['round'] AS round, tags['submission_division'] AS division, tags['submitter'] AS submitter,
+           tags['system'] AS system, lower(tags['benchmark']) AS benchmark, framework,
+           CASE WHEN status = 'ok' AND time_to_train_s > 0 THEN time_to_train_s / 60.0 END AS minutes
+    FROM runs
+    WHERE format = 'mlperf' AND tags['submitter'] IS NOT NULL AND tags['system'] IS NOT NULL
+),
+ranked AS (
+    SELECT *,
+           count(*) OVER (PARTITION BY round, division, submitter, system, benchmark) AS n_runs,
+           count(minutes) OVER (PARTITION BY round, division, submitter, system, benchmark) AS n_ok,
+           row_number() OVER (PARTITION BY round, division, submitter, system, benchmark
+                              ORDER BY minutes ASC NULLS LAST) AS fastest,
+           CASE WHEN benchmark = 'unet3d' THEN 4 ELSE 1 END AS max_dropped
+    FROM results
+),
+scored AS (
+    SELECT round, division, submitter, system, benchmark,
+           min(framework) AS framework,
+           any_value(n_runs) AS n_runs, any_value(n_ok) AS n_ok, any_value(max_dropped) AS max_dropped,
+           avg(minutes) FILTER (WHERE minutes IS NOT NULL AND fastest > max_dropped
+                                AND fastest <= n_ok - (max_dropped - (n_runs - n_ok))) AS olympic
+    FROM ranked
+    GROUP BY ALL
+)
+SELECT round, division, submitter, system, benchmark, framework,
+       CASE WHEN n_runs - n_ok <= max_dropped THEN olympic END AS score_min,
+       n_runs, n_ok,
+       CASE WHEN n_runs - n_ok > max_dropped THEN 'too many failed runs'
+            WHEN olympic IS NULL THEN 'too few runs'
+            ELSE 'scored' END AS verdict,
+       'olympic' AS score_rule
+FROM scored
+ORDER BY round, division, submitter, system, benchmark

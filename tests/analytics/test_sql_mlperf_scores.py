@@ -1,0 +1,44 @@
+"""sql/mlperf_scores.sql, given/expect: the summarizer's olympic rule worked by hand on small result sets."""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from bench.analytics.views import register_views
+
+
+def _runs(sets: dict[tuple[str, str], list[float | None]]) -> duckdb.DuckDBPyConnection:
+    """One run per time (minutes; None: a run that did not end ok) of each (system, benchmark)."""
+    rows = []
+    for (system, benchmark), minutes in sets.items():
+        for i, m in enumerate(minutes):
+            rows.append({"format": "mlperf", "framework": "mxnet", "status": "ok" if m is not None else "failed",
+                         "time_to_train_s": None if m is None else m * 60.0,
+                         "tags": [("round", "1.0"), ("submission_division", "closed"), ("submitter", "S"),
+                                  ("system", system), ("benchmark", benchmark), ("repeat", str(i))]})
+    table = pa.Table.from_pylist(rows, schema=pa.schema([
+        ("format", pa.string()), ("framework", pa.string()), ("status", pa.string()),
+        ("time_to_train_s", pa.float64()), ("tags", pa.map_(pa.string(), pa.string()))]))
+    con = duckdb.connect()
+    con.register("runs", table)
+    register_views(con, ["mlperf_scores"])
+    return con
+
+
+def test_olympic_scores_dropped_runs_and_verdicts() -> None:
+    con = _runs({
+        ("a", "resnet"): [10.0, 12.0, 11.0, 30.0, 9.0],  # drop 9 and 30: mean(10, 11, 12) = 11
+        ("b", "resnet"): [10.0, None, 11.0, 12.0, 13.0],  # one failed counts as the slowest: drop 10: mean(11, 12, 13)
+        ("c", "resnet"): [10.0, None, None, 12.0, 13.0],  # two failed > 1: no score
+        ("d", "unet3d"): [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, None, None],  # drop 4 fastest, 2 slowest: 5, 6
+        ("e", "bert"): [10.0, 11.0],  # drop the fastest and the slowest: nothing left
+    })
+    got = {r[0]: r[1:] for r in con.sql(
+        "SELECT system, score_min, n_runs, n_ok, verdict FROM mlperf_scores ORDER BY system").fetchall()}
+    assert got["a"] == (pytest.approx(11.0), 5, 5, "scored")
+    assert got["b"] == (pytest.approx(12.0), 5, 4, "scored")
+    assert got["c"] == (None, 5, 3, "too many failed runs")
+    assert got["d"] == (pytest.approx(5.5), 10, 8, "scored")
+    assert got["e"] == (None, 2, 2, "too few runs")

@@ -1,0 +1,49 @@
+"""MLPerf Training v1.0's results repository, ingested whole: the results tree's tags, and `mlperf_scores`
+against MLCommons' own result summarizer (fixtures/mlperf/summarizer-v1.0.csv and its provenance)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from conftest import CORPUS
+
+from bench.analytics.store import connect
+from bench.ingest.pipeline import ingest
+
+EXPECTED = Path(__file__).resolve().parents[2] / "fixtures" / "mlperf" / "summarizer-v1.0.csv"
+#: Where bench and the summarizer disagree, and why. Dell's DSS8440 dlrm folder holds 5 result files of which
+#: result_0, _2, _3 and _4 are the same bytes: bench stores a content once (2 runs: too few for an olympic
+#: mean), the summarizer averages the copies.
+KNOWN = {("Dell", "DSS8440x8A100-PCIE-40GB", "dlrm"): "too few runs"}
+
+
+@pytest.fixture(scope="module")
+def scores(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, str], tuple]:
+    tarball = CORPUS / "mlperf_results" / "training_results_v1.0.tar.gz"
+    if not tarball.exists():
+        pytest.skip(f"{tarball} is not present (tests read the third-party corpus from ../shared)")
+    store = tmp_path_factory.mktemp("mlperf") / "st"
+    ingest([str(tarball)], store)
+    con = connect(store)
+    rows = con.sql("SELECT submitter, system, benchmark, score_min, verdict, round, division, n_runs "
+                   "FROM mlperf_scores").fetchall()
+    return {r[:3]: r[3:] for r in rows}
+
+
+def test_every_summarizer_score_is_bench_score_to_1e_4(scores: dict[tuple[str, str, str], tuple]) -> None:
+    with EXPECTED.open() as fh:
+        expected = {(r["submitter"], r["system"], r["benchmark"]): float(r["score_min"]) for r in csv.DictReader(fh)}
+    assert len(expected) == 120
+    agree = [k for k, v in expected.items() if scores.get(k, (None,))[0] == pytest.approx(v, rel=1e-4)]
+    assert sorted(set(expected) - set(agree)) == sorted(KNOWN)
+    for key, verdict in KNOWN.items():
+        assert scores[key][:2] == (None, verdict)
+
+
+def test_the_tree_names_round_division_submitter_system_and_benchmark(
+        scores: dict[tuple[str, str, str], tuple]) -> None:
+    row = scores[("NVIDIA", "dgxa100_n100_ngc21.05_mxnet", "unet3d")]  # its logs start after 256 KiB of output
+    assert row[1:] == ("scored", "1.0", "closed", 40)
+    assert {r[2] for r in scores.values()} == {"1.0"}
