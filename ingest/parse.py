@@ -59,7 +59,7 @@ def parse_bytes(
         pass
     else:
         run_lines(module, split_lines(data.decode("ascii") if ascii_only else text), source=source, result=result)
-    if not data.endswith(b"\n"):
+    if not data.endswith(b"\n") and getattr(module, "LINE_ORIENTED", True):
         n_lines = data.count(b"\n")
         last = data[data.rfind(b"\n") + 1 :].decode("utf-8", errors="replace")
         result.problems.append(

@@ -105,3 +105,8 @@ RESULTS_TREE = (
     PathPattern.compile("training_results_v{round}/{submitter}/results/{system}/{benchmark}/result_{repeat}.txt"),
     PathPattern.compile("{submitter}/results/{system}/{benchmark}/result_{repeat}.txt"),
 )
+#: A system description's place in the same repository: ``<submitter>/systems/<system>.json``.
+SYSTEMS_TREE = (
+    PathPattern.compile("training_results_v{round}/{submitter}/systems/{system}.json"),
+    PathPattern.compile("{submitter}/systems/{system}.json"),
+)

@@ -257,6 +257,7 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context) -> N
     batch, now = ctx.batch, time.time()
     batch.rows["runs"].extend(file.runs)
     batch.rows["problems"].extend(file.problems)
+    batch.rows["systems"].extend(file.systems)
     for run in file.runs:
         ctx.counters["status"][run["status"]] += 1
         ctx.counters["format"][file.format or "?"] += 1

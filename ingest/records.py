@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from bench.ingest.columns import StepTable
 from bench.ingest.telemetry_columns import TelemetrySample, TelemetryTable
 
-__all__ = ["PROBLEM_KINDS", "SCHEMA_VERSION", "STATUSES", "ParseResult", "Problem", "Run", "StepTable",
+__all__ = ["PROBLEM_KINDS", "SCHEMA_VERSION", "STATUSES", "ParseResult", "Problem", "Run", "StepTable", "System",
            "TelemetrySample", "TelemetryTable"]
 
 SCHEMA_VERSION = 2  # 2: MANIFEST.json per batch, status "invalid", problem kinds invalid_value and store_error
@@ -109,6 +109,23 @@ class Problem:
             object.__setattr__(self, "text", self.text[:500])
 
 
+@dataclass(frozen=True, slots=True)
+class System:
+    """An MLPerf system description (``<submitter>/systems/<system>.json``): what a result's runs ran on.
+    Counts are per node; ``None`` where the description does not say (or says it in a way no count is)."""
+
+    submitter_name: str | None = None  # as the description spells it ("PCL & PKU"), not the folder
+    division: str | None = None
+    availability: str | None = None  # its "status": available, preview, research, onprem, cloud
+    system_name: str | None = None
+    num_nodes: int | None = None
+    accelerators_per_node: int | None = None
+    device_model: str | None = None  # accelerator_model_name
+    host_processor_model: str | None = None
+    host_processors_per_node: int | None = None
+    framework: str | None = None
+
+
 @dataclass
 class ParseResult:
     """What one parser made of one file."""
@@ -117,6 +134,7 @@ class ParseResult:
     steps: StepTable = field(default_factory=StepTable)
     telemetry: TelemetryTable = field(default_factory=TelemetryTable)
     problems: list[Problem] = field(default_factory=list)
+    systems: list[System] = field(default_factory=list)
     #: The lines a streamed parse read (parse.parse_stream), so that a problem at the file's end gets its
     #: line number without another pass over the file; None when not counted.
     lines_read: int | None = None

@@ -20,6 +20,7 @@ HEAD_CHARS = 256 * 1024
 #: framework parsers; the loosest formats (forward/backward timers, telemetry CSV) go last.
 FORMAT_MODULES: tuple[str, ...] = (
     "mlperf",
+    "mlperf_system",
     "dllogger",
     "tf_cnn",
     "horovod",

@@ -14,7 +14,7 @@ from bench.ingest import patterns as pat
 from bench.ingest import rundir, runjson
 from bench.ingest.parse import FileParse
 from bench.ingest.records import Problem
-from bench.ingest.schema import run_row, steps_table, telemetry_table
+from bench.ingest.schema import run_row, steps_table, system_row, telemetry_table
 
 
 @dataclass
@@ -24,6 +24,7 @@ class FileRows:
     format: str | None
     runs: list[dict[str, Any]] = field(default_factory=list)
     problems: list[dict[str, Any]] = field(default_factory=list)
+    systems: list[dict[str, Any]] = field(default_factory=list)
     n_steps: int = 0
     n_telemetry: int = 0
 
@@ -60,6 +61,8 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
     for run in runs:
         run = pat.apply(run, values, res.problems)
         out.runs.append(run_row(run, source=ref.source, sha=ref.sha, ingested_at=now))
+    place = pat.match_first(list(pat.SYSTEMS_TREE), ref.match_path) if res.systems else {}
+    out.systems = [system_row(s, source=ref.source, sha=ref.sha, place=place, ingested_at=now) for s in res.systems]
     out.problems = [problem_row(ref.source, ref.sha, parsed.format, p, now) for p in res.problems]
     return out
 

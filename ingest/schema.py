@@ -16,7 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from bench.ingest.columns import INT_NULL, NULL_BITS, STEP_COLUMNS, Fill, joined_values
-from bench.ingest.records import SCHEMA_VERSION, Run
+from bench.ingest.devices import device_type
+from bench.ingest.records import SCHEMA_VERSION, Run, System
 from bench.ingest.telemetry_columns import TELEMETRY_COLUMNS
 
 TAGS = pa.map_(pa.string(), pa.string())
@@ -129,12 +130,40 @@ SOURCES = pa.schema(
     ]
 )
 
+#: One row per MLPerf system description: what its results ran on, joined to them by (round, submitter,
+#: system), the folder names of the results repository. num_devices = num_nodes x accelerators_per_node;
+#: for a system without accelerators (accelerators_per_node 0) the devices are its CPU sockets:
+#: num_nodes x host_processors_per_node, device_type cpu, device_model the host processor.
+SYSTEMS = pa.schema(
+    [
+        ("source", pa.string()),
+        ("source_sha256", pa.string()),
+        ("round", pa.string()),
+        ("submitter", pa.string()),  # the submitter folder
+        ("system", pa.string()),  # the file name without .json = the system folder under results/
+        ("submitter_name", pa.string()),
+        ("division", pa.string()),
+        ("availability", pa.string()),
+        ("system_name", pa.string()),
+        ("num_nodes", pa.int64()),
+        ("accelerators_per_node", pa.int64()),
+        ("num_devices", pa.int64()),
+        ("device_type", pa.string()),
+        ("device_model", pa.string()),
+        ("host_processor_model", pa.string()),
+        ("host_processors_per_node", pa.int64()),
+        ("framework", pa.string()),
+        ("ingested_at", TS),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "runs": RUNS,
     "steps": STEPS,
     "telemetry": TELEMETRY,
     "problems": PROBLEMS,
     "sources": SOURCES,
+    "systems": SYSTEMS,
 }
 
 METADATA = {b"bench.schema_version": str(SCHEMA_VERSION).encode()}
@@ -192,6 +221,21 @@ def run_row(run: Run, *, source: str, sha: str, ingested_at: float) -> dict[str,
     row["details"] = list(run.details.items())
     if run.images_per_sec_ranks is not None:
         row["images_per_sec_ranks"] = list(run.images_per_sec_ranks)
+    return row
+
+
+def system_row(system: System, *, source: str, sha: str, place: dict[str, str], ingested_at: float
+               ) -> dict[str, Any]:
+    """A systems row; ``place``: round, submitter and system read off the file's path (may be empty)."""
+    row: dict[str, Any] = {name: getattr(system, name) for name in System.__dataclass_fields__}
+    nodes, per_node, model = system.num_nodes, system.accelerators_per_node, system.device_model
+    if per_node == 0:  # no accelerators: the devices that train are the host's CPU sockets
+        per_node, model, kind = system.host_processors_per_node, system.host_processor_model, "cpu"
+    else:
+        kind = device_type(model)
+    row.update(source=source, source_sha256=sha, round=place.get("round"), submitter=place.get("submitter"),
+               system=place.get("system"), num_devices=nodes * per_node if nodes and per_node else None,
+               device_type=kind, device_model=model, ingested_at=_ts(ingested_at))
     return row
 
 

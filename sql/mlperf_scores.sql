@@ -10,7 +10,11 @@
 -- runs'). Not applied: a scaling.json the review committee may add to a benchmark folder (none is in the
 -- v1.0 repository), and the summarizer's compliance checks, which drop a run for reasons besides its
 -- status. n_runs counts every run, n_ok those with status 'ok' and a time to train.
--- Reads the view `runs`. No parameters.
+-- What the runs ran on comes from the system description of the same (round, submitter, system) in the
+-- view `systems` (any of them when a repository holds copies; NULL when none was ingested, whenever it
+-- is ingested): num_nodes, num_devices (nodes x accelerators per node), device_type, device_model,
+-- host_processor_model, availability; framework is the description's, else the logs'.
+-- Reads the views `runs` and `systems`. No parameters.
 WITH results AS (
     SELECT tags['round'] AS round, tags['submission_division'] AS division, tags['submitter'] AS submitter,
            tags['system'] AS system, lower(tags['benchmark']) AS benchmark, framework,
@@ -35,13 +39,25 @@ scored AS (
                                 AND fastest <= n_ok - (max_dropped - (n_runs - n_ok))) AS olympic
     FROM ranked
     GROUP BY ALL
+),
+described AS (
+    SELECT round, submitter, system, any_value(num_nodes) AS num_nodes, any_value(num_devices) AS num_devices,
+           any_value(device_type) AS device_type, any_value(device_model) AS device_model,
+           any_value(host_processor_model) AS host_processor_model, any_value(availability) AS availability,
+           any_value(framework) AS framework
+    FROM systems
+    GROUP BY ALL
 )
-SELECT round, division, submitter, system, benchmark, framework,
-       CASE WHEN n_runs - n_ok <= max_dropped THEN olympic END AS score_min,
-       n_runs, n_ok,
-       CASE WHEN n_runs - n_ok > max_dropped THEN 'too many failed runs'
-            WHEN olympic IS NULL THEN 'too few runs'
+SELECT s.round, s.division, s.submitter, s.system, s.benchmark,
+       coalesce(d.framework, s.framework) AS framework,
+       CASE WHEN s.n_runs - s.n_ok <= s.max_dropped THEN s.olympic END AS score_min,
+       s.n_runs, s.n_ok,
+       CASE WHEN s.n_runs - s.n_ok > s.max_dropped THEN 'too many failed runs'
+            WHEN s.olympic IS NULL THEN 'too few runs'
             ELSE 'scored' END AS verdict,
-       'olympic' AS score_rule
-FROM scored
-ORDER BY round, division, submitter, system, benchmark
+       'olympic' AS score_rule,
+       d.num_nodes, d.num_devices, d.device_type, d.device_model, d.host_processor_model, d.availability
+FROM scored s
+LEFT JOIN described d
+       ON d.submitter = s.submitter AND d.system = s.system AND d.round IS NOT DISTINCT FROM s.round
+ORDER BY s.round, s.division, s.submitter, s.system, s.benchmark

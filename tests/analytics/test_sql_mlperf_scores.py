@@ -21,8 +21,19 @@ def _runs(sets: dict[tuple[str, str], list[float | None]]) -> duckdb.DuckDBPyCon
     table = pa.Table.from_pylist(rows, schema=pa.schema([
         ("format", pa.string()), ("framework", pa.string()), ("status", pa.string()),
         ("time_to_train_s", pa.float64()), ("tags", pa.map_(pa.string(), pa.string()))]))
+    systems = pa.Table.from_pylist(
+        [{"round": "1.0", "submitter": "S", "system": "a", "num_nodes": 2, "num_devices": 16, "device_type": "gpu",
+          "device_model": "NVIDIA A100", "host_processor_model": "AMD EPYC", "availability": "available",
+          "framework": "MXNet 21.05"},
+         {"round": "0.7", "submitter": "S", "system": "b", "num_nodes": 9, "num_devices": 9, "device_type": "cpu",
+          "device_model": "Xeon", "host_processor_model": "Xeon", "availability": "preview", "framework": None}],
+        schema=pa.schema([("round", pa.string()), ("submitter", pa.string()), ("system", pa.string()),
+                          ("num_nodes", pa.int64()), ("num_devices", pa.int64()), ("device_type", pa.string()),
+                          ("device_model", pa.string()), ("host_processor_model", pa.string()),
+                          ("availability", pa.string()), ("framework", pa.string())]))
     con = duckdb.connect()
     con.register("runs", table)
+    con.register("systems", systems)
     register_views(con, ["mlperf_scores"])
     return con
 
@@ -42,3 +53,12 @@ def test_olympic_scores_dropped_runs_and_verdicts() -> None:
     assert got["c"] == (None, 5, 3, "too many failed runs")
     assert got["d"] == (pytest.approx(5.5), 10, 8, "scored")
     assert got["e"] == (None, 2, 2, "too few runs")
+
+
+def test_the_system_description_of_the_same_round_gives_devices_and_framework() -> None:
+    """System a is described for round 1.0: its devices and its framework (over the logs'). System b's
+    description is of round 0.7, not the results' 1.0: no devices, the logs' framework."""
+    con = _runs({("a", "resnet"): [10.0, 11.0, 12.0], ("b", "resnet"): [10.0, 11.0, 12.0]})
+    got = con.sql("SELECT system, num_nodes, num_devices, device_type, device_model, framework "
+                  "FROM mlperf_scores ORDER BY system").fetchall()
+    assert got == [("a", 2, 16, "gpu", "NVIDIA A100", "MXNet 21.05"), ("b", None, None, None, None, "mxnet")]

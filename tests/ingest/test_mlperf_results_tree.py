@@ -27,8 +27,8 @@ def scores(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, str
     store = tmp_path_factory.mktemp("mlperf") / "st"
     ingest([str(tarball)], store)
     con = connect(store)
-    rows = con.sql("SELECT submitter, system, benchmark, score_min, verdict, round, division, n_runs "
-                   "FROM mlperf_scores").fetchall()
+    rows = con.sql("SELECT submitter, system, benchmark, score_min, verdict, round, division, n_runs, num_nodes, "
+                   "num_devices, device_type FROM mlperf_scores").fetchall()
     return {r[:3]: r[3:] for r in rows}
 
 
@@ -45,5 +45,20 @@ def test_every_summarizer_score_is_bench_score_to_1e_4(scores: dict[tuple[str, s
 def test_the_tree_names_round_division_submitter_system_and_benchmark(
         scores: dict[tuple[str, str, str], tuple]) -> None:
     row = scores[("NVIDIA", "dgxa100_n100_ngc21.05_mxnet", "unet3d")]  # its logs start after 256 KiB of output
-    assert row[1:] == ("scored", "1.0", "closed", 40)
+    assert row[1:5] == ("scored", "1.0", "closed", 40)
     assert {r[2] for r in scores.values()} == {"1.0"}
+
+
+def test_devices_come_from_the_system_descriptions_as_the_summarizer_counts_them(
+        scores: dict[tuple[str, str, str], tuple]) -> None:
+    """num_nodes and num_devices against the summarizer's number_of_nodes and accelerators_count (its host
+    processors for Intel's CPU-only systems, whose devices are their sockets); every scored row has them."""
+    with EXPECTED.open() as fh:
+        expected = list(csv.DictReader(fh))
+    for r in expected:
+        got = scores[(r["submitter"], r["system"], r["benchmark"])]
+        devices = r["host_processors_count"] if got[-1] == "cpu" else r["accelerators_count"]
+        assert (got[-3], got[-2]) == (int(r["number_of_nodes"]), int(devices)), r
+    kinds = {(k[0], v[-1]) for k, v in scores.items()}
+    assert {("Google", "tpu"), ("Graphcore", "ipu"), ("Habana", "hpu"), ("PCL", "npu"), ("Intel", "cpu"),
+            ("NVIDIA", "gpu")} <= kinds
