@@ -52,13 +52,14 @@ class CompareMetric(StrEnum):
     images_per_sec = "images_per_sec"
     speedup = "speedup"
     efficiency = "efficiency"
+    mlperf_score = "mlperf_score"
 
 
 def compare_command(
     factor: Annotated[str, typer.Option("--factor", help="The factor that differs, e.g. gpu_model, model, data, batch_size_per_device")],
     a: Annotated[str, typer.Option("--a", help="Numerator value: exact, or a case-insensitive substring of one value (P100); NULL for NULL")],
     b: Annotated[str, typer.Option("--b", help="Denominator value, matched like --a")],
-    metric: Annotated[CompareMetric, typer.Option("--metric", help="images_per_sec (configs) or speedup / efficiency (scaling)")] = CompareMetric.images_per_sec,
+    metric: Annotated[CompareMetric, typer.Option("--metric", help="images_per_sec (configs), speedup / efficiency (scaling), or mlperf_score (mlperf_scores: the ratio is then a speedup, T_B / T_A)")] = CompareMetric.images_per_sec,
     where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of configs, e.g. 'num_gpus = 8'")] = None,
     equivalence: Annotated[float | None, typer.Option("--equivalence", help="Test 'A and B within ±X' (0.05 = 5%) with a paired TOST")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
@@ -75,7 +76,13 @@ def compare_command(
     from bench.analytics.store import connect
     from bench.ingest.store import default_store
 
-    result = compare(connect(store or default_store()), factor, a, b, metric=metric.value, where=where, equivalence=equivalence)
+    con = connect(store or default_store())
+    if metric is CompareMetric.mlperf_score:
+        from bench.analytics.compare_mlperf import compare_scores
+
+        result = compare_scores(con, factor, a, b, where=where, equivalence=equivalence)
+    else:
+        result = compare(con, factor, a, b, metric=metric.value, where=where, equivalence=equivalence)
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:

@@ -35,6 +35,9 @@ def print_compare(result: CompareResult) -> None:
                            [[u.side, u.config[result.factor], ", ".join(f"{c}={u.config[c]}" for c in cols if u.config[c] not in (None, {})),
                              u.num_gpus, u.value, u.reason] for u in shown],
                            title="without a partner" + (f" (the first {len(shown)}; {more} more with --json)" if more else ""))
+    if result.metric == "mlperf_score":
+        print(f"ratio = score(B) / score(A): how many times faster {result.a!r} trains than {result.b!r} "
+              "(a score is a time to train in minutes, lower is better)")
     print(summary_text(result.summary))
 
 

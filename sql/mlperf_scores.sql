@@ -13,7 +13,8 @@
 -- What the runs ran on comes from the system description of the same (round, submitter, system) in the
 -- view `systems` (any of them when a repository holds copies; NULL when none was ingested, whenever it
 -- is ingested): num_nodes, num_devices (nodes x accelerators per node), device_type, device_model,
--- host_processor_model, availability; framework is the description's, else the logs'.
+-- host_processor_model, availability; framework is the logs' (one word: mxnet, pytorch, ...), else the
+-- description's (often a list of container releases).
 -- Reads the views `runs` and `systems`. No parameters.
 WITH results AS (
     SELECT tags['round'] AS round, tags['submission_division'] AS division, tags['submitter'] AS submitter,
@@ -49,7 +50,7 @@ described AS (
     GROUP BY ALL
 )
 SELECT s.round, s.division, s.submitter, s.system, s.benchmark,
-       coalesce(d.framework, s.framework) AS framework,
+       coalesce(s.framework, d.framework) AS framework,
        CASE WHEN s.n_runs - s.n_ok <= s.max_dropped THEN s.olympic END AS score_min,
        s.n_runs, s.n_ok,
        CASE WHEN s.n_runs - s.n_ok > s.max_dropped THEN 'too many failed runs'

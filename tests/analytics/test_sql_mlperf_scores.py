@@ -56,9 +56,9 @@ def test_olympic_scores_dropped_runs_and_verdicts() -> None:
 
 
 def test_the_system_description_of_the_same_round_gives_devices_and_framework() -> None:
-    """System a is described for round 1.0: its devices and its framework (over the logs'). System b's
-    description is of round 0.7, not the results' 1.0: no devices, the logs' framework."""
+    """System a is described for round 1.0: its devices (its framework text gives way to the logs').
+    System b's description is of round 0.7, not the results' 1.0: no devices."""
     con = _runs({("a", "resnet"): [10.0, 11.0, 12.0], ("b", "resnet"): [10.0, 11.0, 12.0]})
     got = con.sql("SELECT system, num_nodes, num_devices, device_type, device_model, framework "
                   "FROM mlperf_scores ORDER BY system").fetchall()
-    assert got == [("a", 2, 16, "gpu", "NVIDIA A100", "MXNet 21.05"), ("b", None, None, None, None, "mxnet")]
+    assert got == [("a", 2, 16, "gpu", "NVIDIA A100", "mxnet"), ("b", None, None, None, None, "mxnet")]

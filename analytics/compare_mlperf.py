@@ -1,0 +1,118 @@
+"""``bench compare --metric mlperf_score``: MLPerf result sets that differ in one factor, as a speedup.
+
+A score is a time to train, lower is better, so the ratio of a pair is the speedup of A over B:
+score(B) / score(A) ("A100 trains 2.0x faster than V100"). Rows of the view ``mlperf_scores`` pair when
+they agree on every column of ``SAME`` but the compared factor (benchmark, framework family, devices,
+nodes, division); the other columns (submitter, system, ...) may differ. A side with two rows for one such key is
+a user error: narrow it with --where (e.g. ``submitter = 'NVIDIA'``). Rows without a score (a verdict
+other than ``scored``) are listed as unmatched with their verdict. Statistics are those of
+``bench.analytics.compare`` (median, geometric mean with a bootstrap CI, TOST).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bench.analytics.compare import CompareResult, Pair, Unmatched, resolve_value, summarize
+from bench.ingest.errors import BenchError, UsageError
+
+if TYPE_CHECKING:
+    import duckdb
+
+METRIC = "mlperf_score"
+VIEW = "mlperf_scores"
+#: What a pair must agree on (the compared factor excepted).
+SAME = ("benchmark", "framework", "num_devices", "num_nodes", "division")
+#: The factors one may compare.
+FACTORS = ("device_model", "device_type", "submitter", "system", "framework", "num_devices", "num_nodes",
+           "division", "round", "availability", "host_processor_model")
+_COLUMNS = ("round", "division", "submitter", "system", "benchmark", "framework", "num_nodes", "num_devices",
+            "device_type", "device_model", "host_processor_model", "availability", "score_min", "verdict")
+
+
+def compare_scores(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, where: str | None = None,
+                   equivalence: float | None = None) -> CompareResult:
+    """Pairs of result sets whose ``factor`` is A and B; ratio = speedup of A over B (see the docstring).
+    Raises UsageError for an unknown factor or a bad --where, BenchError for an A / B that matches no value
+    or several, or a side with two rows for one pair key."""
+    if factor not in FACTORS:
+        raise UsageError(f"unknown factor {factor!r} for --metric {METRIC}; choose one of: {', '.join(FACTORS)}")
+    if equivalence is not None and not 0 < equivalence < 1:
+        raise UsageError(f"--equivalence is a fraction such as 0.05 (for ±5%), got {equivalence}")
+    rows = _rows(con, where)
+    values = list({r[factor] for r in rows})
+    set_a, set_b = (_values(values, factor, text) for text in (a, b))
+    if set_a & set_b:
+        raise UsageError(f"--a {a!r} and --b {b!r} both select {factor} = {sorted(set_a & set_b)!r}; "
+                         "give texts that tell the two apart")
+    sides: tuple[dict[tuple[Any, ...], dict[str, Any]], dict[tuple[Any, ...], dict[str, Any]]] = ({}, {})
+    for r in rows:
+        if r[factor] not in set_a and r[factor] not in set_b:
+            continue
+        side, key = sides[0 if r[factor] in set_a else 1], _key(r, factor)
+        if key in side:
+            raise BenchError(f"two result sets with {factor} = {r[factor]!r} have the same "
+                             f"{', '.join(c for c in SAME if c != factor)} {key}: {side[key]['system']} and "
+                             f"{r['system']}; narrow the selection with --where (e.g. submitter = '...')")
+        side[key] = r
+    pairs, unmatched = [], []
+    for key in sorted(sides[0].keys() | sides[1].keys(), key=repr):
+        ra, rb = sides[0].get(key), sides[1].get(key)
+        if ra is not None and rb is not None and ra["score_min"] and rb["score_min"]:
+            pairs.append(Pair(_config(ra, factor), ra["num_devices"], ra["score_min"], rb["score_min"],
+                              rb["score_min"] / ra["score_min"]))
+            continue
+        for side, r, other in (("a", ra, rb), ("b", rb, ra)):
+            if r is not None:
+                reason = ("no partner" if other is None else r["verdict"] if not r["score_min"]
+                          else f"partner: {other['verdict']}")
+                unmatched.append(Unmatched(side, _config(r, None), r["num_devices"], r["score_min"], reason))
+    va, vb = (_shown(s) for s in (set_a, set_b))
+    return CompareResult(factor, va, vb, METRIC, tuple(pairs), tuple(unmatched),
+                         summarize([p.ratio for p in pairs], equivalence))
+
+
+def _values(values: list[Any], factor: str, text: str) -> set[Any]:
+    """The values of ``factor`` that ``text`` selects: an exact value (a number for a count); else, for a
+    text factor, every value that holds it, case-insensitively (``A100`` selects each A100 variant's
+    name, as systems spell it); raises BenchError when none does."""
+    if factor in ("num_devices", "num_nodes"):
+        return {resolve_value(values, factor, text, numeric=True)}
+    present = [v for v in values if isinstance(v, str)]
+    hits = {v for v in present if v == text} or {v for v in present if text.lower() in v.lower()}
+    if not hits:
+        shown = ", ".join(sorted(repr(v) for v in present)[:30])
+        raise BenchError(f"{text!r} matches no value of {factor}; candidates: {shown}")
+    return hits
+
+
+def _shown(selected: set[Any]) -> Any:
+    """One value as itself; several as their sorted list."""
+    return next(iter(selected)) if len(selected) == 1 else sorted(selected, key=str)
+
+
+def _key(row: dict[str, Any], factor: str) -> tuple[Any, ...]:
+    """What a partner must share; the framework by its family, the first word of how logs and systems name
+    it ("PyTorch NVIDIA Release 21.05" and "PyTorch 1.9.0" are both pytorch)."""
+    return tuple(_family(row[c]) if c == "framework" else row[c] for c in SAME if c != factor)
+
+
+def _family(framework: Any) -> Any:
+    return framework.split()[0].lower() if isinstance(framework, str) and framework.split() else framework
+
+
+def _rows(con: duckdb.DuckDBPyConnection, where: str | None) -> list[dict[str, Any]]:
+    import duckdb
+
+    sql = f"SELECT {', '.join(_COLUMNS)} FROM {VIEW}" + (f" WHERE ({where})" if where else "")
+    try:
+        table = con.sql(sql).to_arrow_table()
+    except duckdb.Error as e:
+        if where:
+            raise UsageError(f"--where {where!r} failed over the columns of {VIEW}: {e}") from e
+        raise BenchError(f"reading the view {VIEW} failed: {e}") from e
+    return list(table.to_pylist())
+
+
+def _config(row: dict[str, Any], drop: str | None) -> dict[str, Any]:
+    return {c: row[c] for c in _COLUMNS if c not in (drop, "score_min", "verdict")}
