@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
+
+from bench.ingest.records import Run
 
 DEVICE_TYPES = ("gpu", "tpu", "ipu", "hpu", "npu", "cpu")
 
@@ -17,6 +20,21 @@ _KINDS = (
      "gpu"),
     (re.compile(r"Xeon|EPYC|Ryzen|Core\(TM\)|\bCPU|Kunpeng|Graviton|POWER\d", re.I), "cpu"),
 )
+
+
+def with_devices(run: Run) -> Run:
+    """``run`` with num_devices, device_type and device_model where its parser left them open: a run with
+    GPUs has its GPUs (and their model); a run with ``num_gpus`` 0, or tagged ``device=cpu`` (tf_cnn and
+    ``bench run --device cpu``) or ``horovod_device=cpu``, trained on CPU devices: one per rank (one for a
+    single process). A run that says nothing of its devices keeps them NULL."""
+    if run.device_type is not None or run.num_devices is not None:
+        return run
+    if run.num_gpus:
+        return dataclasses.replace(run, num_devices=run.num_gpus, device_type="gpu",
+                                   device_model=run.device_model or run.gpu_model)
+    if run.num_gpus == 0 or "cpu" in (run.tags.get("device"), run.tags.get("horovod_device")):
+        return dataclasses.replace(run, num_devices=run.num_ranks or 1, device_type="cpu")
+    return run
 
 
 def device_type(model: str | None) -> str | None:

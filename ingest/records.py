@@ -66,6 +66,11 @@ class Run:
     num_nodes: int | None = None
     num_ranks: int | None = None
     gpu_model: str | None = None
+    #: The devices that trained, whatever they are (GPUs, TPU chips, IPUs, HPUs, NPUs or CPU devices), their
+    #: type (``bench.ingest.devices.DEVICE_TYPES``) and model; num_gpus and gpu_model are for GPUs only.
+    num_devices: int | None = None
+    device_type: str | None = None
+    device_model: str | None = None
     host: str | None = None
     started_at: float | None = None  # unix seconds (UTC)
     ended_at: float | None = None  # unix seconds (UTC)

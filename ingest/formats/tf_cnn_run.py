@@ -149,6 +149,16 @@ def _topology(st: RunState, result: ParseResult) -> _Topology:
     return _Topology(g, b, None if cpu else gpus, nodes, n, cpu)
 
 
+def _cpu_devices(topo: _Topology) -> int | None:
+    """The CPU devices of a run whose towers are all ``/cpu:N``: global batch / per-device batch (every rank
+    of a multi-process run), else the devices this process listed; None for a GPU run."""
+    if not topo.cpu:
+        return None
+    if topo.global_batch and topo.per_device and topo.global_batch % topo.per_device == 0:
+        return topo.global_batch // topo.per_device
+    return topo.num_devices or None
+
+
 def _primary(st: RunState) -> tuple[int | None, Series | None]:
     """The rank whose numbers stand for the run: rank 0, else the lowest rank, with a total first."""
     order = sorted(st.series, key=lambda r: -1 if r is None else r)
@@ -231,6 +241,7 @@ def build_run(st: RunState, gpu: str | None, result: ParseResult) -> Run:
         variable_update=_str(h.get("variable_update")),
         all_reduce=None if h.get("all_reduce") in (None, "None") else str(h.get("all_reduce")),
         batch_size_per_device=topo.per_device, global_batch_size=topo.global_batch, num_gpus=topo.num_gpus,
+        num_devices=_cpu_devices(topo), device_type="cpu" if topo.cpu else None,
         num_nodes=topo.num_nodes, num_ranks=num_ranks, gpu_model=gpu, started_at=started, ended_at=ended,
         wall_time_s=wall, num_steps=(s.last_step or s.eval_step or None) if s is not None else None,
         warmup_steps=_int(h.get("warmup")), images_per_sec=s.total if s is not None else None,
