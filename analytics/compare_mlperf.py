@@ -62,11 +62,11 @@ def compare_scores(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, 
             pairs.append(Pair(_config(ra, factor), ra["num_devices"], ra["score_min"], rb["score_min"],
                               rb["score_min"] / ra["score_min"]))
             continue
-        for side, r, other in (("a", ra, rb), ("b", rb, ra)):
-            if r is not None:
-                reason = ("no partner" if other is None else r["verdict"] if not r["score_min"]
+        for which, row, other in (("a", ra, rb), ("b", rb, ra)):
+            if row is not None:
+                reason = ("no partner" if other is None else row["verdict"] if not row["score_min"]
                           else f"partner: {other['verdict']}")
-                unmatched.append(Unmatched(side, _config(r, None), r["num_devices"], r["score_min"], reason))
+                unmatched.append(Unmatched(which, _config(row, None), row["num_devices"], row["score_min"], reason))
     va, vb = (_shown(s) for s in (set_a, set_b))
     return CompareResult(factor, va, vb, METRIC, tuple(pairs), tuple(unmatched),
                          summarize([p.ratio for p in pairs], equivalence))

@@ -232,6 +232,7 @@ def system_row(system: System, *, source: str, sha: str, place: dict[str, str], 
     """A systems row; ``place``: round, submitter and system read off the file's path (may be empty)."""
     row: dict[str, Any] = {name: getattr(system, name) for name in System.__dataclass_fields__}
     nodes, per_node, model = system.num_nodes, system.accelerators_per_node, system.device_model
+    kind: str | None
     if per_node == 0:  # no accelerators: the devices that train are the host's CPU sockets
         per_node, model, kind = system.host_processors_per_node, system.host_processor_model, "cpu"
     else:
