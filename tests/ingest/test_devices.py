@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from bench.ingest.devices import device_type
+from bench.ingest.devices import DEVICE_TYPES, device_type
 from bench.ingest.pipeline import ingest
 from bench.ingest.store import table_files
 
@@ -38,3 +38,4 @@ def test_the_devices_of_a_run(tmp_path: Path, path: str, want: tuple) -> None:
 ])
 def test_device_type_of_a_model_name(model: str | None, kind: str | None) -> None:
     assert device_type(model) == kind
+    assert kind is None or kind in DEVICE_TYPES
