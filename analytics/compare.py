@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.derived import device_compare_key
+from bench.analytics.store import view_error
 from bench.ingest.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
@@ -171,9 +172,7 @@ def _select(con: duckdb.DuckDBPyConnection, view: str, metric: str, where: str |
     try:
         return con.sql(sql).to_arrow_table()
     except duckdb.Error as e:
-        if where:
-            raise UsageError(f"--where {where!r} failed over the columns of {view}: {e}") from e
-        raise BenchError(f"reading the view {view} failed: {e}") from e
+        raise view_error(e, view, where) from e
 
 
 def _is_numeric(t: pa.DataType) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare import CompareResult, Pair, Unmatched, resolve_value, summarize
+from bench.analytics.store import view_error
 from bench.ingest.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
@@ -108,9 +109,7 @@ def _rows(con: duckdb.DuckDBPyConnection, where: str | None) -> list[dict[str, A
     try:
         table = con.sql(sql).to_arrow_table()
     except duckdb.Error as e:
-        if where:
-            raise UsageError(f"--where {where!r} failed over the columns of {VIEW}: {e}") from e
-        raise BenchError(f"reading the view {VIEW} failed: {e}") from e
+        raise view_error(e, VIEW, where) from e
     return list(table.to_pylist())
 
 

@@ -28,7 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bench.ingest.errors import BenchError, UsageError
+from bench.analytics.store import view_error
+from bench.ingest.errors import BenchError
 
 if TYPE_CHECKING:
     import duckdb
@@ -112,10 +113,7 @@ def _read(con: duckdb.DuckDBPyConnection, where: str | None) -> tuple[pd.DataFra
         # Arrow -> pandas keeping integer factors with NULLs as Python ints/None (not floats: 32.0).
         frame = con.sql(sql).to_arrow_table().to_pandas(integer_object_nulls=True)
     except duckdb.Error as e:
-        if where:
-
-            raise UsageError(f"--where {where!r} failed over the columns of runs: {e}") from e
-        raise _error(f"cannot read the runs view: {e}") from e
+        raise view_error(e, "runs", where) from e
     rate = frame["images_per_sec"].to_numpy(dtype=float, na_value=np.nan)
     used = (frame["status"] == "ok").to_numpy() & np.isfinite(rate) & (rate > 0)
     if not used.any():

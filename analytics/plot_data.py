@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from bench.analytics.compare import compare
 from bench.analytics.run_stats import MIN_INTERVALS, mser5
 from bench.analytics.scaling_laws import fit
+from bench.analytics.store import view_error
 from bench.ingest.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
@@ -47,15 +48,13 @@ _SCALING_COLS = (
 
 
 def _query(con: duckdb.DuckDBPyConnection, sql: str, what: str, where: str | None) -> pd.DataFrame:
-    """``sql`` as a DataFrame; a DuckDB error (a bad --where) becomes a BenchError naming ``what``."""
+    """``sql`` over the view ``what`` as a DataFrame; a DuckDB error becomes ``store.view_error``'s user error."""
     import duckdb
 
     try:
         return con.sql(sql).df()
     except duckdb.Error as e:
-        if where:
-            raise UsageError(f"cannot read {what} with --where {where!r}: {e}") from e
-        raise BenchError(f"cannot read {what}: {e}") from e
+        raise view_error(e, what, where) from e
 
 
 def _where(where: str | None) -> str:
@@ -102,7 +101,7 @@ def scaling_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by: 
     Sorted by label, num_gpus. Feeds the speedup, efficiency and throughput plots."""
     sql = (f"SELECT {', '.join(LABEL_FACTORS)}, {_SCALING_COLS} FROM scaling "
            f"WHERE {_where(where)} AND num_gpus > 0 ORDER BY config_id, num_gpus, num_nodes")
-    df = add_labels(_query(con, sql, "the scaling view", where), by)
+    df = add_labels(_query(con, sql, "scaling", where), by)
     return df.sort_values(["label", "config_id", "num_gpus"], kind="stable").reset_index(drop=True)
 
 
@@ -138,7 +137,7 @@ def minibatch_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by
     sql = (f"SELECT {', '.join(c for c in LABEL_FACTORS if c != 'batch_size_per_device')}, curve_id, "
            "num_gpus, batch_size_per_device, ms_per_image, forward_ms_per_image, oom, n_runs, n_ok "
            f"FROM minibatch WHERE {_where(where)} ORDER BY curve_id, batch_size_per_device")
-    df = _query(con, sql, "the minibatch view", where)
+    df = _query(con, sql, "minibatch", where)
     # the batch size is the x axis of a curve, not a label
     df = add_labels(df, by, tuple(c for c in LABEL_FACTORS if c != "batch_size_per_device"))
     if df["num_gpus"].astype(str).nunique() > 1:
@@ -157,7 +156,7 @@ def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None) -> tu
 
     pick = (f"SELECT run_id FROM runs WHERE {_where(where)} AND run_id IN (SELECT DISTINCT run_id FROM steps) "
             "ORDER BY run_id LIMIT 1")
-    found = _query(con, pick, "the runs view", where)
+    found = _query(con, pick, "runs", where)
     if found.empty:
         raise BenchError("no run with step rows matches" + (f" --where {where!r}" if where else " (the store has none)"))
     run_id = str(found["run_id"].iloc[0])

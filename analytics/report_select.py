@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics.report_model import Table
 from bench.analytics.run_stats import STABLE_CV, compute_run_stats
-from bench.ingest.errors import BenchError, UsageError
+from bench.analytics.store import view_error
+from bench.ingest.errors import BenchError
 
 if TYPE_CHECKING:
     import duckdb
@@ -36,7 +37,7 @@ def select_runs(con: duckdb.DuckDBPyConnection, where: str | None) -> int:
     try:
         con.execute(f"CREATE TEMP TABLE runs AS SELECT * FROM _store_runs WHERE ({where or 'true'})")
     except duckdb.Error as e:
-        raise UsageError(f"--where {where!r} failed over the columns of runs: {e}") from e
+        raise view_error(e, "runs", where) from e
     # telemetry without a run_id (joined to its run by tags, see plot_data) stays in
     for table, keep in (("steps", "false"), ("telemetry", "run_id IS NULL")):
         con.execute(f"ALTER VIEW {table} RENAME TO _store_{table}")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bench.analytics import render
-from bench.ingest.errors import BenchError, UsageError
+from bench.analytics.store import view_error
 
 if TYPE_CHECKING:
     import duckdb
@@ -218,9 +218,7 @@ def fit(con: duckdb.DuckDBPyConnection, where: str | None = None) -> FitReport:
     try:
         tab = con.sql(sql).to_arrow_table()
     except duckdb.Error as e:
-        if where:
-            raise UsageError(f"--where {where!r} failed over the columns of scaling: {e}") from e
-        raise BenchError(f"cannot read the scaling view: {e}") from e
+        raise view_error(e, "scaling", where) from e
     cfg = np.asarray(tab.column("config_id").to_pylist(), dtype=object)
     col = {c: tab.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
            for c in ("num_gpus", "baseline_gpus", "speedup")}

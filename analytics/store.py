@@ -57,6 +57,14 @@ def register_python_views(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         con.register("run_stats", compute_run_stats(con))
 
 
+def view_error(error: Exception, view: str, where: str | None) -> BenchError:
+    """The user error for a failed read of ``view``: a UsageError (exit 2) naming --where when one was
+    given (it is what failed), else a BenchError naming the view."""
+    if where:
+        return UsageError(f"reading {view} with --where {where!r} failed: {error}")
+    return BenchError(f"reading the view {view} failed: {error}")
+
+
 def run_sql(root: Path, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
     """Run one SQL statement over the store; returns (column names, rows); a statement that returns no
     rows gives ([], []). Raises UsageError for an empty query, BenchError on SQL errors."""
