@@ -50,9 +50,14 @@ def check(root: Path) -> Health:
                 health.sound.append(batch)
             else:
                 health.damaged.append((batch, why))
-    aside = root / DAMAGED_DIR
-    health.set_aside = sorted(p for p in aside.glob("*") if p.is_dir()) if aside.is_dir() else []
+    health.set_aside = set_aside(root)
     return health
+
+
+def set_aside(root: Path) -> list[Path]:
+    """The batches moved into ``STORE/damaged/``."""
+    aside = root / DAMAGED_DIR
+    return sorted(p for p in aside.glob("*") if p.is_dir()) if aside.is_dir() else []
 
 
 def batch_damage(batch: Path) -> str | None:

@@ -48,7 +48,7 @@ def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None) -> IngestS
     total = IngestSummary(store=str(root))
     with StoreWriter(root, wait_message=on_wait, migrate=True) as writer:
         total.set_aside = [f"{name}: {why}" for name, why in writer.set_aside]
-        sound, aside = health.check(root).sound, health.check(root).set_aside
+        sound, aside = writer.health.sound, writer.health.set_aside
         new = root / "_tmp" / "rebuild"
         for path, fmt, patterns in _plans(root, sound + aside):
             if not os.path.exists(path):

@@ -126,6 +126,8 @@ class StoreWriter:
         self._lock_fh: Any = None
         #: Damaged batches this writer moved into ``STORE/damaged/`` (see ``bench.ingest.health``).
         self.set_aside: list[tuple[str, str]] = []
+        #: The store's batches as this writer found them, the damaged ones set aside (read once).
+        self.health = health.Health()
 
     def __enter__(self) -> StoreWriter:
         if self.root.exists() and not self.root.is_dir():
@@ -162,11 +164,13 @@ class StoreWriter:
             check_store(self.root)
         _finish_swap(self.root)
         (self.root / "batches").mkdir(exist_ok=True)
-        for batch, why in health.check(self.root).damaged:
+        self.health = health.check(self.root)
+        for batch, why in self.health.damaged:
             aside = self.root / health.DAMAGED_DIR
             aside.mkdir(exist_ok=True)
             os.rename(batch, aside / batch.name)
             self.set_aside.append((batch.name, why))
+        self.health = health.Health(self.health.sound, [], health.set_aside(self.root))
         shutil.rmtree(self.root / "_tmp", ignore_errors=True)  # left by a killed writer; we hold the lock
         (self.root / "_tmp").mkdir()
 
@@ -178,7 +182,7 @@ class StoreWriter:
     def known_hashes(self) -> set[str]:
         """SHA-256 of every source already committed."""
         out: set[str] = set()
-        for f in table_files(self.root, "sources"):
+        for f in table_files(self.root, "sources", self.health.sound):
             out.update(pq.read_table(f, columns=["source_sha256"]).column(0).to_pylist())
         return out
 
