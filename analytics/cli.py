@@ -25,7 +25,7 @@ def sql_command(
 ) -> None:
     """Run DuckDB SQL over the store.
 
-    Example: bench sql "SELECT model, num_gpus, median(images_per_sec) FROM runs GROUP BY ALL"
+    Example: bench sql "SELECT model, num_devices, median(images_per_sec) FROM runs GROUP BY ALL"
     """
     from bench.analytics import render
     from bench.analytics.store import run_sql
@@ -56,18 +56,18 @@ class CompareMetric(StrEnum):
 
 
 def compare_command(
-    factor: Annotated[str, typer.Option("--factor", help="The factor that differs, e.g. gpu_model, model, data, batch_size_per_device")],
+    factor: Annotated[str, typer.Option("--factor", help="The factor that differs, e.g. device_model, model, data, batch_size_per_device")],
     a: Annotated[str, typer.Option("--a", help="Numerator value: exact, or a case-insensitive substring of one value (P100); NULL for NULL")],
     b: Annotated[str, typer.Option("--b", help="Denominator value, matched like --a")],
     metric: Annotated[CompareMetric, typer.Option("--metric", help="images_per_sec (configs), speedup / efficiency (scaling), or mlperf_score (mlperf_scores: the ratio is then a speedup, T_B / T_A)")] = CompareMetric.images_per_sec,
-    where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of configs, e.g. 'num_gpus = 8'")] = None,
+    where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of configs, e.g. 'num_devices = 8'")] = None,
     equivalence: Annotated[float | None, typer.Option("--equivalence", help="Test 'A and B within ±X' (0.05 = 5%) with a paired TOST")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     store: StoreOpt = None,
 ) -> None:
     """Ratio A/B over configurations that differ only in one factor, with median, geometric mean and CI.
 
-    Example: bench compare --factor gpu_model --a P100 --b K80 --equivalence 0.05
+    Example: bench compare --factor device_model --a P100 --b K80 --equivalence 0.05
     """
     import json
 
@@ -94,9 +94,9 @@ def fit_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     store: StoreOpt = None,
 ) -> None:
-    """Fit Amdahl's law and the Universal Scalability Law to each configuration with 3 or more GPU counts.
+    """Fit Amdahl's law and the Universal Scalability Law to each configuration with 3 or more device counts.
 
-    Example: bench fit --where "gpu_model LIKE '%P100%'"
+    Example: bench fit --where "device_model LIKE '%P100%'"
     """
     import dataclasses
     import json
@@ -115,13 +115,13 @@ def fit_command(
 
 
 def effects_command(
-    where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of runs, e.g. 'num_gpus = 1'")] = None,
+    where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of runs, e.g. 'num_devices = 1'")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     store: StoreOpt = None,
 ) -> None:
     """Multiplicative effect of each factor level on images/sec (OLS of the log), with 95% CI and p-value.
 
-    Example: bench effects --where "num_gpus = 1 AND batch_size_per_device = 64"
+    Example: bench effects --where "num_devices = 1 AND batch_size_per_device = 64"
     """
     import dataclasses
     import json
@@ -160,7 +160,7 @@ def plot_command(
 ) -> None:
     """Draw one figure from the store and write it to a file; prints the file's path.
 
-    Example: bench plot speedup --where "model = 'resnet50'" --by gpu_model --out speedup.png
+    Example: bench plot speedup --where "model = 'resnet50'" --by device_model --out speedup.png
     """
     from bench.analytics.plots import make_figure, save
     from bench.analytics.store import connect
@@ -182,7 +182,7 @@ def report_command(
 ) -> None:
     """Write an HTML + Markdown report (tables as CSV) of the selected runs; prints the path of report.html.
 
-    Example: bench report --where "gpu_model LIKE '%P100%'" --equivalence 0.05 --out bench-report
+    Example: bench report --where "device_model LIKE '%P100%'" --equivalence 0.05 --out bench-report
     """
     from bench.analytics.report import Options, make_report
     from bench.ingest.store import default_store

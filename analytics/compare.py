@@ -2,17 +2,17 @@
 
 A configuration row (of the view ``configs``, or ``scaling`` for the metrics speedup and efficiency)
 whose factor F is A is paired with the row whose F is B and that agrees on every other factor, on
-``config_tags``, on ``num_gpus`` and on ``num_nodes``. Each pair gives ratio = a_value / b_value
+``config_tags``, on ``num_devices`` and on ``num_nodes``. Each pair gives ratio = a_value / b_value
 (dimensionless). The summary gives n, median, geometric mean (the mean for ratios), min, max and a
 bootstrap 95% CI of the geometric mean; ``equivalence`` adds a paired TOST on the log ratios.
 
 Decisions (the issue is silent on these):
 - A value is usable when it is a finite number > 0. A configuration without one (only failed runs,
   so ``images_per_sec`` is NULL) is never a ratio: it and its partner are listed as unmatched.
-- speedup / efficiency: the two speedups must be measured from the same baseline GPU count, else the
+- speedup / efficiency: the two speedups must be measured from the same baseline device count, else the
   ratio compares different things ("different baseline"). Pairs at the baseline point have speedup
   1 / 1 by construction (a tautology, not evidence): they are left out of the pairs and the summary,
-  and counted in ``Summary.n_baseline_excluded``. A row at the baseline GPU count on more nodes has a
+  and counted in ``Summary.n_baseline_excluded``. A row at the baseline device count on more nodes has a
   measured speedup (not exactly 1) and stays a pair.
 - Bootstrap: 10,000 resamples (numpy PCG64, seed 2017) of the log ratios, the mean of each, and the
   2.5 and 97.5 percentiles, exponentiated (percentile interval). No CI for fewer than 2 pairs.
@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bench.analytics.derived import device_compare_key
 from bench.analytics.store import view_error
 from bench.ingest.errors import BenchError, UsageError
 
@@ -43,15 +42,20 @@ if TYPE_CHECKING:
 #: The factor columns of ``configs``: a configuration is all of them plus ``config_tags``.
 FACTORS = (
     "framework", "framework_version", "model", "dataset", "data", "mode", "precision", "data_format",
-    "variable_update", "all_reduce", "batch_size_per_device", "gpu_model",
+    "variable_update", "all_reduce", "batch_size_per_device", "device_type", "device_model",
 )
+#: A device's type follows from its model, so a compare over either lets both differ: P100 against a CPU
+#: server (``--factor device_model --a P100 --b NULL``) or gpu against tpu.
+DEVICE_FACTORS = ("device_type", "device_model")
+#: Older factor names, still accepted: the GPU-only columns are the device columns of GPU runs.
+ALIASES = {"gpu_model": "device_model"}
 #: Which view holds each metric.
 METRICS = {"images_per_sec": "configs", "speedup": "scaling", "efficiency": "scaling"}
 N_BOOT = 10_000
 SEED = 2017
 ALPHA = 0.05
 MIN_TOST_N = 3
-_NULL_WORD = "null"  # --a NULL selects configurations where the factor is NULL (e.g. gpu_model of a CPU run)
+_NULL_WORD = "null"  # --a NULL selects configurations where the factor is NULL (e.g. device_model of a CPU run that does not name its CPU)
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class Pair:
     """One matched pair. ``config``: every other factor, ``config_tags`` (dict) and ``num_nodes``."""
 
     config: dict[str, Any]
-    num_gpus: int | None
+    num_devices: int | None
     a_value: float
     b_value: float
     ratio: float
@@ -72,7 +76,7 @@ class Unmatched:
 
     side: str
     config: dict[str, Any]
-    num_gpus: int | None
+    num_devices: int | None
     value: float | None
     reason: str  # "no partner" | "no value" | "partner has no value" | "different baseline"
 
@@ -119,9 +123,9 @@ class CompareResult:
         s, eq = self.summary, self.summary.equivalence
         return {
             "factor": self.factor, "a": self.a, "b": self.b, "metric": self.metric,
-            "pairs": [{**p.config, "num_gpus": p.num_gpus, "a_value": p.a_value, "b_value": p.b_value,
+            "pairs": [{**p.config, "num_devices": p.num_devices, "a_value": p.a_value, "b_value": p.b_value,
                        "ratio": p.ratio} for p in self.pairs],
-            "unmatched": [{"side": u.side, **u.config, "num_gpus": u.num_gpus, "value": u.value,
+            "unmatched": [{"side": u.side, **u.config, "num_devices": u.num_devices, "value": u.value,
                            "reason": u.reason} for u in self.unmatched],
             "summary": {
                 "n": s.n, "median": s.median, "geomean": s.geomean, "min": s.min, "max": s.max,
@@ -143,6 +147,7 @@ def compare(
     ``equivalence`` is the margin m of "A and B within ±m" (0.05 = 5%). Raises BenchError for an
     unknown factor or metric, a bad --where, or an A / B that matches no value or several.
     """
+    factor = ALIASES.get(factor, factor)
     if factor not in FACTORS:
         raise UsageError(f"unknown factor {factor!r}; choose one of: {', '.join(FACTORS)}")
     if metric not in METRICS:
@@ -165,9 +170,9 @@ def _select(con: duckdb.DuckDBPyConnection, view: str, metric: str, where: str |
     """The columns compare needs from ``view``, filtered by ``where``, as one Arrow table (one scan)."""
     import duckdb
 
-    cols = [*FACTORS, "config_tags", "num_gpus", "num_nodes", metric]
+    cols = [*FACTORS, "config_tags", "num_devices", "num_nodes", metric]
     if view == "scaling":
-        cols.append("baseline_gpus")
+        cols.append("baseline_devices")
     sql = f"SELECT {', '.join(cols)} FROM {view}" + (f" WHERE ({where})" if where else "")
     try:
         return con.sql(sql).to_arrow_table()
@@ -209,18 +214,14 @@ def resolve_value(values: Sequence[Any], factor: str, text: str, *, numeric: boo
 
 
 def _key(row: dict[str, Any], factor: str) -> tuple[Any, ...]:
-    """What a partner must agree on: every other factor, the tags, num_gpus and num_nodes.
+    """What a partner must agree on: every other factor, the tags, num_devices and num_nodes.
 
-    Over ``gpu_model`` a CPU-only run (gpu_model NULL, tag device=cpu) counts as one device and the
-    ``device`` tag is ignored, so a CPU server pairs with the 1-GPU run of the same configuration
-    ("1 P100 is ~5.3x a two-socket server": ``--a P100 --b NULL``).
+    Over a device factor both device_type and device_model may differ, so one CPU server (1 cpu device)
+    pairs with the 1-GPU run of the same configuration ("1 P100 is ~5.3x a two-socket server").
     """
-    tags = _tags(row["config_tags"])
-    others = tuple(row[f] for f in FACTORS if f != factor)
-    if factor == "gpu_model":
-        kept, devices = device_compare_key(row["gpu_model"], tags, row["num_gpus"])
-        return (*others, kept, devices, row["num_nodes"])
-    return (*others, tuple(sorted(tags.items())), row["num_gpus"], row["num_nodes"])
+    free = DEVICE_FACTORS if factor in DEVICE_FACTORS else (factor,)
+    others = tuple(row[f] for f in FACTORS if f not in free)
+    return (*others, tuple(sorted(_tags(row["config_tags"]).items())), row["num_devices"], row["num_nodes"])
 
 
 def _tags(v: Any) -> dict[str, Any]:
@@ -241,7 +242,7 @@ def pair_rows(
     rows: list[dict[str, Any]], factor: str, va: Any, metric: str,
 ) -> tuple[list[Pair], list[Unmatched], int]:
     """Split rows (each with factor va or the other value) into pairs, unmatched rows and the number of
-    pairs left out at the baseline GPU count. Pairs come sorted by configuration and GPU count."""
+    pairs left out at the baseline device count. Pairs come sorted by configuration and device count."""
     sides: tuple[dict[tuple[Any, ...], dict[str, Any]], dict[tuple[Any, ...], dict[str, Any]]] = ({}, {})
     for r in rows:
         side = sides[0 if r[factor] == va else 1]
@@ -262,7 +263,7 @@ def pair_rows(
             n_base += 1
         else:
             x, y = float(ra[metric]), float(rb[metric])
-            pairs.append(Pair(_config(ra, factor), ra["num_gpus"], x, y, x / y))
+            pairs.append(Pair(_config(ra, factor), ra["num_devices"], x, y, x / y))
     return pairs, unmatched, n_base
 
 
@@ -271,21 +272,21 @@ def _why_unpaired(ra: dict[str, Any], rb: dict[str, Any], metric: str) -> tuple[
     ok_a, ok_b = _usable(ra[metric]), _usable(rb[metric])
     if not (ok_a and ok_b):
         return ("partner has no value" if ok_a else "no value", "partner has no value" if ok_b else "no value")
-    if metric != "images_per_sec" and ra["baseline_gpus"] != rb["baseline_gpus"]:
+    if metric != "images_per_sec" and ra["baseline_devices"] != rb["baseline_devices"]:
         return ("different baseline", "different baseline")
     return None
 
 
 def _at_baseline(ra: dict[str, Any], rb: dict[str, Any], metric: str) -> bool:
     """Both rows are their configuration's baseline point: speedup x / x, exactly 1 (so is efficiency).
-    At the baseline GPU count on more nodes the speedup is a measurement, not 1, and stays a pair."""
-    return (metric != "images_per_sec" and ra["num_gpus"] == ra["baseline_gpus"]
+    At the baseline device count on more nodes the speedup is a measurement, not 1, and stays a pair."""
+    return (metric != "images_per_sec" and ra["num_devices"] == ra["baseline_devices"]
             and ra[metric] == 1.0 and rb[metric] == 1.0)
 
 
 def _unmatched(side: str, row: dict[str, Any], metric: str, reason: str) -> Unmatched:
     v = row[metric]
-    return Unmatched(side, _config(row, None), row["num_gpus"], None if v is None else float(v), reason)
+    return Unmatched(side, _config(row, None), row["num_devices"], None if v is None else float(v), reason)
 
 
 def _sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -18,7 +18,7 @@ def print_compare(result: CompareResult) -> None:
 
     title = f"{result.metric}: {result.factor} {result.a!r} / {result.b!r}"
     if result.pairs:
-        pairs = [p.config | {"num_gpus": p.num_gpus} for p in result.pairs]
+        pairs = [p.config | {"num_devices": p.num_devices} for p in result.pairs]
         cols = _varying(pairs, result.factor)
         render.print_table([*cols, "a_value", "b_value", "ratio"],
                            [[r[c] for c in cols] + [p.a_value, p.b_value, p.ratio] for r, p in zip(pairs, result.pairs, strict=True)],
@@ -31,9 +31,9 @@ def print_compare(result: CompareResult) -> None:
         cols = _varying(every, result.factor)
         shown = result.unmatched[:MAX_UNMATCHED_SHOWN]
         more = len(result.unmatched) - len(shown)
-        render.print_table(["side", result.factor, "configuration", "num_gpus", "value", "reason"],
+        render.print_table(["side", result.factor, "configuration", "num_devices", "value", "reason"],
                            [[u.side, u.config[result.factor], ", ".join(f"{c}={u.config[c]}" for c in cols if u.config[c] not in (None, {})),
-                             u.num_gpus, u.value, u.reason] for u in shown],
+                             u.num_devices, u.value, u.reason] for u in shown],
                            title="without a partner" + (f" (the first {len(shown)}; {more} more with --json)" if more else ""))
     if result.metric == "mlperf_score":
         print(f"ratio = score(B) / score(A): how many times faster {result.a!r} trains than {result.b!r} "
@@ -59,9 +59,9 @@ def no_pairs_reason(result: CompareResult) -> str:
         va, vb = {repr(u.config[c]) for u in a}, {repr(u.config[c]) for u in b}
         if not va & vb:
             apart.append(f"{c} ({_few(a, c)} vs {_few(b, c)})")
-    ga, gb = {u.num_gpus for u in a}, {u.num_gpus for u in b}
+    ga, gb = {u.num_devices for u in a}, {u.num_devices for u in b}
     if not ga & gb:
-        apart.append(f"num_gpus ({_few_values(ga)} vs {_few_values(gb)})")
+        apart.append(f"num_devices ({_few_values(ga)} vs {_few_values(gb)})")
     head = (f"No configuration with {result.factor} = {result.a!r} ({len(a)} rows) has a partner with "
             f"{result.factor} = {result.b!r} ({len(b)} rows) that is the same in every other factor. ")
     if apart:
@@ -94,7 +94,7 @@ def summary_text(s: Summary) -> str:
         text = (f"n={s.n}  median {s.median:.3f}x  geomean {s.geomean:.3f}x{ci}  "
                 f"min {s.min:.3f}x  max {s.max:.3f}x")
     if s.n_baseline_excluded:
-        text += f"  ({s.n_baseline_excluded} pairs at the baseline GPU count left out)"
+        text += f"  ({s.n_baseline_excluded} pairs at the baseline device count left out)"
     eq = s.equivalence
     if eq is not None:
         p = "" if eq.p_value is None else f" (TOST p = {eq.p_value:.4g}, n = {eq.n})"

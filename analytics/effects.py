@@ -7,15 +7,15 @@ level, other factors held equal: a geometric-mean ratio. The 95% CI and the p-va
 b = 0) come from the OLS standard errors and are mapped through exp. The model has main effects only: it
 assumes factors multiply (a P100 speeds every model up by the same factor); interactions are not fitted.
 
-Factors: model, gpu_model, data, mode (train / inference), batch_size_per_device, variable_update,
-precision, num_gpus; only those with at least two distinct values among the runs used enter the model.
+Factors: model, device_model, data, mode (train / inference), batch_size_per_device, variable_update,
+precision, num_devices; only those with at least two distinct values among the runs used enter the model.
 A factor confounded with earlier ones (every fp16 run is a P100 run, every NULL-precision run an
 inference run) cannot be estimated apart from them: it is left out of the model and named in
-``confounded`` with what it is aliased with, never given an effect that belongs to another factor. All are categorical. num_gpus is
-categorical too, not log2(num_gpus): scaling is rarely a power law, and a level per GPU count reads
+``confounded`` with what it is aliased with, never given an effect that belongs to another factor. All are categorical. num_devices is
+categorical too, not log2(num_devices): scaling is rarely a power law, and a level per device count reads
 directly as a (geometric-mean) speedup over the reference count, with no shape assumed.
 
-A NULL factor value is a level of its own (level ``None``; a CPU run has gpu_model NULL): dropping those
+A NULL factor value is a level of its own (level ``None``; a CPU run has device_model NULL): dropping those
 runs would change the selection silently. The reference level is, unless given, the smallest value
 (numbers numerically, strings alphabetically, NULL last). Runs with status != 'ok' or without a positive
 images_per_sec are left out and counted in ``n_excluded``: a failed run is never a zero.
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
-FACTORS = ("model", "gpu_model", "data", "mode", "batch_size_per_device", "variable_update", "precision", "num_gpus")
+FACTORS = ("model", "device_model", "data", "mode", "batch_size_per_device", "variable_update", "precision", "num_devices")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ Decisions (the issue is silent on these):
   machine; the idle ones would pull a 2-GPU run's 78 °C down to 48 °C), else every GPU.
 - A telemetry row belongs to the run by run_id or, when its run_id is NULL (Lambda ``thermal/1`` files
   beside ``throughput/1``), by tags: every tag of the telemetry row equals the run's tag of that key or
-  the run's column of that name (as text), e.g. system, model, num_gpus, batch_size_per_device.
+  the run's column of that name (as text), e.g. system, model, num_devices, batch_size_per_device.
 - Telemetry time is put on the steps' clock: seconds since the first step's timestamp, from the sample's
   own timestamp (so samples before training started are at negative times). Only when the steps or the
   samples carry no timestamp is the sample's elapsed_s used as is.
@@ -38,13 +38,21 @@ if TYPE_CHECKING:
 
 #: Factors a series label may name, in the order they are written.
 LABEL_FACTORS = (
-    "model", "gpu_model", "framework", "framework_version", "dataset", "data", "mode", "precision",
+    "model", "device_type", "device_model", "framework", "framework_version", "dataset", "data", "mode", "precision",
     "data_format", "variable_update", "all_reduce", "batch_size_per_device",
 )
+#: How a device type is written in labels; several types (or none known) are "device".
+DEVICE_NOUNS = {"gpu": "GPU", "tpu": "TPU", "ipu": "IPU", "hpu": "HPU", "npu": "NPU", "cpu": "CPU"}
 _SCALING_COLS = (
-    "config_id, num_gpus, num_nodes, n_runs, n_ok, images_per_sec, ci95_low, ci95_high, wall_time_s, "
-    "baseline_gpus, baseline_images_per_sec, speedup, efficiency, superlinear"
+    "config_id, num_devices, num_nodes, n_runs, n_ok, images_per_sec, ci95_low, ci95_high, wall_time_s, "
+    "baseline_devices, baseline_images_per_sec, speedup, efficiency, superlinear"
 )
+
+
+def device_noun(df: pd.DataFrame) -> str:
+    """"GPU", "TPU", ... when every row of ``df`` with a device_type has the same one, else "device"."""
+    kinds = set(df["device_type"].dropna()) if "device_type" in df.columns else set()
+    return DEVICE_NOUNS.get(next(iter(kinds)), "device") if len(kinds) == 1 else "device"
 
 
 def _query(con: duckdb.DuckDBPyConnection, sql: str, what: str, where: str | None) -> pd.DataFrame:
@@ -95,53 +103,53 @@ def _text(value: object) -> str:
 
 
 def scaling_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by: str | None = None) -> pd.DataFrame:
-    """One row per configuration and scale point of the view ``scaling`` (rows with a GPU count):
-    config_id, label, the factors, num_gpus, num_nodes, n_runs, n_ok, images_per_sec, ci95_low/high
-    (images/s), wall_time_s (s), baseline_gpus, baseline_images_per_sec, speedup, efficiency, superlinear.
-    Sorted by label, num_gpus. Feeds the speedup, efficiency and throughput plots."""
+    """One row per configuration and scale point of the view ``scaling`` (rows with a device count):
+    config_id, label, the factors, num_devices, num_nodes, n_runs, n_ok, images_per_sec, ci95_low/high
+    (images/s), wall_time_s (s), baseline_devices, baseline_images_per_sec, speedup, efficiency, superlinear.
+    Sorted by label, num_devices. Feeds the speedup, efficiency and throughput plots."""
     sql = (f"SELECT {', '.join(LABEL_FACTORS)}, {_SCALING_COLS} FROM scaling "
-           f"WHERE {_where(where)} AND num_gpus > 0 ORDER BY config_id, num_gpus, num_nodes")
+           f"WHERE {_where(where)} AND num_devices > 0 ORDER BY config_id, num_devices, num_nodes")
     df = add_labels(_query(con, sql, "scaling", where), by)
-    return df.sort_values(["label", "config_id", "num_gpus"], kind="stable").reset_index(drop=True)
+    return df.sort_values(["label", "config_id", "num_devices"], kind="stable").reset_index(drop=True)
 
 
 def usl_frame(con: duckdb.DuckDBPyConnection, scaling: pd.DataFrame, where: str | None = None,
               points: int = 50) -> pd.DataFrame:
     """The fitted USL speedup curve of each configuration of ``scaling`` that ``scaling_laws.fit`` fits
-    (3+ GPU counts): config_id, label, num_gpus (float, from the baseline to the largest measured
-    count), usl_speedup. S(N) = n / (1 + a(n-1) + b n(n-1)), n = N / baseline_gpus; points where the
+    (3+ device counts): config_id, label, num_devices (float, from the baseline to the largest measured
+    count), usl_speedup. S(N) = n / (1 + a(n-1) + b n(n-1)), n = N / baseline_devices; points where the
     denominator is not positive are left out."""
     import numpy as np
     import pandas as pd
 
     labels = dict(zip(scaling["config_id"], scaling["label"], strict=False))
     rows: list[dict[str, Any]] = []
-    for cf in fit(con, where=_where(where) + " AND num_gpus > 0").fits:
+    for cf in fit(con, where=_where(where) + " AND num_devices > 0").fits:
         if cf.config_id not in labels:
             continue
         f = cf.fit
-        gpus = np.linspace(f.baseline_gpus, max(f.gpu_counts), points)
-        n = gpus / f.baseline_gpus
+        gpus = np.linspace(f.baseline_devices, max(f.device_counts), points)
+        n = gpus / f.baseline_devices
         denom = 1 + f.alpha.estimate * (n - 1) + f.beta.estimate * n * (n - 1)
         for g, x, d in zip(gpus, n, denom, strict=True):
             if d > 0:
                 rows.append({"config_id": cf.config_id, "label": labels[cf.config_id],
-                             "num_gpus": float(g), "usl_speedup": float(x / d)})
-    return pd.DataFrame(rows, columns=["config_id", "label", "num_gpus", "usl_speedup"])
+                             "num_devices": float(g), "usl_speedup": float(x / d)})
+    return pd.DataFrame(rows, columns=["config_id", "label", "num_devices", "usl_speedup"])
 
 
 def minibatch_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by: str | None = None) -> pd.DataFrame:
     """One row per point of the view ``minibatch``: curve_id, label (factors varying across curves, and
-    num_gpus when it varies), batch_size_per_device, ms_per_image, forward_ms_per_image (ms), oom,
+    num_devices when it varies), batch_size_per_device, ms_per_image, forward_ms_per_image (ms), oom,
     n_runs, n_ok. Sorted by label, batch size."""
     sql = (f"SELECT {', '.join(c for c in LABEL_FACTORS if c != 'batch_size_per_device')}, curve_id, "
-           "num_gpus, batch_size_per_device, ms_per_image, forward_ms_per_image, oom, n_runs, n_ok "
+           "num_devices, batch_size_per_device, ms_per_image, forward_ms_per_image, oom, n_runs, n_ok "
            f"FROM minibatch WHERE {_where(where)} ORDER BY curve_id, batch_size_per_device")
     df = _query(con, sql, "minibatch", where)
     # the batch size is the x axis of a curve, not a label
     df = add_labels(df, by, tuple(c for c in LABEL_FACTORS if c != "batch_size_per_device"))
-    if df["num_gpus"].astype(str).nunique() > 1:
-        df["label"] = df["label"] + ", num_gpus=" + df["num_gpus"].astype(str)
+    if df["num_devices"].astype(str).nunique() > 1:
+        df["label"] = df["label"] + ", num_devices=" + df["num_devices"].astype(str)
     return df.sort_values(["label", "curve_id", "batch_size_per_device"], kind="stable").reset_index(drop=True)
 
 
@@ -213,14 +221,15 @@ def _tagged_sources(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> list
 def ratio_frame(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, where: str | None = None,
                 metric: str = "images_per_sec") -> tuple[pd.DataFrame, str]:
     """The pairs of ``compare.compare`` as (frame, title): label (the other factors that vary across the
-    pairs), num_gpus, ratio (A / B, dimensionless); the title names factor, A, B, metric and the median."""
+    pairs), device_type, num_devices, ratio (A / B, dimensionless); the title names factor, A, B, metric and the median."""
     import pandas as pd
 
     res = compare(con, factor, a, b, metric=metric, where=where)
     if not res.pairs:
         raise BenchError(f"no matched pairs of {factor} = {res.a!r} and {res.b!r}; see `bench compare`")
     df = pd.DataFrame([{**{k: v for k, v in p.config.items() if k in LABEL_FACTORS},
-                        "num_gpus": p.num_gpus, "ratio": p.ratio} for p in res.pairs])
+                        "num_devices": p.num_devices, "ratio": p.ratio} for p in res.pairs])
+    df["device_type"] = [p.config.get("device_type") for p in res.pairs]  # None over a device factor
     df = add_labels(df)
     title = f"{metric}: {factor} {res.a} / {res.b} (median {res.summary.median:.2f}×, n = {res.summary.n})"
-    return df[["label", "num_gpus", "ratio"]], title
+    return df[["label", "device_type", "num_devices", "ratio"]], title

@@ -2,7 +2,7 @@
 
 Frames come from bench.analytics.plot_data. Figures are drawn with the Agg backend (no display needed)
 and saved by :func:`save` only. Points are joined by a line only within a series (one configuration
-across GPU counts, one curve across batch sizes, one run across time); bars and heatmap cells are not.
+across device counts, one curve across batch sizes, one run across time); bars and heatmap cells are not.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
 FORMATS = (".png", ".svg", ".pdf")
 SPEEDUP_YLABEL = "speedup (× baseline throughput)"
-GPUS_XLABEL = "GPUs (count)"
 
 
 def new_figure(width: float = 7.0, height: float = 4.5) -> Any:
@@ -53,12 +52,12 @@ def _series(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def _baseline(g: pd.DataFrame) -> str | None:
-    """A configuration's baseline GPU count and absolute throughput, as text; None without one."""
+    """A configuration's baseline device count and absolute throughput, as text; None without one."""
     base = g.dropna(subset=["baseline_images_per_sec"])
     if base.empty:
         return None
     r = base.iloc[0]
-    return f"baseline {int(r['baseline_gpus'])} GPU = {r['baseline_images_per_sec']:.1f} images/s"
+    return f"baseline {int(r['baseline_devices'])} {plot_data.device_noun(g)} = {r['baseline_images_per_sec']:.1f} images/s"
 
 
 def _style(i: int) -> dict[str, Any]:
@@ -67,32 +66,32 @@ def _style(i: int) -> dict[str, Any]:
 
 
 def speedup(df: pd.DataFrame, usl: pd.DataFrame | None = None) -> Figure:
-    """Speedup against GPU count: one marked line per configuration (points with a speedup), the ideal
+    """Speedup against device count: one marked line per configuration (points with a speedup), the ideal
     line y = x / smallest baseline, the USL fit (dashed) per configuration in ``usl``, and each
     baseline's absolute throughput written in the lower right. ``df``: plot_data.scaling_frame."""
     pts = df.dropna(subset=["speedup"])
     if pts.empty:
-        raise BenchError("no configuration has a speedup to plot (no ok runs with a GPU count)")
+        raise BenchError("no configuration has a speedup to plot (no ok runs with a device count)")
     series = _series(pts)
     many = len(series) > LEGEND_INSIDE_MAX  # then each baseline goes into its legend entry, not over the data
     fig = new_figure(12.0 if many else 7.0, 4.5)  # room on the right for the legend
     ax = fig.add_subplot()
-    base = float(pts["baseline_gpus"].min())
-    top = float(pts["num_gpus"].max())
+    base = float(pts["baseline_devices"].min())
+    top = float(pts["num_devices"].max())
     ax.plot([base, top], [1.0, top / base], color="grey", linestyle=":", label="ideal (linear)")
     for i, (label, g) in enumerate(series):
         note = _baseline(g)
         shown = f"{label} ({note})" if many and note else label
-        (line,) = ax.plot(g["num_gpus"], g["speedup"], label=shown, **_style(i))
+        (line,) = ax.plot(g["num_devices"], g["speedup"], label=shown, **_style(i))
         if usl is not None and not usl.empty:
             curve = usl[usl["config_id"] == g["config_id"].iloc[0]]
             if not curve.empty:
-                ax.plot(curve["num_gpus"], curve["usl_speedup"], linestyle="--", color=line.get_color(),
+                ax.plot(curve["num_devices"], curve["usl_speedup"], linestyle="--", color=line.get_color(),
                         label=f"USL fit: {label}")
-    ax.set_xlabel(GPUS_XLABEL)
+    ax.set_xlabel(f"{plot_data.device_noun(df)}s (count)")
     ax.set_ylabel(SPEEDUP_YLABEL)
     ax.set_title("Speedup")
-    ax.set_xticks(sorted(pts["num_gpus"].unique()))
+    ax.set_xticks(sorted(pts["num_devices"].unique()))
     if not many:
         text = "\n".join(f"{label}: {note}" for label, g in series if (note := _baseline(g)))
         ax.text(0.98, 0.02, text, transform=ax.transAxes, ha="right", va="bottom", fontsize=7)
@@ -102,44 +101,44 @@ def speedup(df: pd.DataFrame, usl: pd.DataFrame | None = None) -> Figure:
 
 
 def efficiency(df: pd.DataFrame) -> Figure:
-    """Scaling efficiency (speedup / GPU multiple) in percent against GPU count, one marked line per
+    """Scaling efficiency (speedup / device multiple) in percent against device count, one marked line per
     configuration, with the 100% line; never clamped. ``df``: plot_data.scaling_frame."""
     pts = df.dropna(subset=["efficiency"])
     if pts.empty:
-        raise BenchError("no configuration has an efficiency to plot (no ok runs with a GPU count)")
+        raise BenchError("no configuration has an efficiency to plot (no ok runs with a device count)")
     fig = new_figure(10.0 if len(_series(pts)) > LEGEND_INSIDE_MAX else 7.0, 4.5)
     ax = fig.add_subplot()
     ax.axhline(100.0, color="grey", linestyle=":", label="100% (linear scaling)")
     for i, (label, g) in enumerate(_series(pts)):
-        ax.plot(g["num_gpus"], g["efficiency"] * 100.0, label=label, **_style(i))
-    ax.set_xlabel(GPUS_XLABEL)
+        ax.plot(g["num_devices"], g["efficiency"] * 100.0, label=label, **_style(i))
+    ax.set_xlabel(f"{plot_data.device_noun(df)}s (count)")
     ax.set_ylabel("scaling efficiency (%)")
     ax.set_title("Scaling efficiency")
-    ax.set_xticks(sorted(pts["num_gpus"].unique()))
+    ax.set_xticks(sorted(pts["num_devices"].unique()))
     ax.set_ylim(bottom=0)
     _legend(ax, len(ax.get_legend_handles_labels()[1]))
     return fig
 
 
 def throughput(df: pd.DataFrame) -> Figure:
-    """Images/s bars: one group per configuration, one bar per GPU count in it; 95% CI error bars where
+    """Images/s bars: one group per configuration, one bar per device count in it; 95% CI error bars where
     the point has repetitions (ci95 known); training time (wall_time_s, mean of ok runs) as a marked
     line per configuration on a second axis when any is known. Failed points (no mean) get no bar."""
     fig = new_figure(max(7.0, 1.2 * df["label"].nunique() + 3), 4.5)
     ax = fig.add_subplot()
     groups = _series(df)
-    counts = sorted(df["num_gpus"].dropna().unique())
+    counts = sorted(df["num_devices"].dropna().unique())
     width = 0.8 / max(len(counts), 1)
     ax2 = ax.twinx() if df["wall_time_s"].notna().any() else None
     for j, n in enumerate(counts):
-        _bars(ax, groups, n, (j - (len(counts) - 1) / 2) * width, width)
+        _bars(ax, groups, n, (j - (len(counts) - 1) / 2) * width, width, plot_data.device_noun(df))
     if ax2 is not None:
         labelled = False
         for i, (_, g) in enumerate(groups):
             t = g.dropna(subset=["wall_time_s"])
             if t.empty:
                 continue
-            xs = [i + (counts.index(n) - (len(counts) - 1) / 2) * width for n in t["num_gpus"]]
+            xs = [i + (counts.index(n) - (len(counts) - 1) / 2) * width for n in t["num_devices"]]
             ax2.plot(xs, t["wall_time_s"], color="black", marker="s", markersize=4,
                      label=None if labelled else "training time")  # one legend entry for all groups
             labelled = True
@@ -147,7 +146,7 @@ def throughput(df: pd.DataFrame) -> Figure:
         ax2.legend(fontsize=7, loc="upper right")
     ax.set_xticks(range(len(groups)), [label for label, _ in groups], rotation=20, ha="right", fontsize=7)
     ax.set_ylabel("throughput (images/s)")
-    ax.set_title("Throughput per GPU count")
+    ax.set_title(f"Throughput per {plot_data.device_noun(df)} count")
     ax.set_ylim(bottom=0)  # a rate: bars and their error bars start at zero
     if ax2 is not None:
         ax2.set_ylim(bottom=0)
@@ -155,14 +154,14 @@ def throughput(df: pd.DataFrame) -> Figure:
     return fig
 
 
-def _bars(ax: Any, groups: list[tuple[str, pd.DataFrame]], n: float, shift: float, width: float) -> None:
-    """The bars of GPU count ``n``, one per group that has a mean there, at group index + ``shift``;
+def _bars(ax: Any, groups: list[tuple[str, pd.DataFrame]], n: float, shift: float, width: float, noun: str) -> None:
+    """The bars of device count ``n``, one per group that has a mean there, at group index + ``shift``;
     a 95% CI error bar where the point has one (repetitions), none elsewhere."""
     import numpy as np
 
     xs, ys, lo, hi = [], [], [], []
     for i, (_, g) in enumerate(groups):
-        for _, row in g[(g["num_gpus"] == n) & g["images_per_sec"].notna()].iterrows():
+        for _, row in g[(g["num_devices"] == n) & g["images_per_sec"].notna()].iterrows():
             xs.append(i + shift)
             ys.append(row["images_per_sec"])
             has_ci = np.isfinite(row["ci95_low"]) and np.isfinite(row["ci95_high"])
@@ -170,17 +169,17 @@ def _bars(ax: Any, groups: list[tuple[str, pd.DataFrame]], n: float, shift: floa
             hi.append(row["ci95_high"] - row["images_per_sec"] if has_ci else 0.0)
     # lists, not a (2, n) array: matplotlib's first-finite probe warns on one-element rows
     err = [lo, hi] if any(lo) or any(hi) else None
-    ax.bar(xs, ys, width=width, yerr=err, capsize=3, label=f"{int(n)} GPU")
+    ax.bar(xs, ys, width=width, yerr=err, capsize=3, label=f"{int(n)} {noun}")
 
 
 def ratio(df: pd.DataFrame, title: str = "ratio") -> Figure:
-    """Heatmap of A/B ratios: configurations (rows) × GPU count (columns), each cell labelled ``4.73×``;
+    """Heatmap of A/B ratios: configurations (rows) × device count (columns), each cell labelled ``4.73×``;
     an empty cell is a configuration not measured (or not paired) at that count. Colours are on a log
     scale centred on 1 (A = B). ``df``: plot_data.ratio_frame."""
     import numpy as np
     from matplotlib.colors import LogNorm
 
-    grid = df.pivot_table(index="label", columns="num_gpus", values="ratio", aggfunc="first")
+    grid = df.pivot_table(index="label", columns="num_devices", values="ratio", aggfunc="first")
     fig = new_figure(max(5.0, 1.0 * grid.shape[1] + 4), max(2.5, 0.4 * grid.shape[0] + 1.5))
     ax = fig.add_subplot()
     vals = grid.to_numpy(dtype=float)
@@ -192,7 +191,7 @@ def ratio(df: pd.DataFrame, title: str = "ratio") -> Figure:
             ax.text(j, i, f"{v:.2f}×", ha="center", va="center", fontsize=8, color="white" if dark else "black")
     ax.set_xticks(range(grid.shape[1]), [str(int(c)) for c in grid.columns])
     ax.set_yticks(range(grid.shape[0]), list(grid.index), fontsize=7)
-    ax.set_xlabel(GPUS_XLABEL)
+    ax.set_xlabel(f"{plot_data.device_noun(df)}s (count)")
     ax.set_ylabel("configuration")
     fig.suptitle(title, fontsize=9)  # over the whole figure: the row labels widen it
     from matplotlib.ticker import FuncFormatter
@@ -221,7 +220,7 @@ def minibatch(df: pd.DataFrame) -> Figure:
             ax.plot(oom["batch_size_per_device"], [0.0] * len(oom), linestyle="none", marker="x", markersize=9,
                     color=line.get_color(), label=f"{label}: out of memory")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("batch size per GPU (images)")
+    ax.set_xlabel(f"batch size per {plot_data.device_noun(df)} (images)")
     ax.set_ylabel("time per image (ms)")
     ax.set_ylim(bottom=0)
     ax.set_title("Mini-batch efficiency")
@@ -281,13 +280,13 @@ def make_figure(con: Any, kind: str, where: str | None = None, by: str | None = 
     if kind in ("speedup", "efficiency", "throughput"):
         df = plot_data.scaling_frame(con, where, by)
         if df.empty:
-            raise BenchError("no configuration with a GPU count matches" + (f" --where {where!r}" if where else ""))
+            raise BenchError("no configuration with a device count matches" + (f" --where {where!r}" if where else ""))
         if kind == "speedup":
             return speedup(df, plot_data.usl_frame(con, df, where))
         return efficiency(df) if kind == "efficiency" else throughput(df)
     if kind == "ratio":
         if not (by and a and b):
-            raise UsageError("plot ratio needs --by FACTOR --a VALUE --b VALUE, e.g. --by gpu_model --a P100 --b K80")
+            raise UsageError("plot ratio needs --by FACTOR --a VALUE --b VALUE, e.g. --by device_model --a P100 --b K80")
         return ratio(*plot_data.ratio_frame(con, by, a, b, where))
     if kind == "minibatch":
         df = plot_data.minibatch_frame(con, where, by)

@@ -5,7 +5,7 @@
 :func:`write_report` writes it into a folder: ``report.html`` (one self-contained file: CSS inline, PNGs
 as data: URIs, no script, no network), ``report.md`` with ``figures/*.png`` beside it, and every table
 as ``tables/<slug>.csv``. Section order: selection, families, ratios, scaling laws, flagged runs,
-throughput per GPU across systems, trace, provenance.
+throughput per device across systems, trace, provenance.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from bench.analytics import report_figures as figs
 from bench.analytics import report_select as sel
 from bench.analytics import report_tables as tab
 from bench.analytics.compare import compare
+from bench.analytics.plot_data import device_noun
 from bench.analytics.report_figures import trace_figure
 from bench.analytics.report_html import render_html
 from bench.analytics.report_md import render_md, unique_slugs, write_assets
@@ -58,7 +59,7 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options) -> Report:
     sections.append(_ratio_section(con, configs, runs, opts.equivalence))
     sections.append(Section("Scaling laws", tables=[tab.fits_table(con, labels, runs)]))
     sections.append(Section("Flagged runs", tables=[sel.flags_table(con, labels)]))
-    sections += _per_gpu_sections(configs, con)
+    sections += _per_device_sections(configs, con)
     sections += _trace_sections(con, opts.trace)
     sections.append(Section("Provenance", ["Every number above links to the first of its runs here; the runs "
                                            "of one configuration point are adjacent."],
@@ -71,8 +72,8 @@ def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict
     ``max_families`` families that have a value."""
 
     out = [Section("Configuration families", ["A family is the configurations that agree on model, data, "
-                                              "precision, variable update and batch size per GPU; its columns "
-                                              "are the GPU models, systems and other settings that differ."])]
+                                              "precision, variable update and batch size per device; its columns "
+                                              "are the device models, systems and other settings that differ."])]
     drawn = 0
     fams = tab.families(configs)  # type: ignore[arg-type]
     for name, fam in fams:
@@ -98,30 +99,33 @@ def _ratio_section(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, 
         if res.pairs:
             results.append(res)
             tables.append(tab.ratio_table(res, configs, runs))  # type: ignore[arg-type]
-    text = ["Rows are GPU counts, columns the matched configurations (equal in everything but the factor); "
-            "each row ends with its median. Speedup ratios leave out the baseline GPU count (1 / 1)."]
+    text = ["Rows are device counts, columns the matched configurations (equal in everything but the factor); "
+            "each row ends with its median. Speedup ratios leave out the baseline device count (1 / 1)."]
     if not results:
-        text = ["No factor among GPU model, model, data, batch size and variable update varies with matched pairs."]
+        text = ["No factor among device model, model, data, batch size and variable update varies with matched pairs."]
     return Section("Ratios", text, ([tab.ratio_summary_table(results)] if results else []) + tables)
 
 
-def _per_gpu_sections(configs: object, con: duckdb.DuckDBPyConnection) -> list[Section]:
-    """Throughput per GPU across GPU models / systems, one figure and table per (model, precision)."""
+def _per_device_sections(configs: object, con: duckdb.DuckDBPyConnection) -> list[Section]:
+    """Throughput per device across device models / systems, one figure and table per (model, precision);
+    "device" is written as the selection's one device type (GPU, TPU, ...) when it has one."""
     import pandas as pd
 
     points = tab.scaling_points(con, list(configs["config_id"]))  # type: ignore[index]
-    frames = figs.per_gpu_frame(configs, points)  # type: ignore[arg-type]
+    frames = figs.per_device_frame(configs, points)  # type: ignore[arg-type]
     if not frames:
         return []
-    sec = Section("Throughput per GPU across systems")
+    noun = device_noun(configs)  # type: ignore[arg-type]
+    sec = Section(f"Throughput per {noun} across systems")
     for title, df in frames:
-        fig = figs.per_gpu_figure(df, title)
-        sec.figures.append(Figure(slugify(f"per-gpu-{title}"), f"Throughput per GPU: {title}", png_bytes(fig)))
+        fig = figs.per_device_figure(df, title, noun)
+        slug = slugify(f"per-{noun.lower()}-{title}")
+        sec.figures.append(Figure(slug, f"Throughput per {noun}: {title}", png_bytes(fig)))
         fig.clear()
-        wide = df.pivot_table(index="label", columns="num_gpus", values="images_per_gpu", aggfunc="first")
-        wide.columns = [f"{int(c)} GPU [images/s per GPU]" for c in wide.columns]
+        wide = df.pivot_table(index="label", columns="num_devices", values="images_per_device", aggfunc="first")
+        wide.columns = [f"{int(c)} {noun} [images/s per {noun}]" for c in wide.columns]
         wide = wide.reset_index().rename(columns={"label": "configuration"})
-        sec.tables.append(Table(slugify(f"per-gpu-{title}"), f"Throughput per GPU (images/s per GPU): {title}",
+        sec.tables.append(Table(slug, f"Throughput per {noun} (images/s per {noun}): {title}",
                                 pd.DataFrame(wide), dict.fromkeys(wide.columns[1:], ".1f")))
     return [sec]
 

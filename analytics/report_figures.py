@@ -1,13 +1,13 @@
 """``bench report``: the figures, drawn once per configuration family (never once per run) with the
-functions of bench.analytics.plots, plus the cross-system throughput-per-GPU bars and one trace.
+functions of bench.analytics.plots, plus the cross-system throughput-per-device bars and one trace.
 
 Decisions (the issue is silent on these):
 - Per family: the throughput bars (training time on a second axis), the speedup (ideal line, USL fit)
   and the efficiency figure: the Dell-style set. At most ``max_families`` families get figures (their
   tables are always complete); the report says which were left out.
-- Throughput per GPU across systems: one horizontal bar figure per (model, precision) whose
-  configurations span 2+ GPU models or systems: images/s divided by the GPU count, one bar per
-  configuration and GPU count (the question "which system is fastest per GPU" is read across bars).
+- Throughput per device across systems: one horizontal bar figure per (model, precision) whose
+  configurations span 2+ device models or systems: images/s divided by the device count, one bar per
+  configuration and device count (the question "which system is fastest per device" is read across bars).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MAX_FAMILIES = 12  #: default cap of families drawn (3 figures each); tables cover every family
-MAX_BARS = 60  #: bars in one throughput-per-GPU figure before it is split by GPU count
+MAX_BARS = 60  #: bars in one throughput-per-device figure before it is split by device count
 
 
 def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFrame, points: pd.DataFrame,
@@ -35,7 +35,7 @@ def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFra
     df = points.merge(family[["config_id", "series"]], on="config_id").rename(columns={"series": "label"})
     if df["images_per_sec"].notna().sum() == 0:
         return []
-    df = df.sort_values(["label", "num_gpus"], kind="stable").reset_index(drop=True)
+    df = df.sort_values(["label", "num_devices"], kind="stable").reset_index(drop=True)
     ids = ", ".join("'" + c.replace("'", "''") + "'" for c in df["config_id"].unique())
     usl = plot_data.usl_frame(con, df, where=f"config_id IN ({ids})")
     out = []
@@ -47,13 +47,13 @@ def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFra
     return out
 
 
-def per_gpu_frame(configs: pd.DataFrame, points: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(title, frame) per (model, precision) spanning 2+ GPU models or systems: label, num_gpus,
-    images_per_gpu (images/s per GPU = images/s / GPU count); points without a value are left out."""
+def per_device_frame(configs: pd.DataFrame, points: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(title, frame) per (model, precision) spanning 2+ device models or systems: label, num_devices,
+    images_per_device (images/s per device = images/s / device count); points without a value are left out."""
 
     out = []
     keys = [c for c in ("model", "precision") if c in configs.columns]
-    spread = [c for c in configs.columns if c == "gpu_model" or c.startswith("tag:")]
+    spread = [c for c in configs.columns if c == "device_model" or c.startswith("tag:")]
     for key, g in configs.groupby(keys, sort=True, dropna=False):
         if len(g) < 2 or not spread or g[spread].astype(str).drop_duplicates().shape[0] < 2:
             continue
@@ -61,31 +61,31 @@ def per_gpu_frame(configs: pd.DataFrame, points: pd.DataFrame) -> list[tuple[str
         df = points.merge(lab[["config_id", "label"]], on="config_id").dropna(subset=["images_per_sec"])
         if df.empty:
             continue
-        df = df.assign(images_per_gpu=df["images_per_sec"] / df["num_gpus"])
+        df = df.assign(images_per_device=df["images_per_sec"] / df["num_devices"])
         title = ", ".join(f"{k}={v}" for k, v in zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
-        out.append((title, df[["config_id", "label", "num_gpus", "images_per_gpu"]]))
+        out.append((title, df[["config_id", "label", "num_devices", "images_per_device"]]))
     return out
 
 
-def per_gpu_figure(df: pd.DataFrame, title: str) -> Any:
-    """Horizontal bars of images/s per GPU: one row per configuration (fastest per GPU on top), one bar per
-    GPU count in it. ``df``: one frame of :func:`per_gpu_frame`."""
+def per_device_figure(df: pd.DataFrame, title: str, noun: str = "device") -> Any:
+    """Horizontal bars of images/s per device (``noun``: GPU, TPU, ...): one row per configuration (fastest
+    per device on top), one bar per device count in it. ``df``: one frame of :func:`per_device_frame`."""
 
-    order = df.groupby("label")["images_per_gpu"].max().sort_values().index.tolist()
-    counts = sorted(df["num_gpus"].unique())
+    order = df.groupby("label")["images_per_device"].max().sort_values().index.tolist()
+    counts = sorted(df["num_devices"].unique())
     height = 0.8 / len(counts)
     fig = new_figure(10.0, min(40.0, 1.5 + 0.28 * len(order) * max(1, len(counts) / 2)))
     ax = fig.add_subplot()
     short = [lbl if len(lbl) <= 70 else lbl[:67] + "..." for lbl in order]  # long labels would squeeze the bars
     for j, n in enumerate(counts):
-        sub = df[df["num_gpus"] == n]
+        sub = df[df["num_devices"] == n]
         ys = [order.index(lbl) + (j - (len(counts) - 1) / 2) * height for lbl in sub["label"]]
-        ax.barh(ys, sub["images_per_gpu"], height=height, label=f"{int(n)} GPU")
+        ax.barh(ys, sub["images_per_device"], height=height, label=f"{int(n)} {noun}")
     ax.set_yticks(range(len(order)), short, fontsize=7)
-    ax.set_xlabel("throughput per GPU (images/s per GPU)")
+    ax.set_xlabel(f"throughput per {noun} (images/s per {noun})")
     ax.set_xlim(left=0)  # a rate: the bars start at zero
     ax.set_ylabel("configuration")
-    ax.set_title(f"Throughput per GPU: {title}", fontsize=9)
+    ax.set_title(f"Throughput per {noun}: {title}", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(axis="x", linestyle=":", alpha=0.5)
     return fig

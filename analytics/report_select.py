@@ -58,7 +58,7 @@ SELECT count(*) AS runs, count(*) FILTER (WHERE status = 'ok') AS ok,
        count(*) FILTER (WHERE status <> 'ok' OR status IS NULL) AS not_ok,
        (SELECT count(DISTINCT config_id) FROM _report_runs) AS configurations,
        count(DISTINCT source_sha256) AS sources,
-       string_agg(DISTINCT gpu_model, ', ' ORDER BY gpu_model) AS gpu_models,
+       string_agg(DISTINCT device_model, ', ' ORDER BY device_model) AS device_models,
        string_agg(DISTINCT framework || coalesce(' ' || framework_version, ''), ', '
                   ORDER BY framework || coalesce(' ' || framework_version, '')) AS frameworks,
        string_agg(DISTINCT model, ', ' ORDER BY model) AS models,
@@ -67,14 +67,14 @@ FROM runs
 """
 _LABELS = {
     "runs": "runs", "ok": "runs with status ok", "not_ok": "runs without a result (failed, oom, ...)",
-    "configurations": "configurations", "sources": "source files", "gpu_models": "GPU models",
+    "configurations": "configurations", "sources": "source files", "device_models": "device models",
     "frameworks": "frameworks", "models": "models", "first_started": "first run started (UTC)",
     "last_ended": "last run ended (UTC)",
 }
 
 
 def summary_table(con: duckdb.DuckDBPyConnection) -> Table:
-    """What is in the selection: one row per item (runs, ok runs, configurations, GPU models, frameworks,
+    """What is in the selection: one row per item (runs, ok runs, configurations, device models, frameworks,
     models, date range). Dates are NULL ("—") when no log stamped them."""
     import pandas as pd
 
@@ -99,22 +99,22 @@ def status_table(con: duckdb.DuckDBPyConnection) -> Table:
 
 def flags_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str]) -> Table:
     """One row per run and flag: unstable (CV > 2%), superlinear (efficiency > 1), no result (see module
-    doc). ``labels``: config_id -> configuration label. Columns: run_id, configuration, GPUs, flag,
+    doc). ``labels``: config_id -> configuration label. Columns: run_id, configuration, devices, flag,
     detail (CV %, efficiency %, or status: detail)."""
 
     con.register("_run_stats", compute_run_stats(con))
     df = con.sql(f"""
-        SELECT r.run_id, r.config_id, r.num_gpus AS "GPUs", 'unstable' AS flag,
+        SELECT r.run_id, r.config_id, r.num_devices AS "devices", 'unstable' AS flag,
                printf('CV %.2f%% after %d warm-up intervals', 100 * s.cv, s.warmup_intervals) AS detail
         FROM _report_runs r JOIN _run_stats s USING (run_id) WHERE s.cv > {STABLE_CV}
         UNION ALL
-        SELECT r.run_id, r.config_id, r.num_gpus, 'superlinear',
-               printf('efficiency %.1f%% of its %d-GPU baseline', 100 * c.efficiency, c.baseline_gpus)
+        SELECT r.run_id, r.config_id, r.num_devices, 'superlinear',
+               printf('efficiency %.1f%% of its %d-device baseline', 100 * c.efficiency, c.baseline_devices)
         FROM _report_runs r JOIN _scaling c ON c.config_id = r.config_id
-             AND c.num_gpus IS NOT DISTINCT FROM r.num_gpus AND c.num_nodes IS NOT DISTINCT FROM r.num_nodes
+             AND c.num_devices IS NOT DISTINCT FROM r.num_devices AND c.num_nodes IS NOT DISTINCT FROM r.num_nodes
         WHERE c.superlinear AND r.status = 'ok'
         UNION ALL
-        SELECT run_id, config_id, num_gpus, 'no result',
+        SELECT run_id, config_id, num_devices, 'no result',
                coalesce(status, 'unknown') || coalesce(': ' || status_detail, '')
         FROM _report_runs WHERE status IS DISTINCT FROM 'ok' OR images_per_sec IS NULL
         ORDER BY flag, run_id""").df()
@@ -125,22 +125,22 @@ def flags_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str]) -> Table
 
 
 def provenance_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str]) -> Table:
-    """Every selected run: run_id, configuration, GPUs, nodes, status, source, sha256 prefix. Sorted by
+    """Every selected run: run_id, configuration, devices, nodes, status, source, sha256 prefix. Sorted by
     configuration and scale point, so the runs behind one number are adjacent (a number links to the
     first of them)."""
     df = con.sql(f"""
-        SELECT run_id, config_id, num_gpus AS "GPUs", num_nodes AS "nodes", status, source,
+        SELECT run_id, config_id, num_devices AS "devices", num_nodes AS "nodes", status, source,
                left(source_sha256, {SHA_PREFIX}) AS "sha256 (prefix)"
         FROM _report_runs""").df()
     df.insert(1, "configuration", [labels.get(c, c) for c in df.pop("config_id")])
-    df = df.sort_values(["configuration", "GPUs", "nodes", "run_id"], kind="stable").reset_index(drop=True)
+    df = df.sort_values(["configuration", "devices", "nodes", "run_id"], kind="stable").reset_index(drop=True)
     return Table("provenance", "Provenance: every run and its source", df)
 
 
 def point_runs(con: duckdb.DuckDBPyConnection) -> dict[tuple[Any, ...], tuple[str, ...]]:
-    """(config_id, num_gpus, num_nodes) -> run_ids of the selection (all statuses), for linking numbers."""
+    """(config_id, num_devices, num_nodes) -> run_ids of the selection (all statuses), for linking numbers."""
     rows = con.execute("""
-        SELECT config_id, num_gpus, num_nodes, list(run_id ORDER BY run_id)
+        SELECT config_id, num_devices, num_nodes, list(run_id ORDER BY run_id)
         FROM _report_runs GROUP BY ALL""").fetchall()
     return {(c, g, n): tuple(ids) for c, g, n, ids in rows}
 

@@ -3,9 +3,9 @@ fits. Pure functions over a connection narrowed by ``report_select.select_runs``
 
 Decisions (the issue is silent on these):
 - A *family* is the configurations that agree on :data:`FAMILY_FACTORS` (model, dataset, data, mode,
-  precision, variable update, batch size per GPU); its *series* differ in the rest (GPU model,
+  precision, variable update, batch size per device); its *series* differ in the rest (device model,
   framework, data format, all-reduce, tags such as the system). A family table is laid out like the
-  published sheet: rows are GPU counts, columns are the family's series.
+  published sheet: rows are device counts, columns are the family's series.
 - Ratio tables: for each factor of :data:`RATIO_FACTORS` with 2+ values in the selection. With two
   values, A is the one with the higher mean images/s, so ratios read "A is x× B" as on the sheet;
   with more, B is the value with the most configurations and each other value (up to
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare import FACTORS
 from bench.analytics.compare_text import summary_text
+from bench.analytics.plot_data import device_noun
 from bench.analytics.report_model import Table, slugify
 from bench.analytics.scaling_laws import fit
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from bench.analytics.compare import CompareResult
 
 FAMILY_FACTORS = ("model", "dataset", "data", "mode", "precision", "variable_update", "batch_size_per_device")
-RATIO_FACTORS = ("gpu_model", "model", "data", "batch_size_per_device", "variable_update")
+RATIO_FACTORS = ("device_model", "model", "data", "batch_size_per_device", "variable_update")
 MAX_RATIO_VALUES = 6
 UNITS = {"images_per_sec": "images/s", "speedup": "×", "efficiency": "%"}
 FORMATS = {"images_per_sec": ".1f", "speedup": ".2f", "efficiency": ".1f"}
@@ -78,39 +79,40 @@ def families(configs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     series_cols = [c for c in configs.columns if c not in (*keys, "config_id")]
     for name, g in labelled.groupby("_family", sort=True, dropna=False):
         g = g.drop(columns="_family")
-        out.append((str(name), g.assign(series=label_of(g, series_cols, fallback="gpu_model"))))
+        out.append((str(name), g.assign(series=label_of(g, series_cols, fallback="device_model"))))
     return out
 
 
 def scaling_points(con: duckdb.DuckDBPyConnection, config_ids: list[str]) -> pd.DataFrame:
-    """The ``scaling`` rows of ``config_ids`` (GPU count > 0), sorted by config, GPU count, nodes."""
+    """The ``scaling`` rows of ``config_ids`` (device count > 0), sorted by config, device count, nodes."""
     ids = ", ".join("'" + c.replace("'", "''") + "'" for c in config_ids) or "NULL"
-    return con.sql(f"""SELECT config_id, num_gpus, num_nodes, n_runs, n_ok, images_per_sec, ci95_low, ci95_high,
-                              wall_time_s, baseline_gpus, baseline_images_per_sec, speedup, efficiency, superlinear
-                       FROM _scaling WHERE config_id IN ({ids}) AND num_gpus > 0
-                       ORDER BY config_id, num_gpus, num_nodes""").df()
+    return con.sql(f"""SELECT config_id, num_devices, num_nodes, n_runs, n_ok, images_per_sec, ci95_low, ci95_high,
+                              wall_time_s, baseline_devices, baseline_images_per_sec, speedup, efficiency, superlinear
+                       FROM _scaling WHERE config_id IN ({ids}) AND num_devices > 0
+                       ORDER BY config_id, num_devices, num_nodes""").df()
 
 
 def family_tables(name: str, family: pd.DataFrame, points: pd.DataFrame, runs: PointRuns) -> list[Table]:
-    """The family's images/s, speedup and efficiency (%) tables: rows = GPU counts (with the node count
+    """The family's images/s, speedup and efficiency (%) tables: rows = device counts (with the node count
     when it varies), columns = series; a number links to the runs of its configuration point."""
     pts = points.merge(family[["config_id", "series"]], on="config_id")
+    head = f"{device_noun(family)}s"  # the row header: GPUs, TPUs, ... or devices
     many_nodes = pts["num_nodes"].astype(str).nunique() > 1
-    pts["GPUs"] = [f"{int(g)} ({n} nodes)" if many_nodes else int(g) for g, n in zip(pts["num_gpus"], pts["num_nodes"], strict=True)]
+    pts[head] = [f"{int(g)} ({n} nodes)" if many_nodes else int(g) for g, n in zip(pts["num_devices"], pts["num_nodes"], strict=True)]
     pts["efficiency"] = pts["efficiency"] * 100.0
     tables = []
     for metric, what in (("images_per_sec", "Throughput"), ("speedup", "Speedup"), ("efficiency", "Scaling efficiency")):
         unit = UNITS[metric]
         pts["column"] = pts["series"] + f" [{unit}]"
-        wide = pts.pivot_table(index="GPUs", columns="column", values=metric, aggfunc="first", dropna=False, sort=False)
+        wide = pts.pivot_table(index=head, columns="column", values=metric, aggfunc="first", dropna=False, sort=False)
         order = list(dict.fromkeys(pts["column"]))
         wide = wide.reindex(columns=order).reset_index()
         wide.columns.name = None
         cell_runs = {}
         for _, p in pts.iterrows():
-            i = int((wide["GPUs"] == p["GPUs"]).to_numpy().nonzero()[0][0])
-            cell_runs[(i, p["column"])] = runs.get((p["config_id"], p["num_gpus"], p["num_nodes"]), ())
-        base = "" if metric == "images_per_sec" else " (baseline: each series' smallest GPU count)"
+            i = int((wide[head] == p[head]).to_numpy().nonzero()[0][0])
+            cell_runs[(i, p["column"])] = runs.get((p["config_id"], p["num_devices"], p["num_nodes"]), ())
+        base = "" if metric == "images_per_sec" else " (baseline: each series' smallest device count)"
         tables.append(Table(f"{slugify(name)[:60]}-{metric}", f"{what} ({unit}): {name}{base}", wide,
                             dict.fromkeys(order, FORMATS[metric]), cell_runs))
     return tables
@@ -136,18 +138,20 @@ def ratio_plan(con: duckdb.DuckDBPyConnection) -> list[tuple[str, Any, Any, str]
 
 
 def ratio_table(res: CompareResult, configs: pd.DataFrame, runs: PointRuns) -> Table:
-    """One compare result laid out like the sheet: rows = GPU counts, columns = matched configurations
+    """One compare result laid out like the sheet: rows = device counts, columns = matched configurations
     (the other factors that vary among the pairs), each row ending with its median; the summary (n,
     median, geometric mean with its bootstrap 95% CI, equivalence) is the table's note."""
     import pandas as pd
 
     rows = [{**{k: v for k, v in p.config.items() if k in FACTORS},
-             **{f"tag:{k}": v for k, v in p.config["config_tags"].items()}, "GPUs": p.num_gpus, "ratio": p.ratio}
+             **{f"tag:{k}": v for k, v in p.config["config_tags"].items()}, "_count": p.num_devices, "ratio": p.ratio}
             for p in res.pairs]
     df = pd.DataFrame(rows)
-    df["column"] = label_of(df, [c for c in df.columns if c not in ("GPUs", "ratio")]) if rows else []
-    wide = df.pivot_table(index="GPUs", columns="column", values="ratio", aggfunc="first", sort=False) if rows \
-        else pd.DataFrame({"GPUs": []}).set_index("GPUs")
+    head = f"{device_noun(df)}s"  # the row header: GPUs, TPUs, ... or devices
+    df = df.rename(columns={"_count": head})
+    df["column"] = label_of(df, [c for c in df.columns if c not in (head, "ratio")]) if rows else []
+    wide = df.pivot_table(index=head, columns="column", values="ratio", aggfunc="first", sort=False) if rows \
+        else pd.DataFrame({head: []}).set_index(head)
     wide = wide.reindex(columns=list(dict.fromkeys(df.get("column", [])))).sort_index()
     wide["median"] = wide.median(axis=1)
     wide = wide.rename(columns=lambda c: f"{c} [×]").reset_index()
@@ -155,16 +159,16 @@ def ratio_table(res: CompareResult, configs: pd.DataFrame, runs: PointRuns) -> T
     ids = _config_ids(configs)
     cell_runs = {}
     for p, col in zip(res.pairs, df.get("column", []), strict=True):
-        i = int((wide["GPUs"] == p.num_gpus).to_numpy().nonzero()[0][0])
+        i = int((wide[head] == p.num_devices).to_numpy().nonzero()[0][0])
         cell_runs[(i, f"{col} [×]")] = tuple(
             rid for side in (res.a, res.b)
-            for rid in runs.get((ids.get(_key({**p.config, res.factor: side})), p.num_gpus, p.config["num_nodes"]), ()))
+            for rid in runs.get((ids.get(_key({**p.config, res.factor: side})), p.num_devices, p.config["num_nodes"]), ()))
     title = f"Ratio of {res.metric} ({UNITS[res.metric]}): {res.factor} {res.a} / {res.b}"
     notes = [summary_text(res.summary).replace("\n", "; ")]
     if res.unmatched:
         notes.append(f"{len(res.unmatched)} configuration point(s) without a usable partner are not in the table.")
     return Table(slugify(f"ratio-{res.metric}-{res.factor}-{res.a}-{res.b}"), title, wide,
-                 {c: ".2f" for c in wide.columns if c != "GPUs"}, cell_runs, notes)
+                 {c: ".2f" for c in wide.columns if c != head}, cell_runs, notes)
 
 
 def _key(cfg: dict[str, Any]) -> tuple[Any, ...]:
@@ -208,8 +212,8 @@ def ratio_summary_table(results: list[CompareResult]) -> Table:
 
 
 def fits_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str], runs: PointRuns) -> Table:
-    """Amdahl and USL fits (scaling_laws.fit) of every configuration with 3+ GPU counts: estimates with
-    their Student-t 95% CIs (— where undefined: 0 residual degrees of freedom), R², USL peak (GPUs)."""
+    """Amdahl and USL fits (scaling_laws.fit) of every configuration with 3+ device counts: estimates with
+    their Student-t 95% CIs (— where undefined: 0 residual degrees of freedom), R², USL peak (devices)."""
     import pandas as pd
 
     report = fit(con)
@@ -217,19 +221,19 @@ def fits_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str], runs: Poi
     for c in report.fits:
         f = c.fit
         row: dict[str, Any] = {"configuration": labels.get(c.config_id, str(c.config_id)),
-                               "GPU counts": ", ".join(map(str, f.gpu_counts))}
+                               "device counts": ", ".join(map(str, f.device_counts))}
         for name, e in (("Amdahl s", f.serial_fraction), ("USL α", f.alpha), ("USL β", f.beta)):
             row[name] = e.estimate
             row[f"{name} 95% CI low"], row[f"{name} 95% CI high"] = e.ci95_low, e.ci95_high
-        row["Amdahl R²"], row["USL R²"], row["USL peak (GPUs)"] = f.amdahl_r2, f.usl_r2, f.peak_gpus
+        row["Amdahl R²"], row["USL R²"], row["USL peak (devices)"] = f.amdahl_r2, f.usl_r2, f.peak_devices
         rows.append(row)
     df = pd.DataFrame(rows)
     ids = {labels.get(c.config_id, str(c.config_id)): c.config_id for c in report.fits}
     cell_runs = {}
     for i, label in enumerate(df.get("configuration", [])):
         mine = tuple(r for (cid, _, _), rs in runs.items() if cid == ids[label] for r in rs)
-        cell_runs.update({(i, col): mine for col in df.columns if col not in ("configuration", "GPU counts")})
-    notes = [f"{len(report.skipped)} configuration(s) with fewer than 3 GPU counts are not fitted."] if report.skipped else []
-    notes.append("Speedups are relative to each configuration's smallest GPU count (n = GPUs / baseline).")
+        cell_runs.update({(i, col): mine for col in df.columns if col not in ("configuration", "device counts")})
+    notes = [f"{len(report.skipped)} configuration(s) with fewer than 3 device counts are not fitted."] if report.skipped else []
+    notes.append("Speedups are relative to each configuration's smallest device count (n = devices / baseline).")
     return Table("scaling-laws", "Scaling-law fits: Amdahl serial fraction and USL (95% CIs)", df,
                  dict.fromkeys(df.columns, ".3g"), cell_runs, notes)

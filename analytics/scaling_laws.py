@@ -2,11 +2,11 @@
 Scalability Law (USL), each by plain OLS through the origin on a linearising transform.
 
 Units and normalisation. Speedups come from the ``scaling`` view: S = throughput(N) / throughput(b),
-where b = ``baseline_gpus`` is the configuration's smallest GPU count. The laws are stated relative to
-one unit of work, S(1) = 1; we take the baseline group of b GPUs as that unit, n = N / b, and fit
-S(n). With b = 1 these are the textbook parameters. With b > 1 they describe groups of b GPUs (the
-serial fraction of a b-GPU job), which is all the data can say: throughput at 1 GPU was not measured.
-Results (the peak, the extrapolated count) are converted back to GPUs.
+where b = ``baseline_devices`` is the configuration's smallest device count. The laws are stated relative to
+one unit of work, S(1) = 1; we take the baseline group of b devices as that unit, n = N / b, and fit
+S(n). With b = 1 these are the textbook parameters. With b > 1 they describe groups of b devices (the
+serial fraction of a b-device job), which is all the data can say: throughput at 1 device was not measured.
+Results (the peak, the extrapolated count) are converted back to devices.
 
 - Amdahl: S(n) = 1 / (s + (1 - s)/n)  <=>  1/S - 1/n = s (1 - 1/n): one regressor, no intercept.
 - USL (Gunther): S(n) = n / (1 + a(n-1) + b n(n-1))  <=>  n/S - 1 = a (n-1) + b n(n-1): two regressors,
@@ -14,7 +14,7 @@ Results (the peak, the extrapolated count) are converted back to GPUs.
 
 The baseline point (n = 1) is left out of both regressions: it is 1 by construction, both sides of each
 transform are 0 there, and counting it would add a residual degree of freedom that measures nothing. So a
-configuration needs at least 3 GPU counts (the baseline and two more); with exactly 3, USL has 0 residual
+configuration needs at least 3 device counts (the baseline and two more); with exactly 3, USL has 0 residual
 degrees of freedom and its standard errors and CIs are None. R² is statsmodels' R² for a model without a
 constant, i.e. uncentered (1 - SSR / sum y²) on the transformed scale; None when sum y² = 0 (exactly linear).
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import duckdb
     import numpy as np
 
-MIN_GPU_COUNTS = 3  #: the baseline and at least two more counts
+MIN_DEVICE_COUNTS = 3  #: the baseline and at least two more counts
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,9 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Prediction:
-    """USL (with the 95% CI of the fitted mean) and Amdahl speedup at ``num_gpus``, relative to the baseline."""
+    """USL (with the 95% CI of the fitted mean) and Amdahl speedup at ``num_devices``, relative to the baseline."""
 
-    num_gpus: int
+    num_devices: int
     usl_speedup: float | None  # None where the fitted USL denominator is not positive
     ci95_low: float | None
     ci95_high: float | None
@@ -66,15 +66,15 @@ class Prediction:
 class ScalingFit:
     """Amdahl and USL fitted to one configuration. ``n_points`` counts the non-baseline points used."""
 
-    baseline_gpus: int
-    gpu_counts: tuple[int, ...]
+    baseline_devices: int
+    device_counts: tuple[int, ...]
     n_points: int
     serial_fraction: Estimate  # Amdahl s, per baseline group
     amdahl_r2: float | None
     alpha: Estimate  # USL contention
     beta: Estimate  # USL coherency
     usl_r2: float | None
-    peak_gpus: float | None  # where USL peaks, in GPUs (b * n*)
+    peak_devices: float | None  # where USL peaks, in devices (b * n*)
     predicted: Prediction  # at twice the largest measured count: always an extrapolation
 
 
@@ -89,7 +89,7 @@ class ConfigFit:
 
 @dataclass(frozen=True)
 class FitReport:
-    """Every fitted configuration, and the ids of those with fewer than 3 GPU counts (not fitted)."""
+    """Every fitted configuration, and the ids of those with fewer than 3 device counts (not fitted)."""
 
     fits: tuple[ConfigFit, ...]
     skipped: tuple[Any, ...]
@@ -107,30 +107,30 @@ class _Ols(NamedTuple):
     r2: np.ndarray
 
 
-def _transform(num_gpus: np.ndarray, speedup: np.ndarray, baseline: np.ndarray | float) -> dict[str, Any]:
-    """Regressors and responses of both laws at n = num_gpus / baseline (see module doc)."""
-    n = num_gpus / baseline
+def _transform(num_devices: np.ndarray, speedup: np.ndarray, baseline: np.ndarray | float) -> dict[str, Any]:
+    """Regressors and responses of both laws at n = num_devices / baseline (see module doc)."""
+    n = num_devices / baseline
     return {"amdahl_x": 1 - 1 / n, "amdahl_y": 1 / speedup - 1 / n,
             "usl_x1": n - 1, "usl_x2": n * (n - 1), "usl_y": n / speedup - 1}
 
 
-def fit_scaling(points: Sequence[tuple[float, float]], baseline_gpus: int | None = None) -> ScalingFit:
-    """Fit Amdahl and USL with statsmodels to (num_gpus, speedup relative to the baseline) points.
+def fit_scaling(points: Sequence[tuple[float, float]], baseline_devices: int | None = None) -> ScalingFit:
+    """Fit Amdahl and USL with statsmodels to (num_devices, speedup relative to the baseline) points.
 
-    ``baseline_gpus`` defaults to the smallest num_gpus; points at the baseline are not used (see module
-    doc). Raises ValueError with fewer than 3 distinct GPU counts, or a non-positive count or speedup.
+    ``baseline_devices`` defaults to the smallest num_devices; points at the baseline are not used (see module
+    doc). Raises ValueError with fewer than 3 distinct device counts, or a non-positive count or speedup.
     """
     import numpy as np
 
     gpus = np.array([p[0] for p in points], dtype=np.float64)
     speedup = np.array([p[1] for p in points], dtype=np.float64)
-    base = int(baseline_gpus if baseline_gpus is not None else gpus.min())
+    base = int(baseline_devices if baseline_devices is not None else gpus.min())
     if not (np.all(gpus > 0) and np.all(speedup > 0) and base > 0):
-        raise ValueError("GPU counts and speedups must be positive")
+        raise ValueError("device counts and speedups must be positive")
     keep = gpus != base
     counts = sorted({base, *(int(g) for g in gpus)})
-    if len(counts) < MIN_GPU_COUNTS:
-        raise ValueError(f"need at least {MIN_GPU_COUNTS} GPU counts (baseline included), got {counts}")
+    if len(counts) < MIN_DEVICE_COUNTS:
+        raise ValueError(f"need at least {MIN_DEVICE_COUNTS} device counts (baseline included), got {counts}")
     t = _transform(gpus[keep], speedup[keep], base)
     amdahl = _sm_ols(t["amdahl_y"], t["amdahl_x"][:, None])
     usl = _sm_ols(t["usl_y"], np.column_stack([t["usl_x1"], t["usl_x2"]]))
@@ -195,34 +195,35 @@ def _assemble(base: np.ndarray, counts: list[tuple[int, ...]], n_points: list[in
         _estimates(usl, 0), _estimates(usl, 1), _none(usl.r2), _none(peak), preds, strict=True)]
 
 
-#: Columns of ``scaling`` that are measurements of one GPU count, not factors of the configuration.
+#: Columns of ``scaling`` that are measurements of one device count, not factors of the configuration.
 MEASURES = frozenset({
-    "config_id", "num_gpus", "num_nodes", "baseline_gpus", "baseline_images_per_sec", "speedup",
+    "config_id", "num_devices", "num_nodes", "baseline_devices", "baseline_images_per_sec", "speedup",
     "efficiency", "superlinear", "images_per_sec", "n_runs", "n_ok", "median", "min", "max", "stddev",
     "ci95_low", "ci95_high", "wall_time_s", "global_batch_size",
+    "num_gpus", "gpu_model",  # the device columns again, for GPU runs: not factors of their own
 })
 
 
 def fit(con: duckdb.DuckDBPyConnection, where: str | None = None) -> FitReport:
     """Fit every configuration of the ``scaling`` view on ``con`` (rows filtered by the SQL ``where``).
 
-    Points with a NULL, non-finite or non-positive speedup are not points; rows of one GPU count on
+    Points with a NULL, non-finite or non-positive speedup are not points; rows of one device count on
     different node counts are separate points, like repetitions. Factors are the view's columns outside
-    :data:`MEASURES`, read from the configuration's smallest-GPU-count row (a MAP becomes a dict).
+    :data:`MEASURES`, read from the configuration's smallest-device-count row (a MAP becomes a dict).
     Raises BenchError when the query fails (e.g. a bad ``where``).
     """
     import duckdb
     import numpy as np
 
-    sql = f"SELECT * FROM scaling WHERE ({where or 'true'}) ORDER BY config_id, num_gpus"
+    sql = f"SELECT * FROM scaling WHERE ({where or 'true'}) ORDER BY config_id, num_devices"
     try:
         tab = con.sql(sql).to_arrow_table()
     except duckdb.Error as e:
         raise view_error(e, "scaling", where) from e
     cfg = np.asarray(tab.column("config_id").to_pylist(), dtype=object)
     col = {c: tab.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
-           for c in ("num_gpus", "baseline_gpus", "speedup")}
-    gpus, base, speedup = col["num_gpus"], col["baseline_gpus"], col["speedup"]
+           for c in ("num_devices", "baseline_devices", "speedup")}
+    gpus, base, speedup = col["num_devices"], col["baseline_devices"], col["speedup"]
     valid = np.isfinite(speedup) & (speedup > 0) & (gpus > 0) & (base > 0)
     new_cfg = np.r_[True, cfg[1:] != cfg[:-1]] if len(cfg) else np.zeros(0, bool)
     starts, group = np.flatnonzero(new_cfg), np.cumsum(new_cfg) - 1
@@ -251,17 +252,17 @@ def _factor_rows(tab: Any) -> list[dict[str, Any]]:
 
 def _fit_groups(group: np.ndarray, k: int, gpus: np.ndarray, base: np.ndarray, speedup: np.ndarray,
                 valid: np.ndarray) -> tuple[Any, ...]:
-    """OLS of both laws for the groups 0..k-1 that have >= 2 non-baseline GPU counts.
+    """OLS of both laws for the groups 0..k-1 that have >= 2 non-baseline device counts.
 
-    Returns (fitted group indices, their baselines, GPU counts (baseline first), n_points, amdahl _Ols,
-    usl _Ols), rows aligned with the fitted indices. Rows are sorted by (group, num_gpus).
+    Returns (fitted group indices, their baselines, device counts (baseline first), n_points, amdahl _Ols,
+    usl _Ols), rows aligned with the fitted indices. Rows are sorted by (group, num_devices).
     """
     import numpy as np
 
     use = valid & (gpus != base)
     g, n = group[use], gpus[use]
     new = np.r_[True, (g[1:] != g[:-1]) | (n[1:] != n[:-1])] if len(g) else np.zeros(0, bool)
-    fitted = np.flatnonzero(np.bincount(g[new], minlength=k) >= MIN_GPU_COUNTS - 1)
+    fitted = np.flatnonzero(np.bincount(g[new], minlength=k) >= MIN_DEVICE_COUNTS - 1)
     keep = use & np.isin(group, fitted)
     g = np.searchsorted(fitted, group[keep])  # renumber the fitted groups 0..len(fitted)-1
     t = _transform(gpus[keep], speedup[keep], base[keep])
@@ -305,7 +306,7 @@ def print_fits(report: FitReport) -> None:
     """One table row per configuration: parameters with their 95% CIs, the USL peak, the extrapolation."""
 
     if report.skipped:
-        print(f"{len(report.skipped)} configuration(s) with fewer than 3 GPU counts not fitted.")
+        print(f"{len(report.skipped)} configuration(s) with fewer than 3 device counts not fitted.")
     if not report.fits:
         return
     first = report.fits[0].factors
@@ -315,13 +316,13 @@ def print_fits(report: FitReport) -> None:
     rows = []
     for c in report.fits:
         f, p = c.fit, c.fit.predicted
-        rows.append((" ".join(str(c.factors.get(k)) for k in names), ",".join(map(str, f.gpu_counts)),
+        rows.append((" ".join(str(c.factors.get(k)) for k in names), ",".join(map(str, f.device_counts)),
                      _fmt_estimate(f.serial_fraction), _fmt_num(f.amdahl_r2), _fmt_estimate(f.alpha),
-                     _fmt_estimate(f.beta), _fmt_num(f.usl_r2), _fmt_num(f.peak_gpus),
-                     f"{_fmt_num(p.usl_speedup)} at {p.num_gpus} GPUs"))
-    cols = ["configuration", "GPUs", "Amdahl s [95% CI]", "Amdahl R²", "USL α [95% CI]", "USL β [95% CI]",
-            "USL R²", "USL peak (GPUs)", "USL speedup, extrapolated"]
-    render.print_table(cols, rows, title="Scaling laws (speedup relative to each configuration's smallest GPU count)")
+                     _fmt_estimate(f.beta), _fmt_num(f.usl_r2), _fmt_num(f.peak_devices),
+                     f"{_fmt_num(p.usl_speedup)} at {p.num_devices} devices"))
+    cols = ["configuration", "devices", "Amdahl s [95% CI]", "Amdahl R²", "USL α [95% CI]", "USL β [95% CI]",
+            "USL R²", "USL peak (devices)", "USL speedup, extrapolated"]
+    render.print_table(cols, rows, title="Scaling laws (speedup relative to each configuration's smallest device count)")
 
 
 def _fmt_num(x: float | None) -> str:

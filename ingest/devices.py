@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 
 from bench.ingest.records import Run
 
@@ -23,18 +24,33 @@ _KINDS = (
 
 
 def with_devices(run: Run) -> Run:
-    """``run`` with num_devices, device_type and device_model where its parser left them open: a run with
-    GPUs has its GPUs (and their model); a run with ``num_gpus`` 0, or tagged ``device=cpu`` (tf_cnn and
-    ``bench run --device cpu``) or ``horovod_device=cpu``, trained on CPU devices: one per rank (one for a
-    single process). A run that says nothing of its devices keeps them NULL."""
+    """``run`` with num_devices, device_type and device_model where its parser left them open, by
+    :func:`device_columns`."""
     if run.device_type is not None or run.num_devices is not None:
         return run
-    if run.num_gpus:
-        return dataclasses.replace(run, num_devices=run.num_gpus, device_type="gpu",
-                                   device_model=run.device_model or run.gpu_model)
-    if run.num_gpus == 0 or "cpu" in (run.tags.get("device"), run.tags.get("horovod_device")):
-        return dataclasses.replace(run, num_devices=run.num_ranks or 1, device_type="cpu")
-    return run
+    num, kind, model = device_columns(run.num_gpus, run.gpu_model, run.tags, run.num_ranks)
+    if kind is None:
+        return run
+    return dataclasses.replace(run, num_devices=num, device_type=kind, device_model=run.device_model or model)
+
+
+def device_columns(
+    num_gpus: int | None, gpu_model: str | None, tags: Mapping[str, str] | None, num_ranks: int | None
+) -> tuple[int | None, str | None, str | None]:
+    """(num_devices, device_type, device_model) of a run that gives only its GPU columns and tags.
+
+    A run with GPUs has its GPUs (and their model; a named GPU without a count is 1 gpu model, count
+    unknown). A run with ``num_gpus`` 0, or tagged ``device=cpu`` (tf_cnn and ``bench run --device cpu``)
+    or ``horovod_device=cpu``, trained on CPU devices: one per rank (one for a single process). A run that
+    says nothing of its devices keeps them NULL."""
+    tags = tags or {}
+    if num_gpus:
+        return num_gpus, "gpu", gpu_model
+    if num_gpus == 0 or "cpu" in (str(tags.get("device", "")).lower(), str(tags.get("horovod_device", "")).lower()):
+        return num_ranks or 1, "cpu", None
+    if gpu_model:
+        return None, "gpu", gpu_model
+    return None, None, None
 
 
 def device_type(model: str | None) -> str | None:

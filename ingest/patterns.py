@@ -18,7 +18,7 @@ from bench.ingest.errors import BenchError
 from bench.ingest.records import Problem, Run
 
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_INT_COLUMNS = {"batch_size_per_device", "global_batch_size", "num_gpus", "num_nodes", "num_ranks", "num_steps", "warmup_steps"}
+_INT_COLUMNS = {"batch_size_per_device", "global_batch_size", "num_gpus", "num_devices", "num_nodes", "num_ranks", "num_steps", "warmup_steps"}
 _FLOAT_COLUMNS = {"images_per_sec", "wall_time_s"}
 #: Columns a pattern may fill (identity and metric columns derived by parsers are excluded on purpose).
 COLUMNS = {

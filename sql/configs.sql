@@ -1,10 +1,13 @@
--- One row per configuration and scale point (num_gpus, num_nodes), across repetitions.
+-- One row per configuration and scale point (num_devices, num_nodes), across repetitions.
 -- A configuration is every factor of a run except its repetition: framework, framework_version, model,
 -- dataset, data, mode, precision, data_format, variable_update, all_reduce, batch_size_per_device,
--- gpu_model, and the tags except `repeat` as `config_tags` (a MAP with its entries sorted by key; {} when
--- a run has no other tags, so NULL tags and {} group together). NULL factors group together (GROUP BY).
--- num_nodes is not a factor but part of the scale point: 8 GPUs on 1 node and 8 GPUs on 2 nodes are two
--- rows of one configuration.
+-- device_type (gpu, tpu, ipu, hpu, npu, cpu), device_model, and the tags except `repeat` and `device` (which
+-- device_type states) as `config_tags` (a MAP with its entries sorted by key; {} when a run has no other
+-- tags, so NULL tags and {} group together). NULL factors group together (GROUP BY).
+-- num_devices and num_nodes are not factors but the scale point: 8 devices on 1 node and 8 on 2 nodes are
+-- two rows of one configuration. So CPU, TPU and IPU runs scale like GPU runs.
+-- gpu_model and num_gpus repeat device_model and num_devices where device_type is 'gpu' (NULL otherwise),
+-- for queries written against the GPU-only columns.
 -- config_id: md5 of the JSON object of the factors and config_tags (a NULL factor is JSON null, never ''),
 -- the same at every scale point of a configuration; scaling, strong_scaling and compare join on it.
 -- n_runs counts every run, n_ok those with status 'ok'. images_per_sec (mean), median, min, max, stddev
@@ -24,16 +27,17 @@ WITH t975(df, t) AS (
 ),
 keyed AS (
     SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,
-           variable_update, all_reduce, batch_size_per_device, gpu_model,
+           variable_update, all_reduce, batch_size_per_device, device_type, device_model,
            -- grouped as a sorted list of entries and made a MAP once per group: cheaper than per run
-           list_sort([e FOR e IN map_entries(coalesce(tags, MAP {}::MAP(VARCHAR, VARCHAR))) IF e.key <> 'repeat'])
+           list_sort([e FOR e IN map_entries(coalesce(tags, MAP {}::MAP(VARCHAR, VARCHAR))) IF e.key NOT IN ('repeat', 'device')])
                AS config_tags,
-           num_gpus, num_nodes, status, images_per_sec, wall_time_s
+           num_devices, num_nodes, status, images_per_sec, wall_time_s
     FROM runs
 ),
 grouped AS (
     SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,
-           variable_update, all_reduce, batch_size_per_device, gpu_model, config_tags, num_gpus, num_nodes,
+           variable_update, all_reduce, batch_size_per_device, device_type, device_model, config_tags,
+           num_devices, num_nodes,
            count(*) AS n_runs,
            count(*) FILTER (WHERE status = 'ok') AS n_ok,
            count(images_per_sec) FILTER (WHERE status = 'ok') AS n_values,
@@ -59,13 +63,16 @@ SELECT md5(to_json(struct_pack(
            framework := framework, framework_version := framework_version, model := model,
            dataset := dataset, data := data, mode := mode, precision := precision, data_format := data_format,
            variable_update := variable_update, all_reduce := all_reduce,
-           batch_size_per_device := batch_size_per_device, gpu_model := gpu_model, config_tags := config_tags
+           batch_size_per_device := batch_size_per_device, device_type := device_type,
+           device_model := device_model, config_tags := config_tags
        ))) AS config_id,
        framework, framework_version, model, dataset, data, mode, precision, data_format, variable_update,
-       all_reduce, batch_size_per_device, gpu_model, config_tags, num_gpus, num_nodes,
+       all_reduce, batch_size_per_device, device_type, device_model, config_tags, num_devices, num_nodes,
+       CASE WHEN device_type = 'gpu' THEN device_model END AS gpu_model,
+       CASE WHEN device_type = 'gpu' THEN num_devices END AS num_gpus,
        n_runs, n_ok, images_per_sec, median, min, max, stddev,
        images_per_sec - t_quantile * stddev / sqrt(n_values) AS ci95_low,
        images_per_sec + t_quantile * stddev / sqrt(n_values) AS ci95_high,
        wall_time_s
 FROM with_t
-ORDER BY model, framework, gpu_model, data, batch_size_per_device, config_id, num_gpus, num_nodes
+ORDER BY model, framework, device_model, data, batch_size_per_device, config_id, num_devices, num_nodes

@@ -1,9 +1,9 @@
 -- One row per minibatch curve point: a configuration without its batch size (every factor of `configs`
--- except batch_size_per_device, the tags except `repeat` as config_tags, and the scale point num_gpus,
--- num_nodes; curve_id = md5 of their JSON object) at one batch_size_per_device.
+-- except batch_size_per_device, the tags except `repeat` and `device` as config_tags, and the scale point
+-- num_devices, num_nodes; curve_id = md5 of their JSON object) at one batch_size_per_device.
 -- ms_per_image: time per image of one training (or inference) step, mean over the ok runs of
 --   forward_backward_ms / batch_size_per_device where the log times the step (caffe time), else
---   1000 / images_per_sec (for several GPUs, the system's time per image). A mean of per-run times (so from
+--   1000 / images_per_sec (for several devices, the system's time per image). A mean of per-run times (so from
 --   throughputs, 1000 / ms_per_image is their harmonic mean, while images_per_sec below is their mean).
 -- forward_ms_per_image: mean over the ok runs of forward_ms / batch_size_per_device, where logged.
 -- images_per_sec: mean over the ok runs. n_runs counts every run, n_ok the ok ones, n_oom the runs that
@@ -16,18 +16,18 @@
 -- Reads the view `runs`. No parameters.
 WITH keyed AS (
     SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,
-           variable_update, all_reduce, gpu_model,
+           variable_update, all_reduce, device_type, device_model,
            -- grouped as a sorted list of entries and made a MAP once per group: cheaper than per run
-           list_sort([e FOR e IN map_entries(coalesce(tags, MAP {}::MAP(VARCHAR, VARCHAR))) IF e.key <> 'repeat'])
+           list_sort([e FOR e IN map_entries(coalesce(tags, MAP {}::MAP(VARCHAR, VARCHAR))) IF e.key NOT IN ('repeat', 'device')])
                AS config_tags,
-           num_gpus, num_nodes, batch_size_per_device, status, images_per_sec,
+           num_devices, num_nodes, batch_size_per_device, status, images_per_sec,
            forward_ms / batch_size_per_device AS forward_ms_per_image,
            coalesce(forward_backward_ms / batch_size_per_device, 1000.0 / images_per_sec) AS ms_per_image
     FROM runs
 ),
 points AS (
     SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,
-           variable_update, all_reduce, gpu_model, config_tags, num_gpus, num_nodes, batch_size_per_device,
+           variable_update, all_reduce, device_type, device_model, config_tags, num_devices, num_nodes, batch_size_per_device,
            count(*) AS n_runs,
            count(*) FILTER (WHERE status = 'ok') AS n_ok,
            count(*) FILTER (WHERE status = 'oom') AS n_oom,
@@ -42,7 +42,8 @@ curves AS MATERIALIZED (  -- computed once: used twice below
                framework := framework, framework_version := framework_version, model := model,
                dataset := dataset, data := data, mode := mode, precision := precision,
                data_format := data_format, variable_update := variable_update, all_reduce := all_reduce,
-               gpu_model := gpu_model, config_tags := config_tags, num_gpus := num_gpus, num_nodes := num_nodes
+               device_type := device_type, device_model := device_model, config_tags := config_tags,
+               num_devices := num_devices, num_nodes := num_nodes
            ))) AS curve_id, * REPLACE (map_from_entries(config_tags) AS config_tags)
     FROM points
 ),
@@ -59,9 +60,11 @@ slopes AS (
     FROM neighbours
 )
 SELECT c.*, c.n_oom > 0 AS oom,
+       CASE WHEN c.device_type = 'gpu' THEN c.device_model END AS gpu_model,
+       CASE WHEN c.device_type = 'gpu' THEN c.num_devices END AS num_gpus,
        CASE WHEN abs(s.s12 - s.s01) <= 1e-9 * (abs(s.s01) + abs(s.s12)) THEN 0
             ELSE sign(s.s12 - s.s01)::INTEGER
        END AS curvature_sign
 FROM curves c
 LEFT JOIN slopes s ON s.curve_id = c.curve_id AND s.x1 = c.batch_size_per_device
-ORDER BY model, framework, gpu_model, curve_id, batch_size_per_device
+ORDER BY model, framework, device_model, curve_id, batch_size_per_device

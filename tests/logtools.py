@@ -22,11 +22,17 @@ def total_of(text: str) -> float:
 
 def runs_table(rows: list[dict[str, Any]]) -> Any:
     """A pyarrow table of the store's exact runs schema from dicts; columns a row does not give are NULL,
-    status is 'ok' unless given (for given/expect tests of the sql/ views)."""
+    status is 'ok' unless given (for given/expect tests of the sql/ views). A row that gives only its GPU
+    columns gets the device columns ingest would give it (``bench.ingest.devices.device_columns``)."""
     import pyarrow as pa
 
+    from bench.ingest.devices import device_columns
     from bench.ingest.schema import RUNS
 
+    rows = [r if "device_type" in r or "num_devices" in r else
+            r | dict(zip(("num_devices", "device_type", "device_model"),
+                         device_columns(r.get("num_gpus"), r.get("gpu_model"), r.get("tags"), r.get("num_ranks")), strict=True))
+            for r in rows]
     cols: dict[str, list[Any]] = {f.name: [r.get(f.name) for r in rows] for f in RUNS}
     cols["status"] = [r.get("status", "ok") for r in rows]
     cols["tags"] = [None if r.get("tags") is None else list(r["tags"].items()) for r in rows]

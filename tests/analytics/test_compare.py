@@ -30,13 +30,14 @@ OFFICIAL = Path(__file__).resolve().parents[2].parent / "shared" / "reference" /
 _DEFAULTS: dict[str, Any] = {
     "framework": "tensorflow", "framework_version": "1.2", "model": "resnet50", "dataset": "imagenet",
     "data": "synthetic", "mode": "train", "precision": "fp32", "data_format": "NCHW",
-    "variable_update": "parameter_server", "all_reduce": None, "batch_size_per_device": 64, "gpu_model": P100,
-    "config_tags": {}, "num_gpus": 1, "num_nodes": 1, "n_runs": 1, "n_ok": 1, "images_per_sec": 100.0,
+    "variable_update": "parameter_server", "all_reduce": None, "batch_size_per_device": 64, "device_type": "gpu",
+    "device_model": P100,
+    "config_tags": {}, "num_devices": 1, "num_nodes": 1, "n_runs": 1, "n_ok": 1, "images_per_sec": 100.0,
 }
 _TYPES = {
-    "batch_size_per_device": pa.int64(), "num_gpus": pa.int64(), "num_nodes": pa.int64(), "n_runs": pa.int64(),
+    "batch_size_per_device": pa.int64(), "num_devices": pa.int64(), "num_nodes": pa.int64(), "n_runs": pa.int64(),
     "n_ok": pa.int64(), "images_per_sec": pa.float64(), "config_tags": pa.map_(pa.string(), pa.string()),
-    "baseline_gpus": pa.int64(), "speedup": pa.float64(), "efficiency": pa.float64(),
+    "baseline_devices": pa.int64(), "speedup": pa.float64(), "efficiency": pa.float64(),
 }
 
 
@@ -53,18 +54,18 @@ def _con(configs: list[dict[str, Any]] | None = None, scaling: list[dict[str, An
     if configs is not None:
         con.register("configs", _table(configs))
     if scaling is not None:
-        con.register("scaling", _table(scaling, ("baseline_gpus", "speedup", "efficiency")))
+        con.register("scaling", _table(scaling, ("baseline_devices", "speedup", "efficiency")))
     return con
 
 
 def test_ratios_2_and_8_have_median_5_and_geomean_4() -> None:
     con = _con([
-        {"model": "resnet50", "gpu_model": P100, "images_per_sec": 200.0},
-        {"model": "resnet50", "gpu_model": K80, "images_per_sec": 100.0},  # 200 / 100 = 2
-        {"model": "inception3", "gpu_model": P100, "images_per_sec": 400.0},
-        {"model": "inception3", "gpu_model": K80, "images_per_sec": 50.0},  # 400 / 50 = 8
+        {"model": "resnet50", "device_model": P100, "images_per_sec": 200.0},
+        {"model": "resnet50", "device_model": K80, "images_per_sec": 100.0},  # 200 / 100 = 2
+        {"model": "inception3", "device_model": P100, "images_per_sec": 400.0},
+        {"model": "inception3", "device_model": K80, "images_per_sec": 50.0},  # 400 / 50 = 8
     ])
-    r = cmp.compare(con, "gpu_model", "P100", "K80")
+    r = cmp.compare(con, "device_model", "P100", "K80")
     assert (r.a, r.b, r.metric) == (P100, K80, "images_per_sec")
     assert sorted(p.ratio for p in r.pairs) == [2.0, 8.0]
     s = r.summary
@@ -76,16 +77,16 @@ def test_ratios_2_and_8_have_median_5_and_geomean_4() -> None:
 
 def test_a_partner_must_agree_on_every_other_factor_tags_and_gpu_count() -> None:
     con = _con([
-        {"gpu_model": P100, "num_gpus": 1, "images_per_sec": 300.0},
-        {"gpu_model": K80, "num_gpus": 1, "images_per_sec": 100.0},  # the one pair: 3
-        {"gpu_model": P100, "num_gpus": 2, "images_per_sec": 500.0},  # K80 has no 2-GPU row
-        {"gpu_model": P100, "config_tags": {"system": "dgx1"}, "images_per_sec": 1.0},  # tags differ
-        {"gpu_model": K80, "config_tags": {"system": "gce"}, "images_per_sec": 1.0},
-        {"gpu_model": K80, "precision": "fp16", "images_per_sec": 1.0},  # another factor differs
+        {"device_model": P100, "num_devices": 1, "images_per_sec": 300.0},
+        {"device_model": K80, "num_devices": 1, "images_per_sec": 100.0},  # the one pair: 3
+        {"device_model": P100, "num_devices": 2, "images_per_sec": 500.0},  # K80 has no 2-GPU row
+        {"device_model": P100, "config_tags": {"system": "dgx1"}, "images_per_sec": 1.0},  # tags differ
+        {"device_model": K80, "config_tags": {"system": "gce"}, "images_per_sec": 1.0},
+        {"device_model": K80, "precision": "fp16", "images_per_sec": 1.0},  # another factor differs
     ])
-    r = cmp.compare(con, "gpu_model", P100, K80)
-    assert [(p.num_gpus, p.ratio) for p in r.pairs] == [(1, 3.0)]
-    lonely = sorted((u.side, u.num_gpus, u.config["precision"], str(u.config["config_tags"]), u.reason) for u in r.unmatched)
+    r = cmp.compare(con, "device_model", P100, K80)
+    assert [(p.num_devices, p.ratio) for p in r.pairs] == [(1, 3.0)]
+    lonely = sorted((u.side, u.num_devices, u.config["precision"], str(u.config["config_tags"]), u.reason) for u in r.unmatched)
     assert lonely == [
         ("a", 1, "fp32", "{'system': 'dgx1'}", "no partner"),
         ("a", 2, "fp32", "{}", "no partner"),
@@ -96,12 +97,12 @@ def test_a_partner_must_agree_on_every_other_factor_tags_and_gpu_count() -> None
 
 def test_a_configuration_without_an_ok_run_is_never_a_ratio_of_zero() -> None:
     con = _con([
-        {"model": "resnet50", "gpu_model": P100, "images_per_sec": 200.0},
-        {"model": "resnet50", "gpu_model": K80, "images_per_sec": None, "n_ok": 0},  # only failed runs
-        {"model": "inception3", "gpu_model": P100, "images_per_sec": 90.0},
-        {"model": "inception3", "gpu_model": K80, "images_per_sec": 30.0},  # 3
+        {"model": "resnet50", "device_model": P100, "images_per_sec": 200.0},
+        {"model": "resnet50", "device_model": K80, "images_per_sec": None, "n_ok": 0},  # only failed runs
+        {"model": "inception3", "device_model": P100, "images_per_sec": 90.0},
+        {"model": "inception3", "device_model": K80, "images_per_sec": 30.0},  # 3
     ])
-    r = cmp.compare(con, "gpu_model", "P100", "K80")
+    r = cmp.compare(con, "device_model", "P100", "K80")
     assert [p.ratio for p in r.pairs] == [3.0]
     assert (r.summary.n, r.summary.min) == (1, 3.0)
     assert (r.summary.ci95_low, r.summary.ci95_high) == (None, None)  # one pair: nothing to resample
@@ -110,23 +111,23 @@ def test_a_configuration_without_an_ok_run_is_never_a_ratio_of_zero() -> None:
 
 
 def test_substring_picks_the_one_matching_value_and_ambiguity_is_an_error() -> None:
-    rows = [{"gpu_model": g, "images_per_sec": 10.0} for g in (P100, K80, P40)]
-    assert cmp.compare(_con(rows), "gpu_model", "p100", "k80").a == P100  # case-insensitive
+    rows = [{"device_model": g, "images_per_sec": 10.0} for g in (P100, K80, P40)]
+    assert cmp.compare(_con(rows), "device_model", "p100", "k80").a == P100  # case-insensitive
     with pytest.raises(BenchError, match="several") as e:
-        cmp.compare(_con(rows), "gpu_model", "P", "K80")  # P100 and P40
+        cmp.compare(_con(rows), "device_model", "P", "K80")  # P100 and P40
     assert P100 in str(e.value) and P40 in str(e.value) and K80 not in str(e.value)
     with pytest.raises(BenchError, match="no value") as e:
-        cmp.compare(_con(rows), "gpu_model", "V100", "K80")
+        cmp.compare(_con(rows), "device_model", "V100", "K80")
     assert all(g in str(e.value) for g in (P100, K80, P40))
 
 
 def test_an_exact_value_wins_over_substrings_and_null_selects_null() -> None:
     values = ["P100", "P100-PCIE", None]
-    assert cmp.resolve_value(values, "gpu_model", "P100") == "P100"
-    assert cmp.resolve_value(values, "gpu_model", "pcie") == "P100-PCIE"
-    assert cmp.resolve_value(values, "gpu_model", "NULL") is None
+    assert cmp.resolve_value(values, "device_model", "P100") == "P100"
+    assert cmp.resolve_value(values, "device_model", "pcie") == "P100-PCIE"
+    assert cmp.resolve_value(values, "device_model", "NULL") is None
     with pytest.raises(BenchError):
-        cmp.resolve_value(["P100"], "gpu_model", "null")  # no NULL value present
+        cmp.resolve_value(["P100"], "device_model", "null")  # no NULL value present
 
 
 def test_a_numeric_factor_takes_numbers_and_never_substrings() -> None:
@@ -143,18 +144,18 @@ def test_a_numeric_factor_takes_numbers_and_never_substrings() -> None:
 
 def test_where_filters_before_pairing_and_bad_input_is_a_bench_error() -> None:
     con = _con([
-        {"gpu_model": P100, "num_gpus": n, "images_per_sec": 40.0 * n} for n in (1, 2)
-    ] + [{"gpu_model": K80, "num_gpus": n, "images_per_sec": 10.0 * n} for n in (1, 2)])
-    r = cmp.compare(con, "gpu_model", "P100", "K80", where="num_gpus = 2")
-    assert [(p.num_gpus, p.a_value, p.b_value) for p in r.pairs] == [(2, 80.0, 20.0)]
+        {"device_model": P100, "num_devices": n, "images_per_sec": 40.0 * n} for n in (1, 2)
+    ] + [{"device_model": K80, "num_devices": n, "images_per_sec": 10.0 * n} for n in (1, 2)])
+    r = cmp.compare(con, "device_model", "P100", "K80", where="num_devices = 2")
+    assert [(p.num_devices, p.a_value, p.b_value) for p in r.pairs] == [(2, 80.0, 20.0)]
     for kwargs, msg in [
         ({"where": "no_such_column = 1"}, "--where"),
-        ({"factor": "num_gpus"}, "unknown factor"),
+        ({"factor": "num_devices"}, "unknown factor"),
         ({"metric": "latency"}, "unknown metric"),
         ({"equivalence": 5.0}, "fraction"),
         ({"b": "P100-SXM2"}, "both select"),
     ]:
-        args = {"factor": "gpu_model", "a": "P100", "b": "K80"} | kwargs
+        args = {"factor": "device_model", "a": "P100", "b": "K80"} | kwargs
         with pytest.raises(BenchError, match=msg):
             cmp.compare(con, **args)
 
@@ -164,20 +165,20 @@ def _scaling_rows() -> list[dict[str, Any]]:
     rows = []
     for bs, speedups in ((64, (1.0, 1.9, 3.8)), (32, (1.0, 1.8, 3.2))):
         for n, s in zip((1, 2, 4), speedups, strict=True):
-            rows.append({"batch_size_per_device": bs, "num_gpus": n, "baseline_gpus": 1, "speedup": s, "efficiency": s / n})
+            rows.append({"batch_size_per_device": bs, "num_devices": n, "baseline_devices": 1, "speedup": s, "efficiency": s / n})
     # inception3 measured from 2 GPUs at batch 64 but from 1 GPU at batch 32: different baselines, no pair
-    rows.append({"model": "inception3", "batch_size_per_device": 64, "num_gpus": 2, "baseline_gpus": 2, "speedup": 1.0, "efficiency": 1.0})
-    rows.append({"model": "inception3", "batch_size_per_device": 32, "num_gpus": 2, "baseline_gpus": 1, "speedup": 1.9, "efficiency": 0.95})
+    rows.append({"model": "inception3", "batch_size_per_device": 64, "num_devices": 2, "baseline_devices": 2, "speedup": 1.0, "efficiency": 1.0})
+    rows.append({"model": "inception3", "batch_size_per_device": 32, "num_devices": 2, "baseline_devices": 1, "speedup": 1.9, "efficiency": 0.95})
     # vgg16 from 8 GPUs on 1 node: the baseline pair (1 / 1) is left out, 8 GPUs on 2 nodes is a pair (0.9 / 0.8)
     for bs, s in ((64, 0.9), (32, 0.8)):
-        rows.append({"model": "vgg16", "batch_size_per_device": bs, "num_gpus": 8, "num_nodes": 1, "baseline_gpus": 8, "speedup": 1.0, "efficiency": 1.0})
-        rows.append({"model": "vgg16", "batch_size_per_device": bs, "num_gpus": 8, "num_nodes": 2, "baseline_gpus": 8, "speedup": s, "efficiency": s})
+        rows.append({"model": "vgg16", "batch_size_per_device": bs, "num_devices": 8, "num_nodes": 1, "baseline_devices": 8, "speedup": 1.0, "efficiency": 1.0})
+        rows.append({"model": "vgg16", "batch_size_per_device": bs, "num_devices": 8, "num_nodes": 2, "baseline_devices": 8, "speedup": s, "efficiency": s})
     return rows
 
 
 def test_speedup_compares_scaling_and_leaves_out_the_baseline_pairs() -> None:
     r = cmp.compare(_con(scaling=_scaling_rows()), "batch_size_per_device", "64", "32", metric="speedup")
-    assert [(p.config["model"], p.num_gpus, p.a_value, p.b_value) for p in r.pairs] == [
+    assert [(p.config["model"], p.num_devices, p.a_value, p.b_value) for p in r.pairs] == [
         ("resnet50", 2, 1.9, 1.8), ("resnet50", 4, 3.8, 3.2), ("vgg16", 8, 0.9, 0.8)]
     assert [p.ratio for p in r.pairs] == pytest.approx([1.9 / 1.8, 3.8 / 3.2, 0.9 / 0.8])
     assert r.summary.n == 3 and r.summary.n_baseline_excluded == 2
@@ -195,20 +196,20 @@ def test_compare_reads_the_shipped_configs_and_scaling_views() -> None:
     for gpu, per_gpu in ((P100, 200.0), (K80, 50.0)):
         for n, eff in ((1, 1.0), (2, 0.9)):
             for rep, jitter in (("1", -1.0), ("2", 1.0)):
-                runs.append({"gpu_model": gpu, "num_gpus": n, "status": "ok", "tags": [("repeat", rep)],
+                runs.append({"device_model": gpu, "num_devices": n, "status": "ok", "tags": [("repeat", rep)],
                              "images_per_sec": per_gpu * n * eff + jitter})
-    runs.append({"gpu_model": K80, "num_gpus": 2, "status": "oom", "tags": [("repeat", "3")], "images_per_sec": None})
-    cols = {c: [_DEFAULTS[c] for _ in runs] for c in cmp.FACTORS if c != "gpu_model"}
-    cols |= {c: [r[c] for r in runs] for c in ("gpu_model", "num_gpus", "status", "images_per_sec", "tags")}
+    runs.append({"device_model": K80, "num_devices": 2, "status": "oom", "tags": [("repeat", "3")], "images_per_sec": None})
+    cols = {c: [_DEFAULTS[c] for _ in runs] for c in cmp.FACTORS if c != "device_model"}
+    cols |= {c: [r[c] for r in runs] for c in ("device_model", "num_devices", "status", "images_per_sec", "tags")}
     cols |= {"num_nodes": [1] * len(runs), "wall_time_s": [None] * len(runs)}
     types = _TYPES | {"tags": pa.map_(pa.string(), pa.string()), "wall_time_s": pa.float64()}
     con = duckdb.connect()
     con.register("runs", pa.table({c: pa.array(v, types.get(c, pa.string())) for c, v in cols.items()}))
     register_views(con, ["configs", "scaling"])
-    r = cmp.compare(con, "gpu_model", "P100", "K80")
-    assert [(p.num_gpus, p.a_value, p.b_value, p.ratio) for p in r.pairs] == [(1, 200.0, 50.0, 4.0), (2, 360.0, 90.0, 4.0)]
-    s = cmp.compare(con, "gpu_model", "P100", "K80", metric="speedup")
-    assert [(p.num_gpus, p.ratio) for p in s.pairs] == [(2, 1.0)] and s.summary.n_baseline_excluded == 1
+    r = cmp.compare(con, "device_model", "P100", "K80")
+    assert [(p.num_devices, p.a_value, p.b_value, p.ratio) for p in r.pairs] == [(1, 200.0, 50.0, 4.0), (2, 360.0, 90.0, 4.0)]
+    s = cmp.compare(con, "device_model", "P100", "K80", metric="speedup")
+    assert [(p.num_devices, p.ratio) for p in s.pairs] == [(2, 1.0)] and s.summary.n_baseline_excluded == 1
 
 
 def _tost_p(ratios: list[float], margin: float) -> float:
@@ -255,21 +256,21 @@ def _app() -> typer.Typer:
 
 def test_cli_json_is_one_object_with_the_documented_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     con = _con([
-        {"model": "resnet50", "gpu_model": P100, "images_per_sec": 200.0},
-        {"model": "resnet50", "gpu_model": K80, "images_per_sec": 100.0},
-        {"model": "inception3", "gpu_model": P100, "images_per_sec": 400.0},
-        {"model": "inception3", "gpu_model": K80, "images_per_sec": 50.0},
-        {"model": "vgg16", "gpu_model": K80, "images_per_sec": 10.0},
+        {"model": "resnet50", "device_model": P100, "images_per_sec": 200.0},
+        {"model": "resnet50", "device_model": K80, "images_per_sec": 100.0},
+        {"model": "inception3", "device_model": P100, "images_per_sec": 400.0},
+        {"model": "inception3", "device_model": K80, "images_per_sec": 50.0},
+        {"model": "vgg16", "device_model": K80, "images_per_sec": 10.0},
     ])
     monkeypatch.setattr("bench.analytics.store.connect", lambda root: con)
-    res = CliRunner().invoke(_app(), ["--factor", "gpu_model", "--a", "P100", "--b", "K80", "--json", "--store", str(tmp_path)])
+    res = CliRunner().invoke(_app(), ["--factor", "device_model", "--a", "P100", "--b", "K80", "--json", "--store", str(tmp_path)])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert list(out) == ["factor", "a", "b", "metric", "pairs", "unmatched", "summary"]
-    assert (out["factor"], out["a"], out["b"], out["metric"]) == ("gpu_model", P100, K80, "images_per_sec")
+    assert (out["factor"], out["a"], out["b"], out["metric"]) == ("device_model", P100, K80, "images_per_sec")
     first = out["pairs"][0]
-    assert "gpu_model" not in first and first["model"] == "inception3" and first["config_tags"] == {}
-    assert (first["num_gpus"], first["a_value"], first["b_value"], first["ratio"]) == (1, 400.0, 50.0, 8.0)
+    assert "device_model" not in first and first["model"] == "inception3" and first["config_tags"] == {}
+    assert (first["num_devices"], first["a_value"], first["b_value"], first["ratio"]) == (1, 400.0, 50.0, 8.0)
     assert [(u["side"], u["model"], u["reason"]) for u in out["unmatched"]] == [("b", "vgg16", "no partner")]
     s = out["summary"]
     assert (s["n"], s["median"], s["min"], s["max"], s["equivalence"]) == (2, 5.0, 2.0, 8.0, None)
@@ -277,9 +278,9 @@ def test_cli_json_is_one_object_with_the_documented_keys(monkeypatch: pytest.Mon
 
 
 def test_cli_table_and_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    con = _con([{"gpu_model": g, "images_per_sec": v} for g, v in ((P100, 300.0), (K80, 100.0), (P40, 200.0))])
+    con = _con([{"device_model": g, "images_per_sec": v} for g, v in ((P100, 300.0), (K80, 100.0), (P40, 200.0))])
     monkeypatch.setattr("bench.analytics.store.connect", lambda root: con)
-    args = ["--factor", "gpu_model", "--b", "K80", "--equivalence", "0.05", "--store", str(tmp_path)]
+    args = ["--factor", "device_model", "--b", "K80", "--equivalence", "0.05", "--store", str(tmp_path)]
     res = CliRunner().invoke(_app(), [*args, "--a", "P100"])
     assert res.exit_code == 0, res.output
     assert "3.00" in res.stdout and "n=1  median 3.000x" in res.stdout and "not enough data" in res.stdout
@@ -295,7 +296,7 @@ def _official_configs() -> list[dict[str, Any]]:
     for r in csv.DictReader(lines):
         for n in (1, 2, 4, 8):
             rows.append({"batch_size_per_device": int(r["batch_size"]), "data": r["dataset"], "model": r["model"],
-                         "gpu_model": P100 if r["gpu"] == "P100" else K80, "num_gpus": n,
+                         "device_model": P100 if r["gpu"] == "P100" else K80, "num_devices": n,
                          "images_per_sec": float(r[f"gpus{n}"])})
     return rows
 
@@ -305,25 +306,28 @@ def test_the_official_2017_sheet_medians() -> None:
     rows = _official_configs()
     assert len(rows) == 64
     con = _con(rows)
-    r = cmp.compare(con, "gpu_model", "P100", "K80")
+    r = cmp.compare(con, "device_model", "P100", "K80")
     assert (r.summary.n, r.unmatched, round(r.summary.median or 0, 2)) == (32, (), 4.40)
     r = cmp.compare(con, "model", "resnet50", "inception3")
     assert (r.summary.n, round(r.summary.median or 0, 2)) == (32, 1.61)
-    medians = [cmp.compare(con, "data", "synthetic", "real", where=f"num_gpus = {n}").summary for n in (1, 2, 4, 8)]
+    medians = [cmp.compare(con, "data", "synthetic", "real", where=f"num_devices = {n}").summary for n in (1, 2, 4, 8)]
     assert [(s.n, round(s.median or 0, 2)) for s in medians] == [(8, 1.00), (8, 1.00), (8, 1.01), (8, 1.02)]
 
 
-def test_a_cpu_server_pairs_with_the_1_gpu_run_over_gpu_model() -> None:
-    # "1 P100 is ~5.3x a two-socket Broadwell server": the CPU run has gpu_model NULL, the tag device=cpu
-    # and no GPU count; it pairs with the 1-GPU run, not with the 2-GPU one.
+def test_a_cpu_server_pairs_with_the_1_gpu_run_over_device_model() -> None:
+    # "1 P100 is ~5.3x a two-socket Broadwell server": the CPU run is 1 cpu device whose model the log does
+    # not name; over device_model (and its old name gpu_model) it pairs with the 1-GPU run, not the 2-GPU one.
     con = _con([
-        {"gpu_model": None, "config_tags": {"device": "cpu"}, "num_gpus": None, "images_per_sec": 40.0},
-        {"gpu_model": P100, "num_gpus": 1, "images_per_sec": 212.0},
-        {"gpu_model": P100, "num_gpus": 2, "images_per_sec": 420.0},
+        {"device_type": "cpu", "device_model": None, "num_devices": 1, "images_per_sec": 40.0},
+        {"device_model": P100, "num_devices": 1, "images_per_sec": 212.0},
+        {"device_model": P100, "num_devices": 2, "images_per_sec": 420.0},
     ])
-    result = cmp.compare(con, "gpu_model", "P100", "NULL")
-    assert [(p.a_value, p.b_value, p.ratio) for p in result.pairs] == [(212.0, 40.0, 5.3)]
-    assert [(u.side, u.num_gpus) for u in result.unmatched] == [("a", 2)]
+    for factor in ("device_model", "gpu_model"):
+        result = cmp.compare(con, factor, "P100", "NULL")
+        assert result.factor == "device_model"
+        assert [(p.a_value, p.b_value, p.ratio) for p in result.pairs] == [(212.0, 40.0, 5.3)]
+        assert [(u.side, u.num_devices) for u in result.unmatched] == [("a", 2)]
+    assert cmp.compare(con, "device_type", "gpu", "cpu").pairs[0].ratio == 5.3
 
 
 def test_no_pairs_is_explained_in_one_paragraph_naming_the_factors_that_differ(capsys: pytest.CaptureFixture[str]) -> None:
@@ -331,12 +335,12 @@ def test_no_pairs_is_explained_in_one_paragraph_naming_the_factors_that_differ(c
     text says so and why, listing at most 20 of the 30 unpartnered rows."""
     from bench.analytics.compare_text import MAX_UNMATCHED_SHOWN, no_pairs_reason, print_compare
 
-    rows = ([{"gpu_model": P100, "precision": "fp16", "num_gpus": 1, "batch_size_per_device": b} for b in range(1, 16)]
-            + [{"gpu_model": K80, "precision": "fp32", "num_gpus": 2, "batch_size_per_device": b} for b in range(1, 16)])
-    result = cmp.compare(_con(rows), "gpu_model", "P100", "K80")
+    rows = ([{"device_model": P100, "precision": "fp16", "num_devices": 1, "batch_size_per_device": b} for b in range(1, 16)]
+            + [{"device_model": K80, "precision": "fp32", "num_devices": 2, "batch_size_per_device": b} for b in range(1, 16)])
+    result = cmp.compare(_con(rows), "device_model", "P100", "K80")
     assert result.pairs == () and len(result.unmatched) == 30
     reason = no_pairs_reason(result)
-    assert "(15 rows)" in reason and "precision (fp16 vs fp32)" in reason and "num_gpus (1 vs 2)" in reason
+    assert "(15 rows)" in reason and "precision (fp16 vs fp32)" in reason and "num_devices (1 vs 2)" in reason
     assert "batch_size_per_device" not in reason  # shared values: not what prevents the pairs
     print_compare(result)
     out = capsys.readouterr().out

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.analytics.derived import device_compare_key, is_cpu_run, iterations, time_to_train_s
+from bench.analytics.derived import iterations, time_to_train_s
 
 IMAGENET = 1_281_167  # ILSVRC-2012 training images
 
@@ -31,7 +31,7 @@ def test_time_to_train_from_throughput() -> None:
 @pytest.mark.parametrize(
     ("args", "name"),
     [((0, 1000, 10, 1), "epochs"), ((1, -5, 10, 1), "dataset_images"), ((1, 1000, 0, 1), "batch_per_device"),
-     ((1, 1000, 10, 0), "num_gpus"), ((math.nan, 1000, 10, 1), "epochs")],
+     ((1, 1000, 10, 0), "num_devices"), ((math.nan, 1000, 10, 1), "epochs")],
 )
 def test_iterations_rejects_non_positive(args: tuple[float, int, int, int], name: str) -> None:
     with pytest.raises(ValueError, match=name):
@@ -41,21 +41,3 @@ def test_iterations_rejects_non_positive(args: tuple[float, int, int, int], name
 def test_time_to_train_rejects_zero_throughput() -> None:
     with pytest.raises(ValueError, match="images_per_sec"):
         time_to_train_s(1, 1000, 0.0)
-
-
-def test_cpu_run_is_null_gpu_model_and_device_cpu_in_any_case() -> None:
-    assert is_cpu_run(None, {"device": "cpu"})  # tf_cnn, caffe
-    assert is_cpu_run(None, {"device": "CPU", "benchmark": "horovod_synthetic"})  # horovod
-    assert not is_cpu_run(None, None)  # unknown GPU, no device tag: not known to be a CPU
-    assert not is_cpu_run(None, {"device": "gpu"})
-    assert not is_cpu_run("Tesla P100-SXM2-16GB", {"device": "cpu"})  # a GPU model wins
-
-
-def test_device_compare_key_pairs_a_cpu_server_with_one_gpu() -> None:
-    cpu_tf = device_compare_key(None, {"device": "cpu", "optimizer": "sgd"}, None)  # tf_cnn: num_gpus NULL
-    cpu_caffe = device_compare_key(None, {"optimizer": "sgd", "device": "cpu"}, 0)  # caffe: num_gpus 0
-    gpu1 = device_compare_key("Tesla P100", {"optimizer": "sgd"}, 1)  # tf_cnn GPU run: no device tag
-    gpu1_caffe = device_compare_key("Tesla P100", {"device": "gpu", "optimizer": "sgd"}, 1)
-    assert cpu_tf == cpu_caffe == gpu1 == gpu1_caffe == ((("optimizer", "sgd"),), 1)
-    assert device_compare_key("Tesla P100", {"optimizer": "sgd"}, 8) == ((("optimizer", "sgd"),), 8)
-    assert device_compare_key(None, {"optimizer": "adam"}, 1) != gpu1  # other tags must still agree

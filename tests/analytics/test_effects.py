@@ -25,9 +25,9 @@ SPEEDUP = {1: 1.0, 2: 1.9, 4: 3.7, 8: 7.2}
 
 
 def _runs(rows: list[dict[str, object]]) -> duckdb.DuckDBPyConnection:
-    cols = {"status": pa.string(), "images_per_sec": pa.float64(), "model": pa.string(), "gpu_model": pa.string(),
+    cols = {"status": pa.string(), "images_per_sec": pa.float64(), "model": pa.string(), "device_model": pa.string(),
             "data": pa.string(), "mode": pa.string(), "batch_size_per_device": pa.int64(), "variable_update": pa.string(),
-            "precision": pa.string(), "num_gpus": pa.int64()}
+            "precision": pa.string(), "num_devices": pa.int64()}
     con = duckdb.connect()
     con.register("runs", pa.table({c: pa.array([r.get(c) for r in rows], t) for c, t in cols.items()}))
     return con
@@ -38,8 +38,8 @@ def _grid(noise_sd: float, repeats: int, seed: int = 42) -> list[dict[str, objec
     rows = []
     for (m, d, g, n), _ in itertools.product(itertools.product(MODEL, DATA, GPU, SPEEDUP), range(repeats)):
         rate = 100.0 * MODEL[m] * DATA[d] * GPU[g] * SPEEDUP[n] * math.exp(rng.gauss(0, noise_sd))
-        rows.append({"status": "ok", "images_per_sec": rate, "model": m, "data": d, "gpu_model": g,
-                     "num_gpus": n, "batch_size_per_device": 64, "variable_update": "parameter_server",
+        rows.append({"status": "ok", "images_per_sec": rate, "model": m, "data": d, "device_model": g,
+                     "num_devices": n, "batch_size_per_device": 64, "variable_update": "parameter_server",
                      "precision": "fp32"})
     return rows
 
@@ -51,13 +51,13 @@ def _by_level(result: object) -> dict[tuple[str, object], object]:
 def test_exact_log_linear_data_gives_back_every_multiplicative_effect() -> None:
     r = effects(_runs(_grid(0.0, 1)), reference={"data": "synthetic"})
     got = _by_level(r)
-    assert r.factors == ("model", "gpu_model", "data", "num_gpus")
+    assert r.factors == ("model", "device_model", "data", "num_devices")
     assert r.fixed == {"mode": None, "batch_size_per_device": 64, "variable_update": "parameter_server", "precision": "fp32"}
-    assert r.reference == {"model": "inception3", "gpu_model": "K80", "data": "synthetic", "num_gpus": 1}
+    assert r.reference == {"model": "inception3", "device_model": "K80", "data": "synthetic", "num_devices": 1}
     assert got["model", "resnet50"].ratio == pytest.approx(1.61, rel=1e-9)
     assert got["data", "real"].ratio == pytest.approx(0.99, rel=1e-9)
-    assert got["gpu_model", "P100"].ratio == pytest.approx(4.4, rel=1e-9)
-    assert [got["num_gpus", n].ratio for n in (2, 4, 8)] == pytest.approx([1.9, 3.7, 7.2], rel=1e-9)
+    assert got["device_model", "P100"].ratio == pytest.approx(4.4, rel=1e-9)
+    assert [got["num_devices", n].ratio for n in (2, 4, 8)] == pytest.approx([1.9, 3.7, 7.2], rel=1e-9)
     assert r.reference_images_per_sec == pytest.approx(100.0)
     assert (r.n_runs, r.n_excluded, r.df_resid) == (32, 0, 32 - 7)
 
@@ -74,7 +74,7 @@ def test_noisy_data_gives_cis_that_cover_the_truth_and_balanced_marginal_ratios(
     synthetic = got["data", "synthetic"]
     assert synthetic.reference == "real"
     assert synthetic.ratio == pytest.approx(gmean("data", "synthetic") / gmean("data", "real"))
-    for e, truth in [(got["model", "resnet50"], 1.61), (synthetic, 1 / 0.99), (got["num_gpus", 8], 7.2)]:
+    for e, truth in [(got["model", "resnet50"], 1.61), (synthetic, 1 / 0.99), (got["num_devices", 8], 7.2)]:
         assert e.ci95_low < truth < e.ci95_high
         assert e.ci95_low < e.ratio < e.ci95_high
     assert got["model", "resnet50"].p_value < 1e-20
@@ -83,16 +83,16 @@ def test_noisy_data_gives_cis_that_cover_the_truth_and_balanced_marginal_ratios(
 
 def test_failed_runs_are_excluded_and_counted_and_null_is_a_level() -> None:
     rows = [
-        {"status": "ok", "images_per_sec": 100.0, "model": "a", "gpu_model": "P100"},
-        {"status": "ok", "images_per_sec": 110.0, "model": "a", "gpu_model": "P100"},
-        {"status": "ok", "images_per_sec": 20.0, "model": "a", "gpu_model": None},  # a CPU run
-        {"status": "ok", "images_per_sec": 22.0, "model": "a", "gpu_model": None},
-        {"status": "oom", "images_per_sec": None, "model": "a", "gpu_model": "P100"},
-        {"status": "ok", "images_per_sec": 0.0, "model": "a", "gpu_model": "P100"},  # no throughput
+        {"status": "ok", "images_per_sec": 100.0, "model": "a", "device_model": "P100"},
+        {"status": "ok", "images_per_sec": 110.0, "model": "a", "device_model": "P100"},
+        {"status": "ok", "images_per_sec": 20.0, "model": "a", "device_model": None},  # a CPU run
+        {"status": "ok", "images_per_sec": 22.0, "model": "a", "device_model": None},
+        {"status": "oom", "images_per_sec": None, "model": "a", "device_model": "P100"},
+        {"status": "ok", "images_per_sec": 0.0, "model": "a", "device_model": "P100"},  # no throughput
     ]
     r = effects(_runs(rows))
     (e,) = r.effects
-    assert (r.n_runs, r.n_excluded, r.reference) == (4, 2, {"gpu_model": "P100"})
+    assert (r.n_runs, r.n_excluded, r.reference) == (4, 2, {"device_model": "P100"})
     assert (e.level, e.n_runs) == (None, 2)
     assert e.ratio == pytest.approx(math.sqrt(20 * 22) / math.sqrt(100 * 110))  # geometric means by hand
 
@@ -100,7 +100,7 @@ def test_failed_runs_are_excluded_and_counted_and_null_is_a_level() -> None:
 def test_user_errors() -> None:
     rows = _grid(0.01, 1)
     with pytest.raises(BenchError, match="no factor varies"):
-        effects(_runs(rows), where="model = 'resnet50' AND data = 'real' AND gpu_model = 'K80' AND num_gpus = 1")
+        effects(_runs(rows), where="model = 'resnet50' AND data = 'real' AND device_model = 'K80' AND num_devices = 1")
     with pytest.raises(BenchError, match="no ok run"):
         effects(_runs(rows), where="model = 'vgg16'")
     with pytest.raises(BenchError, match="nope"):
@@ -114,14 +114,14 @@ def test_a_confounded_factor_is_flagged_not_estimated() -> None:
     """Every P100 run is fp16, every K80 run fp32: the precision effect cannot be told from the GPU's. It
     is left out and named; the other factors' effects are those of the model without it."""
     rows = _grid(0.01, 1)
-    confounded = [dict(x, precision="fp16" if x["gpu_model"] == "P100" else "fp32") for x in rows]
+    confounded = [dict(x, precision="fp16" if x["device_model"] == "P100" else "fp32") for x in rows]
     r = effects(_runs(confounded))
-    assert r.confounded == {"precision": "gpu_model"}
+    assert r.confounded == {"precision": "device_model"}
     assert "precision" not in r.factors and all(e.factor != "precision" for e in r.effects)
     plain = effects(_runs(rows))
     assert [(e.factor, e.level) for e in r.effects] == [(e.factor, e.level) for e in plain.effects]
     assert [e.ratio for e in r.effects] == pytest.approx([e.ratio for e in plain.effects])
-    assert any(line.startswith("precision: not estimated, confounded with gpu_model") for line in effect_lines(r))
+    assert any(line.startswith("precision: not estimated, confounded with device_model") for line in effect_lines(r))
 
 
 def test_cli_effects_text_json_and_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -135,11 +135,11 @@ def test_cli_effects_text_json_and_user_error(monkeypatch: pytest.MonkeyPatch, t
     assert isinstance(missing.exception, BenchError) and "not a bench store" in str(missing.exception)
     con = _runs(_grid(0.0, 1))
     monkeypatch.setattr(store, "connect", lambda root: con)
-    text = runner.invoke(app, ["--where", "gpu_model = 'P100' AND num_gpus = 1"])
+    text = runner.invoke(app, ["--where", "device_model = 'P100' AND num_devices = 1"])
     assert text.exit_code == 0, text.output
     assert "OLS of log(images/sec) over 4 ok runs (0 excluded)" in text.output
     assert "model: resnet50 is 1.61× inception3 (+61.0%, 95% CI +61.0%..+61.0%, p < 0.001; 2 runs)" in text.output
     assert "data: synthetic is 1.01× real (+1.0%" in text.output
     doc = json.loads(runner.invoke(app, ["--json"]).output)
-    assert doc["n_runs"] == 32 and doc["reference"]["num_gpus"] == 1
-    assert {(e["factor"], e["level"]): e["ratio"] for e in doc["effects"]}["gpu_model", "P100"] == pytest.approx(4.4)
+    assert doc["n_runs"] == 32 and doc["reference"]["num_devices"] == 1
+    assert {(e["factor"], e["level"]): e["ratio"] for e in doc["effects"]}["device_model", "P100"] == pytest.approx(4.4)

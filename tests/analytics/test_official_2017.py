@@ -28,25 +28,25 @@ REPO = Path(__file__).resolve().parents[2]
 FOLDER = REPO / "fixtures" / "official-2017"
 SHEET_CSV = REPO.parent / "shared" / "reference" / "tf-official-2017.csv"
 PATTERN = "{source}/{host}/{dataset}-{data}-{precision}/{model}-bs{batch_size_per_device}-{num_gpus}gpus.log"
-#: host (from the path) -> (GPU as the sheet names it, gpu_model as TF names it)
+#: host (from the path) -> (GPU as the sheet names it, device_model as TF names it)
 MACHINES = {"dgx1": ("P100", "Tesla P100-SXM2-16GB"), "gce-k80x8": ("K80", "Tesla K80")}
-Key = tuple[int, str, str, str, int]  # batch per GPU, data, model, GPU (P100 / K80), num_gpus
+Key = tuple[int, str, str, str, int]  # batch per GPU, data, model, GPU (P100 / K80), num_devices
 
 # The configuration of a run, and the ok runs' throughput: the first CTE of every query below.
 OK = """
 WITH ok AS (
-    SELECT model, data, batch_size_per_device AS batch, gpu_model, num_gpus, images_per_sec
+    SELECT model, data, batch_size_per_device AS batch, device_model, num_devices, images_per_sec
     FROM runs WHERE status = 'ok'
 )"""
 # Speedup and efficiency against the smallest GPU count of each configuration.
 SCALING = OK + """, base AS (
-    SELECT model, data, batch, gpu_model, min(num_gpus) AS base_gpus,
-           arg_min(images_per_sec, num_gpus) AS base_ips
-    FROM ok GROUP BY model, data, batch, gpu_model
+    SELECT model, data, batch, device_model, min(num_devices) AS base_gpus,
+           arg_min(images_per_sec, num_devices) AS base_ips
+    FROM ok GROUP BY model, data, batch, device_model
 ), scaling AS (
     SELECT ok.*, images_per_sec / base_ips AS speedup,
-           images_per_sec / base_ips / (num_gpus::DOUBLE / base_gpus) AS efficiency
-    FROM ok JOIN base USING (model, data, batch, gpu_model)
+           images_per_sec / base_ips / (num_devices::DOUBLE / base_gpus) AS efficiency
+    FROM ok JOIN base USING (model, data, batch, device_model)
 )
 """
 
@@ -133,7 +133,7 @@ def test_ingest_finds_64_ok_runs_and_no_problem(sheet: Ingested) -> None:
 
 def test_each_run_carries_its_published_figure(sheet: Ingested) -> None:
     rows = sheet.con.execute(
-        "SELECT host, data, model, batch_size_per_device, num_gpus, images_per_sec FROM runs").fetchall()
+        "SELECT host, data, model, batch_size_per_device, num_devices, images_per_sec FROM runs").fetchall()
     got = {(b, data, model, MACHINES[host][0], n): x for host, data, model, b, n, x in rows}
     assert len(rows) == len(got) == 64
     assert got == _script_figures()
@@ -144,21 +144,21 @@ def test_each_run_carries_its_published_figure(sheet: Ingested) -> None:
 def test_each_run_says_what_the_sheet_says(sheet: Ingested) -> None:
     rows = sheet.con.execute("""
         SELECT DISTINCT framework, framework_version, mode, dataset, precision, data_format, variable_update,
-               all_reduce, num_nodes, global_batch_size = batch_size_per_device * num_gpus, tags['source']
+               all_reduce, num_nodes, global_batch_size = batch_size_per_device * num_devices, tags['source']
         FROM runs""").fetchall()
     assert rows == [("tensorflow", "1.1", "train", "imagenet", "fp32", "NCHW", "parameter_server",
                      None, 1, True, "tf-official-2017")]
     counts = sheet.con.execute("""
-        SELECT data, model, batch_size_per_device, num_gpus, count(*) FROM runs GROUP BY ALL""").fetchall()
+        SELECT data, model, batch_size_per_device, num_devices, count(*) FROM runs GROUP BY ALL""").fetchall()
     expected = [(d, m, b, n, 2) for d in ("real", "synthetic") for m in ("inception3", "resnet50")
                 for b in (32, 64) for n in (1, 2, 4, 8)]  # one P100 run and one K80 run each
     assert sorted(counts) == sorted(expected)
 
 
-def test_gpu_model_comes_from_the_tf_1_1_device_block(sheet: Ingested) -> None:
+def test_device_model_comes_from_the_tf_1_1_device_block(sheet: Ingested) -> None:
     """TF 1.1 prints ``name: <GPU>`` on its own line and ``Creating TensorFlow device (/gpu:0) ->
     (device: 0, name: <GPU>, pci bus id: ...)``: the model must be read from that era's block too."""
-    rows = sheet.con.execute("SELECT host, gpu_model, count(*) FROM runs GROUP BY ALL ORDER BY host").fetchall()
+    rows = sheet.con.execute("SELECT host, device_model, count(*) FROM runs GROUP BY ALL ORDER BY host").fetchall()
     assert rows == [("dgx1", "Tesla P100-SXM2-16GB", 32), ("gce-k80x8", "Tesla K80", 32)]
 
 
@@ -179,9 +179,9 @@ def test_step_lines_agree_with_the_total(sheet: Ingested) -> None:
 
 def test_speedup_and_efficiency_of_inception3_bs64_synthetic_p100(sheet: Ingested) -> None:
     rows = sheet.con.execute(SCALING + """
-        SELECT num_gpus, speedup, efficiency FROM scaling
-        WHERE model = 'inception3' AND batch = 64 AND data = 'synthetic' AND gpu_model ILIKE '%P100%'
-        ORDER BY num_gpus""").fetchall()
+        SELECT num_devices, speedup, efficiency FROM scaling
+        WHERE model = 'inception3' AND batch = 64 AND data = 'synthetic' AND device_model ILIKE '%P100%'
+        ORDER BY num_devices""").fetchall()
     by_gpus = {n: (speedup, eff) for n, speedup, eff in rows}
     assert sorted(by_gpus) == [1, 2, 4, 8]
     fig = {n: _published()[64, "synthetic", "inception3", "P100", n] for n in (1, 4, 8)}
@@ -192,7 +192,7 @@ def test_speedup_and_efficiency_of_inception3_bs64_synthetic_p100(sheet: Ingeste
 
 
 def test_median_efficiency_at_8_gpus_over_the_16_configurations(sheet: Ingested) -> None:
-    query = SCALING + "SELECT count(*), median(efficiency) FROM scaling WHERE num_gpus = 8"
+    query = SCALING + "SELECT count(*), median(efficiency) FROM scaling WHERE num_devices = 8"
     n, median = sheet.con.execute(query).fetchone()
     fig = _published()
     by_hand = statistics.median(fig[k] / fig[(*k[:4], 1)] / 8 for k in fig if k[4] == 8)
@@ -202,25 +202,25 @@ def test_median_efficiency_at_8_gpus_over_the_16_configurations(sheet: Ingested)
 
 
 def _pairs(factor: str, a: str, b: str) -> str:
-    """SQL of ``pairs``: ratio A/B of ok runs that agree on every other factor and num_gpus."""
-    others = ", ".join(c for c in ("model", "data", "batch", "gpu_model") if c != factor)
+    """SQL of ``pairs``: ratio A/B of ok runs that agree on every other factor and num_devices."""
+    others = ", ".join(c for c in ("model", "data", "batch", "device_model") if c != factor)
     return OK + f""", a AS (SELECT * FROM ok WHERE {factor} ILIKE '%{a}%'),
     b AS (SELECT * FROM ok WHERE {factor} ILIKE '%{b}%'),
-    pairs AS (SELECT num_gpus, a.images_per_sec / b.images_per_sec AS ratio
-              FROM a JOIN b USING ({others}, num_gpus))
+    pairs AS (SELECT num_devices, a.images_per_sec / b.images_per_sec AS ratio
+              FROM a JOIN b USING ({others}, num_devices))
     """
 
 
-def _by_hand(position: int, a: str, b: str, num_gpus: int | None = None) -> tuple[int, float]:
+def _by_hand(position: int, a: str, b: str, num_devices: int | None = None) -> tuple[int, float]:
     """(n, median) of figure(A) / figure(B) over pairs equal in every other key position."""
     fig = _published()
     ratios = [x / fig[(*k[:position], b, *k[position + 1:])] for k, x in fig.items()
-              if k[position] == a and num_gpus in (None, k[4])]
+              if k[position] == a and num_devices in (None, k[4])]
     return len(ratios), statistics.median(ratios)
 
 
 def test_p100_over_k80_median_over_32_pairs(sheet: Ingested) -> None:
-    query = _pairs("gpu_model", "P100", "K80") + "SELECT count(*), median(ratio) FROM pairs"
+    query = _pairs("device_model", "P100", "K80") + "SELECT count(*), median(ratio) FROM pairs"
     n, median = sheet.con.execute(query).fetchone()
     assert (n, median) == (32, pytest.approx(_by_hand(3, "P100", "K80")[1], rel=1e-12))
     assert round(median, 2) == 4.40
@@ -235,7 +235,7 @@ def test_resnet50_over_inception3_median(sheet: Ingested) -> None:
 
 def test_synthetic_over_real_medians_per_gpu_count(sheet: Ingested) -> None:
     rows = sheet.con.execute(_pairs("data", "synthetic", "real") + """
-        SELECT num_gpus, count(*), median(ratio) FROM pairs GROUP BY num_gpus ORDER BY num_gpus""").fetchall()
+        SELECT num_devices, count(*), median(ratio) FROM pairs GROUP BY num_devices ORDER BY num_devices""").fetchall()
     assert [(g, n) for g, n, _ in rows] == [(1, 8), (2, 8), (4, 8), (8, 8)]
     for g, _, median in rows:
         assert median == pytest.approx(_by_hand(1, "synthetic", "real", g)[1], rel=1e-12)
@@ -249,14 +249,14 @@ def test_scaling_view_reproduces_every_speedup_and_efficiency_of_the_sheet(sheet
     from bench.analytics.store import connect
 
     rows = connect(sheet.store).execute("""
-        SELECT batch_size_per_device, data, model, gpu_model, num_gpus, baseline_gpus, speedup, efficiency,
+        SELECT batch_size_per_device, data, model, device_model, num_devices, baseline_devices, speedup, efficiency,
                superlinear
         FROM scaling""").fetchall()
     fig = _published()
     gpu = {model: short for short, model in MACHINES.values()}
     assert len(rows) == 64
-    for b, data, model, gpu_model, n, base, speedup, eff, superlinear in rows:
-        key = (b, data, model, gpu[gpu_model])
+    for b, data, model, device_model, n, base, speedup, eff, superlinear in rows:
+        key = (b, data, model, gpu[device_model])
         assert base == 1
         assert speedup == pytest.approx(fig[(*key, n)] / fig[(*key, 1)], rel=1e-12)
         assert eff == pytest.approx(fig[(*key, n)] / fig[(*key, 1)] / n, rel=1e-12)
@@ -266,12 +266,12 @@ def test_scaling_view_reproduces_every_speedup_and_efficiency_of_the_sheet(sheet
 @pytest.mark.parametrize(
     ("factor", "a", "b", "where", "want_n", "want_median"),
     [
-        ("gpu_model", "P100", "K80", None, 32, 4.40),
+        ("device_model", "P100", "K80", None, 32, 4.40),
         ("model", "resnet50", "inception3", None, 32, 1.61),
-        ("data", "synthetic", "real", "num_gpus = 1", 8, 1.00),
-        ("data", "synthetic", "real", "num_gpus = 2", 8, 1.00),
-        ("data", "synthetic", "real", "num_gpus = 4", 8, 1.01),
-        ("data", "synthetic", "real", "num_gpus = 8", 8, 1.02),
+        ("data", "synthetic", "real", "num_devices = 1", 8, 1.00),
+        ("data", "synthetic", "real", "num_devices = 2", 8, 1.00),
+        ("data", "synthetic", "real", "num_devices = 4", 8, 1.01),
+        ("data", "synthetic", "real", "num_devices = 8", 8, 1.02),
     ],
 )
 def test_compare_reproduces_the_sheets_ratio_medians(

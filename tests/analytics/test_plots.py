@@ -30,7 +30,7 @@ approx = pytest.approx
 
 def _run(run_id: str, gpu: str, n: int, ips: float | None, status: str = "ok", **kw: Any) -> dict[str, Any]:
     return {"run_id": run_id, "framework": "tensorflow", "model": "resnet50", "data": "synthetic",
-            "batch_size_per_device": kw.pop("batch", 64), "gpu_model": gpu, "num_gpus": n, "num_nodes": 1,
+            "batch_size_per_device": kw.pop("batch", 64), "device_type": "gpu", "device_model": gpu, "num_devices": n, "num_nodes": 1,
             "images_per_sec": ips, "status": status, **kw}
 
 
@@ -70,10 +70,10 @@ def _line(ax: Any, label: str) -> Any:
 
 def test_labels_name_only_the_varying_factors(con: duckdb.DuckDBPyConnection) -> None:
     df = plot_data.scaling_frame(con)
-    assert sorted(set(df["label"])) == ["gpu_model=K80", "gpu_model=P100"]
+    assert sorted(set(df["label"])) == ["device_model=K80", "device_model=P100"]
     # --by puts a constant factor first, still followed by the varying one
     df = plot_data.scaling_frame(con, by="model")
-    assert sorted(set(df["label"])) == ["model=resnet50, gpu_model=K80", "model=resnet50, gpu_model=P100"]
+    assert sorted(set(df["label"])) == ["model=resnet50, device_model=K80", "model=resnet50, device_model=P100"]
     with pytest.raises(BenchError, match="unknown factor"):
         plot_data.scaling_frame(con, by="colour")
 
@@ -82,21 +82,21 @@ def test_speedup_lines_ideal_and_baseline_text(con: duckdb.DuckDBPyConnection) -
     df = plot_data.scaling_frame(con)
     fig = plots.speedup(df, plot_data.usl_frame(con, df))
     ax = fig.axes[0]
-    p100 = _line(ax, "gpu_model=P100")
+    p100 = _line(ax, "device_model=P100")
     assert list(p100.get_xdata()) == [1, 2, 4]
     assert list(p100.get_ydata()) == approx([1.0, 200 / 105, 380 / 105])  # the failed run is not a zero
-    k80 = _line(ax, "gpu_model=K80")
+    k80 = _line(ax, "device_model=K80")
     assert list(k80.get_xdata()) == [2, 4]
     assert list(k80.get_ydata()) == approx([1.0, 90 / 50])
     ideal = _line(ax, "ideal (linear)")
     assert list(ideal.get_xdata()) == [1.0, 4.0] and list(ideal.get_ydata()) == [1.0, 4.0]
-    usl = _line(ax, "USL fit: gpu_model=P100")  # 3 GPU counts: fitted; K80 (2 counts) is not
+    usl = _line(ax, "USL fit: device_model=P100")  # 3 GPU counts: fitted; K80 (2 counts) is not
     assert usl.get_xdata()[0] == approx(1.0) and usl.get_ydata()[0] == approx(1.0)
     assert usl.get_xdata()[-1] == approx(4.0)
-    assert not [ln for ln in ax.get_lines() if ln.get_label() == "USL fit: gpu_model=K80"]
+    assert not [ln for ln in ax.get_lines() if ln.get_label() == "USL fit: device_model=K80"]
     texts = "\n".join(t.get_text() for t in ax.texts)
-    assert "gpu_model=P100: baseline 1 GPU = 105.0 images/s" in texts
-    assert "gpu_model=K80: baseline 2 GPU = 50.0 images/s" in texts
+    assert "device_model=P100: baseline 1 GPU = 105.0 images/s" in texts
+    assert "device_model=K80: baseline 2 GPU = 50.0 images/s" in texts
     assert ax.get_xlabel() == "GPUs (count)"
     assert ax.get_ylabel() == "speedup (× baseline throughput)"
 
@@ -124,7 +124,7 @@ def test_throughput_bars_ci_and_training_time(con: duckdb.DuckDBPyConnection) ->
     bars_1 = next(c for c in ax.containers if c.get_label() == "1 GPU")
     err = bars_1.errorbar.lines[2][0].get_segments()[0]
     assert [y for _, y in err] == approx([105.0 - half, 105.0 + half])
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["gpu_model=K80", "gpu_model=P100"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["device_model=K80", "device_model=P100"]
     assert ax.get_ylabel() == "throughput (images/s)"
     time = _line(ax2, "training time")  # only P100 knows its wall time: 610 = mean(600, 620)
     assert list(time.get_ydata()) == approx([610.0, 330.0, 170.0])
@@ -132,7 +132,7 @@ def test_throughput_bars_ci_and_training_time(con: duckdb.DuckDBPyConnection) ->
 
 
 def test_ratio_heatmap_cells_from_compare(con: duckdb.DuckDBPyConnection) -> None:
-    df, title = plot_data.ratio_frame(con, "gpu_model", "P100", "K80")
+    df, title = plot_data.ratio_frame(con, "device_model", "P100", "K80")
     fig = plots.ratio(df, title)
     ax = fig.axes[0]
     # pairs at 2 GPUs: 200/50 = 4; at 4 GPUs: 380/90 = 4.222 (P100 1-GPU has no K80 partner)
@@ -220,16 +220,16 @@ def test_command_on_the_official_sheet(official_store: Path, tmp_path: Path) -> 
     app.command()(plot_command)
     out = tmp_path / "speedup.svg"
     where = "model = 'inception3' AND data = 'synthetic' AND batch_size_per_device = 64"
-    res = CliRunner().invoke(app, ["speedup", "--where", where, "--by", "gpu_model", "--out", str(out),
+    res = CliRunner().invoke(app, ["speedup", "--where", where, "--by", "device_model", "--out", str(out),
                                    "--store", str(official_store)])
     assert res.exit_code == 0, res.output
     assert res.output.strip() == str(out) and out.read_bytes().startswith(b"<?xml")
     # Published P100 inception3 bs64 synthetic: 142, 284, 596, 1131 images/s on 1, 2, 4, 8 GPUs
-    ax = plots.make_figure(connect(official_store), "speedup", where=where, by="gpu_model").axes[0]
-    line = _line(ax, "gpu_model=Tesla P100-SXM2-16GB")
+    ax = plots.make_figure(connect(official_store), "speedup", where=where, by="device_model").axes[0]
+    line = _line(ax, "device_model=Tesla P100-SXM2-16GB")
     assert list(line.get_xdata()) == [1, 2, 4, 8]
     assert list(line.get_ydata()) == approx([1.0, 284 / 142, 596 / 142, 1131 / 142], rel=1e-3)
-    assert "gpu_model=Tesla K80: baseline 1 GPU = 30.0 images/s" in ax.texts[0].get_text()
+    assert "device_model=Tesla K80: baseline 1 GPU = 30.0 images/s" in ax.texts[0].get_text()
     res = CliRunner().invoke(app, ["ratio", "--store", str(official_store)])
     assert res.exit_code != 0 and "needs --by" in str(res.exception)
 
@@ -253,9 +253,9 @@ def test_twenty_series_keep_their_legend_outside_and_rate_axes_start_at_zero() -
         for n in (1, 2, 4):
             rate = 100.0 * b * n * 0.9
             rows.append({"config_id": f"c{b}", "model": "resnet50", "batch_size_per_device": float(b),
-                         "precision": None if b % 2 else "fp32", "num_gpus": n, "num_nodes": 1,
+                         "precision": None if b % 2 else "fp32", "num_devices": n, "num_nodes": 1,
                          "images_per_sec": rate, "ci95_low": rate - 5, "ci95_high": rate + 5, "wall_time_s": None,
-                         "baseline_gpus": 1, "baseline_images_per_sec": 90.0 * b,
+                         "baseline_devices": 1, "baseline_images_per_sec": 90.0 * b,
                          "speedup": rate / (90.0 * b), "efficiency": rate / (90.0 * b) / n})
     df = add_labels(pd.DataFrame(rows))
     assert "precision=NULL" in df["label"].iloc[0] and not df["label"].str.contains("nan").any()

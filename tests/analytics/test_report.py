@@ -57,13 +57,13 @@ def test_family_tables_are_the_sheets_images_speedup_and_efficiency(written: tup
     name = "model=inception3, data=synthetic, batch_size_per_device=64"
     ips = _table(report, f"Throughput (images/s): {name}")
     assert list(ips.frame["GPUs"]) == [1, 2, 4, 8]
-    assert _col(ips, f"gpu_model={P100}") == [fig[64, "synthetic", "inception3", "P100", n] for n in (1, 2, 4, 8)]
-    assert _col(ips, f"gpu_model={K80}") == [30, 58, 116, 227]  # written out from the sheet
+    assert _col(ips, f"device_model={P100}") == [fig[64, "synthetic", "inception3", "P100", n] for n in (1, 2, 4, 8)]
+    assert _col(ips, f"device_model={K80}") == [30, 58, 116, 227]  # written out from the sheet
     speedup = _table(report, f"Speedup (×): {name}")
-    assert _col(speedup, f"gpu_model={P100}") == approx([1.0, 2.0, 596 / 142, 1131 / 142])
+    assert _col(speedup, f"device_model={P100}") == approx([1.0, 2.0, 596 / 142, 1131 / 142])
     eff = _table(report, f"Scaling efficiency (%): {name}")
-    assert _col(eff, f"gpu_model={P100}")[2] == approx(100 * 596 / 142 / 4)  # 104.93%: superlinear, kept
-    assert eff.text(2, f"gpu_model={P100} [%]") == "104.9"
+    assert _col(eff, f"device_model={P100}")[2] == approx(100 * 596 / 142 / 4)  # 104.93%: superlinear, kept
+    assert eff.text(2, f"device_model={P100} [%]") == "104.9"
     # each number links to the runs of its configuration point: one run per point here
     assert all(len(ids) == 1 for ids in ips.cell_runs.values()) and len(ips.cell_runs) == 8
 
@@ -75,19 +75,19 @@ def _row_medians(t: Table) -> dict[int, float]:
 def test_p100_over_k80_and_model_ratio_tables_with_medians(written: tuple[Report, Path]) -> None:
     report, _ = written
     fig = _published()
-    gpu = _table(report, f"images_per_sec (images/s): gpu_model {P100} / {K80}")
+    gpu = _table(report, f"images_per_sec (images/s): device_model {P100} / {K80}")
     assert list(gpu.frame["GPUs"]) == [1, 2, 4, 8] and gpu.frame.shape[1] == 1 + 8 + 1  # 8 configurations + median
     for n, med in _row_medians(gpu).items():
         by_hand = statistics.median(x / fig[(*k[:3], "K80", n)] for k, x in fig.items() if k[3] == "P100" and k[4] == n)
         assert med == approx(by_hand, rel=1e-12)
     summary = _table(report, "Ratios A / B")
     rows = {(r["factor"], r["metric"]): r for r in summary.frame.to_dict("records")}
-    assert (rows["gpu_model", "images_per_sec"]["pairs (count)"], round(rows["gpu_model", "images_per_sec"]["median (×)"], 2)) == (32, 4.40)
+    assert (rows["device_model", "images_per_sec"]["pairs (count)"], round(rows["device_model", "images_per_sec"]["median (×)"], 2)) == (32, 4.40)
     assert round(rows["model", "images_per_sec"]["median (×)"], 2) == 1.61
     assert rows["model", "images_per_sec"]["A"] == "resnet50"  # the faster value is A
-    low, high = rows["gpu_model", "images_per_sec"]["geomean 95% CI low (×)"], rows["gpu_model", "images_per_sec"]["geomean 95% CI high (×)"]
-    assert low < rows["gpu_model", "images_per_sec"]["geomean (×)"] < high
-    assert rows["gpu_model", "images_per_sec"]["equivalent within ±margin"] == "no (±5.0%)"  # 4.4× is no tie
+    low, high = rows["device_model", "images_per_sec"]["geomean 95% CI low (×)"], rows["device_model", "images_per_sec"]["geomean 95% CI high (×)"]
+    assert low < rows["device_model", "images_per_sec"]["geomean (×)"] < high
+    assert rows["device_model", "images_per_sec"]["equivalent within ±margin"] == "no (±5.0%)"  # 4.4× is no tie
 
 
 def test_synthetic_over_real_and_batch_speedup_ratios(written: tuple[Report, Path]) -> None:
@@ -136,14 +136,14 @@ def test_command_writes_and_reports_user_errors(written: tuple[Report, Path], tm
     app.command()(report_command)
     store = written[1].parent / "store"
     out = tmp_path / "r"
-    res = CliRunner().invoke(app, ["--store", str(store), "--where", "num_gpus = 8 AND model = 'resnet50'",
+    res = CliRunner().invoke(app, ["--store", str(store), "--where", "num_devices = 8 AND model = 'resnet50'",
                                    "--out", str(out), "--max-figures", "1"])
     assert res.exit_code == 0, res.output
     assert res.output.strip() == str(out / "report.html")
     assert len(pd.read_csv(out / "tables" / "provenance.csv")) == 8  # 2 data × 2 batch × 2 GPUs at 8 GPUs
     res = CliRunner().invoke(app, ["--store", str(store), "--where", "no_such_column = 1", "--out", str(out)])
     assert res.exit_code != 0 and "--where" in str(res.exception)
-    res = CliRunner().invoke(app, ["--store", str(store), "--where", "num_gpus = 3", "--out", str(out)])
+    res = CliRunner().invoke(app, ["--store", str(store), "--where", "num_devices = 3", "--out", str(out)])
     assert res.exit_code != 0 and "no run matches" in str(res.exception)
 
 

@@ -42,8 +42,8 @@ def test_throughput_per_gpu_across_systems_and_a_trace(store: Path) -> None:
         WHERE {where} AND precision = 'fp16' AND images_per_sec IS NOT NULL""").fetchall()[0][0]
     assert len(fp16.frame) == n_configs > 20  # every system with an ok run
     # one value checked by hand through SQL: the fastest 1-GPU per-GPU rate
-    best = connect(store).execute(f"""SELECT max(images_per_sec / num_gpus) FROM runs
-        WHERE {where} AND precision = 'fp16' AND num_gpus = 1 AND status = 'ok'""").fetchall()[0][0]
+    best = connect(store).execute(f"""SELECT max(images_per_sec / num_devices) FROM runs
+        WHERE {where} AND precision = 'fp16' AND num_devices = 1 AND status = 'ok'""").fetchall()[0][0]
     assert fp16.frame["1 GPU [images/s per GPU]"].max() == pytest.approx(best)
     (trace,) = [s for s in report.sections if s.title == "Trace"]
     assert trace.figures[0].png.startswith(b"\x89PNG")
@@ -53,7 +53,7 @@ def test_lambda_telemetry_joins_by_tags_on_the_steps_clock(store: Path) -> None:
     con = connect(store)
     run_id, system, t_first = con.execute("""
         SELECT r.run_id, r.tags['system'], min(s.timestamp) FROM runs r JOIN steps s USING (run_id)
-        WHERE r.model = 'resnet50' AND r.precision = 'fp16' AND r.num_gpus = 2 AND r.mode = 'train'
+        WHERE r.model = 'resnet50' AND r.precision = 'fp16' AND r.num_devices = 2 AND r.mode = 'train'
           AND r.tags['system'] = 'Gold_6230-GeForce_RTX_2080_Ti_NVLink_trt_TF1_15'
         GROUP BY ALL""").fetchall()[0]
     steps, tel = plot_data.trace_frames(con, where=f"run_id = '{run_id}'")

@@ -29,13 +29,13 @@ def test_usl_parameters_peak_and_extrapolation_are_recovered_from_exact_data() -
     f = fit_scaling([(n, usl(n, 0.02, 0.001)) for n in (1, 2, 4, 8, 16)])
     assert f.alpha.estimate == pytest.approx(0.02, abs=1e-6)
     assert f.beta.estimate == pytest.approx(0.001, abs=1e-6)
-    assert f.peak_gpus == pytest.approx(math.sqrt(0.98 / 0.001), abs=1e-6)  # 31.30 GPUs
+    assert f.peak_devices == pytest.approx(math.sqrt(0.98 / 0.001), abs=1e-6)  # 31.30 GPUs
     assert f.usl_r2 == pytest.approx(1.0)
     assert f.alpha.ci95_low <= 0.02 <= f.alpha.ci95_high  # type: ignore[operator]
     p = f.predicted
-    assert (p.num_gpus, p.extrapolation) == (32, True)
+    assert (p.num_devices, p.extrapolation) == (32, True)
     assert p.usl_speedup == pytest.approx(32 / (1 + 0.02 * 31 + 0.001 * 32 * 31))
-    assert (f.baseline_gpus, f.gpu_counts, f.n_points) == (1, (1, 2, 4, 8, 16), 4)
+    assert (f.baseline_devices, f.device_counts, f.n_points) == (1, (1, 2, 4, 8, 16), 4)
 
 
 def test_amdahl_serial_fraction_is_recovered_from_exact_data() -> None:
@@ -49,14 +49,14 @@ def test_amdahl_serial_fraction_is_recovered_from_exact_data() -> None:
 def test_baseline_above_one_gpu_fits_in_units_of_the_baseline_group() -> None:
     # Measured from 2 GPUs: speedups relative to 2 GPUs follow USL in n = N/2 with alpha=0.05, beta=0.002.
     f = fit_scaling([(2 * n, usl(n, 0.05, 0.002)) for n in (1, 2, 4, 8)])
-    assert f.baseline_gpus == 2
+    assert f.baseline_devices == 2
     assert (f.alpha.estimate, f.beta.estimate) == pytest.approx((0.05, 0.002), abs=1e-9)
-    assert f.peak_gpus == pytest.approx(2 * math.sqrt(0.95 / 0.002))
-    assert f.predicted.num_gpus == 32
+    assert f.peak_devices == pytest.approx(2 * math.sqrt(0.95 / 0.002))
+    assert f.predicted.num_devices == 32
     assert f.predicted.usl_speedup == pytest.approx(usl(16, 0.05, 0.002))
 
 
-def test_three_gpu_counts_leave_usl_without_residual_degrees_of_freedom() -> None:
+def test_three_device_counts_leave_usl_without_residual_degrees_of_freedom() -> None:
     f = fit_scaling([(1, 1.0), (2, 1.9), (4, 3.5)])
     assert f.n_points == 2
     assert (f.alpha.stderr, f.alpha.ci95_low, f.beta.ci95_high, f.predicted.ci95_low) == (None,) * 4
@@ -68,8 +68,8 @@ def test_three_gpu_counts_leave_usl_without_residual_degrees_of_freedom() -> Non
 
 
 def test_no_peak_without_positive_coherency_and_too_few_counts_refused() -> None:
-    assert fit_scaling([(n, float(n)) for n in (1, 2, 4, 8)]).peak_gpus is None  # linear: beta = 0
-    assert fit_scaling([(n, usl(n, 0.1, -0.001)) for n in (1, 2, 4, 8)]).peak_gpus is None
+    assert fit_scaling([(n, float(n)) for n in (1, 2, 4, 8)]).peak_devices is None  # linear: beta = 0
+    assert fit_scaling([(n, usl(n, 0.1, -0.001)) for n in (1, 2, 4, 8)]).peak_devices is None
     with pytest.raises(ValueError, match="at least 3"):
         fit_scaling([(1, 1.0), (2, 1.9), (2, 1.95)])
     with pytest.raises(ValueError, match="positive"):
@@ -78,7 +78,7 @@ def test_no_peak_without_positive_coherency_and_too_few_counts_refused() -> None
 
 def _scaling_view(rows: list[tuple[object, ...]]) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
-    cols = ["config_id", "model", "gpu_model", "num_gpus", "baseline_gpus", "speedup", "efficiency"]
+    cols = ["config_id", "model", "device_model", "num_devices", "baseline_devices", "speedup", "efficiency"]
     data = dict(zip(cols, map(list, zip(*rows, strict=True)), strict=True))
     types = [pa.string(), pa.string(), pa.string(), pa.int64(), pa.int64(), pa.float64(), pa.float64()]
     table = pa.table({c: pa.array(data[c], t) for c, t in zip(cols, types, strict=True)})
@@ -97,13 +97,13 @@ def test_fit_over_the_scaling_view_given_expect() -> None:
     assert [c.config_id for c in report.fits] == ["a", "d"]
     assert report.skipped == ("b", "c")  # c's 4-GPU point has no speedup (every run failed)
     a, d = report.fits
-    assert a.factors == {"model": "resnet50", "gpu_model": "P100", "config_tags": {"kvstore": "device"}}
+    assert a.factors == {"model": "resnet50", "device_model": "P100", "config_tags": {"kvstore": "device"}}
     assert (a.fit.alpha.estimate, a.fit.beta.estimate) == pytest.approx((0.02, 0.001), abs=1e-9)
-    assert a.fit.gpu_counts == (1, 2, 4, 8)
+    assert a.fit.device_counts == (1, 2, 4, 8)
     assert d.fit.serial_fraction.estimate == pytest.approx(0.1)
     # Amdahl is USL with alpha = s, beta = 0: n/S - 1 = s(n - 1).
     assert (d.fit.alpha.estimate, d.fit.beta.estimate) == pytest.approx((0.1, 0.0), abs=1e-12)
-    assert (d.fit.baseline_gpus, d.fit.predicted.num_gpus) == (2, 32)
+    assert (d.fit.baseline_devices, d.fit.predicted.num_devices) == (2, 32)
     only = fit(_scaling_view(rows), where="model = 'vgg16'")
     assert [c.config_id for c in only.fits] == ["d"]
     with pytest.raises(BenchError, match="no_such_column"):
@@ -128,9 +128,9 @@ def test_vectorised_fit_equals_statsmodels_on_noisy_configurations() -> None:
         for name in ("serial_fraction", "alpha", "beta"):
             for field in ("estimate", "stderr", "ci95_low", "ci95_high"):
                 _same(getattr(getattr(got, name), field), getattr(getattr(ref, name), field))
-        for name in ("amdahl_r2", "usl_r2", "peak_gpus", "baseline_gpus", "gpu_counts", "n_points"):
+        for name in ("amdahl_r2", "usl_r2", "peak_devices", "baseline_devices", "device_counts", "n_points"):
             _same(getattr(got, name), getattr(ref, name))
-        for field in ("num_gpus", "usl_speedup", "ci95_low", "ci95_high", "amdahl_speedup"):
+        for field in ("num_devices", "usl_speedup", "ci95_low", "ci95_high", "amdahl_speedup"):
             _same(getattr(got.predicted, field), getattr(ref.predicted, field))
 
 
@@ -160,7 +160,7 @@ def test_cli_fit_table_json_and_user_error(monkeypatch: pytest.MonkeyPatch, tmp_
     app = _cli(monkeypatch, _scaling_view(rows))
     table = runner.invoke(app, ["--store", str(tmp_path)])
     assert table.exit_code == 0, table.output
-    assert "1 configuration(s) with fewer than 3 GPU counts not fitted" in table.output
+    assert "1 configuration(s) with fewer than 3 device counts not fitted" in table.output
     assert "1,2,4,8,16" in table.output and "31.3" in table.output  # the peak, sqrt(0.98/0.001)
     out = runner.invoke(app, ["--json", "--where", "model = 'resnet50'"])
     doc = json.loads(out.output)
@@ -169,7 +169,7 @@ def test_cli_fit_table_json_and_user_error(monkeypatch: pytest.MonkeyPatch, tmp_
     assert only["config_id"] == "a"
     assert only["fit"]["alpha"]["estimate"] == pytest.approx(0.02)
     assert only["fit"]["predicted"]["usl_speedup"] == pytest.approx(usl(32, 0.02, 0.001))
-    assert (only["fit"]["predicted"]["num_gpus"], only["fit"]["predicted"]["extrapolation"]) == (32, True)
+    assert (only["fit"]["predicted"]["num_devices"], only["fit"]["predicted"]["extrapolation"]) == (32, True)
     monkeypatch.undo()  # the real store.connect: a folder that is not a store is a user error
     missing = runner.invoke(_cli(monkeypatch, None), ["--store", str(tmp_path / "nowhere")])
     assert isinstance(missing.exception, BenchError) and "not a bench store" in str(missing.exception)
@@ -180,18 +180,18 @@ def test_fit_reads_the_curated_scaling_view_built_from_runs() -> None:
     from bench.analytics.views import register_views
     from bench.ingest.schema import RUNS
 
-    rows = [{"run_id": f"{n}-{rep}", "model": "resnet50", "framework": "tensorflow", "gpu_model": "P100",
-             "num_gpus": n, "num_nodes": 1, "status": "ok", "batch_size_per_device": 64,
+    rows = [{"run_id": f"{n}-{rep}", "model": "resnet50", "framework": "tensorflow", "device_model": "P100",
+             "num_devices": n, "num_nodes": 1, "status": "ok", "batch_size_per_device": 64,
              "images_per_sec": 100.0 * usl(n, 0.02, 0.001), "tags": [("repeat", str(rep)), ("site", "lab")]}
             for n in (1, 2, 4, 8) for rep in range(2)]
-    rows.append({"run_id": "oom", "model": "resnet50", "framework": "tensorflow", "gpu_model": "P100",
-                 "num_gpus": 16, "num_nodes": 2, "status": "oom", "batch_size_per_device": 64,
+    rows.append({"run_id": "oom", "model": "resnet50", "framework": "tensorflow", "device_model": "P100",
+                 "num_devices": 16, "num_nodes": 2, "status": "oom", "batch_size_per_device": 64,
                  "tags": [("repeat", "0"), ("site", "lab")]})  # a failed count: not a point
     con = duckdb.connect()
     con.register("runs", pa.Table.from_pylist(rows, schema=RUNS))
     register_views(con, ["configs", "scaling"])
     (only,) = fit(con).fits
-    assert only.fit.gpu_counts == (1, 2, 4, 8)
+    assert only.fit.device_counts == (1, 2, 4, 8)
     assert (only.fit.alpha.estimate, only.fit.beta.estimate) == pytest.approx((0.02, 0.001), abs=1e-9)
     assert only.factors["model"] == "resnet50" and only.factors["config_tags"] == {"site": "lab"}
 

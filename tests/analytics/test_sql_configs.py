@@ -48,7 +48,7 @@ def test_repetitions_group_failed_run_counted_not_averaged_nulls_group_and_ci() 
     # The failed run is in n_runs (4) but not in the mean (as 0: 82.5; as its 5.0: 83.75), min (not 5.0),
     # nor wall time ((10+12+14)/3 = 12, not (10+12+14+3)/4 = 9.75).
     half_a = 4.302653 * 10 / 3**0.5
-    assert a[1:] == (P100, ["device", "optimizer"], 4, 3, 110.0, 110.0, 100.0, 120.0, pytest.approx(10.0),
+    assert a[1:] == (P100, ["optimizer"], 4, 3, 110.0, 110.0, 100.0, 120.0, pytest.approx(10.0),
                      pytest.approx(110 - half_a), pytest.approx(110 + half_a), 12.0)
     # B: the NULL factors and NULL/{} tags group together: n = 2, mean 60, sd sqrt((10²+10²)/1) = 14.1421;
     # t(0.975, df=1) = 12.706205; half-width 12.706205 · 14.1421 / sqrt(2) = 12.706205 · 10 = 127.06205.

@@ -15,7 +15,7 @@ from logtools import runs_table
 from bench.analytics.views import load_sql
 
 INCEPTION = {"framework": "tensorflow", "model": "inception3", "batch_size_per_device": 64,
-             "gpu_model": "Tesla P100-SXM2-16GB", "data": "synthetic", "num_gpus": 1, "num_nodes": 1}
+             "gpu_model": "Tesla P100-SXM2-16GB", "data": "synthetic", "num_devices": 1, "num_nodes": 1}
 
 
 def _rows() -> list[dict[str, Any]]:
@@ -24,7 +24,7 @@ def _rows() -> list[dict[str, Any]]:
          "tags": {"repeat": "1", "optimizer": "sgd"}},
         {**INCEPTION, "run_id": "b-0", "source": "b.log", "source_sha256": "bb", "images_per_sec": 140.0,
          "tags": {"optimizer": "sgd", "repeat": "2"}},
-        {**INCEPTION, "run_id": "c-0", "source": "c.log", "source_sha256": "cc", "num_gpus": 2, "status": "oom",
+        {**INCEPTION, "run_id": "c-0", "source": "c.log", "source_sha256": "cc", "num_devices": 2, "status": "oom",
          "status_detail": "ResourceExhaustedError: OOM", "tags": {"optimizer": "sgd"}},
         {**INCEPTION, "run_id": "d-0", "source": "d.log", "source_sha256": "dd", "images_per_sec": 139.0,
          "tags": {"optimizer": "momentum"}},
@@ -40,7 +40,7 @@ def _query(con: duckdb.DuckDBPyConnection, name: str, columns: str) -> list[tupl
 def test_one_row_per_run_with_the_config_id_of_configs() -> None:
     con = duckdb.connect()
     con.register("runs", runs_table(_rows()))
-    got = _query(con, "report_runs", "run_id, config_id, num_gpus, status, status_detail, images_per_sec, source, "
+    got = _query(con, "report_runs", "run_id, config_id, num_devices, status, status_detail, images_per_sec, source, "
                                      "source_sha256")
     assert sorted(r[0] for r in got) == ["a-0", "b-0", "c-0", "d-0", "e-0"]  # every run, the oom one too
     by_run = {r[0]: r for r in got}
@@ -50,13 +50,13 @@ def test_one_row_per_run_with_the_config_id_of_configs() -> None:
     assert len({r[1] for r in got}) == 3
     assert by_run["c-0"][2:] == (2, "oom", "ResourceExhaustedError: OOM", None, "c.log", "cc")
     assert by_run["a-0"][2:] == (1, "ok", None, 142.0, "a.log", "aa")
-    configs = {(cid, gpus) for cid, gpus in _query(con, "configs", "config_id, num_gpus")}
+    configs = {(cid, gpus) for cid, gpus in _query(con, "configs", "config_id, num_devices")}
     assert {(r[1], r[2]) for r in got} == configs  # the same ids and scale points as sql/configs.sql
 
 
 def test_rows_are_ordered_by_configuration_then_scale_point() -> None:
     con = duckdb.connect()
-    rows = [{**INCEPTION, "run_id": f"r-{g}", "num_gpus": g, "images_per_sec": 100.0 * g} for g in (8, 1, 4, 2)]
+    rows = [{**INCEPTION, "run_id": f"r-{g}", "num_devices": g, "images_per_sec": 100.0 * g} for g in (8, 1, 4, 2)]
     con.register("runs", runs_table(rows))
-    got = _query(con, "report_runs", "run_id, num_gpus")
+    got = _query(con, "report_runs", "run_id, num_devices")
     assert got == [("r-1", 1), ("r-2", 2), ("r-4", 4), ("r-8", 8)]

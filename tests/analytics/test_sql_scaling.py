@@ -15,18 +15,18 @@ from logtools import runs_table
 from bench.analytics.views import load_sql, register_views
 
 REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tf-official-2017.csv"
-OUT = "config_id, num_gpus, num_nodes, images_per_sec, baseline_gpus, baseline_images_per_sec, speedup, efficiency, superlinear"
+OUT = "config_id, num_devices, num_nodes, images_per_sec, baseline_devices, baseline_images_per_sec, speedup, efficiency, superlinear"
 
 
 def scale(configs: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """scaling.sql over a given `configs` table of (config_id, num_gpus, num_nodes, n_runs, n_ok, images_per_sec)."""
-    names = ["config_id", "num_gpus", "num_nodes", "n_runs", "n_ok", "images_per_sec"]
+    """scaling.sql over a given `configs` table of (config_id, num_devices, num_nodes, n_runs, n_ok, images_per_sec)."""
+    names = ["config_id", "num_devices", "num_nodes", "n_runs", "n_ok", "images_per_sec"]
     types = [pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.float64()]
     table = pa.table({n: pa.array([r[i] for r in configs], t) for i, (n, t) in enumerate(zip(names, types, strict=True))})
     con = duckdb.connect()
     con.register("configs", table)
     sql = load_sql("scaling").strip().rstrip(";")
-    return con.execute(f"SELECT {OUT} FROM ({sql}) ORDER BY config_id, num_gpus NULLS FIRST, num_nodes").fetchall()
+    return con.execute(f"SELECT {OUT} FROM ({sql}) ORDER BY config_id, num_devices NULLS FIRST, num_nodes").fetchall()
 
 
 approx = pytest.approx
@@ -85,16 +85,16 @@ def scale_runs(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     con = duckdb.connect()
     con.register("runs", runs_table(rows))
     register_views(con, ["configs", "scaling"])
-    return con.execute(f"SELECT {OUT} FROM scaling ORDER BY num_gpus, num_nodes").fetchall()
+    return con.execute(f"SELECT {OUT} FROM scaling ORDER BY num_devices, num_nodes").fetchall()
 
 
 def test_from_runs_repetitions_and_failed_run() -> None:
-    cfg = {"model": "resnet50", "batch_size_per_device": 32, "gpu_model": "Tesla K80", "num_nodes": 1}
+    cfg = {"model": "resnet50", "batch_size_per_device": 32, "device_model": "Tesla K80", "num_nodes": 1}
     got = scale_runs([
-        {**cfg, "num_gpus": 1, "images_per_sec": 100.0, "tags": {"repeat": "1"}},
-        {**cfg, "num_gpus": 1, "images_per_sec": 120.0, "tags": {"repeat": "2"}},
-        {**cfg, "num_gpus": 1, "status": "failed", "tags": {"repeat": "3"}},
-        {**cfg, "num_gpus": 2, "images_per_sec": 231.0},
+        {**cfg, "num_devices": 1, "images_per_sec": 100.0, "tags": {"repeat": "1"}},
+        {**cfg, "num_devices": 1, "images_per_sec": 120.0, "tags": {"repeat": "2"}},
+        {**cfg, "num_devices": 1, "status": "failed", "tags": {"repeat": "3"}},
+        {**cfg, "num_devices": 2, "images_per_sec": 231.0},
     ])
     # 1 GPU: (100+120)/2 = 110 (the failed run as a zero would give 73.3); 2 GPUs: 231/110 = 2.1, 2.1/2 = 1.05.
     assert [r[1:] for r in got] == [
@@ -104,6 +104,29 @@ def test_from_runs_repetitions_and_failed_run() -> None:
     assert got[0][0] == got[1][0]  # one config_id for both scale points
 
 
+def test_cpu_and_tpu_runs_scale_like_gpu_runs() -> None:
+    """CPU runs as tf_cnn and `bench run --device cpu` store them (tag device=cpu, one device per rank,
+    num_gpus NULL) and TPU runs (device columns from an MLPerf system) reach `scaling` by num_devices;
+    the device tag is not a configuration tag, and the two device types are two configurations."""
+    cpu = {"model": "resnet50", "batch_size_per_device": 32, "num_nodes": 1, "tags": {"device": "cpu"}}
+    tpu = {"model": "resnet50", "batch_size_per_device": 32, "num_nodes": 1, "device_type": "tpu",
+           "device_model": "TPUv3"}
+    got = scale_runs([
+        {**cpu, "num_ranks": 1, "images_per_sec": 10.0},
+        {**cpu, "num_ranks": 2, "images_per_sec": 19.0},
+        {**tpu, "num_devices": 8, "images_per_sec": 8000.0},
+        {**tpu, "num_devices": 32, "images_per_sec": 30000.0},
+    ])
+    # cpu: 19 / 10 = 1.9 on 2 devices, efficiency 0.95; tpu: 30000 / 8000 = 3.75 on 4x the devices, 0.9375.
+    assert sorted(r[1:] for r in got) == [
+        (1, 1, 10.0, 1, 10.0, 1.0, 1.0, False),
+        (2, 1, 19.0, 1, 10.0, approx(1.9), approx(0.95), False),
+        (8, 1, 8000.0, 8, 8000.0, 1.0, 1.0, False),
+        (32, 1, 30000.0, 8, 8000.0, approx(3.75), approx(0.9375), False),
+    ]
+    assert len({r[0] for r in got}) == 2
+
+
 def test_official_2017_sheet_inception3_bs64_synthetic_p100() -> None:
     if not REFERENCE.is_file():
         pytest.skip(f"reference sheet not present at {REFERENCE}")
@@ -111,8 +134,8 @@ def test_official_2017_sheet_inception3_bs64_synthetic_p100() -> None:
         sheet = list(csv.DictReader(line for line in f if not line.startswith("#")))
     row = next(r for r in sheet if (r["batch_size"], r["dataset"], r["model"], r["gpu"]) == ("64", "synthetic", "inception3", "P100"))
     runs = [{"framework": "tensorflow", "model": "inception3", "data": "synthetic", "batch_size_per_device": 64,
-             "gpu_model": "Tesla P100-SXM2-16GB", "variable_update": "parameter_server", "data_format": "NCHW",
-             "num_gpus": n, "num_nodes": 1, "images_per_sec": float(row[f"gpus{n}"])} for n in (1, 2, 4, 8)]
+             "device_model": "Tesla P100-SXM2-16GB", "variable_update": "parameter_server", "data_format": "NCHW",
+             "num_devices": n, "num_nodes": 1, "images_per_sec": float(row[f"gpus{n}"])} for n in (1, 2, 4, 8)]
     got = {r[1]: r for r in scale_runs(runs)}
     assert got[8][6] == approx(1131 / 142)  # 7.9648: the sheet's 7.96x
     assert round(got[8][6], 2) == 7.96

@@ -13,8 +13,8 @@ from logtools import runs_table
 from bench.analytics.views import load_sql, register_views
 
 FACTORS = ["framework", "framework_version", "model", "dataset", "data", "mode", "precision", "data_format",
-           "variable_update", "all_reduce", "gpu_model"]
-OUT = ("batch_size_per_device, num_gpus, global_batch_size, images_per_sec, baseline_gpus, baseline_images_per_sec, "
+           "variable_update", "all_reduce", "device_type", "device_model"]
+OUT = ("batch_size_per_device, num_devices, global_batch_size, images_per_sec, baseline_devices, baseline_images_per_sec, "
        "speedup, efficiency, superlinear")
 approx = pytest.approx
 
@@ -24,7 +24,7 @@ def configs_table(rows: list[dict[str, Any]]) -> pa.Table:
     cols: dict[str, pa.Array] = {f: pa.array([r.get(f) for r in rows], pa.string()) for f in FACTORS}
     cols["config_id"] = pa.array([f"c{i}" for i in range(len(rows))], pa.string())
     cols["config_tags"] = pa.array([list(r.get("config_tags", {}).items()) for r in rows], pa.map_(pa.string(), pa.string()))
-    for name in ("batch_size_per_device", "num_gpus", "num_nodes"):
+    for name in ("batch_size_per_device", "num_devices", "num_nodes"):
         cols[name] = pa.array([r.get(name) for r in rows], pa.int64())
     cols["images_per_sec"] = pa.array([r.get("images_per_sec") for r in rows], pa.float64())
     return pa.table(cols)
@@ -35,21 +35,21 @@ def strong(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     con = duckdb.connect()
     con.register("configs", configs_table(rows))
     sql = load_sql("strong_scaling").strip().rstrip(";")
-    order = "global_batch_size NULLS LAST, num_gpus, batch_size_per_device NULLS LAST"
+    order = "global_batch_size NULLS LAST, num_devices, batch_size_per_device NULLS LAST"
     return con.execute(f"SELECT {OUT}, strong_config_id FROM ({sql}) ORDER BY {order}").fetchall()
 
 
-RESNET = {"model": "resnet50", "gpu_model": "Tesla P100", "num_nodes": 1, "config_tags": {"optimizer": "sgd"}}
+RESNET = {"model": "resnet50", "device_model": "Tesla P100", "num_nodes": 1, "config_tags": {"optimizer": "sgd"}}
 
 
 def test_global_batch_fixed_superlinear_and_failed_point() -> None:
     got = strong([
-        {**RESNET, "batch_size_per_device": 256, "num_gpus": 1, "images_per_sec": 100.0},  # global 256
-        {**RESNET, "batch_size_per_device": 128, "num_gpus": 2, "images_per_sec": 180.0},  # global 256
-        {**RESNET, "batch_size_per_device": 64, "num_gpus": 4, "images_per_sec": 420.0},  # global 256
-        {**RESNET, "batch_size_per_device": 32, "num_gpus": 8, "images_per_sec": None},  # global 256, all failed
-        {**RESNET, "batch_size_per_device": 64, "num_gpus": 1, "images_per_sec": 90.0},  # global 64
-        {**RESNET, "batch_size_per_device": 32, "num_gpus": 2, "images_per_sec": 153.0},  # global 64
+        {**RESNET, "batch_size_per_device": 256, "num_devices": 1, "images_per_sec": 100.0},  # global 256
+        {**RESNET, "batch_size_per_device": 128, "num_devices": 2, "images_per_sec": 180.0},  # global 256
+        {**RESNET, "batch_size_per_device": 64, "num_devices": 4, "images_per_sec": 420.0},  # global 256
+        {**RESNET, "batch_size_per_device": 32, "num_devices": 8, "images_per_sec": None},  # global 256, all failed
+        {**RESNET, "batch_size_per_device": 64, "num_devices": 1, "images_per_sec": 90.0},  # global 64
+        {**RESNET, "batch_size_per_device": 32, "num_devices": 2, "images_per_sec": 153.0},  # global 64
     ])
     assert [r[:-1] for r in got] == [
         (64, 1, 64, 90.0, 1, 90.0, 1.0, 1.0, False),
@@ -65,10 +65,10 @@ def test_global_batch_fixed_superlinear_and_failed_point() -> None:
 
 def test_missing_baseline_null_factor_and_unknown_global_batch() -> None:
     got = strong([
-        {"batch_size_per_device": 256, "num_gpus": 2, "images_per_sec": 300.0},  # NULL model; global 512 from 2 GPUs
-        {"batch_size_per_device": 128, "num_gpus": 4, "images_per_sec": 540.0},
-        {"num_gpus": 2, "images_per_sec": 100.0},  # per-device batch unknown: global batch unknown
-        {"num_gpus": 4, "images_per_sec": 180.0},
+        {"batch_size_per_device": 256, "num_devices": 2, "images_per_sec": 300.0},  # NULL model; global 512 from 2 GPUs
+        {"batch_size_per_device": 128, "num_devices": 4, "images_per_sec": 540.0},
+        {"num_devices": 2, "images_per_sec": 100.0},  # per-device batch unknown: global batch unknown
+        {"num_devices": 4, "images_per_sec": 180.0},
     ])
     assert [r[:-1] for r in got] == [
         (256, 2, 512, 300.0, 2, 300.0, 1.0, 1.0, False),
@@ -80,16 +80,16 @@ def test_missing_baseline_null_factor_and_unknown_global_batch() -> None:
 
 
 def test_from_runs_through_configs() -> None:
-    cfg = {"model": "inception3", "gpu_model": "Tesla K80", "num_nodes": 1}
+    cfg = {"model": "inception3", "device_model": "Tesla K80", "num_nodes": 1}
     con = duckdb.connect()
     con.register("runs", runs_table([
-        {**cfg, "batch_size_per_device": 128, "num_gpus": 1, "images_per_sec": 30.0, "tags": {"repeat": "1"}},
-        {**cfg, "batch_size_per_device": 128, "num_gpus": 1, "images_per_sec": 34.0, "tags": {"repeat": "2"}},
-        {**cfg, "batch_size_per_device": 128, "num_gpus": 1, "status": "oom", "tags": {"repeat": "3"}},
-        {**cfg, "batch_size_per_device": 64, "num_gpus": 2, "images_per_sec": 56.0},
+        {**cfg, "batch_size_per_device": 128, "num_devices": 1, "images_per_sec": 30.0, "tags": {"repeat": "1"}},
+        {**cfg, "batch_size_per_device": 128, "num_devices": 1, "images_per_sec": 34.0, "tags": {"repeat": "2"}},
+        {**cfg, "batch_size_per_device": 128, "num_devices": 1, "status": "oom", "tags": {"repeat": "3"}},
+        {**cfg, "batch_size_per_device": 64, "num_devices": 2, "images_per_sec": 56.0},
     ]))
     register_views(con, ["configs", "strong_scaling"])
-    got = con.execute(f"SELECT {OUT}, n_runs, n_ok FROM strong_scaling ORDER BY num_gpus").fetchall()
+    got = con.execute(f"SELECT {OUT}, n_runs, n_ok FROM strong_scaling ORDER BY num_devices").fetchall()
     # 1 GPU: (30+34)/2 = 32 over 2 of 3 runs; 2 GPUs: 56/32 = 1.75, 1.75/2 = 0.875.
     assert got == [
         (128, 1, 128, 32.0, 1, 32.0, 1.0, 1.0, False, 3, 2),
