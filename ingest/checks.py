@@ -17,15 +17,13 @@ import sys
 from typing import Any
 
 from bench.ingest.records import ParseResult, Problem, Run
+from bench.ingest.units import IMAGES
 
 MAX_COUNT = 2**53
 MAX_IMAGES_PER_SEC_PER_DEVICE = 1e7
-#: A rate that is not images (MLPerf DLRM's click records, BERT's sequences, ...): no per-device bound
-#: is known, so it is only required to be finite, positive and below this.
+#: A throughput that is not images (MLPerf DLRM's click records, BERT's sequences, tokens, ...): no
+#: per-device bound is known, so it is only required to be finite, positive and below this.
 MAX_SAMPLES_PER_SEC = 1e13
-#: MLPerf benchmarks whose ``images_per_sec`` counts samples that are not images.
-NOT_IMAGES = frozenset({"dlrm", "dlrm_dcnv2", "bert", "rnnt", "gnmt", "transformer", "ncf", "minigo", "gpt3",
-                        "llama2_70b_lora", "llama31_8b", "llama31_405b", "stable_diffusion", "rgat"})
 MAX_SECONDS = 10 * 365 * 86400  # a run time over ten years is a misprint
 MIN_UNIX, MAX_UNIX = 315532800.0, 4102444800.0  # 1980-01-01 .. 2100-01-01 UTC
 
@@ -35,7 +33,8 @@ MIN_UNIX, MAX_UNIX = 315532800.0, 4102444800.0  # 1980-01-01 .. 2100-01-01 UTC
 #: (a diverged ``nan`` loss stays) and is not checked.
 RATE_RULES = (("images_per_sec", 0.0, MAX_IMAGES_PER_SEC_PER_DEVICE, False, "a rate in (0, 1e7] images/s per device"),
               ("images_per_sec_mean", 0.0, MAX_IMAGES_PER_SEC_PER_DEVICE, False,
-               "a rate in (0, 1e7] images/s per device"))
+               "a rate in (0, 1e7] images/s per device"),
+              ("throughput", 0.0, MAX_IMAGES_PER_SEC_PER_DEVICE, False, "a rate in (0, 1e7] images/s per device"))
 RULES = (
     ("images_per_sec_stderr", 0.0, sys.float_info.max, True, "a finite spread >= 0"),
     ("images_per_sec_jitter", 0.0, sys.float_info.max, True, "a finite spread >= 0"),
@@ -47,7 +46,7 @@ RULES = (
 )
 COUNT_RULES = (  # num_gpus 0: a run on the CPU
     ("batch_size_per_device", 1), ("global_batch_size", 1), ("num_nodes", 1), ("num_ranks", 1),
-    ("num_gpus", 0), ("num_steps", 0), ("warmup_steps", 0),
+    ("num_gpus", 0), ("num_devices", 1), ("num_steps", 0), ("warmup_steps", 0),
 )
 #: Stamps: unix seconds. A bad stamp is made NULL and reported but does not make the run invalid.
 STAMPS = ("started_at", "ended_at")
@@ -87,14 +86,18 @@ def check_result(result: ParseResult, result_metrics: tuple[str, ...]) -> None:
 def _check_run(run: Run) -> tuple[list[tuple[str, Any, str]], dict[str, Any]]:
     """The run's bad values as (column, value, "is not ..."), and the changes that make them NULL."""
     bad: list[tuple[str, Any, str]] = []
-    devices = max([1, *(v for v in (run.num_gpus, run.num_ranks) if type(v) is int and 0 < v <= MAX_COUNT)])
-    images = run.format != "mlperf" or str(run.tags.get("benchmark") or run.model or "").lower() not in NOT_IMAGES
+    devices = max([1, *(v for v in (run.num_gpus, run.num_devices, run.num_ranks)
+                        if type(v) is int and 0 < v <= MAX_COUNT)])
     for name, low, high, closed, what in _NUMBER_RULES:
         value = getattr(run, name)
         if value is None:
             continue
-        if name in _PER_DEVICE:
-            high, what = (high * devices, what) if images else (MAX_SAMPLES_PER_SEC, "a rate in (0, 1e13] samples/s")
+        if name == "throughput" and run.throughput_unit == IMAGES and run.images_per_sec is not None:
+            continue  # the same figure as images_per_sec, checked (and reported) once, as images_per_sec
+        if name == "throughput" and run.throughput_unit != IMAGES:
+            high, what = MAX_SAMPLES_PER_SEC, f"a rate in (0, 1e13] {run.throughput_unit or 'per second'}"
+        elif name in _PER_DEVICE:
+            high *= devices
         # a NaN fails every comparison, an infinity the bound: both are caught here
         if not (type(value) in (int, float) and value <= high and (value >= low if closed else value > low)):
             bad.append((name, value, f"is not {what}"))

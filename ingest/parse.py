@@ -12,6 +12,7 @@ from bench.ingest import registry
 from bench.ingest.checks import check_result, collapse_repeats
 from bench.ingest.records import ParseResult, Problem
 from bench.ingest.text import as_utf8, decode, is_binary, iter_lines, split_lines, unicode_bom, utf8_problem
+from bench.ingest.units import with_throughput
 
 
 @dataclass
@@ -83,7 +84,7 @@ def _whole_fast(module: registry.FormatModule, data: bytes, result: ParseResult)
 #: NULL: a partial measurement is not the run's throughput.
 RESULT_METRICS = (
     "images_per_sec", "images_per_sec_mean", "images_per_sec_stderr", "images_per_sec_jitter",
-    "images_per_sec_ranks", "forward_ms", "backward_ms", "forward_backward_ms", "time_to_train_s",
+    "images_per_sec_ranks", "forward_ms", "backward_ms", "forward_backward_ms", "time_to_train_s", "throughput",
 )
 
 
@@ -95,14 +96,16 @@ def run_lines(module: registry.FormatModule, lines: Iterable[str], *, source: st
 def run_parser(module: registry.FormatModule, parse: Callable[[], object], result: ParseResult) -> None:
     """Run ``parse`` (which fills ``result``), turning a parser exception into a ``parser_error``
     problem, then apply the rules every format shares: runs that did not end ok have NULL result
-    metrics, and every value is checked (``bench.ingest.checks``)."""
+    metrics, an images rate is the run's throughput in images/sec (``units.with_throughput``), and every
+    value is checked (``bench.ingest.checks``)."""
     try:
         parse()
     except Exception as e:  # a parser bug must not abort the ingest of other files
         tb = traceback.format_exception_only(type(e), e)[-1].strip()
         result.problems.append(Problem("parser_error", f"{module.NAME} parser raised {tb}"))
     cleared: dict[str, Any] = dict.fromkeys(RESULT_METRICS)
-    result.runs[:] = [r if r.status == "ok" else dataclasses.replace(r, **cleared) for r in result.runs]
+    result.runs[:] = [with_throughput(r) if r.status == "ok" else dataclasses.replace(r, **cleared)
+                      for r in result.runs]
     check_result(result, RESULT_METRICS)
     collapse_repeats(result)
 

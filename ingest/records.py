@@ -20,7 +20,8 @@ from bench.ingest.telemetry_columns import TelemetrySample, TelemetryTable
 __all__ = ["PROBLEM_KINDS", "SCHEMA_VERSION", "STATUSES", "ParseResult", "Problem", "Run", "StepTable", "System",
            "TelemetrySample", "TelemetryTable"]
 
-SCHEMA_VERSION = 2  # 2: MANIFEST.json per batch, status "invalid", problem kinds invalid_value and store_error
+SCHEMA_VERSION = 3  # 2: MANIFEST.json per batch, status "invalid", problem kinds invalid_value and store_error;
+#                     3: runs.num_devices/device_type/device_model, throughput/_unit/_derived, table systems
 
 #: Allowed values of ``Run.status``. ``timeout`` and ``interrupted`` come from ``bench run``.
 #: ``invalid``: the log printed a result no run can have (NaN, infinite, zero, negative or beyond the
@@ -82,6 +83,13 @@ class Run:
     images_per_sec_stderr: float | None = None
     images_per_sec_jitter: float | None = None
     images_per_sec_ranks: tuple[float | None, ...] | None = None  # per-rank totals, index = rank
+    #: The run's rate in the unit its log counts (``bench.ingest.units.UNITS``: images/sec, sequences/sec,
+    #: tokens/sec, ...); images_per_sec repeats it where the unit is images. ``throughput_derived``: True when
+    #: no rate was printed and the figure is computed (samples per epoch x epochs / time, batch x iterations /
+    #: seconds), False when the log printed it.
+    throughput: float | None = None
+    throughput_unit: str | None = None
+    throughput_derived: bool | None = None
     forward_ms: float | None = None
     backward_ms: float | None = None
     forward_backward_ms: float | None = None

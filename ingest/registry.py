@@ -96,7 +96,8 @@ def detect(head: str) -> FormatModule | None:
 #: recognized when one of these begins a line (behind a prefix of at most 80 bytes, not quoted in
 #: backticks) after the head. NVIDIA's MLPerf v1.0 UNet3D logs print 256 KiB and more before their
 #: first compliance line. Files held whole only (a streamed file is detected from its head).
-DEEP_MARKERS: tuple[tuple[bytes, str], ...] = ((b":::MLLOG {", "mlperf"), (b":::MLL ", "mlperf"), (b":::MLPv", "mlperf"))
+DEEP_MARKERS: tuple[tuple[bytes, str], ...] = ((b":::MLLOG {", "mlperf"), (b":::MLL ", "mlperf"), (b":::MLPv", "mlperf"),
+                                                (b"MLPerf: ", "mlperf"))
 
 
 def detect_beyond_head(data: bytes) -> FormatModule | None:

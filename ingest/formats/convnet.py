@@ -24,11 +24,13 @@ Each dialect is a few handler functions called from one line loop (``_dispatch``
   standard deviation of step durations (detail ``duration_sd_ms``), not a standard error. Batch not printed.
 - ``tf_estimator``: absl/glog ``examples/sec: r`` lines (TPUEstimator), with ``loss = L, step = N (t sec)``
   and ``global_step/sec: g`` before them. One run per ``Using config:`` (Estimator construction). Steps:
-  one row per ``examples/sec`` line (an interval rate). ``images_per_sec`` = total examples / total time
-  over the rate lines after the first (the first interval includes the early, slow steps):
-  Σ Δstep / Σ (Δstep / r), Δstep = step difference between successive rate lines; when steps are not
-  known, the arithmetic mean of those rates. A single rate line is used as is.
-  ``images_per_sec_mean`` = arithmetic mean of the same lines. ``global_batch_size`` = r / g when every
+  one row per ``examples/sec`` line (an interval rate). ``throughput`` (examples/sec: the log does not say
+  they are images, so ``images_per_sec`` stays NULL) = total examples / total time over the rate lines
+  after the first (the first interval includes the early, slow steps): Σ Δstep / Σ (Δstep / r), Δstep =
+  step difference between successive rate lines; when steps are not known, the arithmetic mean of those
+  rates. A single rate line is used as is. Without examples/sec, the mean ``global_step/sec`` after the
+  first (steps/sec). NVIDIA BERT's ``Throughput Average (sentences/sec) = X`` (not the "with overhead"
+  one) is the throughput in sentences/sec and ends the run (``Total Training/Inference Time`` sets mode). ``global_batch_size`` = r / g when every
   line gives the same integer (±0.5%).
 
 A run whose timer says ``FAILED`` is ``failed``; a run cut before its result is ``truncated``; an
@@ -54,11 +56,13 @@ _SNIFF = re.compile(
     r"|^\|[ \t]*(?:fprop|bprop|iteration)[ \t]*\|[ \t]*[\d.]+[ \t]*\|"
     r"|^Average (?:Forward|Backward|Total):[ \t]+[\d.]+[ \t]+ms[ \t]*$"
     r"|^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?:step \d+, duration = [\d.]+|Forward(?:-backward)? across \d+ steps, )"
-    r"|(?:\] |^INFO:tensorflow:)examples/sec: [\d.]+[ \t]*$"
+    r"|(?:\] |^INFO:tensorflow:)(?:examples/sec: [\d.]+[ \t]*$|global_step/sec: [\d.]+[ \t]*$"
+    r"|Throughput Average \(sentences/sec\) = [\d.]+)"
     r"|==> (?:fprop|bprop inputs|bprop weights)[ \t]*==>[ \t]+\d+",
     re.MULTILINE,
 )
-_SNIFF_KEYS = (":TOTAL:", ":Forward:", "():", "fprop", "Average ", " duration = ", " across ", "examples/sec")
+_SNIFF_KEYS = (":TOTAL:", ":Forward:", "():", "fprop", "Average ", " duration = ", " across ", "examples/sec",
+               "global_step/sec")
 
 _TORCH = re.compile(
     r"(\S+)\s+:(updateOutput|updateGradInput|accGradParameters|Forward|Backward|TOTAL)(?:\(\))?:\s+([\d.]+|FAILED!)\s*$"
@@ -80,7 +84,8 @@ _EST = re.compile(
     r"|Training for (\d+) steps|Precision: (\w+)|\*\*\* Num TPU Cores: (\d+)"
     r"|Finished training up to step \d+\. Elapsed seconds (\d+)|(Using config:)"
     r"|(Starting to evaluate|Starting evaluation at)|(Evaluation finished after|Eval results:)"
-    r"|Saving dict for global step \d+: (.*))"
+    r"|Saving dict for global step \d+: (.*)|Throughput Average \(sentences/sec\) = ([\d.]+)"
+    r"|Total (Training|Inference) Time)"
 )
 _EXC = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exhausted)(?::.*)?$")
 _BAD_MARKERS = (":TOTAL:", ":Forward:", ":Backward:", "==> fprop", "==> bprop", ", duration = ", " steps, ",
@@ -88,7 +93,7 @@ _BAD_MARKERS = (":TOTAL:", ":Forward:", ":Backward:", "==> fprop", "==> bprop", 
 _PRECISION = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _ESTIMATOR_KEYS = ("examples/sec", "global_step/sec", "loss = ", "Training for", "Precision:", "TPU Cores",
                    "Finished training", "Using config", "to evaluate", "Starting evaluation",
-                   "Evaluation finished", "Eval results", "Saving dict")
+                   "Evaluation finished", "Eval results", "Saving dict", "Throughput Average", "Total ")
 
 
 def sniff(head: str) -> bool:
@@ -283,6 +288,7 @@ def _estimator_fields(p: _Parser, cur: dict[str, Any], n: int, m: re.Match[str])
         _estimator_rate(p, cur, n, float(m.group(1)))
     elif m.group(2) is not None:
         cur["_gsps"] = float(m.group(2))
+        cur.setdefault("_gsps_all", []).append(float(m.group(2)))
     elif m.group(4) is not None:
         cur["_step"], cur["_loss"] = int(m.group(4)), _float(m.group(3))
     elif m.group(6) is not None:
@@ -300,6 +306,10 @@ def _estimator_fields(p: _Parser, cur: dict[str, Any], n: int, m: re.Match[str])
     elif m.group(13) is not None:
         for key, value in re.findall(r"(top_[15]_accuracy|loss) = ([\d.eE+-]+)", m.group(13)):
             cur.setdefault("details", {})[f"eval_{key}"] = value
+    elif m.group(14) is not None:  # NVIDIA BERT's closing summary: steady-state sentences/sec
+        cur.update(_sentences=float(m.group(14)), _finished=True)
+    elif m.group(15) is not None:
+        cur["mode"] = "train" if m.group(15) == "Training" else "inference"
 
 
 def _estimator_rate(p: _Parser, cur: dict[str, Any], n: int, rate: float) -> None:
@@ -404,16 +414,22 @@ def _legacy_metrics(kw: dict[str, Any]) -> dict[str, Any]:
 def _estimator_metrics(kw: dict[str, Any]) -> dict[str, Any]:
     count, _, sum_k, sum_k_over_r, sum_r, steps_known = kw["_rates"]
     out: dict[str, Any] = {}
-    if count == 1:
-        out["images_per_sec"] = out["images_per_sec_mean"] = kw["_first_rate"]
+    steps = kw.get("_gsps_all", [])[1:] or kw.get("_gsps_all", [])
+    if "_sentences" in kw:
+        out.update(throughput=kw["_sentences"], throughput_unit="sentences/sec")
+    elif count == 1:
+        out.update(throughput=kw["_first_rate"], throughput_unit="examples/sec")
     elif count > 1:
-        out["images_per_sec_mean"] = sum_r / (count - 1)
-        out["images_per_sec"] = sum_k / sum_k_over_r if steps_known and sum_k_over_r else out["images_per_sec_mean"]
+        mean = sum_r / (count - 1)
+        out.update(throughput=sum_k / sum_k_over_r if steps_known and sum_k_over_r else mean,
+                   throughput_unit="examples/sec")
+    elif steps:  # an Estimator without examples/sec: its steps, not samples (the batch is not printed)
+        out.update(throughput=sum(steps) / len(steps), throughput_unit="steps/sec")
     ratios = kw["_ratios"]
     if ratios and ratios[1] - ratios[0] <= 0.005 * ratios[0] and abs(ratios[2] - round(ratios[2])) < 0.005 * ratios[2]:
         out["global_batch_size"] = round(ratios[2])
     finished = kw.get("_finished", False)
-    if finished and count:
+    if finished and (count or "throughput" in out):
         out["status"] = "ok"
     elif finished:
         out["status"] = "no_result"

@@ -10,9 +10,11 @@ Step rows: consecutive LOG records with the same step and disjoint names are one
 Examples logs a step in two records). ``[e, i]`` -> epoch e, step i; ``[e]`` -> epoch summary (step
 None); an int -> step. ``[]``/``()`` and string steps (``avg``, ``90%``) are run summaries, not rows.
 
-Throughput (samples/s, stored as ``images_per_sec``): a metric whose METADATA ``type`` is THROUGHPUT or
-unit img/s, or (stdout, no metadata) named ``*ips``/``*throughput*``; token rates are never images; train
-before val, ``total`` before ``compute``. ``images_per_sec`` = the final summary value, else the
+Throughput: a metric whose METADATA ``type`` is THROUGHPUT or unit img/s, or (stdout, no metadata) named
+``*ips``/``*throughput*``; train before val, ``total`` before ``compute``. Without one, a summary rate whose
+unit is known (``training_sequences_per_second``, a METADATA unit such as tokens/s). ``throughput`` is in
+that metric's unit (``bench.ingest.units``: its METADATA unit, else its name, else images/sec);
+``images_per_sec`` repeats it only when the unit is images. ``images_per_sec`` = the final summary value, else the
 time-weighted rate of the step values; ``images_per_sec_mean`` = mean of the step values at the finest
 step depth without the first logged interval (warm-up) and the 0s logged before warm-up ended (a 0 is
 not a measurement: None, never 0). Both are None unless the status is ok. Parameters read: batch
@@ -34,6 +36,7 @@ from typing import Any
 from bench.ingest.formats.dllogger_state import Series, State
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import contains, split_rank, utc_seconds
+from bench.ingest.units import IMAGES, unit_of
 
 NAME = "dllogger"
 DESCRIPTION = "NVIDIA DLLogger: JSON stream 'DLLL {json}' and StdOut backend 'DLL <datetime> - <step> k : v'"
@@ -367,17 +370,28 @@ def _mode(st: State) -> str | None:
     return "inference" if any("latency" in n.lower() for n in st.names) else ("eval" if losses else None)
 
 
+def _unit(st: State, name: str) -> str | None:
+    """The unit of metric ``name``: its METADATA unit, else what its name says (``*_sequences_per_second``)."""
+    return unit_of(str(st.meta.get(name, {}).get("unit", ""))) or unit_of(name)
+
+
 def _build_run(st: State) -> Run:
     ips, mean, metric = _throughput(st)
+    unit = (_unit(st, metric) if metric else None) or IMAGES
     tags = {k: str(st.params[k]) for k in _TAG_KEYS if st.params.get(k) is not None}
     details = dict(st.details)
+    others = sorted(n for n in st.names if _rate_kind(n, st.meta.get(n, {})) == "other")
+    if ips is None and others:  # a summary rate in another unit: BERT's training_sequences_per_second
+        named = [n for n in sorted(others, key=lambda n: ("train" not in n.lower(), n))
+                 if st.summary.get(n, 0) > 0 and _unit(st, n)]
+        if named:
+            metric, ips, unit = named[0], st.summary[named[0]], _unit(st, named[0]) or IMAGES
+        else:
+            details["rate_metrics"] = ",".join(others)  # rates in no unit we know (frames, speeds...)
+            units = sorted({str(st.meta[n]["unit"]) for n in others if st.meta.get(n, {}).get("unit")})
+            details.update({"throughput_unit": ",".join(units)} if units else {})
     if metric:
         details["throughput_metric"] = metric
-    others = sorted(n for n in st.names if _rate_kind(n, st.meta.get(n, {})) == "other")
-    if ips is None and others:
-        details["rate_metrics"] = ",".join(others)  # rates that are not images (frames, tokens...)
-        units = sorted({str(st.meta[n]["unit"]) for n in others if st.meta.get(n, {}).get("unit")})
-        details.update({"throughput_unit": ",".join(units)} if units else {})
     status, detail, last = "ok", None, st.last_line
     if st.error and not st.ended:
         status, detail, last = ("oom" if st.error[2] else "failed"), st.error[0], max(last or 0, st.error[1])
@@ -389,9 +403,11 @@ def _build_run(st: State) -> Run:
         ips = mean = None  # not a measurement: None, never 0; the step rows keep what was printed
     start, end = (st.span_us[0] / 1e6, st.span_us[1] / 1e6) if st.span_us and st.unix else (None, None)
     wall = (st.span_us[1] - st.span_us[0]) / 1e6 if st.span_us else None
+    images = unit == IMAGES
     return Run(run_index=0, format=NAME, mode=_mode(st), started_at=start, ended_at=end,
-               wall_time_s=wall, images_per_sec=ips,
-               images_per_sec_mean=mean, status=status, status_detail=detail, first_line=st.first_line,
+               wall_time_s=wall, images_per_sec=ips if images else None,
+               images_per_sec_mean=mean if images else None, throughput=ips,
+               throughput_unit=unit if ips is not None else None, status=status, status_detail=detail, first_line=st.first_line,
                last_line=last, tags=tags, details=details, **_run_facts(st))
 
 

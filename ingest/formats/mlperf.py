@@ -1,13 +1,12 @@
 """MLPerf training result logs (log-formats.md §10).
 
-Three generations of the compliance log, each found behind any prefix (Slurm ``" 0: "``, mpirun
-``[1,0]<stdout>:``, asctime), which is stripped: everything before the ``:::ML`` token is ignored,
-as the checker does (``MLL:mlp_parser/ruleset_510.py:L63-L69``).
-
-- v0.5 ``:::MLPv0.5.0 <model> <unix s> (<file>:<line>) <key>[: <json>]``; a ``0000000000`` stamp is
-  a placeholder (no time).
-- v0.6 ``:::MLL <unix s> <key>: {"value": ..., "metadata": {...}}``; ``0.0`` stamps mean no time.
-- v0.7+ ``:::MLLOG {"namespace", "time_ms", ["event_type",] "key", "value", "metadata"}``.
+Every generation of the compliance log (``bench.ingest.formats.mlperf_events`` reads one line: v0.5
+``:::MLPv0.5.0``, v0.6 ``:::MLL`` and one submitter's ``MLPerf: resnet [06/13/19 00:30:56], run_start``
+text, v0.7+ ``:::MLLOG``), each found behind any prefix (Slurm ``" 0: "``, mpirun ``[1,0]<stdout>:``,
+asctime), which is stripped: everything before the ``:::ML`` token is ignored, as the checker does
+(``MLL:mlp_parser/ruleset_510.py:L63-L69``). ``run_stop`` status success is ``ok``; any other (aborted,
+failure, v0.5's ``success: false``) is ``failed`` with the run_stop event, in the log's own words, as
+``status_detail``. The text lines' clock has no zone: their runs keep durations but no absolute times.
 
 Framework lines mixed in are read too: MXNet Speedometer (via ``bench.ingest.formats.mxnet``),
 PyTorch GNMT ``TRAIN [e][i/n] ... Tok/s`` and ``Performance: ... Tok/s`` (tokens, never images).
@@ -22,6 +21,11 @@ In every case the first (start-up) interval is dropped when there are two or mor
 ``images_per_sec`` = total samples / total time of the rest, ``images_per_sec_mean`` = arithmetic
 mean of their per-interval rates. Steps: one row per epoch/block stop, eval, ``tracked_stats``,
 Speedometer line and GNMT ``TRAIN`` line.
+
+``throughput`` holds that rate in the benchmark's unit (``_IMAGE_BENCHMARKS`` images/sec, BERT
+sequences/sec, others samples/sec; GNMT the mean of its printed per-epoch ``Training: X Tok/s``, in
+tokens/sec); ``images_per_sec`` repeats it only for images. ``throughput_derived`` is True for the epoch and
+block rates (samples per epoch x epochs / time: no rate was printed).
 """
 
 from __future__ import annotations
@@ -34,15 +38,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.ingest.formats import mxnet
+from bench.ingest.formats.mlperf_events import SNIFF, TEXT, Event, log_format, read_event, read_text_event
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import contains, split_rank
 
 NAME = "mlperf"
 DESCRIPTION = "MLPerf training logs: :::MLLOG JSON, :::MLL (v0.6) and :::MLPv0.5.0 compliance lines"
 
-_SNIFF = re.compile(r":::(?:MLLOG \{|MLL \d|MLPv\d)")
-_V05 = re.compile(r":::MLPv(\S+) (\S+) +(\S+) \(([^)]*)\) (\w+)\s*(?::\s*(.*?))?\s*$")
-_MLL = re.compile(r":::MLL (\S+) (\w+): (.*)$")
 _NODE = re.compile(r"\bNode\[(\d+)\]")
 _GNMT_TRAIN = re.compile(
     r"TRAIN \[(\d+)\]\[(\d+)/\d+\]\s+Time ([\d.e+-]+) \([\d.e+-]+\).*?"
@@ -58,19 +60,24 @@ _SAMPLES_KEYS = ("train_samples", "num_train_examples", "preproc_num_train_examp
 _TAG_KEYS = ("submission_org", "submission_platform", "submission_division", "opt_name")
 _DETAIL_KEYS = ("submission_status",)  # availability category of the submission, not a setting
 _FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax", "paddlepaddle", "mindspore", "caffe")
+#: What one MLPerf sample is, by benchmark: the unit of the run's ``throughput``. Image benchmarks count
+#: images; BERT counts sequences; every other benchmark counts samples in its own sense (DLRM click
+#: records, RNN-T utterances, UNet3D volumes, ...), the word MLPerf's own loggers use.
+_IMAGE_BENCHMARKS = frozenset({"resnet", "ssd", "maskrcnn", "retinanet", "image_classification",
+                               "object_detection", "single_stage_detector", "mask_rcnn"})
+_SAMPLE_UNITS = {"bert": "sequences/sec"}
+#: Throughput sources that are printed rates; the others (epochs, blocks) are samples per epoch x
+#: epochs / time, computed here: ``throughput_derived``.
+_PRINTED_SOURCES = frozenset({"tracked_stats", "speedometer", "gnmt_performance"})
+#: Metadata that says where a line was logged, not what happened.
+_NOT_SAID = frozenset({"file", "lineno", "model", "version", "local_clock"})
 
 
 def sniff(head: str) -> bool:
-    """True when the head holds an MLPerf compliance line of any generation."""
-    return contains(head, ":::ML") and _SNIFF.search(head) is not None
-
-
-@dataclass
-class _Event:
-    key: str
-    value: Any
-    ms: float | None  # unix milliseconds (exact for durations), None for placeholder stamps
-    meta: dict[str, Any]
+    """True when the head holds an MLPerf compliance line of any generation (or the v0.6 text lines)."""
+    if contains(head, "MLPerf: ") and TEXT.search(head) is not None:
+        return True
+    return contains(head, ":::ML") and SNIFF.search(head) is not None
 
 
 @dataclass
@@ -95,71 +102,12 @@ class _State:
     # ^ (epoch, end batch) -> (batches in the interval, {node: speed}); one speed per node and interval
     nodes: set[int] = field(default_factory=set)
     tokens: bool = False
+    epoch_tokens_per_sec: list[float] = field(default_factory=list)  # GNMT "Performance: ... Training: X Tok/s"
     error: str | None = None
     error_line: int = 0
     oom: bool = False
-
-
-def _millis(raw: Any, per_unit: float) -> float | None:
-    """A stamp (seconds: per_unit 1000, ms: 1) -> unix ms, keeping the digits a float of seconds loses."""
-    if isinstance(raw, str):
-        whole, _, frac = raw.strip().partition(".")
-        if not whole.isdigit() or (frac and not frac.isdigit()):
-            return None
-        t = int(whole) * per_unit + (float("0." + frac) * per_unit if frac else 0.0)
-    elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
-        t = raw * per_unit
-    else:
-        return None
-    return t if t > 0 else None
-
-
-def _meta(d: dict[str, Any]) -> dict[str, Any]:
-    meta = d.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def _read_event(text: str) -> _Event | None:
-    """One compliance line (already cut at ``:::ML``) -> event; None if it cannot be read."""
-    if text.startswith(":::MLLOG "):
-        try:
-            d = json.loads(text[9:])
-        except ValueError:
-            return None
-        if not isinstance(d, dict) or not isinstance(d.get("key"), str):
-            return None
-        return _Event(d["key"], d.get("value"), _millis(d.get("time_ms"), 1), _meta(d))
-    if text.startswith(":::MLL "):
-        m = _MLL.match(text)
-        if not m:
-            return None
-        try:
-            d = json.loads(m.group(3))
-        except ValueError:
-            return None
-        if not isinstance(d, dict):
-            return None
-        return _Event(m.group(2), d.get("value"), _millis(m.group(1), 1000), _meta(d))
-    m = _V05.match(text)
-    if not m:
-        return None
-    raw = m.group(6)
-    try:
-        value = json.loads(raw) if raw else None
-    except ValueError:
-        value = raw
-    info: dict[str, Any] = {"model": m.group(2), "version": m.group(1)}
-    if isinstance(value, dict) and "value" in value and "epoch" in value:  # eval_accuracy
-        info["epoch_num"], value = value["epoch"], value["value"]
-    if m.group(5) == "run_stop" and isinstance(value, dict) and "success" in value:
-        info["status"] = "success" if value["success"] else "aborted"
-    return _Event(m.group(5), value, _millis(m.group(3), 1000), info)
-
-
-def _log_format(text: str) -> str:
-    if text.startswith(":::MLLOG"):
-        return "MLLOG"
-    return "MLL" if text.startswith(":::MLL ") else "MLPv0.5"
+    local_clock: bool = False  # stamps of a clock with no zone: durations only
+    stop_words: str | None = None  # the run_stop event as the log wrote it (value and metadata)
 
 
 def _int(v: Any) -> int | None:
@@ -179,14 +127,19 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _on_event(ev: _Event, st: _State, res: ParseResult, run_index: int, line_no: int, rank: int | None) -> None:
+def _on_event(ev: Event, st: _State, res: ParseResult, run_index: int, line_no: int, rank: int | None) -> None:
     """Fold one event into the run state; interval ends and evaluations become step rows."""
     key, ms, meta = ev.key, ev.ms, ev.meta
-    ts = ms / 1000 if ms is not None else None
+    ts = ms / 1000 if ms is not None and not meta.get("local_clock") else None  # no zone: no absolute time
     if key == "run_start":
         st.run_start = ms
     elif key == "run_stop":
-        st.run_stop, st.stop_status = ms, str(meta.get("status", "success")).lower()
+        v05 = ev.value.get("success") if isinstance(ev.value, dict) else None  # v0.5: {"success": bool}
+        status = meta.get("status", "success" if v05 in (True, None) else "failure")
+        st.run_stop, st.stop_status = ms, str(status).lower()
+        said = {k: v for k, v in meta.items() if k not in _NOT_SAID}
+        said = ({"value": ev.value} if ev.value is not None else {}) | said
+        st.stop_words = "run_stop" + (" " + json.dumps(said, default=str)[:300] if said else "")
     elif key == "epoch_start" and ms is not None:
         st.open_epochs[meta.get("epoch_num")] = ms
     elif key == "epoch_stop":
@@ -221,7 +174,7 @@ def _on_event(ev: _Event, st: _State, res: ParseResult, run_index: int, line_no:
         st.config[key] = ev.value
 
 
-def _on_tracked(ev: _Event, st: _State, res: ParseResult, run_index: int, line_no: int, rank: int | None) -> None:
+def _on_tracked(ev: Event, st: _State, res: ParseResult, run_index: int, line_no: int, rank: int | None) -> None:
     """``tracked_stats``: the program's own throughput for the interval since the previous one."""
     rate = _num(ev.value.get("throughput"))
     if rate is not None and rate > 0:
@@ -296,6 +249,7 @@ def _on_other(line: str, st: _State, res: ParseResult, run_index: int, line_no: 
         m = _GNMT_PERF.search(body)
         if m:
             st.tokens = True
+            st.epoch_tokens_per_sec.append(float(m.group(2)))
             res.steps.add(run_index, None, rank=rank, epoch=int(m.group(1)), line_no=line_no,
                           metrics={"train_tokens_per_sec": float(m.group(2))})
             return True
@@ -329,13 +283,15 @@ def _on_speedometer(line: str, st: _State, res: ParseResult, run_index: int, lin
 
 
 def _status(st: _State) -> tuple[str, str | None]:
+    """ok for a run_stop with status success; failed (oom when the log ran out of memory) for any other
+    status (aborted, failure, v0.5's success false), with the run_stop event in the log's own words."""
     if st.stop_status is None:
         if st.error:
             return ("oom" if st.oom else "failed"), st.error
         return "truncated", "no run_stop: the log ends mid-run"
     if st.stop_status == "success":
         return "ok", None
-    detail = f"run_stop status {st.stop_status}" + (f"; {st.error}" if st.error else "")
+    detail = (st.stop_words or f"run_stop status {st.stop_status}") + (f"; {st.error}" if st.error else "")
     return ("oom" if st.oom else "failed"), detail
 
 
@@ -359,7 +315,11 @@ def _build_run(st: _State, run_index: int) -> Run:
     model = c.get("submission_benchmark") or tags.get("benchmark")
     if model:
         tags["benchmark"] = str(model)
-    global_batch = _int(c.get("global_batch_size", c.get("input_batch_size")))
+    # v0.5's input_batch_size is the batch of the process that logged it (tf_cnn_benchmarks: per-device
+    # batch x the process's GPUs; Caffe: one solver's), not the global batch: a detail, never global.
+    global_batch = _int(c.get("global_batch_size"))
+    if "input_batch_size" in c:
+        details["input_batch_size"] = str(c["input_batch_size"])
     nodes = _int(c.get("number_of_nodes"))
     platform = re.match(r"(\d+)x", str(c.get("submission_platform", "")))
     if nodes is None and platform:
@@ -369,8 +329,14 @@ def _build_run(st: _State, run_index: int) -> Run:
     ips, ips_mean, source = _throughput(st) if status == "ok" else (None, None, None)  # failed: None, never 0
     if source:
         details["throughput_source"] = source
-    if st.tokens:
-        details["throughput_unit"] = "tokens/s"  # GNMT Tok/s are tokens: never images
+    bench_name = str(model or "").lower()
+    unit = "images/sec" if bench_name in _IMAGE_BENCHMARKS else _SAMPLE_UNITS.get(bench_name, "samples/sec")
+    if st.tokens:  # GNMT: its printed per-epoch Tok/s, never samples per epoch: tokens are not sentences
+        unit, rates = "tokens/sec", st.epoch_tokens_per_sec
+        ips = sum(rates) / len(rates) if rates and status == "ok" else None
+        ips_mean, source = ips, "gnmt_performance" if ips is not None else None
+        if source:
+            details["throughput_source"] = source
     wall = (st.run_stop - st.run_start) / 1000 if st.run_stop and st.run_start else None
     framework, version = _framework(st)
     return Run(
@@ -378,10 +344,13 @@ def _build_run(st: _State, run_index: int) -> Run:
         model=str(model) if model else None, mode="train", global_batch_size=global_batch,
         batch_size_per_device=global_batch // gpus if global_batch and gpus and global_batch % gpus == 0 else None,
         num_gpus=gpus, num_nodes=nodes, num_ranks=len(st.nodes) if len(st.nodes) > 1 else None,
-        started_at=st.run_start / 1000 if st.run_start else None,
-        ended_at=st.run_stop / 1000 if st.run_stop else None, wall_time_s=wall,
+        started_at=st.run_start / 1000 if st.run_start and not st.local_clock else None,
+        ended_at=st.run_stop / 1000 if st.run_stop and not st.local_clock else None, wall_time_s=wall,
         time_to_train_s=wall if status == "ok" else None,
-        images_per_sec=ips, images_per_sec_mean=ips_mean,
+        images_per_sec=ips if unit == "images/sec" else None,
+        images_per_sec_mean=ips_mean if unit == "images/sec" else None,
+        throughput=ips, throughput_unit=unit if ips is not None else None,
+        throughput_derived=None if ips is None else source not in _PRINTED_SOURCES,
         status=status, status_detail=detail, first_line=st.first_line,
         last_line=max(st.last_line or 0, st.error_line if status in ("failed", "oom") else 0) or None, tags=tags,
         details=details,
@@ -403,26 +372,30 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
     run_index = 0
     for line_no, line in enumerate(lines, 1):
         i = line.find(":::ML")
-        if i < 0:
+        m = TEXT.search(line) if i < 0 and "MLPerf: " in line else None
+        if i < 0 and m is None:
             if _on_other(line, st, res, run_index, line_no) and st.first_line is not None:
                 st.last_line = line_no
             continue
-        text = line[i:].rstrip()
-        if not _SNIFF.match(text):
+        text = line[i:].rstrip() if m is None else "MLPerf: "
+        if m is None and not SNIFF.match(text):
             continue
-        ev = _read_event(text)
+        ev = read_event(text) if m is None else read_text_event(m)
         if ev is None:
             res.problem("bad_line", "MLPerf compliance line that cannot be read", line_no, line)
             continue
         if ev.key == "run_start" and st.run_stop is not None:
             res.runs.append(_build_run(st, run_index))
             st, run_index = _new_state(st), run_index + 1
-        st.details.setdefault("log_format", _log_format(text))
+        st.details.setdefault("log_format", log_format(text))
         if "version" in ev.meta:
             st.tags.setdefault("mlperf_version", str(ev.meta["version"]))
             st.tags.setdefault("benchmark", str(ev.meta["model"]))
-        elif text.startswith(":::MLL "):
-            st.tags.setdefault("mlperf_version", "0.6")  # the :::MLL form existed only in v0.6
+        elif text.startswith((":::MLL ", "MLPerf: ")):
+            st.tags.setdefault("mlperf_version", "0.6")  # the :::MLL and text forms existed only in v0.6
+        if ev.meta.get("local_clock"):
+            st.tags.setdefault("benchmark", str(ev.meta["model"]))
+            st.local_clock = True
         st.first_line = st.first_line or line_no
         st.last_line = line_no
         rank = split_rank(line)[0] if i > 0 else None

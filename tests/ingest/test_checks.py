@@ -132,9 +132,11 @@ def test_an_mlperf_rate_of_samples_that_are_not_images_has_no_per_device_image_b
     from bench.ingest.checks import check_result
     from bench.ingest.records import ParseResult, Run
 
-    runs = [Run(format="mlperf", model="dlrm", images_per_sec=1.6e9, tags={"benchmark": "dlrm"}),
-            Run(run_index=1, format="mlperf", model="resnet", images_per_sec=1.5e7, tags={"benchmark": "resnet"}),
-            Run(run_index=2, format="mlperf", model="dlrm", images_per_sec=9.99e307, tags={"benchmark": "dlrm"})]
+    runs = [Run(format="mlperf", model="dlrm", throughput=1.6e9, throughput_unit="samples/sec"),
+            Run(run_index=1, format="mlperf", model="resnet", images_per_sec=1.5e7, throughput=1.5e7,
+                throughput_unit="images/sec"),
+            Run(run_index=2, format="mlperf", model="dlrm", throughput=9.99e307, throughput_unit="samples/sec")]
     result = ParseResult(runs=runs)
-    check_result(result, ("images_per_sec",))
-    assert [(r.status, r.images_per_sec) for r in result.runs] == [("ok", 1.6e9), ("invalid", None), ("invalid", None)]
+    check_result(result, ("images_per_sec", "throughput"))
+    assert [(r.status, r.throughput) for r in result.runs] == [("ok", 1.6e9), ("invalid", None), ("invalid", None)]
+    assert [p.message.split(" = ")[0] for p in result.problems] == ["images_per_sec", "throughput"]  # once each

@@ -77,8 +77,31 @@ def test_estimator_single_rate_line_and_unreadable_rate() -> None:
             "I0101 00:00:03.000000 1 tf_logging.py:115] Finished training up to step 10. Elapsed seconds 3.\n")
     res = _parse(text)
     run = res.runs[0]
-    assert (run.status, run.images_per_sec, run.wall_time_s) == ("ok", 100.5, 3.0)
+    assert (run.status, run.throughput, run.throughput_unit, run.wall_time_s) == ("ok", 100.5, "examples/sec", 3.0)
+    assert run.images_per_sec is None  # examples: the log does not say they are images
     assert [(p.kind, p.line_no) for p in res.problems] == [("bad_line", 3)]
+
+
+def test_bert_sentences_summary_and_steps_only_estimator() -> None:
+    """NVIDIA BERT (TensorFlow) prints its closing summary through tf.logging: the steady-state
+    sentences/sec (not the "with overhead" one) is the throughput. An Estimator that prints only
+    global_step/sec gives steps/sec: the mean after the first line, (4 + 6) / 2 = 5."""
+    bert = _parse(
+        "INFO:tensorflow:Using config: {'_model_dir': '/results'}\n"
+        "INFO:tensorflow:global_step/sec: 1.5\n"
+        "INFO:tensorflow:Total Training Time = 100.00 for Sentences = 64000\n"
+        "INFO:tensorflow:Throughput Average (sentences/sec) with overhead = 640.00\n"
+        "INFO:tensorflow:Throughput Average (sentences/sec) = 700.25\n"
+    )
+    (run,) = bert.runs
+    assert (run.status, run.mode, run.throughput, run.throughput_unit, run.images_per_sec) == (
+        "ok", "train", 700.25, "sentences/sec", None)
+    steps = _parse(
+        "INFO:tensorflow:Using config: {}\nINFO:tensorflow:global_step/sec: 2\nINFO:tensorflow:global_step/sec: 4\n"
+        "INFO:tensorflow:global_step/sec: 6\nINFO:tensorflow:Finished training up to step 30. Elapsed seconds 7.\n"
+    )
+    (run,) = steps.runs
+    assert (run.status, run.throughput, run.throughput_unit) == ("ok", 5.0, "steps/sec")
 
 
 def test_estimator_traceback_after_finish_keeps_ok() -> None:
@@ -190,8 +213,8 @@ def test_tpu_estimator(corpus: Path) -> None:
     assert (train.num_steps, train.wall_time_s) == (5005, 1442.0)  # L21, L91
     assert train.global_batch_size == 1024  # 3734.69 / 3.64716 = 1023.9995 (L63-L64)
     # rate lines at steps 2502, 3753, 5004; the first is excluded: 2502 / (1251/3778.19 + 1251/3761.19)
-    assert train.images_per_sec == pytest.approx(2502 / (1251 / 3778.19 + 1251 / 3761.19))
-    assert train.images_per_sec_mean == pytest.approx((3778.19 + 3761.19) / 2)
+    assert train.throughput == pytest.approx(2502 / (1251 / 3778.19 + 1251 / 3761.19))
+    assert (train.throughput_unit, train.throughput_derived, train.images_per_sec) == ("examples/sec", False, None)
     assert [r["images_per_sec"] for r in res.steps.rows()] == [3734.69, 3778.19, 3761.19]
     assert (evaluation.status, evaluation.mode) == ("no_result", "eval")
     assert evaluation.details["eval_top_1_accuracy"] == "0.32751465"  # L158

@@ -114,7 +114,7 @@ def test_summary_prefers_train_total_over_val_and_compute() -> None:
 def test_token_rates_are_never_images() -> None:
     res = _parse([_meta("throughput", unit="tokens/s", type="THROUGHPUT"), _rec("1.0", [], {"throughput": 5.0})])
     run = res.runs[0]
-    assert run.images_per_sec is None and run.details["throughput_unit"] == "tokens/s"
+    assert run.images_per_sec is None and (run.throughput, run.throughput_unit) == (5.0, "tokens/sec")
 
 
 def test_wrapped_parameter_line_is_glued_back() -> None:
@@ -207,3 +207,16 @@ def test_corpus_nvidia_example_stdout_toy_values(corpus: Path) -> None:
     rows = res.steps.rows()
     assert len(rows) == 46  # 49 lines, 3 PARAMETER
     assert rows[1]["loss"] == 130.0 and (rows[1]["epoch"], rows[1]["step"]) == (0, 0)
+
+
+def test_bert_sequences_per_second_summary_is_the_throughput_in_sequences() -> None:
+    """DeepLearningExamples BERT (PyTorch) ends with a summary record holding
+    training_sequences_per_second and no images rate: that is the run's throughput, in sequences/sec."""
+    res = _parse([
+        _rec("1.0", "PARAMETER", {"train_batch_size": 64}),
+        _rec("2.0", [0, 10], {"average_loss": 7.5, "step_loss": 7.4}),
+        _rec("9.0", [], {"e2e_train_time": 7.0, "training_sequences_per_second": 812.5, "final_loss": 7.1}),
+    ])
+    run = res.runs[0]
+    assert (run.status, run.throughput, run.throughput_unit, run.images_per_sec) == ("ok", 812.5, "sequences/sec", None)
+    assert run.details["throughput_metric"] == "training_sequences_per_second"

@@ -1,0 +1,127 @@
+"""MLPerf compliance lines of every era, one line at a time -> an :class:`Event` (log-formats.md §10).
+
+- v0.5 ``:::MLPv0.5.0 <model> <unix s> (<file>:<line>) <key>[: <json>]``; a ``0000000000`` stamp is
+  a placeholder (no time).
+- v0.6 ``:::MLL <unix s> <key>: {"value": ..., "metadata": {...}}``; ``0.0`` stamps mean no time.
+- v0.6, one submitter's own text: ``MLPerf: resnet [06/13/19 00:30:56], run_start`` (see ``TEXT``).
+- v0.7+ ``:::MLLOG {"namespace", "time_ms", ["event_type",] "key", "value", "metadata"}``.
+
+``bench.ingest.formats.mlperf`` folds the events into runs.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+SNIFF = re.compile(r":::(?:MLLOG \{|MLL \d|MLPv\d)")
+#: One v0.6 submitter's own lines: ``MLPerf: resnet [06/13/19 00:30:56], run_start`` (a local clock with no
+#: zone, whole seconds), a value after ``, `` or ``: `` that need not be JSON (``75.98000%``).
+TEXT = re.compile(r"MLPerf: (\w+) \[(\d\d)/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)\],? (\w+)(?:[,:] *(.*?))?\s*$")
+_V05 = re.compile(r":::MLPv(\S+) (\S+) +(\S+) \(([^)]*)\) (\w+)\s*(?::\s*(.*?))?\s*$")
+_MLL = re.compile(r":::MLL (\S+) (\w+): (.*)$")
+
+
+@dataclass
+class Event:
+    key: str
+    value: Any
+    ms: float | None  # unix milliseconds (exact for durations), None for placeholder stamps
+    meta: dict[str, Any]
+
+
+def _millis(raw: Any, per_unit: float) -> float | None:
+    """A stamp (seconds: per_unit 1000, ms: 1) -> unix ms, keeping the digits a float of seconds loses."""
+    if isinstance(raw, str):
+        whole, _, frac = raw.strip().partition(".")
+        if not whole.isdigit() or (frac and not frac.isdigit()):
+            return None
+        t = int(whole) * per_unit + (float("0." + frac) * per_unit if frac else 0.0)
+    elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        t = raw * per_unit
+    else:
+        return None
+    return t if t > 0 else None
+
+
+def _meta(d: dict[str, Any]) -> dict[str, Any]:
+    meta = d.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def read_event(text: str) -> Event | None:
+    """One compliance line (already cut at ``:::ML``) -> event; None if it cannot be read."""
+    if text.startswith(":::MLLOG "):
+        try:
+            d = json.loads(text[9:])
+        except ValueError:
+            return None
+        if not isinstance(d, dict) or not isinstance(d.get("key"), str):
+            return None
+        return Event(d["key"], d.get("value"), _millis(d.get("time_ms"), 1), _meta(d))
+    if text.startswith(":::MLL "):
+        m = _MLL.match(text)
+        if not m:
+            return None
+        try:
+            d = json.loads(m.group(3))
+        except ValueError:
+            return None
+        if not isinstance(d, dict):
+            return None
+        return Event(m.group(2), d.get("value"), _millis(m.group(1), 1000), _meta(d))
+    m = _V05.match(text)
+    if not m:
+        return None
+    raw = m.group(6)
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError:
+        value = raw
+    info: dict[str, Any] = {"model": m.group(2), "version": m.group(1)}
+    if isinstance(value, dict) and "value" in value and "epoch" in value:  # eval_accuracy
+        info["epoch_num"], value = value["epoch"], value["value"]
+    return Event(m.group(5), value, _millis(m.group(3), 1000), info)
+
+
+def _text_value(raw: str | None) -> Any:
+    """A value of a ``MLPerf:`` text line: JSON where it is, a percentage as a fraction, else the text."""
+    if not raw:
+        return None
+    if raw.endswith("%"):
+        try:
+            return float(raw[:-1]) / 100
+        except ValueError:
+            return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def read_text_event(m: re.Match[str]) -> Event:
+    """A ``MLPerf: <bench> [MM/DD/YY HH:MM:SS], <key>[, value]`` line. Its clock has no zone: the stamp is
+    read as if UTC, right for durations; the run's absolute times are not stored (``local_clock``)."""
+    month, day, year, hh, mm, ss = (int(g) for g in m.group(2, 3, 4, 5, 6, 7))
+    try:
+        ms: float | None = calendar.timegm((2000 + year, month, day, hh, mm, ss)) * 1000.0
+        datetime.date(2000 + year, month, day)  # a month 17 is no date: no time
+    except ValueError:
+        ms = None
+    value = _text_value(m.group(9))
+    meta: dict[str, Any] = {"model": m.group(1), "local_clock": True}
+    if m.group(8) == "run_stop" and isinstance(value, str):
+        meta["status"] = value
+    return Event(m.group(8), value, ms, meta)
+
+
+def log_format(text: str) -> str:
+    if text.startswith("MLPerf: "):
+        return "MLPerf text"
+    if text.startswith(":::MLLOG"):
+        return "MLLOG"
+    return "MLL" if text.startswith(":::MLL ") else "MLPv0.5"
