@@ -53,13 +53,14 @@ class CompareMetric(StrEnum):
     speedup = "speedup"
     efficiency = "efficiency"
     mlperf_score = "mlperf_score"
+    time_to_train = "time_to_train"
 
 
 def compare_command(
     factor: Annotated[str, typer.Option("--factor", help="The factor that differs, e.g. device_model, model, data, batch_size_per_device")],
     a: Annotated[str, typer.Option("--a", help="Numerator value: exact, or a case-insensitive substring of one value (P100); NULL for NULL")],
     b: Annotated[str, typer.Option("--b", help="Denominator value, matched like --a")],
-    metric: Annotated[CompareMetric, typer.Option("--metric", help="images_per_sec (configs), speedup / efficiency (scaling), or mlperf_score (mlperf_scores: the ratio is then a speedup, T_B / T_A)")] = CompareMetric.images_per_sec,
+    metric: Annotated[CompareMetric, typer.Option("--metric", help="images_per_sec (configs), speedup / efficiency (scaling), or mlperf_score / time_to_train (mlperf_scores, lower is better: the ratio is then a speedup, T_B / T_A)")] = CompareMetric.images_per_sec,
     where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of configs, e.g. 'num_devices = 8'")] = None,
     equivalence: Annotated[float | None, typer.Option("--equivalence", help="Test 'A and B within ±X' (0.05 = 5%) with a paired TOST")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
@@ -77,10 +78,10 @@ def compare_command(
     from bench.ingest.store import default_store
 
     con = connect(store or default_store())
-    if metric is CompareMetric.mlperf_score:
+    if metric in (CompareMetric.mlperf_score, CompareMetric.time_to_train):
         from bench.analytics.compare_mlperf import compare_scores
 
-        result = compare_scores(con, factor, a, b, where=where, equivalence=equivalence)
+        result = compare_scores(con, factor, a, b, where=where, equivalence=equivalence, metric=metric.value)
     else:
         result = compare(con, factor, a, b, metric=metric.value, where=where, equivalence=equivalence)
     if as_json:
@@ -91,12 +92,13 @@ def compare_command(
 
 def fit_command(
     where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of scaling, e.g. \"model = 'resnet50'\"")] = None,
+    view: Annotated[str, typer.Option("--view", help="scaling (throughput), or mlperf_scaling (MLPerf time to train: speedup T(base) / T(N))")] = "scaling",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     store: StoreOpt = None,
 ) -> None:
     """Fit Amdahl's law and the Universal Scalability Law to each configuration with 3 or more device counts.
 
-    Example: bench fit --where "device_model LIKE '%P100%'"
+    Examples: bench fit --where "device_model LIKE '%P100%'"; bench fit --view mlperf_scaling --where "submitter = 'NVIDIA'"
     """
     import dataclasses
     import json
@@ -105,7 +107,7 @@ def fit_command(
     from bench.analytics.store import connect
     from bench.ingest.store import default_store
 
-    report = fit(connect(store or default_store()), where=where)
+    report = fit(connect(store or default_store()), where=where, view=view)
     if as_json:
         typer.echo(json.dumps(dataclasses.asdict(report), indent=2, default=str))
     else:

@@ -1,7 +1,11 @@
-"""``bench compare --metric mlperf_score``: MLPerf result sets that differ in one factor, as a speedup.
+"""``bench compare --metric mlperf_score | time_to_train``: MLPerf result sets that differ in one factor,
+as a speedup.
 
 A score is a time to train, lower is better, so the ratio of a pair is the speedup of A over B:
-score(B) / score(A) ("A100 trains 2.0x faster than V100"). Rows of the view ``mlperf_scores`` pair when
+score(B) / score(A) ("A100 trains 2.0x faster than V100"). ``mlperf_score`` compares the official score
+(``score_min``: the round's olympic mean; sets without one are unmatched with their verdict),
+``time_to_train`` the plain mean of the ok runs' times (``time_to_train_min``), which a set with too few
+runs for a score still has. Rows of the view ``mlperf_scores`` pair when
 they agree on every column of ``SAME`` but the compared factor (benchmark, framework family, devices,
 nodes, division); the other columns (submitter, system, ...) may differ. A side with two rows for one such key is
 a user error: narrow it with --where (e.g. ``submitter = 'NVIDIA'``). Rows without a score (a verdict
@@ -20,7 +24,8 @@ from bench.ingest.errors import BenchError, UsageError
 if TYPE_CHECKING:
     import duckdb
 
-METRIC = "mlperf_score"
+#: --metric -> the column of ``mlperf_scores`` it compares (minutes, lower is better).
+METRICS = {"mlperf_score": "score_min", "time_to_train": "time_to_train_min"}
 VIEW = "mlperf_scores"
 #: What a pair must agree on (the compared factor excepted).
 SAME = ("benchmark", "framework", "num_devices", "num_nodes", "division")
@@ -28,16 +33,18 @@ SAME = ("benchmark", "framework", "num_devices", "num_nodes", "division")
 FACTORS = ("device_model", "device_type", "submitter", "system", "framework", "num_devices", "num_nodes",
            "division", "round", "availability", "host_processor_model")
 _COLUMNS = ("round", "division", "submitter", "system", "benchmark", "framework", "num_nodes", "num_devices",
-            "device_type", "device_model", "host_processor_model", "availability", "score_min", "verdict")
+            "device_type", "device_model", "host_processor_model", "availability", "score_min",
+            "time_to_train_min", "n_ok", "verdict")
 
 
 def compare_scores(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, where: str | None = None,
-                   equivalence: float | None = None) -> CompareResult:
+                   equivalence: float | None = None, metric: str = "mlperf_score") -> CompareResult:
     """Pairs of result sets whose ``factor`` is A and B; ratio = speedup of A over B (see the docstring).
     Raises UsageError for an unknown factor or a bad --where, BenchError for an A / B that matches no value
     or several, or a side with two rows for one pair key."""
     if factor not in FACTORS:
-        raise UsageError(f"unknown factor {factor!r} for --metric {METRIC}; choose one of: {', '.join(FACTORS)}")
+        raise UsageError(f"unknown factor {factor!r} for --metric {metric}; choose one of: {', '.join(FACTORS)}")
+    col = METRICS[metric]
     if equivalence is not None and not 0 < equivalence < 1:
         raise UsageError(f"--equivalence is a fraction such as 0.05 (for ±5%), got {equivalence}")
     rows = _rows(con, where)
@@ -59,18 +66,22 @@ def compare_scores(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, 
     pairs, unmatched = [], []
     for key in sorted(sides[0].keys() | sides[1].keys(), key=repr):
         ra, rb = sides[0].get(key), sides[1].get(key)
-        if ra is not None and rb is not None and ra["score_min"] and rb["score_min"]:
-            pairs.append(Pair(_config(ra, factor), ra["num_devices"], ra["score_min"], rb["score_min"],
-                              rb["score_min"] / ra["score_min"]))
+        if ra is not None and rb is not None and ra[col] and rb[col]:
+            pairs.append(Pair(_config(ra, factor), ra["num_devices"], ra[col], rb[col], rb[col] / ra[col]))
             continue
         for which, row, other in (("a", ra, rb), ("b", rb, ra)):
             if row is not None:
-                reason = ("no partner" if other is None else row["verdict"] if not row["score_min"]
-                          else f"partner: {other['verdict']}")
-                unmatched.append(Unmatched(which, _config(row, None), row["num_devices"], row["score_min"], reason))
+                reason = ("no partner" if other is None else _why_none(row) if not row[col]
+                          else f"partner: {_why_none(other)}")
+                unmatched.append(Unmatched(which, _config(row, None), row["num_devices"], row[col], reason))
     va, vb = (_shown(s) for s in (set_a, set_b))
-    return CompareResult(factor, va, vb, METRIC, tuple(pairs), tuple(unmatched),
+    return CompareResult(factor, va, vb, metric, tuple(pairs), tuple(unmatched),
                          summarize([p.ratio for p in pairs], equivalence))
+
+
+def _why_none(row: dict[str, Any]) -> str:
+    """Why a set has no value: its verdict, or, for time_to_train, that no run ended ok."""
+    return row["verdict"] if row["verdict"] != "scored" or not row["n_ok"] else "no ok run"
 
 
 def _values(values: list[Any], factor: str, text: str) -> set[Any]:
@@ -114,4 +125,4 @@ def _rows(con: duckdb.DuckDBPyConnection, where: str | None) -> list[dict[str, A
 
 
 def _config(row: dict[str, Any], drop: str | None) -> dict[str, Any]:
-    return {c: row[c] for c in _COLUMNS if c not in (drop, "score_min", "verdict")}
+    return {c: row[c] for c in _COLUMNS if c not in (drop, "score_min", "time_to_train_min", "n_ok", "verdict")}

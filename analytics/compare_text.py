@@ -35,9 +35,10 @@ def print_compare(result: CompareResult) -> None:
                            [[u.side, u.config[result.factor], ", ".join(f"{c}={u.config[c]}" for c in cols if u.config[c] not in (None, {})),
                              u.num_devices, u.value, u.reason] for u in shown],
                            title="without a partner" + (f" (the first {len(shown)}; {more} more with --json)" if more else ""))
-    if result.metric == "mlperf_score":
-        print(f"ratio = score(B) / score(A): how many times faster {result.a!r} trains than {result.b!r} "
-              "(a score is a time to train in minutes, lower is better)")
+    if result.metric in ("mlperf_score", "time_to_train"):
+        what = "score" if result.metric == "mlperf_score" else "time to train"
+        print(f"ratio = {what}(B) / {what}(A): how many times faster {result.a!r} trains than {result.b!r} "
+              f"(a {what} is in minutes, lower is better)")
     print(summary_text(result.summary))
 
 

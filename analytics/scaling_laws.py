@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bench.analytics import render
 from bench.analytics.store import view_error
+from bench.ingest.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb
@@ -201,11 +202,17 @@ MEASURES = frozenset({
     "efficiency", "superlinear", "images_per_sec", "n_runs", "n_ok", "median", "min", "max", "stddev",
     "ci95_low", "ci95_high", "wall_time_s", "global_batch_size",
     "num_gpus", "gpu_model",  # the device columns again, for GPU runs: not factors of their own
+    "system", "score_min", "baseline_score_min",  # mlperf_scaling: each point's system and time
 })
 
 
-def fit(con: duckdb.DuckDBPyConnection, where: str | None = None) -> FitReport:
-    """Fit every configuration of the ``scaling`` view on ``con`` (rows filtered by the SQL ``where``).
+#: The views fit reads: weak scaling over throughput, and MLPerf scaling over time to train.
+FIT_VIEWS = ("scaling", "mlperf_scaling")
+
+
+def fit(con: duckdb.DuckDBPyConnection, where: str | None = None, view: str = "scaling") -> FitReport:
+    """Fit every configuration of ``view`` (``scaling``, or ``mlperf_scaling``: speedup T(base) / T(N) of
+    times to train) on ``con`` (rows filtered by the SQL ``where``).
 
     Points with a NULL, non-finite or non-positive speedup are not points; rows of one device count on
     different node counts are separate points, like repetitions. Factors are the view's columns outside
@@ -215,11 +222,13 @@ def fit(con: duckdb.DuckDBPyConnection, where: str | None = None) -> FitReport:
     import duckdb
     import numpy as np
 
-    sql = f"SELECT * FROM scaling WHERE ({where or 'true'}) ORDER BY config_id, num_devices"
+    if view not in FIT_VIEWS:
+        raise UsageError(f"bench fit reads one of {', '.join(FIT_VIEWS)}, not {view!r}")
+    sql = f"SELECT * FROM {view} WHERE ({where or 'true'}) ORDER BY config_id, num_devices"
     try:
         tab = con.sql(sql).to_arrow_table()
     except duckdb.Error as e:
-        raise view_error(e, "scaling", where) from e
+        raise view_error(e, view, where) from e
     cfg = np.asarray(tab.column("config_id").to_pylist(), dtype=object)
     col = {c: tab.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
            for c in ("num_devices", "baseline_devices", "speedup")}

@@ -10,6 +10,8 @@
 -- runs'). Not applied: a scaling.json the review committee may add to a benchmark folder (none is in the
 -- v1.0 repository), and the summarizer's compliance checks, which drop a run for reasons besides its
 -- status. n_runs counts every run, n_ok those with status 'ok' and a time to train.
+-- time_to_train_min: the plain mean of the ok runs' times to train (minutes), a score or not: what
+-- `bench compare --metric time_to_train` compares (a set with too few runs for a score still has one).
 -- What the runs ran on comes from the system description of the same (round, submitter, system) in the
 -- view `systems` (any of them when a repository holds copies; NULL when none was ingested, whenever it
 -- is ingested): num_nodes, num_devices (nodes x accelerators per node), device_type, device_model,
@@ -36,6 +38,7 @@ scored AS (
     SELECT round, division, submitter, system, benchmark,
            min(framework) AS framework,
            any_value(n_runs) AS n_runs, any_value(n_ok) AS n_ok, any_value(max_dropped) AS max_dropped,
+           avg(minutes) AS time_to_train_min,
            avg(minutes) FILTER (WHERE minutes IS NOT NULL AND fastest > max_dropped
                                 AND fastest <= n_ok - (max_dropped - (n_runs - n_ok))) AS olympic
     FROM ranked
@@ -52,7 +55,7 @@ described AS (
 SELECT s.round, s.division, s.submitter, s.system, s.benchmark,
        coalesce(s.framework, d.framework) AS framework,
        CASE WHEN s.n_runs - s.n_ok <= s.max_dropped THEN s.olympic END AS score_min,
-       s.n_runs, s.n_ok,
+       s.time_to_train_min, s.n_runs, s.n_ok,
        CASE WHEN s.n_runs - s.n_ok > s.max_dropped THEN 'too many failed runs'
             WHEN s.olympic IS NULL THEN 'too few runs'
             ELSE 'scored' END AS verdict,

@@ -15,13 +15,14 @@ from bench.ingest.errors import BenchError
 
 _BASE: dict[str, Any] = {"round": "1.0", "division": "closed", "submitter": "S", "benchmark": "resnet",
                          "framework": "mxnet", "num_nodes": 1, "num_devices": 8, "device_type": "gpu",
-                         "host_processor_model": "x", "availability": "available", "verdict": "scored"}
+                         "host_processor_model": "x", "availability": "available", "verdict": "scored", "n_ok": 5}
 
 
 def _con(rows: list[dict[str, Any]]) -> duckdb.DuckDBPyConnection:
     full = [_BASE | r for r in rows]
-    types = {"num_nodes": pa.int64(), "num_devices": pa.int64(), "score_min": pa.float64()}
-    cols = [*_BASE, "system", "device_model", "score_min"]
+    types = {"num_nodes": pa.int64(), "num_devices": pa.int64(), "score_min": pa.float64(),
+             "time_to_train_min": pa.float64(), "n_ok": pa.int64()}
+    cols = [*_BASE, "system", "device_model", "score_min", "time_to_train_min", "n_ok"]
     con = duckdb.connect()
     con.register("mlperf_scores", pa.table({c: pa.array([r.get(c) for r in full], types.get(c, pa.string()))
                                             for c in cols}))
@@ -55,3 +56,20 @@ def test_two_systems_of_one_side_with_one_key_ask_for_a_narrower_selection() -> 
         compare_scores(con, "device_model", "A100", "V100")
     r = compare_scores(con, "device_model", "A100", "V100", where="system <> 'y'")
     assert [p.ratio for p in r.pairs] == [2.0]
+
+
+def test_time_to_train_pairs_sets_without_a_score_on_their_mean_time() -> None:
+    """--metric time_to_train compares the plain mean of ok runs' times: a set with too few runs for a
+    score (verdict) still has one; a set with no ok run has none."""
+    con = _con([
+        {"system": "a", "device_model": "A100", "score_min": None, "time_to_train_min": 12.0, "verdict": "too few runs"},
+        {"system": "v", "device_model": "V100", "score_min": 30.0, "time_to_train_min": 30.0},
+        {"system": "a", "device_model": "A100", "benchmark": "bert", "score_min": None, "time_to_train_min": None,
+         "verdict": "too many failed runs", "n_ok": 0},
+        {"system": "v", "device_model": "V100", "benchmark": "bert", "score_min": 50.0, "time_to_train_min": 50.0},
+    ])
+    r = compare_scores(con, "device_model", "A100", "V100", metric="time_to_train")
+    assert [(p.config["benchmark"], p.ratio) for p in r.pairs] == [("resnet", 2.5)]  # 30 / 12
+    assert sorted((u.side, u.reason) for u in r.unmatched) == [("a", "too many failed runs"),
+                                                               ("b", "partner: too many failed runs")]
+    assert compare_scores(con, "device_model", "A100", "V100").pairs == ()  # no A100 score at all

@@ -53,6 +53,10 @@ def test_olympic_scores_dropped_runs_and_verdicts() -> None:
     assert got["c"] == (None, 5, 3, "too many failed runs")
     assert got["d"] == (pytest.approx(5.5), 10, 8, "scored")
     assert got["e"] == (None, 2, 2, "too few runs")
+    ttt = dict(con.sql("SELECT system, time_to_train_min FROM mlperf_scores").fetchall())
+    # the plain mean of the ok runs, a score or not: a (9+10+11+12+30)/5 = 14.4, c (10+12+13)/3, e 10.5
+    assert ttt == {"a": pytest.approx(14.4), "b": pytest.approx(11.5), "c": pytest.approx(35 / 3),
+                   "d": pytest.approx(4.5), "e": pytest.approx(10.5)}
 
 
 def test_the_system_description_of_the_same_round_gives_devices_and_framework() -> None:
@@ -62,3 +66,34 @@ def test_the_system_description_of_the_same_round_gives_devices_and_framework() 
     got = con.sql("SELECT system, num_nodes, num_devices, device_type, device_model, framework "
                   "FROM mlperf_scores ORDER BY system").fetchall()
     assert got == [("a", 2, 16, "gpu", "NVIDIA A100", "mxnet"), ("b", None, None, None, None, "mxnet")]
+
+
+def test_mlperf_scaling_over_time_to_train_and_its_fit() -> None:
+    """mlperf_scaling: speedup = T(smallest device count) / T(N) within one submitter, benchmark,
+    framework family and device model; a set without a score or without devices is no point."""
+    from bench.analytics.scaling_laws import fit
+
+    cols = ["round", "division", "submitter", "system", "benchmark", "framework", "device_type", "device_model",
+            "num_devices", "num_nodes", "score_min"]
+    rows = [  # (system, framework, devices, nodes, minutes)
+        ("n1", "MXNet NVIDIA Release 21.05", 8, 1, 40.0),
+        ("n8", "mxnet", 64, 8, 6.0),  # 40 / 6 = 6.667 on 8x the devices: efficiency 0.8333
+        ("n64", "mxnet", 512, 64, 1.25),  # 40 / 1.25 = 32 on 64x: 0.5
+        ("n2", "mxnet", 16, 2, None),  # no score: not a point
+        ("x", "mxnet", None, None, 10.0),  # no system description: no scale
+    ]
+    table = pa.table({c: pa.array([("1.0", "closed", "S", s, "resnet", f, "gpu", "A100", d, n, m)[i]
+                                   for s, f, d, n, m in rows],
+                                  pa.int64() if c in ("num_devices", "num_nodes") else
+                                  pa.float64() if c == "score_min" else pa.string())
+                      for i, c in enumerate(cols)})
+    con = duckdb.connect()
+    con.register("mlperf_scores", table)
+    register_views(con, ["mlperf_scaling"])
+    got = con.sql("SELECT system, num_devices, baseline_devices, speedup, efficiency, superlinear "
+                  "FROM mlperf_scaling ORDER BY num_devices").fetchall()
+    assert got == [("n1", 8, 8, 1.0, 1.0, False),
+                   ("n8", 64, 8, pytest.approx(40 / 6), pytest.approx(40 / 6 / 8), False),
+                   ("n64", 512, 8, 32.0, 0.5, False)]
+    (cf,) = fit(con, view="mlperf_scaling").fits
+    assert cf.factors["framework"] == "mxnet" and cf.fit.device_counts == (8, 64, 512)

@@ -20,12 +20,17 @@ KNOWN = {("Dell", "DSS8440x8A100-PCIE-40GB", "dlrm"): "too few runs"}
 
 
 @pytest.fixture(scope="module")
-def scores(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, str], tuple]:
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tarball = CORPUS / "mlperf_results" / "training_results_v1.0.tar.gz"
     if not tarball.exists():
         pytest.skip(f"{tarball} is not present (tests read the third-party corpus from ../shared)")
-    store = tmp_path_factory.mktemp("mlperf") / "st"
-    ingest([str(tarball)], store)
+    root = tmp_path_factory.mktemp("mlperf") / "st"
+    ingest([str(tarball)], root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def scores(store: Path) -> dict[tuple[str, str, str], tuple]:
     con = connect(store)
     rows = con.sql("SELECT submitter, system, benchmark, score_min, verdict, round, division, n_runs, num_nodes, "
                    "num_devices, device_type FROM mlperf_scores").fetchall()
@@ -62,3 +67,18 @@ def test_devices_come_from_the_system_descriptions_as_the_summarizer_counts_them
     kinds = {(k[0], v[-1]) for k, v in scores.items()}
     assert {("Google", "tpu"), ("Graphcore", "ipu"), ("Habana", "hpu"), ("PCL", "npu"), ("Intel", "cpu"),
             ("NVIDIA", "gpu")} <= kinds
+
+
+def test_scaling_over_time_to_train_is_the_ratio_of_the_summarizers_scores(store: Path) -> None:
+    """Google's TensorFlow ResNet on 64, 2048 and 3456 TPU chips: speedup = score(64) / score(N), the
+    scores as the summarizer printed them (fixtures/mlperf/summarizer-v1.0.csv)."""
+    with EXPECTED.open() as fh:
+        minutes = {r["system"]: float(r["score_min"]) for r in csv.DictReader(fh)
+                   if r["submitter"] == "Google" and r["benchmark"] == "resnet"}
+    got = connect(store).sql("""SELECT num_devices, speedup, efficiency FROM mlperf_scaling
+        WHERE submitter = 'Google' AND benchmark = 'resnet' AND framework = 'tensorflow' ORDER BY num_devices""").fetchall()
+    base = minutes["tpu-v4-128-TF"]
+    assert [r[0] for r in got] == [64, 2048, 3456]
+    assert got[1][1:] == (pytest.approx(base / minutes["tpu-v4-4096-TF"], rel=1e-4),
+                          pytest.approx(base / minutes["tpu-v4-4096-TF"] / 32, rel=1e-4))
+    assert got[2][1] == pytest.approx(base / minutes["tpu-v4-6912-TF"], rel=1e-4)
