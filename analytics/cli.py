@@ -98,7 +98,7 @@ def fit_command(
 ) -> None:
     """Fit Amdahl's law and the Universal Scalability Law to each configuration with 3 or more device counts.
 
-    Examples: bench fit --where "device_model LIKE '%P100%'"; bench fit --view mlperf_scaling --where "submitter = 'NVIDIA'"
+    Example: bench fit --where "device_model LIKE '%P100%'"  (MLPerf: bench fit --view mlperf_scaling)
     """
     import dataclasses
     import json
@@ -180,6 +180,7 @@ def report_command(
     equivalence: Annotated[float | None, typer.Option("--equivalence", help="Test every ratio for 'A and B within ±X' (0.05 = 5%)")] = None,
     trace: Annotated[str | None, typer.Option("--trace", help="run_id of the trace figure [default: the first run with telemetry]")] = None,
     max_figures: Annotated[int, typer.Option("--max-figures", min=0, help="Configuration families that get figures (tables cover all)")] = 12,
+    mlperf_compare: Annotated[str | None, typer.Option("--mlperf-compare", help="The MLPerf speedup table's FACTOR:A:B, e.g. device_model:A100:V100 [default: chosen from the selection]")] = None,
     store: StoreOpt = None,
 ) -> None:
     """Write an HTML + Markdown report (tables as CSV) of the selected runs; prints the path of report.html.
@@ -187,8 +188,13 @@ def report_command(
     Example: bench report --where "device_model LIKE '%P100%'" --equivalence 0.05 --out bench-report
     """
     from bench.analytics.report import Options, make_report
+    from bench.ingest.errors import UsageError
     from bench.ingest.store import default_store
 
-    opts = Options(where=where, title=title, equivalence=equivalence, trace=trace, max_families=max_figures)
+    ab = tuple(mlperf_compare.split(":", 2)) if mlperf_compare else None
+    if ab is not None and (len(ab) != 3 or not all(ab)):
+        raise UsageError(f"--mlperf-compare takes FACTOR:A:B (e.g. device_model:A100:V100), got {mlperf_compare!r}")
+    opts = Options(where=where, title=title, equivalence=equivalence, trace=trace, max_families=max_figures,
+                   mlperf_compare=ab)  # type: ignore[arg-type]
     typer.echo(str(make_report(store or default_store(), out, opts)))
 # --- end report ---

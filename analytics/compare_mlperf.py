@@ -38,10 +38,12 @@ _COLUMNS = ("round", "division", "submitter", "system", "benchmark", "framework"
 
 
 def compare_scores(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, where: str | None = None,
-                   equivalence: float | None = None, metric: str = "mlperf_score") -> CompareResult:
+                   equivalence: float | None = None, metric: str = "mlperf_score", best: bool = False
+                   ) -> CompareResult:
     """Pairs of result sets whose ``factor`` is A and B; ratio = speedup of A over B (see the docstring).
-    Raises UsageError for an unknown factor or a bad --where, BenchError for an A / B that matches no value
-    or several, or a side with two rows for one pair key."""
+    ``best``: where a side has several sets for one pair key (two systems of 8 GPUs), keep its fastest
+    instead of refusing. Raises UsageError for an unknown factor or a bad --where, BenchError for an A / B
+    that matches no value or several, or (without ``best``) a side with two rows for one pair key."""
     if factor not in FACTORS:
         raise UsageError(f"unknown factor {factor!r} for --metric {metric}; choose one of: {', '.join(FACTORS)}")
     col = METRICS[metric]
@@ -58,6 +60,10 @@ def compare_scores(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, 
         if r[factor] not in set_a and r[factor] not in set_b:
             continue
         side, key = sides[0 if r[factor] in set_a else 1], _key(r, factor)
+        if best and key in side:
+            if r[col] and (not side[key][col] or r[col] < side[key][col]):
+                side[key] = r
+            continue
         if key in side:
             raise BenchError(f"two result sets with {factor} = {r[factor]!r} have the same "
                              f"{', '.join(c for c in SAME if c != factor)} {key}: {side[key]['system']} and "

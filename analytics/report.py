@@ -22,6 +22,7 @@ from bench.analytics.plot_data import device_noun
 from bench.analytics.report_figures import trace_figure
 from bench.analytics.report_html import render_html
 from bench.analytics.report_md import render_md, unique_slugs, write_assets
+from bench.analytics.report_mlperf import mlperf_sections
 from bench.analytics.report_model import Figure, Report, Section, Table, png_bytes, slugify
 from bench.analytics.store import connect
 from bench.ingest.errors import BenchError
@@ -41,6 +42,7 @@ class Options:
     equivalence: float | None = None
     trace: str | None = None
     max_families: int = 12
+    mlperf_compare: tuple[str, str, str] | None = None  # (factor, A, B) of the MLPerf speedup table
 
 
 def build_report(con: duckdb.DuckDBPyConnection, opts: Options) -> Report:
@@ -60,6 +62,7 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options) -> Report:
     sections.append(Section("Scaling laws", tables=[tab.fits_table(con, labels, runs)]))
     sections.append(Section("Flagged runs", tables=[sel.flags_table(con, labels)]))
     sections += _per_device_sections(configs, con)
+    sections += mlperf_sections(con, opts.equivalence, opts.mlperf_compare)
     sections += _trace_sections(con, opts.trace)
     sections.append(Section("Provenance", ["Every number above links to the first of its runs here; the runs "
                                            "of one configuration point are adjacent."],

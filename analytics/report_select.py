@@ -8,7 +8,7 @@ Decisions (the issue is silent on these):
   selection, and ``steps`` / ``telemetry`` are narrowed to the selected runs.
 - A run is flagged *unstable* when its per-interval CV after the MSER-5 warm-up cut exceeds 2%
   (``run_stats``), *superlinear* when its configuration point has efficiency > 1 (``scaling``), and
-  *no result* when its status is not ok or it has no images/s. A run can carry several flags.
+  *no result* when its status is not ok or it has neither a throughput (in any unit) nor a time to train. A run can carry several flags.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ def flags_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str]) -> Table
         UNION ALL
         SELECT run_id, config_id, num_devices, 'no result',
                coalesce(status, 'unknown') || coalesce(': ' || status_detail, '')
-        FROM _report_runs WHERE status IS DISTINCT FROM 'ok' OR images_per_sec IS NULL
+        FROM _report_runs
+        WHERE status IS DISTINCT FROM 'ok' OR (throughput IS NULL AND time_to_train_s IS NULL)
         ORDER BY flag, run_id""").df()
     df.insert(1, "configuration", [labels.get(c, c) for c in df.pop("config_id")])
     cell_runs: dict[tuple[int, str], tuple[str, ...]] = {(i, "run_id"): (str(rid),) for i, rid in enumerate(df["run_id"])}

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from bench.ingest import patterns as pat
 from bench.ingest import registry
 from bench.ingest.checks import check_result, collapse_repeats
 from bench.ingest.records import ParseResult, Problem
@@ -50,6 +51,8 @@ def parse_bytes(
     module = forced or registry.detect(text[: registry.HEAD_CHARS])
     if module is None and len(data) > registry.HEAD_CHARS:
         module = registry.detect_beyond_head(data)
+    if module is None and pat.match_first(list(pat.SYSTEMS_TREE), source):
+        module = registry.load("mlperf_system")  # a results repository's systems/<name>.json, however broken
     if module is None:
         result.problems.append(Problem("unrecognized_format", "no known log format matched the content"))
         return FileParse(None, result)

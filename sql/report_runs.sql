@@ -6,6 +6,7 @@
 -- No parameters.
 WITH keyed AS (
     SELECT run_id, source, source_sha256, status, status_detail, num_devices, num_nodes, images_per_sec,
+           throughput, time_to_train_s,
            framework, framework_version, model, dataset, data, mode, precision, data_format,
            variable_update, all_reduce, batch_size_per_device, device_type, device_model,
            map_from_entries(list_sort(
@@ -20,6 +21,7 @@ SELECT md5(to_json(struct_pack(
            batch_size_per_device := batch_size_per_device, device_type := device_type,
            device_model := device_model, config_tags := config_tags
        ))) AS config_id,
-       num_devices, num_nodes, run_id, status, status_detail, images_per_sec, source, source_sha256
+       num_devices, num_nodes, run_id, status, status_detail, images_per_sec, throughput, time_to_train_s,
+       source, source_sha256
 FROM keyed
 ORDER BY config_id, num_devices NULLS FIRST, num_nodes NULLS FIRST, run_id

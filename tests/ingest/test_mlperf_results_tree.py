@@ -82,3 +82,25 @@ def test_scaling_over_time_to_train_is_the_ratio_of_the_summarizers_scores(store
     assert got[1][1:] == (pytest.approx(base / minutes["tpu-v4-4096-TF"], rel=1e-4),
                           pytest.approx(base / minutes["tpu-v4-4096-TF"] / 32, rel=1e-4))
     assert got[2][1] == pytest.approx(base / minutes["tpu-v4-6912-TF"], rel=1e-4)
+
+
+def test_the_report_has_an_mlperf_section_of_scores_speedups_and_time_to_train(store: Path) -> None:
+    """bench report on the tree: one score row per result set, each linked to its runs; the speedup table
+    of --mlperf-compare submitter:Supermicro:NVIDIA holds the summarizer's own scores of both sides; the
+    log-log figure."""
+    from bench.analytics.report import Options, build_report
+
+    with EXPECTED.open() as fh:
+        summarized = list(csv.DictReader(fh))
+    report = build_report(connect(store), Options(mlperf_compare=("submitter", "Supermicro", "NVIDIA")))
+    (sec,) = [s for s in report.sections if s.title == "MLPerf Training"]
+    scores, speedup = sec.tables
+    assert len(scores.frame) == connect(store).execute("SELECT count(*) FROM mlperf_scores").fetchall()[0][0] >= 120
+    assert all(scores.cell_runs[(i, "score [min]")] for i in range(len(scores.frame)))
+    for _, row in speedup.frame.iterrows():
+        a, b = row["A: Supermicro"], row["B: NVIDIA"]
+        for who, minutes in (("Supermicro", a), ("NVIDIA", b)):
+            assert any(r["submitter"] == who and r["benchmark"] == row["benchmark"]
+                       and float(r["score_min"]) == pytest.approx(minutes, rel=1e-4) for r in summarized)
+        assert row["speedup of A over B [×]"] == pytest.approx(b / a)
+    assert len(speedup.frame) >= 3 and sec.figures[0].png.startswith(b"\x89PNG")

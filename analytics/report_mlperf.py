@@ -1,0 +1,160 @@
+"""``bench report``'s MLPerf section, written when the selection holds runs of an MLPerf results tree.
+
+- Scores: one row per result set of ``mlperf_scores`` (round, division, submitter, system, benchmark) with
+  its devices, official score, mean time to train, runs and verdict; each time links to the set's runs.
+- Speedup A over B (``compare_mlperf``): ``--mlperf-compare FACTOR:A:B``; by default the first of
+  device_type, device_model and submitter with two values that have paired scored sets, A the value with
+  the most scored sets and B the next that pairs with it (two device models of one chip, A100-SXM4-80GB
+  and A100-SXM4-80GB (400W), are not a comparison: they are skipped). Where a side has several sets at one scale (two systems of 8 GPUs), its fastest is used. A
+  ratio is score(B) / score(A) and links to the runs of both sets.
+- Time to train against devices, log-log: one colour per benchmark, one line per ``mlperf_scaling``
+  configuration (a submitter's sets of one benchmark, framework family and device model), the points
+  without a partner as markers.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from bench.analytics.compare import CompareResult
+from bench.analytics.compare_mlperf import compare_scores
+from bench.analytics.compare_text import summary_text
+from bench.analytics.plots import new_figure
+from bench.analytics.report_model import Figure, Section, Table, png_bytes
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+#: The factors the speedup table may compare, in the order they are tried.
+AB_FACTORS = ("device_type", "device_model", "submitter")
+_SET = ("round", "division", "submitter", "system", "benchmark")
+_SET_RUNS = """
+SELECT tags['round'] AS round, tags['submission_division'] AS division, tags['submitter'] AS submitter,
+       tags['system'] AS system, lower(tags['benchmark']) AS benchmark, list(run_id ORDER BY run_id) AS run_ids
+FROM runs WHERE format = 'mlperf' AND tags['submitter'] IS NOT NULL AND tags['system'] IS NOT NULL
+GROUP BY ALL
+"""
+
+
+def mlperf_sections(con: duckdb.DuckDBPyConnection, margin: float | None = None,
+                    ab: tuple[str, str, str] | None = None) -> list[Section]:
+    """The MLPerf section (scores, the A/B speedup table, time to train against devices), or nothing
+    when the selection has no run of a results tree."""
+    sets = {tuple(r[:5]): tuple(r[5]) for r in con.execute(_SET_RUNS).fetchall()}
+    if not sets:
+        return []
+    scores = con.sql("SELECT * FROM mlperf_scores").df()
+    sec = Section("MLPerf Training", [
+        "Scores as MLCommons' result summarizer computes them (rule in the column rule: olympic = the mean of "
+        "the runs' times to train after dropping the fastest and the slowest, a failed run counting as the "
+        "slowest), in minutes; lower is better. Every time links to the runs of its result set, and the "
+        "provenance table names their result files."])
+    sec.tables.append(_scores_table(scores, sets))
+    res = compare_scores(con, *ab, equivalence=margin, best=True) if ab else _speedup(con, scores, margin)
+    if res is not None and res.pairs:
+        sec.tables.append(_speedup_table(res, scores, sets))
+    elif ab:
+        sec.paragraphs.append(f"No scored result sets of {ab[0]} {ab[1]!r} and {ab[2]!r} pair (same benchmark, "
+                              "framework family, devices, nodes and division): no speedup table.")
+    fig = _time_to_train_figure(con)
+    if fig is not None:
+        sec.figures.append(fig)
+    return [sec]
+
+
+def _set_key(row: dict[str, Any] | pd.Series) -> tuple[Any, ...]:
+    return tuple(row[c] for c in _SET)
+
+
+def _scores_table(scores: pd.DataFrame, sets: dict[tuple[Any, ...], tuple[str, ...]]) -> Table:
+    import pandas as pd
+
+    rows = []
+    for _, r in scores.iterrows():
+        devices = (f"{int(r['num_devices'])} x {r['device_model']}" if pd.notna(r["num_devices"])
+                   else "— (no system description)")
+        rows.append({**{c: r[c] for c in _SET}, "devices": devices, "framework": r["framework"],
+                     "score [min]": r["score_min"], "mean time to train [min]": r["time_to_train_min"],
+                     "runs ok / all": f"{int(r['n_ok'])} / {int(r['n_runs'])}", "verdict": r["verdict"],
+                     "rule": r["score_rule"]})
+    frame = pd.DataFrame(rows, columns=[*_SET, "devices", "framework", "score [min]", "mean time to train [min]",
+                                        "runs ok / all", "verdict", "rule"])
+    cells = {(i, col): sets.get(_set_key(r), ()) for i, r in enumerate(rows)
+             for col in ("score [min]", "mean time to train [min]")}
+    return Table("mlperf-scores", "MLPerf scores per benchmark and system (minutes, lower is better)", frame,
+                 {"score [min]": ".2f", "mean time to train [min]": ".2f"}, cells)
+
+
+def _speedup(con: duckdb.DuckDBPyConnection, scores: pd.DataFrame, margin: float | None) -> CompareResult | None:
+    """The first comparison of the module docstring that has pairs, or None."""
+    scored = scores[scores["verdict"] == "scored"]
+    for factor in AB_FACTORS:
+        ranked = scored[factor].dropna().value_counts()
+        values = sorted(ranked.index, key=lambda v: (-ranked[v], str(v)))
+        for b in [v for v in values[1:] if _chip(v) != _chip(values[0])][:3]:
+            res = compare_scores(con, factor, str(values[0]), str(b), equivalence=margin, best=True)
+            if res.pairs:
+                return res
+    return None
+
+
+def _chip(value: Any) -> str:
+    """The chip a device model names (A100, V100, GC200...), else the value: variants of one chip (memory,
+    power, form factor) are not a comparison of devices."""
+    m = re.search(r"[A-Za-z]+\d{2,4}", str(value))
+    return m.group(0).upper() if m else str(value)
+
+
+def _speedup_table(res: CompareResult, scores: pd.DataFrame, sets: dict[tuple[Any, ...], tuple[str, ...]]) -> Table:
+    import pandas as pd
+
+    rows, cells = [], {}
+    for i, p in enumerate(res.pairs):
+        c = p.config
+        rows.append({"benchmark": c["benchmark"], "framework": c["framework"], "devices": p.num_devices,
+                     "nodes": c["num_nodes"], "division": c["division"], f"A: {res.a}": p.a_value,
+                     f"B: {res.b}": p.b_value, "speedup of A over B [×]": p.ratio})
+        both = scores[(scores["benchmark"] == c["benchmark"]) & (scores["division"] == c["division"])
+                      & (scores["num_devices"] == p.num_devices) & (scores["num_nodes"] == c["num_nodes"])
+                      & scores[res.factor].isin([res.a, res.b]) & scores["score_min"].isin([p.a_value, p.b_value])]
+        cells[(i, "speedup of A over B [×]")] = tuple(r for _, s in both.iterrows() for r in sets.get(_set_key(s), ()))
+    frame = pd.DataFrame(rows)
+    notes = [f"ratio = score(B) / score(A): how many times faster {res.factor} {res.a!r} trains than {res.b!r}; "
+             "where a side has several result sets at one scale, its fastest",
+             summary_text(res.summary).replace("\n", "; ")]
+    if res.unmatched:
+        notes.append(f"{len(res.unmatched)} result set(s) without a scored partner are not in the table.")
+    fmt = {col: ".2f" for col in frame.columns if col not in ("benchmark", "framework", "devices", "nodes", "division")}
+    return Table("mlperf-speedup", f"MLPerf speedup of {res.factor} {res.a} over {res.b} (score B / score A)",
+                 frame, fmt, cells, notes)
+
+
+def _time_to_train_figure(con: duckdb.DuckDBPyConnection) -> Figure | None:
+    """Score against devices on log-log axes (see the module docstring); None without a scored set with
+    devices."""
+    pts = con.sql("""SELECT benchmark, num_devices, score_min FROM mlperf_scores
+                     WHERE score_min > 0 AND num_devices > 0 ORDER BY benchmark, num_devices""").df()
+    if pts.empty:
+        return None
+    lines = con.sql("SELECT config_id, benchmark, num_devices, score_min FROM mlperf_scaling "
+                    "ORDER BY config_id, num_devices").df()
+    fig = new_figure(8.0, 5.0)
+    ax = fig.add_subplot()
+    colours = {b: f"C{i % 10}" for i, b in enumerate(sorted(pts["benchmark"].unique()))}
+    for bench, g in pts.groupby("benchmark"):
+        ax.scatter(g["num_devices"], g["score_min"], color=colours[bench], label=str(bench), s=18)
+    for _, g in lines.groupby("config_id"):
+        if len(g) > 1:
+            ax.plot(g["num_devices"], g["score_min"], color=colours[g["benchmark"].iloc[0]], linewidth=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("devices (count, log scale)")
+    ax.set_ylabel("score: time to train (min, log scale)")
+    ax.set_title("MLPerf time to train against devices (a line: one submitter's sets of a benchmark)", fontsize=9)
+    ax.legend(fontsize=7, loc="upper right")
+    ax.grid(which="both", linestyle=":", alpha=0.4)
+    out = Figure("mlperf-time-to-train", "MLPerf time to train against devices, log-log", png_bytes(fig))
+    fig.clear()
+    return out

@@ -1,0 +1,116 @@
+"""An MLPerf results tree of 10,000 result files written here, with the bad input issue 16 names: system
+descriptions that are not JSON, lack fields or give counts as strings, a submitter without a systems
+folder, duplicate result files and a log cut mid-line. Every expected score is worked out by construction:
+run i of a set takes (base + i) minutes, so the olympic mean of 5 ok runs is base + 2."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.analytics.store import connect
+from bench.ingest.pipeline import ingest
+
+SUBMITTERS, SYSTEMS, BENCHMARKS, RUNS = 10, 40, ("resnet", "bert", "ssd", "rnnt", "maskrcnn"), 5
+T0 = 1_600_000_000_000  # ms
+
+
+def _log(submitter: str, system: str, benchmark: str, minutes: float, *, cut: bool = False) -> str:
+    lines = [
+        {"key": "submission_org", "value": submitter, "time_ms": T0},
+        {"key": "submission_platform", "value": system, "time_ms": T0},
+        {"key": "submission_division", "value": "closed", "time_ms": T0},
+        {"key": "submission_benchmark", "value": benchmark, "time_ms": T0},
+        {"key": "global_batch_size", "value": 256, "time_ms": T0},
+        {"key": "run_start", "value": None, "time_ms": T0 + 1000},
+        {"key": "run_stop", "value": None, "time_ms": T0 + 1000 + round(minutes * 60_000),
+         "metadata": {"status": "success"}},
+    ]
+    text = "".join(":::MLLOG " + json.dumps({"namespace": "", "event_type": "POINT_IN_TIME", "metadata": {}} | d)
+                   + "\n" for d in lines)
+    return text[: text.rindex(":::MLLOG") + 40] if cut else text  # cut inside the run_stop line
+
+
+def _system(k: int, j: int) -> str:
+    doc = {"submitter": f"S{k}", "division": "closed", "status": "available", "system_name": f"sys{j}",
+           "number_of_nodes": str(1 + j % 4), "accelerators_per_node": "8" if j % 2 else 8,
+           "accelerator_model_name": "NVIDIA A100-SXM4-80GB", "host_processor_model_name": "AMD EPYC 7742",
+           "host_processors_per_node": 2, "framework": "PyTorch NVIDIA Release 21.05"}
+    if (k, j) == (1, 1):
+        return "{ not json"
+    if (k, j) == (1, 2):
+        del doc["number_of_nodes"], doc["accelerators_per_node"]
+    return json.dumps(doc)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    root = tmp_path_factory.mktemp("mlperf_tree") / "training_results_v9.9"
+    for k in range(SUBMITTERS):
+        if k != 2:  # S2 has no systems folder
+            (root / f"S{k}" / "systems").mkdir(parents=True)
+        for j in range(SYSTEMS):
+            if k != 2:
+                (root / f"S{k}" / "systems" / f"sys{j}.json").write_text(_system(k, j))
+            for b, bench in enumerate(BENCHMARKS):
+                folder = root / f"S{k}" / "results" / f"sys{j}" / bench
+                folder.mkdir(parents=True)
+                for i in range(RUNS):
+                    minutes = 10 * (1 + b) + j + i
+                    log = _log(f"S{k}", f"sys{j}", bench, minutes, cut=(k, j, b, i) == (3, 3, 0, 4))
+                    (folder / f"result_{i}.txt").write_text(log)
+    dup = root / "S4" / "results" / "sys4" / "resnet"
+    (dup / "result_4.txt").write_bytes((dup / "result_3.txt").read_bytes())  # the same bytes twice
+    store = root.parent / "store"
+    t = time.perf_counter()
+    ingest([str(root)], store)
+    return store, time.perf_counter() - t
+
+
+def test_ten_thousand_result_files_give_every_score(tree: tuple[Path, float]) -> None:
+    store, seconds = tree
+    con = connect(store)
+    n_files = con.execute("SELECT count(*) FROM sources").fetchall()[0][0]
+    assert n_files == SUBMITTERS * SYSTEMS * len(BENCHMARKS) * RUNS - 1 + (SUBMITTERS - 1) * SYSTEMS  # one duplicate
+    rows = {r[:3]: r[3:] for r in con.execute(
+        "SELECT submitter, system, benchmark, score_min, n_runs, n_ok, verdict, round FROM mlperf_scores").fetchall()}
+    assert len(rows) == SUBMITTERS * SYSTEMS * len(BENCHMARKS)
+    assert {r[-1] for r in rows.values()} == {"9.9"}  # the round from the tree's name
+    # an untouched set: base + 2 minutes, e.g. S0 sys5 ssd: 10 * 3 + 5 + 2 = 37
+    assert rows[("S0", "sys5", "ssd")][:4] == (pytest.approx(37.0), 5, 5, "scored")
+    print(f"ingest of {n_files} files: {seconds:.1f} s")
+
+
+def test_a_cut_log_is_a_failed_run_counted_as_the_slowest(tree: tuple[Path, float]) -> None:
+    con = connect(store := tree[0])
+    got = con.execute("SELECT score_min, n_runs, n_ok, verdict FROM mlperf_scores "
+                      "WHERE submitter = 'S3' AND system = 'sys3' AND benchmark = 'resnet'").fetchall()
+    # runs 13, 14, 15, 16 ok and the cut one (no run_stop) slowest: drop 13 and the cut run: mean(14, 15, 16)
+    assert got == [(pytest.approx(15.0), 5, 4, "scored")]
+    kinds = con.execute("SELECT DISTINCT kind FROM problems WHERE source LIKE '%S3/results/sys3/resnet/result_4.txt'")
+    assert {k for (k,) in kinds.fetchall()} >= {"truncated"}
+    assert store.exists()
+
+
+def test_a_duplicate_result_file_is_stored_once(tree: tuple[Path, float]) -> None:
+    con = connect(tree[0])
+    got = con.execute("SELECT score_min, n_runs, n_ok FROM mlperf_scores "
+                      "WHERE submitter = 'S4' AND system = 'sys4' AND benchmark = 'resnet'").fetchall()
+    # runs 14, 15, 16, 17 (result_4 is result_3's bytes): drop 14 and 17: mean(15, 16) = 15.5
+    assert got == [(pytest.approx(15.5), 4, 4)]
+
+
+def test_bad_system_descriptions_give_null_devices_never_a_crash(tree: tuple[Path, float]) -> None:
+    con = connect(tree[0])
+    devices = dict(((s, sy), (n, d)) for s, sy, n, d in con.execute(
+        "SELECT DISTINCT submitter, system, num_nodes, num_devices FROM mlperf_scores").fetchall())
+    assert devices[("S0", "sys3")] == (4, 32)  # "4" nodes and "8" per node given as strings: counts
+    assert devices[("S0", "sys2")] == (3, 24)
+    assert devices[("S1", "sys1")] == (None, None)  # not JSON: a problem, no devices
+    assert devices[("S1", "sys2")] == (None, None)  # no counts in it
+    assert devices[("S2", "sys0")] == (None, None)  # no systems folder at all
+    problems = {k for (k,) in con.execute("SELECT kind FROM problems WHERE source LIKE '%/systems/%'").fetchall()}
+    assert "unrecognized_format" not in problems and problems  # the bad JSON is a problem of its own kind
