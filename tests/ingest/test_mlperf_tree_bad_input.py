@@ -105,8 +105,8 @@ def test_a_duplicate_result_file_is_stored_once(tree: tuple[Path, float]) -> Non
 
 def test_bad_system_descriptions_give_null_devices_never_a_crash(tree: tuple[Path, float]) -> None:
     con = connect(tree[0])
-    devices = dict(((s, sy), (n, d)) for s, sy, n, d in con.execute(
-        "SELECT DISTINCT submitter, system, num_nodes, num_devices FROM mlperf_scores").fetchall())
+    devices = {(s, sy): (n, d) for s, sy, n, d in con.execute(
+        "SELECT DISTINCT submitter, system, num_nodes, num_devices FROM mlperf_scores").fetchall()}
     assert devices[("S0", "sys3")] == (4, 32)  # "4" nodes and "8" per node given as strings: counts
     assert devices[("S0", "sys2")] == (3, 24)
     assert devices[("S1", "sys1")] == (None, None)  # not JSON: a problem, no devices
@@ -114,3 +114,36 @@ def test_bad_system_descriptions_give_null_devices_never_a_crash(tree: tuple[Pat
     assert devices[("S2", "sys0")] == (None, None)  # no systems folder at all
     problems = {k for (k,) in con.execute("SELECT kind FROM problems WHERE source LIKE '%/systems/%'").fetchall()}
     assert "unrecognized_format" not in problems and problems  # the bad JSON is a problem of its own kind
+
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "mlperf"
+
+
+def test_older_rounds_where_the_summarizer_crashes_get_a_score_or_a_verdict(tmp_path: Path) -> None:
+    """mlperf-logging 4.1.68's summarizer dies on v0.6 and some v0.7 trees; bench reads them. One real
+    result file per round (the corpus has no whole older round): each set is 'too few runs' (an olympic
+    mean needs 3), with its round from the tree; five copies of a v0.6 set with their own stamps score."""
+    files = {"0.6": "v0.6-google-tpuv3-32-resnet-result_0.txt", "0.7": "v0.7-google-tpuv4-16-tf-bert-result_0.txt"}
+    if not all((CORPUS / f).is_file() for f in files.values()):
+        pytest.skip(f"MLPerf corpus files not present under {CORPUS} (read from ../shared)")
+    for rnd, name in files.items():
+        folder = tmp_path / f"training_results_v{rnd}" / "Google" / "results" / "tpu" / name.split("-")[-2]
+        folder.mkdir(parents=True)
+        (folder / "result_0.txt").write_bytes((CORPUS / name).read_bytes())
+    mll = [line for line in (CORPUS / files["0.6"]).read_text().splitlines() if ":::MLL " in line]
+    five = tmp_path / "training_results_v0.6" / "G2" / "results" / "tpu" / "resnet"
+    five.mkdir(parents=True)
+    for i in range(5):  # run i: the real run with its stop moved i minutes later
+        stop = next(line for line in mll if " run_stop:" in line)
+        t = float(stop.split()[1])
+        lines = [line if line is not stop else line.replace(stop.split()[1], f"{t + 60 * i:.3f}") for line in mll]
+        (five / f"result_{i}.txt").write_text("\n".join(lines) + "\n")
+    store = tmp_path / "store"
+    ingest([str(tmp_path / "training_results_v0.6"), str(tmp_path / "training_results_v0.7")], store)
+    got = {(r[0], r[1]): r[2:] for r in connect(store).execute(
+        "SELECT submitter, round, benchmark, score_min, n_runs, verdict FROM mlperf_scores").fetchall()}
+    assert got[("Google", "0.6")] == ("resnet", None, 1, "too few runs")
+    assert got[("Google", "0.7")] == ("bert", None, 1, "too few runs")
+    # G2: times T, T+1, ..., T+4 minutes: olympic mean T + 2, T the corpus run's 2533.457 s (42.2243 min)
+    assert got[("G2", "0.6")][0] == "resnet" and got[("G2", "0.6")][2:] == (5, "scored")
+    assert got[("G2", "0.6")][1] == pytest.approx(2533.457 / 60 + 2, rel=1e-6)
