@@ -64,6 +64,7 @@ def compare_command(
     where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of configs, e.g. 'num_devices = 8'")] = None,
     equivalence: Annotated[float | None, typer.Option("--equivalence", help="Test 'A and B within ±X' (0.05 = 5%) with a paired TOST")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    best: Annotated[bool, typer.Option("--best", help="MLPerf metrics: where a side has several result sets with one pair key (two 8-GPU systems), compare its fastest")] = False,
     store: StoreOpt = None,
 ) -> None:
     """Ratio A/B over configurations that differ only in one factor, with median, geometric mean and CI.
@@ -81,7 +82,8 @@ def compare_command(
     if metric in (CompareMetric.mlperf_score, CompareMetric.time_to_train):
         from bench.analytics.compare_mlperf import compare_scores
 
-        result = compare_scores(con, factor, a, b, where=where, equivalence=equivalence, metric=metric.value)
+        result = compare_scores(con, factor, a, b, where=where, equivalence=equivalence, metric=metric.value,
+                                best=best)
     else:
         result = compare(con, factor, a, b, metric=metric.value, where=where, equivalence=equivalence)
     if as_json:

@@ -56,6 +56,8 @@ def test_two_systems_of_one_side_with_one_key_ask_for_a_narrower_selection() -> 
         compare_scores(con, "device_model", "A100", "V100")
     r = compare_scores(con, "device_model", "A100", "V100", where="system <> 'y'")
     assert [p.ratio for p in r.pairs] == [2.0]
+    r = compare_scores(con, "device_model", "A100", "V100", best=True)  # each side's fastest: x at 10
+    assert [(p.config["system"], p.ratio) for p in r.pairs] == [("x", 2.0)]
 
 
 def test_time_to_train_pairs_sets_without_a_score_on_their_mean_time() -> None:
