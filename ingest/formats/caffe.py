@@ -18,6 +18,8 @@ iteration (or get a row of their own). Run-level decisions:
   thing BVLC's iter/s measures) and used like a rate line (detail throughput_source=glog_timestamps). A display
   line with no earlier display line in the run has no rate, which matches the excluded first rate line.
 - failed/oom runs keep their steps but get no throughput; truncated runs keep what was measured.
+- ``throughput_derived``: True for the iter/s and glog-stamp rates (images = iterations x batch: no image rate
+  was printed), False for NVCaffe's printed img/sec.
 - ``num_gpus`` is 0 for ``Use CPU.``; step ``timestamp`` only when the year is known (header or glog year),
   ``metrics['elapsed_s']`` is always the seconds since the run's first training line.
 """
@@ -366,7 +368,9 @@ class _Parser:
             global_batch_size=st.images_per_iter(), num_gpus=run.get("num_gpus"), gpu_model=run.get("gpu_model"),
             host=run.get("host"), started_at=t0 if absolute else None, ended_at=t1 if absolute else None,
             wall_time_s=wall, num_steps=i1 - i0 if i0 is not None and i1 is not None and i1 != i0 else None,
-            images_per_sec=ips, images_per_sec_mean=mean, images_per_sec_ranks=ranks, status=status,
+            images_per_sec=ips, images_per_sec_mean=mean, images_per_sec_ranks=ranks,
+            throughput_derived=source in ("iter_per_sec", "glog_timestamps"),  # batch x iterations / seconds
+            status=status,
             status_detail=detail, first_line=st.first_line, last_line=st.last_line, tags=st.tags,
             details=st.details,
         ))

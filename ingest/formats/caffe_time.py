@@ -211,6 +211,7 @@ class _Parser:
             num_gpus=run.get("num_gpus"), num_steps=iterations,
             wall_time_s=None if st.total_ms is None else st.total_ms / 1000.0,
             images_per_sec=None if failed else ips, images_per_sec_mean=None if failed else mean,
+            throughput_derived=True,  # batch x 1000 / the printed Forward-Backward ms
             forward_ms=None if failed else run.get("forward_ms"),
             backward_ms=None if failed else run.get("backward_ms"),
             forward_backward_ms=None if failed else fb, status=status, status_detail=st.fatal,

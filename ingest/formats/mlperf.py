@@ -13,13 +13,13 @@ PyTorch GNMT ``TRAIN [e][i/n] ... Tok/s`` and ``Performance: ... Tok/s`` (tokens
 
 Run grain: one run per ``run_start`` (a second ``run_start`` after a ``run_stop`` opens run 1, which
 inherits the configuration keys read so far). Units: ``time_to_train_s`` and ``wall_time_s`` are
-``run_stop − run_start`` in seconds. Throughput (``images_per_sec`` = samples/s), by priority:
+``run_stop − run_start`` in seconds. Throughput (samples/s), by priority:
 ``tracked_stats`` ``value.throughput``; MXNet Speedometer intervals; epoch (else block) intervals
 × samples per epoch (``train_samples`` / ``num_train_examples`` / ``preproc_num_train_examples``).
 In every case the first (start-up) interval is dropped when there are two or more; a run that is not
 ``ok`` (aborted, crashed, truncated) keeps its step rows but gets None, never 0, as throughput;
-``images_per_sec`` = total samples / total time of the rest, ``images_per_sec_mean`` = arithmetic
-mean of their per-interval rates. Steps: one row per epoch/block stop, eval, ``tracked_stats``,
+the rate = total samples / total time of the rest, its mean (``images_per_sec_mean``, for images) the
+arithmetic mean of their per-interval rates. Steps: one row per epoch/block stop, eval, ``tracked_stats``,
 Speedometer line and GNMT ``TRAIN`` line.
 
 ``throughput`` holds that rate in the benchmark's unit (``_IMAGE_BENCHMARKS`` images/sec, BERT
@@ -43,7 +43,8 @@ from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import contains, split_rank
 
 NAME = "mlperf"
-DESCRIPTION = "MLPerf training logs: :::MLLOG JSON, :::MLL (v0.6) and :::MLPv0.5.0 compliance lines"
+DESCRIPTION = ("MLPerf training logs: :::MLLOG JSON, :::MLL and 'MLPerf: <bench> [date]' (v0.6) and :::MLPv0.5.0 "
+               "compliance lines")
 
 _NODE = re.compile(r"\bNode\[(\d+)\]")
 _GNMT_TRAIN = re.compile(

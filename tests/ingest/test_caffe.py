@@ -184,6 +184,7 @@ def test_corpus_nvcaffe_017_single_gpu(corpus: Path) -> None:
     (run,) = res.runs
     # 'Solver performance on device 0: 27.6 * 64 = 1766 img/sec (10000 itr in 362.3 sec)', no Overall line
     assert run.images_per_sec == 1766.0 and run.details["throughput_source"] == "nvcaffe_device_sum"
+    assert (run.throughput, run.throughput_unit, run.throughput_derived) == (1766.0, "images/sec", False)  # printed
     assert run.gpu_model == "NVIDIA GeForce GTX 1080 Ti" and run.host == "devy-All-Series"
     assert run.framework_version == "0.17.3" and run.batch_size_per_device == 64 and run.status == "ok"
     by_step = {r["step"]: r for r in rows}
@@ -209,6 +210,7 @@ def test_corpus_ssd_resumed_truncated_across_midnight(corpus: Path) -> None:
                   if r["interval_images_per_sec"] is not None)
     assert len(timed) == 8219 and seconds == pytest.approx(61597.51476, rel=1e-6)
     assert run.details["throughput_source"] == "glog_timestamps"
+    assert run.throughput_derived is True  # images = iterations x batch over stamped seconds: computed
 
 
 def test_corpus_windows_cpu_resumed(corpus: Path) -> None:

@@ -74,6 +74,7 @@ def test_corpus_average_lines(corpus: Path, name: str, batch: int, fb_ms: float,
     assert (run.batch_size_per_device, run.num_gpus, run.status, run.num_steps) == (batch, gpus, "ok", 10)
     assert (run.forward_backward_ms, run.forward_ms, run.backward_ms) == (fb_ms, fwd, bwd)
     assert run.images_per_sec == pytest.approx(batch * 1000 / fb_ms)
+    assert run.throughput == run.images_per_sec and run.throughput_derived is True  # from the printed ms
     assert run.wall_time_s == pytest.approx(total_ms / 1000)
     assert run.tags["caffe_action"] == "time" and run.mode == "train"
 
