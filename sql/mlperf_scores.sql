@@ -1,7 +1,9 @@
 -- One row per MLPerf Training result set: (round, division, submitter, system, benchmark), the runs of one
 -- benchmark on one system as a results repository lays them out (<submitter>/results/<system>/<benchmark>/
 -- result_<n>.txt; bench.ingest.patterns.RESULTS_TREE gives the tags round, submitter, system, benchmark).
--- division is the log's submission_division; framework the runs' framework (one value, else the first).
+-- round: the tree's (training_results_v<round>), else the log's own version (v0.5's :::MLPv0.5.0, v0.6's
+-- :::MLL: 0.5, 0.6); v0.7+ logs name no version. division is the log's submission_division; framework the
+-- runs' framework (one value, else the first).
 -- score_min: MLCommons' result summarizer's score (mlperf-logging 4.1, _compute_strong_score_standalone),
 -- rule "olympic": each run's time to train in minutes (run_stop - run_start); a run that did not end ok is
 -- dropped and counts as the slowest; of the ok runs sorted, the fastest max_dropped and the slowest
@@ -19,7 +21,8 @@
 -- description's (often a list of container releases).
 -- Reads the views `runs` and `systems`. No parameters.
 WITH results AS (
-    SELECT tags['round'] AS round, tags['submission_division'] AS division, tags['submitter'] AS submitter,
+    SELECT coalesce(tags['round'], nullif(regexp_extract(tags['mlperf_version'], '^(\d+\.\d+)', 1), '')) AS round,
+           tags['submission_division'] AS division, tags['submitter'] AS submitter,
            tags['system'] AS system, lower(tags['benchmark']) AS benchmark, framework,
            CASE WHEN status = 'ok' AND time_to_train_s > 0 THEN time_to_train_s / 60.0 END AS minutes
     FROM runs

@@ -97,3 +97,23 @@ def test_mlperf_scaling_over_time_to_train_and_its_fit() -> None:
                    ("n64", 512, 8, 32.0, 0.5, False)]
     (cf,) = fit(con, view="mlperf_scaling").fits
     assert cf.factors["framework"] == "mxnet" and cf.fit.device_counts == (8, 64, 512)
+
+
+def test_the_round_is_the_trees_else_the_logs_own_version() -> None:
+    """A set ingested outside a training_results_v<round> folder takes its round from the log's version
+    (v0.5's :::MLPv0.5.0 gives 0.5.0: round 0.5); v0.7+ logs name none: NULL."""
+    rows = [{"format": "mlperf", "status": "ok", "time_to_train_s": 600.0,
+             "tags": [("submitter", "S"), ("system", sys), ("benchmark", "resnet"), *extra]}
+            for sys, extra in (("a", [("mlperf_version", "0.5.0")]), ("b", [("mlperf_version", "0.5.0"), ("round", "0.6")]),
+                               ("c", []))]
+    table = pa.Table.from_pylist(rows, schema=pa.schema([
+        ("format", pa.string()), ("framework", pa.string()), ("status", pa.string()),
+        ("time_to_train_s", pa.float64()), ("tags", pa.map_(pa.string(), pa.string()))]))
+    con = duckdb.connect()
+    con.register("runs", table)
+    con.register("systems", pa.table({c: pa.array([], pa.string()) for c in (
+        "round", "submitter", "system", "device_type", "device_model", "host_processor_model", "availability",
+        "framework")}).append_column("num_nodes", pa.array([], pa.int64())).append_column("num_devices", pa.array([], pa.int64())))
+    register_views(con, ["mlperf_scores"])
+    assert con.sql("SELECT system, round FROM mlperf_scores ORDER BY system").fetchall() == [
+        ("a", "0.5"), ("b", "0.6"), ("c", None)]
