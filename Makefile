@@ -48,7 +48,7 @@ demo: $(VENV)/.installed
 	$(BIN)/bench ingest fixtures/logs --store demo-store --exclude '*.expected.json' --exclude '*.md' --exclude '*.py'
 	$(BIN)/bench ingest fixtures/official-2017/tf-official-2017 --store demo-store --path-pattern '$(OFFICIAL_PATTERN)'
 	$(BIN)/bench sql --store demo-store -f sql/demo_summary.sql
-	$(BIN)/bench compare --store demo-store --factor gpu_model --a P100 --b K80 --where "num_gpus = 8"
+	$(BIN)/bench compare --store demo-store --factor device_model --a P100 --b K80 --where "num_devices = 8"
 	$(BIN)/bench report --store demo-store --where "tags['source'] = 'tf-official-2017'" --equivalence 0.05 \
 		--title "TensorFlow official benchmarks 2017" --out bench-report
 
