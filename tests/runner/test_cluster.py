@@ -177,3 +177,29 @@ def test_two_workers_on_localhost_train_and_ingest(
     assert row["num_ranks"] == 2  # run.json: --np 2 worker processes
     assert row["num_nodes"] == 2  # upstream's header arithmetic: global / (per device x devices) = workers
     assert row["num_steps"] == 10 and row["images_per_sec"] > 0
+
+
+@pytest.mark.slow
+def test_cpu_runs_of_one_and_two_devices_reach_scaling(tmp_path: Path) -> None:
+    """Issue 16: `bench run --device cpu --num-gpus 2` stores 2 cpu devices (num_gpus stays NULL), so the
+    1- and 2-device runs of one configuration are one configuration of `scaling`, baseline 1 device."""
+    pytest.importorskip("tensorflow")
+    bench = BIN / "bench"
+    if not bench.exists():
+        pytest.skip(f"no bench command next to {sys.executable}")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop("TF_CONFIG", None)
+    store = tmp_path / "store"
+    for n in ("1", "2"):
+        proc = subprocess.run([str(bench), "run", "--variable-update", "replicated", "--num-gpus", n, *TINY,
+                               "--telemetry-interval", "0", "--timeout", "150", "--out", str(tmp_path / "logs"),
+                               "--store", str(store)], capture_output=True, env=env, timeout=200)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()[-3000:]
+    from bench.analytics.store import connect
+
+    con = connect(store)
+    runs = con.execute("SELECT num_gpus, num_devices, device_type, images_per_sec FROM runs ORDER BY num_devices").fetchall()
+    assert [r[:3] for r in runs] == [(None, 1, "cpu"), (None, 2, "cpu")]
+    got = con.execute("SELECT num_devices, baseline_devices, speedup, efficiency FROM scaling ORDER BY num_devices").fetchall()
+    assert [(r[0], r[1]) for r in got] == [(1, 1), (2, 1)]
+    assert got[1][2] == pytest.approx(runs[1][3] / runs[0][3]) and got[1][3] == pytest.approx(got[1][2] / 2)
