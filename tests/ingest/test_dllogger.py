@@ -220,3 +220,13 @@ def test_bert_sequences_per_second_summary_is_the_throughput_in_sequences() -> N
     run = res.runs[0]
     assert (run.status, run.throughput, run.throughput_unit, run.images_per_sec) == ("ok", 812.5, "sequences/sec", None)
     assert run.details["throughput_metric"] == "training_sequences_per_second"
+
+
+def test_throughput_train_in_the_unit_its_metadata_gives() -> None:
+    """DLE TensorFlow's end-of-training throughput_train: images/sec unless its METADATA says otherwise
+    (BERT: sequences/s), and then never images_per_sec."""
+    seq = _parse([_meta("throughput_train", unit="sequences/s", type="THROUGHPUT"),
+                  _rec("1.0", [], {"throughput_train": 1234.5})]).runs[0]
+    assert (seq.throughput, seq.throughput_unit, seq.images_per_sec) == (1234.5, "sequences/sec", None)
+    img = _parse([_rec("1.0", [], {"throughput_train": 987.0})]).runs[0]  # no metadata: the name says a rate
+    assert (img.throughput, img.throughput_unit, img.images_per_sec) == (987.0, "images/sec", 987.0)
