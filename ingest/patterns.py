@@ -105,6 +105,11 @@ RESULTS_TREE = (
     PathPattern.compile("training_results_v{round}/{submitter}/results/{system}/{benchmark}/result_{repeat}.txt"),
     PathPattern.compile("{submitter}/results/{system}/{benchmark}/result_{repeat}.txt"),
 )
+#: A result set's score factor (the review committee's RCP normalisation), beside its result files.
+SCALING_TREE = (
+    PathPattern.compile("training_results_v{round}/{submitter}/results/{system}/{benchmark}/scaling.json"),
+    PathPattern.compile("{submitter}/results/{system}/{benchmark}/scaling.json"),
+)
 #: A system description's place in the same repository: ``<submitter>/systems/<system>.json``.
 SYSTEMS_TREE = (
     PathPattern.compile("training_results_v{round}/{submitter}/systems/{system}.json"),

@@ -167,6 +167,9 @@ def _read_item(item: Item, ctx: _Context) -> Job | None:
     hasher = hashlib.sha256(data)
     if item.sidecar is not None:  # a bench run directory: output.log + run.json is one source
         hasher.update(item.sidecar)
+    if item.match_path.endswith(".json"):  # an MLPerf JSON means what its place says: the place is its identity too
+        place = pat.match_first([*pat.SCALING_TREE, *pat.SYSTEMS_TREE], item.match_path)
+        hasher.update(repr(sorted(place.items())).encode() if place else b"")
     sha = hasher.hexdigest()
     _note_run_dir(item, sha, ctx)
     return None if _is_duplicate(sha, ctx) else Job(item, sha, data, _owner(item, ctx))
@@ -258,6 +261,7 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context) -> N
     batch.rows["runs"].extend(file.runs)
     batch.rows["problems"].extend(file.problems)
     batch.rows["systems"].extend(file.systems)
+    batch.rows["score_scales"].extend(file.score_scales)
     for run in file.runs:
         ctx.counters["status"][run["status"]] += 1
         ctx.counters["format"][file.format or "?"] += 1

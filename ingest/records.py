@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from bench.ingest.columns import StepTable
 from bench.ingest.telemetry_columns import TelemetrySample, TelemetryTable
 
-__all__ = ["PROBLEM_KINDS", "SCHEMA_VERSION", "STATUSES", "ParseResult", "Problem", "Run", "StepTable", "System",
+__all__ = ["PROBLEM_KINDS", "SCHEMA_VERSION", "STATUSES", "ParseResult", "Problem", "Run", "ScoreScale", "StepTable", "System",
            "TelemetrySample", "TelemetryTable"]
 
 SCHEMA_VERSION = 3  # 2: MANIFEST.json per batch, status "invalid", problem kinds invalid_value and store_error;
-#                     3: runs.num_devices/device_type/device_model, throughput/_unit/_derived, table systems
+#                     3: runs.num_devices/device_type/device_model, throughput/_unit/_derived, tables systems
+#                        and score_scales
 
 #: Allowed values of ``Run.status``. ``timeout`` and ``interrupted`` come from ``bench run``.
 #: ``invalid``: the log printed a result no run can have (NaN, infinite, zero, negative or beyond the
@@ -139,6 +140,14 @@ class System:
     framework: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ScoreScale:
+    """An MLPerf ``scaling.json`` (``<submitter>/results/<system>/<benchmark>/scaling.json``): the factor the
+    review committee set for that result set's score (its reference-convergence normalisation)."""
+
+    factor: float
+
+
 @dataclass
 class ParseResult:
     """What one parser made of one file."""
@@ -148,6 +157,7 @@ class ParseResult:
     telemetry: TelemetryTable = field(default_factory=TelemetryTable)
     problems: list[Problem] = field(default_factory=list)
     systems: list[System] = field(default_factory=list)
+    score_scales: list[ScoreScale] = field(default_factory=list)
     #: The lines a streamed parse read (parse.parse_stream), so that a problem at the file's end gets its
     #: line number without another pass over the file; None when not counted.
     lines_read: int | None = None

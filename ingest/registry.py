@@ -21,6 +21,7 @@ HEAD_CHARS = 256 * 1024
 FORMAT_MODULES: tuple[str, ...] = (
     "mlperf",
     "mlperf_system",
+    "mlperf_scaling",
     "dllogger",
     "tf_cnn",
     "horovod",

@@ -15,7 +15,7 @@ from bench.ingest import rundir, runjson
 from bench.ingest.devices import with_devices
 from bench.ingest.parse import FileParse
 from bench.ingest.records import Problem
-from bench.ingest.schema import run_row, steps_table, system_row, telemetry_table
+from bench.ingest.schema import run_row, score_scale_row, steps_table, system_row, telemetry_table
 
 
 @dataclass
@@ -26,6 +26,7 @@ class FileRows:
     runs: list[dict[str, Any]] = field(default_factory=list)
     problems: list[dict[str, Any]] = field(default_factory=list)
     systems: list[dict[str, Any]] = field(default_factory=list)
+    score_scales: list[dict[str, Any]] = field(default_factory=list)
     n_steps: int = 0
     n_telemetry: int = 0
 
@@ -64,6 +65,9 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
         out.runs.append(run_row(run, source=ref.source, sha=ref.sha, ingested_at=now))
     place = pat.match_first(list(pat.SYSTEMS_TREE), ref.match_path) if res.systems else {}
     out.systems = [system_row(s, source=ref.source, sha=ref.sha, place=place, ingested_at=now) for s in res.systems]
+    place = pat.match_first(list(pat.SCALING_TREE), ref.match_path) if res.score_scales else {}
+    out.score_scales = [score_scale_row(s, source=ref.source, sha=ref.sha, place=place, ingested_at=now)
+                        for s in res.score_scales]
     out.problems = [problem_row(ref.source, ref.sha, parsed.format, p, now) for p in res.problems]
     return out
 

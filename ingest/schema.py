@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from bench.ingest.columns import INT_NULL, NULL_BITS, STEP_COLUMNS, Fill, joined_values
 from bench.ingest.devices import device_type
-from bench.ingest.records import SCHEMA_VERSION, Run, System
+from bench.ingest.records import SCHEMA_VERSION, Run, ScoreScale, System
 from bench.ingest.telemetry_columns import TELEMETRY_COLUMNS
 
 TAGS = pa.map_(pa.string(), pa.string())
@@ -163,6 +163,21 @@ SYSTEMS = pa.schema(
     ]
 )
 
+#: One row per MLPerf scaling.json: round, submitter, system and benchmark from its place in the results
+#: repository (bench.ingest.patterns.SCALING_TREE), and the factor the summarizer multiplies the score by.
+SCORE_SCALES = pa.schema(
+    [
+        ("source", pa.string()),
+        ("source_sha256", pa.string()),
+        ("round", pa.string()),
+        ("submitter", pa.string()),
+        ("system", pa.string()),
+        ("benchmark", pa.string()),
+        ("scaling_factor", pa.float64()),
+        ("ingested_at", TS),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "runs": RUNS,
     "steps": STEPS,
@@ -170,6 +185,7 @@ TABLES: dict[str, pa.Schema] = {
     "problems": PROBLEMS,
     "sources": SOURCES,
     "systems": SYSTEMS,
+    "score_scales": SCORE_SCALES,
 }
 
 METADATA = {b"bench.schema_version": str(SCHEMA_VERSION).encode()}
@@ -244,6 +260,14 @@ def system_row(system: System, *, source: str, sha: str, place: dict[str, str], 
                system=place.get("system"), num_devices=nodes * per_node if nodes and per_node else None,
                device_type=kind, device_model=model, ingested_at=_ts(ingested_at))
     return row
+
+
+def score_scale_row(scale: ScoreScale, *, source: str, sha: str, place: dict[str, str], ingested_at: float
+                    ) -> dict[str, Any]:
+    """A score_scales row; ``place``: round, submitter, system and benchmark off the file's path."""
+    return {"source": source, "source_sha256": sha, "round": place.get("round"), "submitter": place.get("submitter"),
+            "system": place.get("system"), "benchmark": place.get("benchmark"), "scaling_factor": scale.factor,
+            "ingested_at": _ts(ingested_at)}
 
 
 def run_id(sha: str, run_index: int) -> str:

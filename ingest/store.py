@@ -6,7 +6,7 @@ Layout (any Parquet reader opens it; the glob is the table)::
     STORE/batches/<batch_id>/runs.parquet     one file per table per committed batch
     STORE/batches/<batch_id>/steps-00000.parquet ...
     STORE/batches/<batch_id>/telemetry-00000.parquet ...
-    STORE/batches/<batch_id>/{problems,sources,systems}.parquet
+    STORE/batches/<batch_id>/{problems,sources,systems,score_scales}.parquet
     STORE/batches/<batch_id>/MANIFEST.json     each file's row count and the batch's sources
     STORE/damaged/<batch_id>/                  a batch found damaged, set aside (see bench.ingest.health)
     STORE/_tmp/<batch_id>/                     a batch being written (never read)
@@ -44,6 +44,7 @@ TABLE_GLOBS = {
     "problems": "batches/*/problems.parquet",
     "sources": "batches/*/sources.parquet",
     "systems": "batches/*/systems.parquet",
+    "score_scales": "batches/*/score_scales.parquet",
 }
 
 
@@ -206,7 +207,8 @@ class Batch:
         self.root, self.batch_id = root, batch_id
         self.dir = root / "_tmp" / batch_id
         self.dir.mkdir(parents=True)
-        self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("runs", "problems", "sources", "systems")}
+        self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("runs", "problems", "sources", "systems",
+                                                                        "score_scales")}
         self._part_no = {"steps": 0, "telemetry": 0}
         self.n_sources = 0
 

@@ -9,8 +9,11 @@
 -- dropped and counts as the slowest; of the ok runs sorted, the fastest max_dropped and the slowest
 -- (max_dropped - dropped) are left out and the rest averaged, max_dropped = 4 for unet3d, else 1. No score
 -- when more runs were dropped than max_dropped (verdict 'too many failed runs') or none is left ('too few
--- runs'). Not applied: a scaling.json the review committee may add to a benchmark folder (none is in the
--- v1.0 repository), and the summarizer's compliance checks, which drop a run for reasons besides its
+-- runs'). The same rule for every round (v0.5 to today: drop the fastest and the slowest run). Where the
+-- result set's folder holds a scaling.json (the view `score_scales`: the review committee's reference-
+-- convergence normalisation, which the summarizer multiplies in), score_min is the olympic mean times its
+-- scaling_factor and score_rule says 'olympic x scaling.json'; else scaling_factor is NULL and the rule
+-- 'olympic'. Not applied: the summarizer's compliance checks, which drop a run for reasons besides its
 -- status. n_runs counts every run, n_ok those with status 'ok' and a time to train.
 -- time_to_train_min: the plain mean of the ok runs' times to train (minutes), a score or not: what
 -- `bench compare --metric time_to_train` compares (a set with too few runs for a score still has one).
@@ -19,7 +22,7 @@
 -- is ingested): num_nodes, num_devices (nodes x accelerators per node), device_type, device_model,
 -- host_processor_model, availability; framework is the logs' (one word: mxnet, pytorch, ...), else the
 -- description's (often a list of container releases).
--- Reads the views `runs` and `systems`. No parameters.
+-- Reads the views `runs`, `systems` and `score_scales`. No parameters.
 WITH results AS (
     SELECT coalesce(tags['round'], nullif(regexp_extract(tags['mlperf_version'], '^(\d+\.\d+)', 1), '')) AS round,
            tags['submission_division'] AS division, tags['submitter'] AS submitter,
@@ -47,6 +50,11 @@ scored AS (
     FROM ranked
     GROUP BY ALL
 ),
+scales AS (
+    SELECT round, submitter, system, lower(benchmark) AS benchmark, any_value(scaling_factor) AS scaling_factor
+    FROM score_scales
+    GROUP BY ALL
+),
 described AS (
     SELECT round, submitter, system, any_value(num_nodes) AS num_nodes, any_value(num_devices) AS num_devices,
            any_value(device_type) AS device_type, any_value(device_model) AS device_model,
@@ -57,14 +65,18 @@ described AS (
 )
 SELECT s.round, s.division, s.submitter, s.system, s.benchmark,
        coalesce(s.framework, d.framework) AS framework,
-       CASE WHEN s.n_runs - s.n_ok <= s.max_dropped THEN s.olympic END AS score_min,
+       CASE WHEN s.n_runs - s.n_ok <= s.max_dropped THEN s.olympic * coalesce(f.scaling_factor, 1.0) END AS score_min,
        s.time_to_train_min, s.n_runs, s.n_ok,
        CASE WHEN s.n_runs - s.n_ok > s.max_dropped THEN 'too many failed runs'
             WHEN s.olympic IS NULL THEN 'too few runs'
             ELSE 'scored' END AS verdict,
-       'olympic' AS score_rule,
+       CASE WHEN f.scaling_factor IS NULL THEN 'olympic' ELSE 'olympic x scaling.json' END AS score_rule,
+       f.scaling_factor,
        d.num_nodes, d.num_devices, d.device_type, d.device_model, d.host_processor_model, d.availability
 FROM scored s
+LEFT JOIN scales f
+       ON f.submitter = s.submitter AND f.system = s.system AND f.benchmark = s.benchmark
+      AND f.round IS NOT DISTINCT FROM s.round
 LEFT JOIN described d
        ON d.submitter = s.submitter AND d.system = s.system AND d.round IS NOT DISTINCT FROM s.round
 ORDER BY s.round, s.division, s.submitter, s.system, s.benchmark

@@ -7,9 +7,10 @@ import pyarrow as pa
 import pytest
 
 from bench.analytics.views import register_views
+from bench.ingest.schema import SCORE_SCALES
 
 
-def _runs(sets: dict[tuple[str, str], list[float | None]]) -> duckdb.DuckDBPyConnection:
+def _runs(sets: dict[tuple[str, str], list[float | None]], scales: pa.Table | None = None) -> duckdb.DuckDBPyConnection:
     """One run per time (minutes; None: a run that did not end ok) of each (system, benchmark)."""
     rows = []
     for (system, benchmark), minutes in sets.items():
@@ -34,6 +35,7 @@ def _runs(sets: dict[tuple[str, str], list[float | None]]) -> duckdb.DuckDBPyCon
     con = duckdb.connect()
     con.register("runs", table)
     con.register("systems", systems)
+    con.register("score_scales", scales if scales is not None else SCORE_SCALES.empty_table())
     register_views(con, ["mlperf_scores"])
     return con
 
@@ -111,9 +113,21 @@ def test_the_round_is_the_trees_else_the_logs_own_version() -> None:
         ("time_to_train_s", pa.float64()), ("tags", pa.map_(pa.string(), pa.string()))]))
     con = duckdb.connect()
     con.register("runs", table)
+    con.register("score_scales", SCORE_SCALES.empty_table())
     con.register("systems", pa.table({c: pa.array([], pa.string()) for c in (
         "round", "submitter", "system", "device_type", "device_model", "host_processor_model", "availability",
         "framework")}).append_column("num_nodes", pa.array([], pa.int64())).append_column("num_devices", pa.array([], pa.int64())))
     register_views(con, ["mlperf_scores"])
     assert con.sql("SELECT system, round FROM mlperf_scores ORDER BY system").fetchall() == [
         ("a", "0.5"), ("b", "0.6"), ("c", None)]
+
+
+def test_a_scaling_json_multiplies_the_olympic_mean_and_names_the_rule() -> None:
+    """The summarizer multiplies a set's olympic mean by the scaling_factor of its folder's scaling.json."""
+    scales = pa.Table.from_pylist([{"round": "1.0", "submitter": "S", "system": "a", "benchmark": "resnet",
+                                    "scaling_factor": 1.25}], schema=SCORE_SCALES)
+    con = _runs({("a", "resnet"): [10.0, 12.0, 11.0, 30.0, 9.0], ("a", "bert"): [10.0, 11.0, 12.0]}, scales)
+    got = {r[0]: r[1:] for r in con.sql(
+        "SELECT benchmark, score_min, score_rule, scaling_factor FROM mlperf_scores").fetchall()}
+    assert got["resnet"] == (pytest.approx(11.0 * 1.25), "olympic x scaling.json", 1.25)  # mean(10, 11, 12) x 1.25
+    assert got["bert"] == (pytest.approx(11.0), "olympic", None)

@@ -4,6 +4,8 @@ against MLCommons' own result summarizer (fixtures/mlperf/summarizer-v1.0.csv an
 from __future__ import annotations
 
 import csv
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,33 @@ def test_the_report_has_an_mlperf_section_of_scores_speedups_and_time_to_train(s
                        and float(r["score_min"]) == pytest.approx(minutes, rel=1e-4) for r in summarized)
         assert row["speedup of A over B [×]"] == pytest.approx(b / a)
     assert len(speedup.frame) >= 3 and sec.figures[0].png.startswith(b"\x89PNG")
+
+
+RCP = Path(__file__).resolve().parents[2] / "fixtures" / "mlperf" / "summarizer-v1.0-rcp.csv"
+
+
+def test_scaling_json_in_a_later_ingest_gives_the_summarizers_rcp_scaled_scores(store: Path, tmp_path: Path) -> None:
+    """The summarizer's second pass reads the scaling.json files its RCP checker wrote in the first
+    (fixtures/mlperf/summarizer-v1.0-rcp.csv: the factors it wrote, the scores it then printed). The same
+    factors, ingested into a copy of the store after its logs, give those scores to 1e-4, and say so."""
+    with RCP.open() as fh:
+        rows = list(csv.DictReader(fh))
+    tree = tmp_path / "training_results_v1.0"
+    for r in rows:
+        if r["scaling_factor"]:
+            folder = tree / r["submitter"] / "results" / r["system"] / r["benchmark"]
+            folder.mkdir(parents=True)
+            (folder / "scaling.json").write_text(json.dumps({"scaling_factor": float(r["scaling_factor"])}))
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    ingest([str(tree)], copy)
+    got = {r[:3]: r[3:] for r in connect(copy).execute(
+        "SELECT submitter, system, benchmark, score_min, score_rule FROM mlperf_scores").fetchall()}
+    scaled = [r for r in rows if r["scaling_factor"]]
+    assert len(scaled) == 16
+    for r in rows:
+        key = (r["submitter"], r["system"], r["benchmark"])
+        if key in KNOWN:
+            continue
+        assert got[key][0] == pytest.approx(float(r["score_min"]), rel=1e-4), key
+        assert got[key][1] == ("olympic x scaling.json" if r["scaling_factor"] else "olympic")

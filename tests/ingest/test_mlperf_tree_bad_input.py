@@ -62,6 +62,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
                     minutes = 10 * (1 + b) + j + i
                     log = _log(f"S{k}", f"sys{j}", bench, minutes, cut=(k, j, b, i) == (3, 3, 0, 4))
                     (folder / f"result_{i}.txt").write_text(log)
+    (root / "S5" / "results" / "sys5" / "resnet" / "scaling.json").write_text('{"scaling_factor": 1.5}')
+    (root / "S5" / "results" / "sys6" / "resnet" / "scaling.json").write_text('{"scaling_factor": ')  # cut
     dup = root / "S4" / "results" / "sys4" / "resnet"
     (dup / "result_4.txt").write_bytes((dup / "result_3.txt").read_bytes())  # the same bytes twice
     store = root.parent / "store"
@@ -74,7 +76,8 @@ def test_ten_thousand_result_files_give_every_score(tree: tuple[Path, float]) ->
     store, seconds = tree
     con = connect(store)
     n_files = con.execute("SELECT count(*) FROM sources").fetchall()[0][0]
-    assert n_files == SUBMITTERS * SYSTEMS * len(BENCHMARKS) * RUNS - 1 + (SUBMITTERS - 1) * SYSTEMS  # one duplicate
+    # result files (one a duplicate), system JSONs (one submitter has none) and two scaling.json
+    assert n_files == SUBMITTERS * SYSTEMS * len(BENCHMARKS) * RUNS - 1 + (SUBMITTERS - 1) * SYSTEMS + 2
     rows = {r[:3]: r[3:] for r in con.execute(
         "SELECT submitter, system, benchmark, score_min, n_runs, n_ok, verdict, round FROM mlperf_scores").fetchall()}
     assert len(rows) == SUBMITTERS * SYSTEMS * len(BENCHMARKS)
@@ -93,6 +96,17 @@ def test_a_cut_log_is_a_failed_run_counted_as_the_slowest(tree: tuple[Path, floa
     kinds = con.execute("SELECT DISTINCT kind FROM problems WHERE source LIKE '%S3/results/sys3/resnet/result_4.txt'")
     assert {k for (k,) in kinds.fetchall()} >= {"truncated"}
     assert store.exists()
+
+
+def test_a_scaling_json_scales_its_set_and_a_broken_one_is_a_problem(tree: tuple[Path, float]) -> None:
+    con = connect(tree[0])
+    got = {r[0]: r[1:] for r in con.execute(
+        "SELECT system, score_min, score_rule FROM mlperf_scores WHERE submitter = 'S5' AND benchmark = 'resnet' "
+        "AND system IN ('sys5', 'sys6')").fetchall()}
+    assert got["sys5"] == (pytest.approx((10 + 5 + 2) * 1.5), "olympic x scaling.json")  # 17 minutes x 1.5
+    assert got["sys6"] == (pytest.approx(10 + 6 + 2), "olympic")  # its scaling.json is cut: unscaled
+    kinds = {k for (k,) in con.execute("SELECT kind FROM problems WHERE source LIKE '%scaling.json'").fetchall()}
+    assert kinds == {"bad_line"}
 
 
 def test_a_duplicate_result_file_is_stored_once(tree: tuple[Path, float]) -> None:
