@@ -63,6 +63,7 @@ def make_store(root: Path, n_runs: int = N_RUNS, steps_per_run: int = STEPS_PER_
         "data_format": np.full(n_runs, "NCHW"), "variable_update": np.array(UPDATES)[upd_i],
         "batch_size_per_device": np.array(BATCHES)[batch_i], "global_batch_size": np.array(BATCHES)[batch_i] * n_gpus,
         "num_gpus": n_gpus, "num_nodes": np.ones(n_runs, np.int64), "gpu_model": np.array(GPUS)[gpu],
+        "num_devices": n_gpus, "device_type": np.full(n_runs, "gpu"), "device_model": np.array(GPUS)[gpu],
         "status": np.where(ok, "ok", "failed"), "num_steps": np.full(n_runs, 100),
     }
     arrays = {k: pa.array(v) for k, v in cols.items()}
@@ -130,7 +131,7 @@ def main() -> None:
         times = {}
         for view in ("configs", "scaling"):
             times[view] = _timed(f"SELECT * FROM {view}", _query(con, f"SELECT * FROM {view}"))
-        _optional(times, "compare --factor gpu_model", lambda: _compare(con))
+        _optional(times, "compare --factor device_model", lambda: _compare(con))
         _optional(times, "fit", lambda: _fit(con))
         runs_json = Path(tmp) / "runs.json"
         con.execute("SELECT model, gpu_model, data, batch_size_per_device, variable_update, num_gpus, status, "
@@ -170,7 +171,7 @@ def _optional(times: dict[str, float], label: str, fn: Callable[[], Any]) -> Non
 
 def _compare(con: Any) -> Any:
 
-    return compare(con, "gpu_model", "P100", "K80")
+    return compare(con, "device_model", "P100", "K80")
 
 
 def _fit(con: Any) -> Any:
