@@ -9,10 +9,10 @@ problem and no factor: the score then stays unscaled, never scaled by a number t
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 
+from bench.ingest.formats.mlperf_system import json_object
 from bench.ingest.records import ParseResult, ScoreScale
 
 NAME = "mlperf_scaling"
@@ -28,12 +28,10 @@ def sniff(head: str) -> bool:
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
     """Parse one scaling.json (see the module docstring)."""
     result = result if result is not None else ParseResult()
-    try:
-        doc = json.loads("\n".join(lines))
-    except json.JSONDecodeError as e:
-        result.problem("bad_line", f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})", e.lineno)
+    doc = json_object(lines, result)
+    if doc is None:
         return result
-    factor = doc.get("scaling_factor") if isinstance(doc, dict) else None
+    factor = doc.get("scaling_factor")
     if isinstance(factor, bool) or not isinstance(factor, int | float) or not (math.isfinite(factor) and factor > 0):
         result.problem("bad_line", f"scaling_factor {factor!r} is not a number > 0; the score stays unscaled")
         return result

@@ -36,13 +36,8 @@ def sniff(head: str) -> bool:
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
     """Parse one system description (see the module docstring)."""
     result = result if result is not None else ParseResult()
-    try:
-        doc = json.loads("\n".join(lines))
-    except json.JSONDecodeError as e:
-        result.problem("bad_line", f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})", e.lineno)
-        return result
-    if not isinstance(doc, dict):
-        result.problem("bad_line", f"top level is a JSON {type(doc).__name__}, not an object")
+    doc = json_object(lines, result)
+    if doc is None:
         return result
     for key in _REQUIRED:
         if _text(doc.get(key)) is None:
@@ -54,6 +49,19 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
             result.problem("bad_line", f"{key} {doc[key]!r} is not a count; stored as NULL")
     result.systems.append(System(**values))
     return result
+
+
+def json_object(lines: Iterable[str], result: ParseResult) -> dict[str, Any] | None:
+    """The file's lines as one JSON object; None, with a ``bad_line`` problem, when they are not one."""
+    try:
+        doc = json.loads("\n".join(lines))
+    except json.JSONDecodeError as e:
+        result.problem("bad_line", f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})", e.lineno)
+        return None
+    if not isinstance(doc, dict):
+        result.problem("bad_line", f"top level is a JSON {type(doc).__name__}, not an object")
+        return None
+    return doc
 
 
 def _text(value: object) -> str | None:
