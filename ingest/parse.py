@@ -63,6 +63,8 @@ def parse_bytes(
         run_parser(module, lambda: fast([data], source=source, result=result), result)
     elif ascii_only and _whole_fast(module, data, result):
         pass
+    elif ascii_only and (marked := registry.marked_lines(module, data)) is not None:
+        run_lines(module, marked, source=source, result=result)
     else:
         run_lines(module, split_lines(data.decode("ascii") if ascii_only else text), source=source, result=result)
     if not data.endswith(b"\n") and getattr(module, "LINE_ORIENTED", True):

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any, Protocol, cast
 
+from bench.ingest.native import ext as native_ext
 from bench.ingest.records import ParseResult
 
 #: Characters of a file's start that ``sniff`` sees.
@@ -113,7 +114,8 @@ def detect_beyond_head(data: bytes) -> FormatModule | None:
     return None
 
 
-#: Optional fast entries of a format, chosen here and nowhere else. Each is a public function of a module
+#: Optional fast entries of a format, chosen here and nowhere else (a third, ``MARKERS``, is read by
+#: ``marked_lines`` below). Each is a public function of a module
 #: under ``bench.ingest.formats`` that gives the same rows as the format's ``parse_lines`` (tests compare
 #: them byte for byte): ``parse_chunks(blocks, *, source, result, check_utf8)`` reads line-aligned byte
 #: blocks of a whole or streamed file; a whole-file entry ``(data, result) -> bool`` reads an ASCII file
@@ -121,6 +123,18 @@ def detect_beyond_head(data: bytes) -> FormatModule | None:
 #: extension (``module.AVAILABLE``) and are off with ``BENCH_PURE_PYTHON=1``.
 CHUNK_PARSERS: dict[str, tuple[str, str]] = {"tf_cnn": ("tf_cnn_scan", "parse_chunks")}
 WHOLE_PARSERS: dict[str, tuple[str, str]] = {"telemetry": ("telemetry", "parse_thermal_bytes")}
+
+
+def marked_lines(module: FormatModule, data: bytes) -> list[str] | None:
+    """The lines of the ASCII ``data`` for the format's ``parse_lines``, those that hold none of its
+    ``MARKERS`` given as "" (the C scan ``_native.marked_lines``); None when the format declares no markers
+    or the C extension is off. A format that declares markers promises that such a line, like an empty
+    one, does nothing in its ``parse_lines``, so both give the same rows; it skips them at the cost of one
+    test (tests/ingest/test_mlperf_markers.py checks the promise)."""
+    markers = getattr(module, "MARKERS", None)
+    if markers is None or native_ext is None or os.environ.get("BENCH_PURE_PYTHON") == "1":
+        return None
+    return cast(list[str], native_ext.marked_lines(data, markers))
 
 
 def chunk_parser(module: FormatModule) -> Callable[..., ParseResult] | None:

@@ -35,6 +35,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from bench.ingest.formats import mxnet
@@ -72,6 +73,15 @@ _SAMPLE_UNITS = {"bert": "sequences/sec"}
 _PRINTED_SOURCES = frozenset({"tracked_stats", "speedometer", "gnmt_performance"})
 #: Metadata that says where a line was logged, not what happened.
 _NOT_SAID = frozenset({"file", "lineno", "model", "version", "local_clock"})
+
+
+#: Every substring a line needs for ``parse_lines`` to do anything with it: a compliance line (``:::ML``),
+#: the v0.6 text lines, and the framework lines ``_on_other`` reads (Speedometer, GNMT ``Tok/s``, errors,
+#: out of memory). A line with none of them, like an empty line, is skipped: the registry's C scan gives
+#: such lines as "" (``registry.marked_lines``), so only the ~1 line in 5 of a real log that matters is
+#: read in Python. Keep this in step with ``_on_other`` (tests/ingest/test_mlperf_markers.py).
+MARKERS = (b":::ML", b"MLPerf: ", b"Speed", b"Tok/s", b"Traceback (most recent call last)", b"Error", b"Exception",
+           b"out of memory", b"ResourceExhausted", b"OutOfMemory")
 
 
 def sniff(head: str) -> bool:
@@ -371,7 +381,7 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
     res = result if result is not None else ParseResult()
     st = _new_state(None)
     run_index = 0
-    for line_no, line in enumerate(lines, 1):
+    for line_no, line in filter(itemgetter(1), enumerate(lines, 1)):  # empty lines do nothing: skipped in C
         i = line.find(":::ML")
         m = TEXT.search(line) if i < 0 and "MLPerf: " in line else None
         if i < 0 and m is None:
@@ -379,7 +389,7 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
                 st.last_line = line_no
             continue
         text = line[i:].rstrip() if m is None else "MLPerf: "
-        if m is None and not SNIFF.match(text):
+        if m is None and not (text.startswith(":::MLLOG {") or SNIFF.match(text)):
             continue
         ev = read_event(text) if m is None else read_text_event(m)
         if ev is None:
@@ -388,11 +398,12 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
         if ev.key == "run_start" and st.run_stop is not None:
             res.runs.append(_build_run(st, run_index))
             st, run_index = _new_state(st), run_index + 1
-        st.details.setdefault("log_format", log_format(text))
+        if "log_format" not in st.details:
+            st.details["log_format"] = log_format(text)
         if "version" in ev.meta:
             st.tags.setdefault("mlperf_version", str(ev.meta["version"]))
             st.tags.setdefault("benchmark", str(ev.meta["model"]))
-        elif text.startswith((":::MLL ", "MLPerf: ")):
+        elif "mlperf_version" not in st.tags and text.startswith((":::MLL ", "MLPerf: ")):
             st.tags.setdefault("mlperf_version", "0.6")  # the :::MLL and text forms existed only in v0.6
         if ev.meta.get("local_clock"):
             st.tags.setdefault("benchmark", str(ev.meta["model"]))

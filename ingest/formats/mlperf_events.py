@@ -26,7 +26,7 @@ _V05 = re.compile(r":::MLPv(\S+) (\S+) +(\S+) \(([^)]*)\) (\w+)\s*(?::\s*(.*?))?
 _MLL = re.compile(r":::MLL (\S+) (\w+): (.*)$")
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     key: str
     value: Any
@@ -53,16 +53,22 @@ def _meta(d: dict[str, Any]) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
+#: ``json.loads`` without its wrappers: (object, end) of the JSON text starting at an index.
+_JSON_AT = json.JSONDecoder().raw_decode
+
+
 def read_event(text: str) -> Event | None:
-    """One compliance line (already cut at ``:::ML``) -> event; None if it cannot be read."""
+    """One compliance line (already cut at ``:::ML`` and right-stripped) -> event; None if it cannot be read."""
     if text.startswith(":::MLLOG "):
-        try:
-            d = json.loads(text[9:])
+        try:  # what json.loads(text[9:]) reads, without copying the line (nothing follows: it is stripped)
+            d, end = _JSON_AT(text, 9) if text.startswith("{", 9) else (json.loads(text[9:]), len(text))
         except ValueError:
             return None
-        if not isinstance(d, dict) or not isinstance(d.get("key"), str):
+        if end != len(text) or not isinstance(d, dict) or not isinstance(d.get("key"), str):
             return None
-        return Event(d["key"], d.get("value"), _millis(d.get("time_ms"), 1), _meta(d))
+        raw = d.get("time_ms")
+        ms = raw if (type(raw) is int or type(raw) is float) and raw > 0 else _millis(raw, 1)
+        return Event(d["key"], d.get("value"), ms, _meta(d))
     if text.startswith(":::MLL "):
         m = _MLL.match(text)
         if not m:
