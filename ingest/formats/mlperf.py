@@ -381,7 +381,7 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
     res = result if result is not None else ParseResult()
     st = _new_state(None)
     run_index = 0
-    for line_no, line in filter(itemgetter(1), enumerate(lines, 1)):  # empty lines do nothing: skipped in C
+    for line_no, line in filter(itemgetter(1), enumerate(lines, 1)):  # "" does nothing (see MARKERS): skipped in C
         i = line.find(":::ML")
         m = TEXT.search(line) if i < 0 and "MLPerf: " in line else None
         if i < 0 and m is None:
