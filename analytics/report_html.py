@@ -48,14 +48,15 @@ def html_table(t: Table) -> str:
     cols = list(t.frame.columns)
     numeric = {c for c in cols if t.frame[c].dtype.kind in "fiu"}
     rows = []
-    for i in range(len(t.frame)):
+    run_ids = t.frame["run_id"].tolist() if t.slug == "provenance" else None
+    for i, texts in enumerate(t.texts()):
         cells = []
-        for c in cols:
-            text, ids = _e(t.text(i, c)), t.cell_runs.get((i, c), ())
+        for c, cell in zip(cols, texts, strict=True):
+            text, ids = _e(cell), t.cell_runs.get((i, c), ())
             if ids:
                 text = f'<a href="#{_e(_anchor(ids[0]))}" title="runs: {_e(" ".join(ids))}">{text}</a>'
             cells.append(f'<td class="{"n" if c in numeric else "t"}">{text}</td>')
-        rid = f' id="{_e(_anchor(str(t.frame["run_id"].iloc[i])))}"' if t.slug == "provenance" else ""
+        rid = f' id="{_e(_anchor(str(run_ids[i])))}"' if run_ids is not None else ""
         rows.append(f"<tr{rid}>{''.join(cells)}</tr>")
     head = "".join(f"<th>{_e(c)}</th>" for c in cols)
     notes = "".join(f'<p class="note">{_e(n)}</p>' for n in t.notes)

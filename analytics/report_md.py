@@ -45,8 +45,8 @@ def md_table(t: Table) -> list[str]:
     lines = [f"**{_cell(t.title)}** (`tables/{t.slug}.csv`)", "",
              "| " + " | ".join(_cell(str(c)) for c in cols) + " |",
              "|" + "|".join("---:" if t.frame[c].dtype.kind in "fiu" else "---" for c in cols) + "|"]
-    for i in range(len(t.frame)):
-        lines.append("| " + " | ".join(_cell(t.text(i, c)) for c in cols) + " |")
+    for texts in t.texts():
+        lines.append("| " + " | ".join(_cell(text) for text in texts) + " |")
     if not len(t.frame):
         lines.append("| " + " | ".join("—" for _ in cols) + " |")
     lines += [""] + [f"_{_cell(n)}_" for n in t.notes] + ([""] if t.notes else [])

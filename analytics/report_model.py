@@ -9,6 +9,7 @@ A :class:`Table` holds its numbers unformatted (NaN / None = no value, shown as 
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,13 @@ class Table:
     def text(self, row: int, col: str) -> str:
         """The cell as text: the number in its column's format, "—" for no value."""
         return format_value(self.frame[col].iloc[row], self.formats.get(col))
+
+    def texts(self) -> list[tuple[str, ...]]:
+        """Every cell as :meth:`text` gives it, row by row: a column is read once, not a cell at a time
+        through pandas indexing (which made table writing a third of ``bench report`` on 10,000 runs)."""
+        columns = [[format_value(v, self.formats.get(c)) for v in self.frame.iloc[:, j].tolist()]
+                   for j, c in enumerate(self.frame.columns)]
+        return list(zip(*columns, strict=True)) if columns else [() for _ in range(len(self.frame))]
 
 
 @dataclass
@@ -69,8 +77,6 @@ class Report:
 def format_value(v: Any, spec: str | None = None) -> str:
     """A number in ``spec`` (default: an integer as is, else 4 significant digits); "—" for None / NaN
     (no value is never written as 0); a bool as yes / no; anything else as str."""
-    import numbers
-
     if v is None:
         return NULL_TEXT
     if isinstance(v, bool) or type(v).__name__ == "bool_":
@@ -79,7 +85,7 @@ def format_value(v: Any, spec: str | None = None) -> str:
         x = float(v)
         if math.isnan(x):
             return NULL_TEXT
-        if spec is None and x == int(x) and abs(x) < 1e15:
+        if spec is None and abs(x) < 1e15 and x == int(x):  # (an infinity is not < 1e15: no int() of it)
             return str(int(x))
         return format(x, spec or ".4g")
     text = str(v)
