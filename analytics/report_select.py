@@ -139,10 +139,12 @@ def provenance_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str]) -> 
 
 
 def point_runs(con: duckdb.DuckDBPyConnection) -> dict[tuple[Any, ...], tuple[str, ...]]:
-    """(config_id, num_devices, num_nodes) -> run_ids of the selection (all statuses), for linking numbers."""
+    """(config_id, num_devices, num_nodes) -> run_ids of the selection (all statuses), for linking numbers.
+    In a stable order: a figure lists the runs of its points in this order, and the same store must give
+    the same report bytes (a parallel GROUP BY returns its groups in any order)."""
     rows = con.execute("""
         SELECT config_id, num_devices, num_nodes, list(run_id ORDER BY run_id)
-        FROM _report_runs GROUP BY ALL""").fetchall()
+        FROM _report_runs GROUP BY ALL ORDER BY ALL""").fetchall()
     return {(c, g, n): tuple(ids) for c, g, n, ids in rows}
 
 

@@ -166,3 +166,19 @@ def test_report_opens_in_headless_chromium(written: tuple[Report, Path], tmp_pat
         assert src.startswith("data:image/png;base64,")
         data = base64.b64decode(src.split(",", 1)[1], validate=True)
         assert data.startswith(b"\x89PNG") and len(data) > 1000
+
+
+def test_point_runs_come_in_one_order_whatever_the_group_by_returns(tmp_path: Path) -> None:
+    """A figure lists its points' runs in ``point_runs`` order: a parallel GROUP BY gave its groups in a
+    different order from run to run, and with them the report's bytes."""
+    from bench.analytics import report_select as sel
+    from bench.analytics.benchmark import make_store
+
+    make_store(tmp_path / "st", 20_000, steps_per_run=1)
+    con = connect(tmp_path / "st")
+    con.execute("SET threads = 4")
+    sel.select_runs(con, None)
+    runs = sel.point_runs(con)
+    assert len(runs) > 500
+    assert list(runs) == sorted(runs, key=lambda k: tuple((v is None, v) for v in k))
+    assert all(list(ids) == sorted(ids) for ids in runs.values())
