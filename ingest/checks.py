@@ -2,7 +2,9 @@
 
 A run's throughput, times and counts must be finite, positive (times and counts may be 0 where noted)
 and physically possible: at most ``MAX_IMAGES_PER_SEC_PER_DEVICE`` images/s per device and counts up to
-2^53 (beyond it a float cannot hold the integer). A value that fails becomes NULL and an
+2^53 (beyond it a float cannot hold the integer). A run whose log does not say on how many devices it ran
+(an MLPerf result log: its system description says it) may have run on up to ``MAX_DEVICES``: NVIDIA's
+4,216-GPU ResNet of MLPerf Training v2.0 logs 36 million images/s and no device count. A value that fails becomes NULL and an
 ``invalid_value`` problem naming the run's line and the value; a run that was ``ok`` becomes
 ``invalid`` with its result metrics NULL (``parse.RESULT_METRICS``): a printed ``total images/sec: nan``
 is not a result. Step rows the column buffers refused (a step or epoch beyond 2^53) count the same way
@@ -21,6 +23,8 @@ from bench.ingest.units import IMAGES
 
 MAX_COUNT = 2**53
 MAX_IMAGES_PER_SEC_PER_DEVICE = 1e7
+#: More accelerators than any system benchmarked so far (MLPerf Training's largest have about 10,000).
+MAX_DEVICES = 100_000
 #: A throughput that is not images (MLPerf DLRM's click records, BERT's sequences, tokens, ...): no
 #: per-device bound is known, so it is only required to be finite, positive and below this.
 MAX_SAMPLES_PER_SEC = 1e13
@@ -86,8 +90,8 @@ def check_result(result: ParseResult, result_metrics: tuple[str, ...]) -> None:
 def _check_run(run: Run) -> tuple[list[tuple[str, Any, str]], dict[str, Any]]:
     """The run's bad values as (column, value, "is not ..."), and the changes that make them NULL."""
     bad: list[tuple[str, Any, str]] = []
-    devices = max([1, *(v for v in (run.num_gpus, run.num_devices, run.num_ranks)
-                        if type(v) is int and 0 < v <= MAX_COUNT)])
+    known = [v for v in (run.num_gpus, run.num_devices, run.num_ranks) if type(v) is int and 0 < v <= MAX_COUNT]
+    devices = max(known) if known else MAX_DEVICES
     for name, low, high, closed, what in _NUMBER_RULES:
         value = getattr(run, name)
         if value is None:

@@ -127,16 +127,23 @@ def test_each_rule_of_the_value_checks(field: str, value: object, bad: bool) -> 
 
 def test_an_mlperf_rate_of_samples_that_are_not_images_has_no_per_device_image_bound() -> None:
     """MLPerf DLRM logs 1.6e9 samples/s on 112 GPUs (click records, not images; the device count is not in
-    the log): a real rate, not invalid. A ResNet run at 15 M images/s with no device count is (the issue's
-    case of a log with lines deleted), and so is 9.99e307 anywhere."""
-    from bench.ingest.checks import check_result
+    the log): a real rate, not invalid. NVIDIA's 4,216-GPU ResNet of MLPerf Training v2.0 logs 36 M images/s
+    with no device count in the log: real too (its system JSON has the count), while 36 M images/s on a run
+    that says it had 2 GPUs is not, nor 1e13 images/s on any system, nor 9.99e307 anywhere."""
+    from bench.ingest.checks import MAX_DEVICES, MAX_IMAGES_PER_SEC_PER_DEVICE, check_result
     from bench.ingest.records import ParseResult, Run
 
+    too_fast = MAX_DEVICES * MAX_IMAGES_PER_SEC_PER_DEVICE * 1.01
     runs = [Run(format="mlperf", model="dlrm", throughput=1.6e9, throughput_unit="samples/sec"),
-            Run(run_index=1, format="mlperf", model="resnet", images_per_sec=1.5e7, throughput=1.5e7,
+            Run(run_index=1, format="mlperf", model="resnet", images_per_sec=3.6e7, throughput=3.6e7,
                 throughput_unit="images/sec"),
-            Run(run_index=2, format="mlperf", model="dlrm", throughput=9.99e307, throughput_unit="samples/sec")]
+            Run(run_index=2, format="mlperf", model="resnet", images_per_sec=3.6e7, throughput=3.6e7,
+                throughput_unit="images/sec", num_gpus=2),
+            Run(run_index=3, format="mlperf", model="resnet", images_per_sec=too_fast, throughput=too_fast,
+                throughput_unit="images/sec"),
+            Run(run_index=4, format="mlperf", model="dlrm", throughput=9.99e307, throughput_unit="samples/sec")]
     result = ParseResult(runs=runs)
     check_result(result, ("images_per_sec", "throughput"))
-    assert [(r.status, r.throughput) for r in result.runs] == [("ok", 1.6e9), ("invalid", None), ("invalid", None)]
-    assert [p.message.split(" = ")[0] for p in result.problems] == ["images_per_sec", "throughput"]  # once each
+    assert [(r.status, r.throughput) for r in result.runs] == [
+        ("ok", 1.6e9), ("ok", 3.6e7), ("invalid", None), ("invalid", None), ("invalid", None)]
+    assert [p.message.split(" = ")[0] for p in result.problems] == ["images_per_sec", "images_per_sec", "throughput"]

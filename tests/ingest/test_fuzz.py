@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from bench.ingest.checks import MAX_IMAGES_PER_SEC_PER_DEVICE
+from bench.ingest.checks import MAX_DEVICES, MAX_IMAGES_PER_SEC_PER_DEVICE
 from bench.ingest.pipeline import ingest
 from bench.ingest.records import STATUSES
 from bench.ingest.store import table_files
@@ -87,7 +87,7 @@ def test_mutants_of_every_fixture_keep_the_reliability_properties(tmp_path: Path
     for run in runs:
         assert run["status"] in STATUSES, run["status"]
         rate = run["images_per_sec"]
-        devices = max(1, run["num_gpus"] or 0, run["num_ranks"] or 0)
+        devices = max(run["num_gpus"] or 0, run["num_devices"] or 0, run["num_ranks"] or 0) or MAX_DEVICES
         assert rate is None or (math.isfinite(rate) and 0 < rate <= MAX_IMAGES_PER_SEC_PER_DEVICE * devices), (
             run["source"], rate)
         if run["status"] != "ok":
