@@ -23,8 +23,8 @@ arithmetic mean of their per-interval rates. Steps: one row per epoch/block stop
 Speedometer line and GNMT ``TRAIN`` line.
 
 ``throughput`` holds that rate in the benchmark's unit (``_IMAGE_BENCHMARKS`` images/sec, BERT
-sequences/sec, others samples/sec; GNMT the mean of its printed per-epoch ``Training: X Tok/s``, in
-tokens/sec); ``images_per_sec`` repeats it only for images. ``throughput_derived`` is True for the epoch and
+sequences/sec, GPT-3 tokens/sec (its "epochs" are tokens), others samples/sec; GNMT the mean of its printed
+per-epoch ``Training: X Tok/s``, in tokens/sec); ``images_per_sec`` repeats it only for images. ``throughput_derived`` is True for the epoch and
 block rates (samples per epoch x epochs / time: no rate was printed).
 """
 
@@ -55,9 +55,13 @@ _GNMT_TRAIN = re.compile(
 _GNMT_PERF = re.compile(r"Performance: Epoch: (\d+)\s+Training: ([\d.]+) Tok/s")
 _ERROR = re.compile(r"(?:[\w.]+\.)?\w*(?:Error|Exception)(?::|$)")
 _LEADING_INT = re.compile(r"\s*(-?\d+)")
-#: MLPerf BERT redefines "epoch" (Google v0.7 logs steps in first_epoch_num, NVIDIA logs samples),
-#: so epoch_count × train_samples is not a sample count there.
-_EPOCH_NOT_A_PASS = frozenset({"bert"})
+#: MLPerf BERT redefines "epoch" (Google v0.7 logs steps in first_epoch_num, NVIDIA logs samples), and
+#: Stable Diffusion's blocks count steps (v3.1: Habana logs ``epoch_count`` 1 per 100 steps with
+#: ``train_samples`` 1): epoch_count × train_samples is not a sample count there, and no rate is derived.
+_EPOCH_NOT_A_PASS = frozenset({"bert", "stable_diffusion"})
+#: MLPerf GPT-3 counts its "epochs" in tokens: every v3.1 submitter's block ``epoch_count`` is global batch x
+#: 2,048 tokens x steps (50,331,648 = 2,048 x 2,048 x 12), so a block's rate is epoch_count / time, in tokens.
+_TOKEN_EPOCHS = frozenset({"gpt3"})
 _SAMPLES_KEYS = ("train_samples", "num_train_examples", "preproc_num_train_examples")
 _TAG_KEYS = ("submission_org", "submission_platform", "submission_division", "opt_name")
 _DETAIL_KEYS = ("submission_status",)  # availability category of the submission, not a setting
@@ -67,7 +71,7 @@ _FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "jax", "paddlepaddle", "mindspo
 #: records, RNN-T utterances, UNet3D volumes, ...), the word MLPerf's own loggers use.
 _IMAGE_BENCHMARKS = frozenset({"resnet", "ssd", "maskrcnn", "retinanet", "image_classification",
                                "object_detection", "single_stage_detector", "mask_rcnn"})
-_SAMPLE_UNITS = {"bert": "sequences/sec"}
+_SAMPLE_UNITS = {"bert": "sequences/sec", "gpt3": "tokens/sec"}  # GPT-3's tracked_stats: global batch x 2,048 / step time
 #: Throughput sources that are printed rates; the others (epochs, blocks) are samples per epoch x
 #: epochs / time, computed here: ``throughput_derived``.
 _PRINTED_SOURCES = frozenset({"tracked_stats", "speedometer", "gnmt_performance"})
@@ -199,8 +203,11 @@ def _on_tracked(ev: Event, st: _State, res: ParseResult, run_index: int, line_no
 
 
 def _per_epoch_samples(st: _State) -> float | None:
-    if str(st.config.get("submission_benchmark", st.tags.get("benchmark", ""))).lower() in _EPOCH_NOT_A_PASS:
+    benchmark = str(st.config.get("submission_benchmark", st.tags.get("benchmark", ""))).lower()
+    if benchmark in _EPOCH_NOT_A_PASS:
         return None
+    if benchmark in _TOKEN_EPOCHS:
+        return 1.0  # an "epoch" is one token
     for k in _SAMPLES_KEYS:
         v = _num(st.config.get(k))
         if v:

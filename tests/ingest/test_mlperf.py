@@ -116,6 +116,30 @@ def test_bert_blocks_are_not_epochs_of_train_samples() -> None:
     assert [r["interval_images_per_sec"] for r in res.steps.rows()] == [None, None]
 
 
+def test_gpt3_epochs_are_tokens_and_stable_diffusion_blocks_are_steps() -> None:
+    # MLPerf Training v3.1: Google's TPU v5e GPT-3 logs blocks of 50,331,648 tokens (2,048 sequences of
+    # 2,048 tokens x 12 steps) and train_samples 1,207,959,552; Habana's Stable Diffusion logs epoch_count 1
+    # per block of 100 steps and train_samples 1. Neither is epochs x train_samples.
+    def blocks(benchmark: str, count: int, train_samples: int) -> ParseResult:
+        return _parse("\n".join([
+            _mllog(0, "submission_benchmark", f'"{benchmark}"'),
+            _mllog(1, "train_samples", str(train_samples)),
+            _mllog(1000, "run_start"),
+            _mllog(1000, "block_start", meta=f'{{"first_epoch_num": 0, "epoch_count": {count}}}'),
+            _mllog(61000, "block_stop", meta='{"first_epoch_num": 0}'),
+            _mllog(61000, "block_start", meta=f'{{"first_epoch_num": {count}, "epoch_count": {count}}}'),
+            _mllog(181000, "block_stop", meta=f'{{"first_epoch_num": {count}}}'),
+            _mllog(181000, "run_stop", meta='{"status": "success"}'),
+        ]))
+
+    (gpt3,) = blocks("gpt3", 50331648, 1207959552).runs
+    assert (gpt3.throughput, gpt3.throughput_unit, gpt3.throughput_derived) == (50331648 / 120, "tokens/sec", True)
+    assert gpt3.images_per_sec is None
+    sd = blocks("stable_diffusion", 1, 1)
+    assert (sd.runs[0].throughput, sd.runs[0].status) == (None, "ok")
+    assert [r["interval_images_per_sec"] for r in sd.steps.rows()] == [None, None]
+
+
 def test_single_epoch_interval_is_used_and_zero_samples_never_divide() -> None:
     lines = [
         _mllog(0, "train_samples", "1000"),
