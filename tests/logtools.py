@@ -14,6 +14,18 @@ def tf_cnn_log(num_steps: int = 20, **kw: object) -> str:
     return "\n".join(tf_cnn_lines(num_steps, **kw)) + "\n"  # type: ignore[arg-type]
 
 
+def assert_same_parse(a: Any, b: Any) -> None:
+    """Two ParseResults hold the same runs, problems and step rows: numeric columns bit for bit (NaN
+    payloads too, so NULL stays NULL and a printed nan stays NaN), the metrics column by repr (a NaN in a
+    dict is not equal to itself)."""
+    assert repr(a.runs) == repr(b.runs)
+    assert repr(a.problems) == repr(b.problems)
+    ca, cb = a.steps.columns(), b.steps.columns()
+    for name in ca:
+        va, vb = ca[name], cb[name]
+        assert (va.tobytes() if hasattr(va, "tobytes") else repr(va)) == (vb.tobytes() if hasattr(vb, "tobytes") else repr(vb)), name
+
+
 def total_of(text: str) -> float:
     """The value on the log's own `total images/sec:` line (read independently of the parser)."""
     line = next(x for x in text.splitlines() if x.startswith("total images/sec:"))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CORPUS, FIXTURE_LOGS
+from logtools import assert_same_parse
 
 from bench.ingest import registry
 from bench.ingest.formats import mlperf
@@ -32,19 +33,10 @@ def _blanked(lines: list[str]) -> list[str]:
     return [line if any(m.decode() in line for m in mlperf.MARKERS) else "" for line in lines]
 
 
-def _same(a: ParseResult, b: ParseResult) -> None:
-    assert repr(a.runs) == repr(b.runs)
-    assert repr(a.problems) == repr(b.problems)
-    ca, cb = a.steps.columns(), b.steps.columns()
-    for name in ca:
-        va, vb = ca[name], cb[name]  # bytes of the numeric columns (NaN payloads too); repr of the metrics
-        assert (va.tobytes() if hasattr(va, "tobytes") else repr(va)) == (vb.tobytes() if hasattr(vb, "tobytes") else repr(vb)), name
-
-
 def _promise_holds(data: bytes) -> ParseResult:
     lines = split_lines(decode(data)[0])
     whole = mlperf.parse_lines(lines, source="x")
-    _same(whole, mlperf.parse_lines(_blanked(lines), source="x"))
+    assert_same_parse(whole, mlperf.parse_lines(_blanked(lines), source="x"))
     return whole
 
 
@@ -153,5 +145,5 @@ def test_parse_bytes_takes_the_marked_lines_path_and_gives_the_pure_python_rows(
     assert registry.marked_lines(mlperf, data) is None
     slow = parse_bytes(data, source="x").result
     assert calls == [1]
-    _same(fast, slow)
+    assert_same_parse(fast, slow)
     assert fast.runs and fast.problems[-1].kind == "truncated"

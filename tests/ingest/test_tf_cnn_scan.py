@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from logtools import tf_cnn_log
+from logtools import assert_same_parse, tf_cnn_log
 
 from bench.ingest.columns import NULL_BITS
 from bench.ingest.formats import tf_cnn, tf_cnn_scan
@@ -32,15 +32,6 @@ def _python(data: bytes) -> ParseResult:
     return tf_cnn.parse_lines(split_lines(decode(data)[0]), source="x")
 
 
-def _same(a: ParseResult, b: ParseResult) -> None:
-    assert repr(a.runs) == repr(b.runs)
-    assert repr(a.problems) == repr(b.problems)
-    ca, cb = a.steps.columns(), b.steps.columns()
-    for name in ca:
-        va, vb = ca[name], cb[name]
-        assert (va.tobytes() if hasattr(va, "tobytes") else va) == (vb.tobytes() if hasattr(vb, "tobytes") else vb), name
-
-
 def _check(data: bytes, chunk_lines: int | None = None) -> ParseResult:
     chunks = [data]
     if chunk_lines:
@@ -48,7 +39,7 @@ def _check(data: bytes, chunk_lines: int | None = None) -> ParseResult:
         lines[-1] = lines[-1][:-1]
         chunks = [b"".join(lines[i:i + chunk_lines]) for i in range(0, len(lines), chunk_lines)]
     fast = tf_cnn_scan.parse_chunks(chunks, source="x")
-    _same(_python(data), fast)
+    assert_same_parse(_python(data), fast)
     before = 0
     for chunk in chunks:  # the lines handed back to Python: in file order, each at most once
         n, _, others, _ = _native.scan(chunk, before, NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)
