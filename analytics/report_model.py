@@ -32,13 +32,10 @@ class Table:
     cell_runs: dict[tuple[int, str], tuple[str, ...]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    def text(self, row: int, col: str) -> str:
-        """The cell as text: the number in its column's format, "—" for no value."""
-        return format_value(self.frame[col].iloc[row], self.formats.get(col))
-
     def texts(self) -> list[tuple[str, ...]]:
-        """Every cell as :meth:`text` gives it, row by row: a column is read once, not a cell at a time
-        through pandas indexing (which made table writing a third of ``bench report`` on 10,000 runs)."""
+        """Every cell as text, row by row: the number in its column's format, "—" for no value. A column is
+        read once, not a cell at a time through pandas indexing (which made table writing a third of
+        ``bench report`` on 10,000 runs)."""
         columns = [[format_value(v, self.formats.get(c)) for v in self.frame.iloc[:, j].tolist()]
                    for j, c in enumerate(self.frame.columns)]
         return list(zip(*columns, strict=True)) if columns else [() for _ in range(len(self.frame))]

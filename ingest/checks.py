@@ -4,8 +4,8 @@ A run's throughput, times and counts must be finite, positive (times and counts 
 and physically possible: at most ``MAX_IMAGES_PER_SEC_PER_DEVICE`` images/s per device and counts up to
 2^53 (beyond it a float cannot hold the integer). A run whose log does not say on how many devices it ran
 (an MLPerf result log: its system description says it) may have run on up to ``MAX_DEVICES``: NVIDIA's
-4,216-GPU ResNet of MLPerf Training v2.0 logs 36 million images/s and no device count. A value that fails becomes NULL and an
-``invalid_value`` problem naming the run's line and the value; a run that was ``ok`` becomes
+4,216-GPU ResNet of MLPerf Training v2.0 logs 36 million images/s and no device count. A value that fails
+becomes NULL and an ``invalid_value`` problem naming the run's line and the value; a run that was ``ok`` becomes
 ``invalid`` with its result metrics NULL (``parse.RESULT_METRICS``): a printed ``total images/sec: nan``
 is not a result. Step rows the column buffers refused (a step or epoch beyond 2^53) count the same way
 against their run. A printed ``nan`` loss is data, not an error: losses and accuracies are not checked.
