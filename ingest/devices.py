@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from bench.ingest.records import Run
 
@@ -23,15 +23,16 @@ _KINDS = (
 )
 
 
-def with_devices(run: Run) -> Run:
-    """``run`` with num_devices, device_type and device_model where its parser left them open, by
-    :func:`device_columns`."""
+def devices_to_fill(run: Run) -> dict[str, Any]:
+    """num_devices, device_type and device_model for the row of ``run`` where its parser left them open, by
+    :func:`device_columns` (empty when it set them or nothing is known). Applied to the run's row, after
+    run.json and --path-pattern values are in, rather than to a copy of the run: nearly every run gets them."""
     if run.device_type is not None or run.num_devices is not None:
-        return run
+        return {}
     num, kind, model = device_columns(run.num_gpus, run.gpu_model, run.tags, run.num_ranks)
     if kind is None:
-        return run
-    return dataclasses.replace(run, num_devices=num, device_type=kind, device_model=run.device_model or model)
+        return {}
+    return {"num_devices": num, "device_type": kind, "device_model": run.device_model or model}
 
 
 def device_columns(

@@ -12,7 +12,6 @@ import pyarrow as pa
 
 from bench.ingest import patterns as pat
 from bench.ingest import rundir, runjson
-from bench.ingest.devices import with_devices
 from bench.ingest.parse import FileParse
 from bench.ingest.records import Problem
 from bench.ingest.schema import run_row, score_scale_row, steps_table, system_row, telemetry_table
@@ -61,7 +60,7 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
         if meta is not None:
             runs = [rundir.apply_run_json(r, meta, res.problems) for r in (res.runs or [rundir.empty_run()])]
     for run in runs:
-        run = with_devices(pat.apply(run, values, res.problems))
+        run = pat.apply(run, values, res.problems)
         out.runs.append(run_row(run, source=ref.source, sha=ref.sha, ingested_at=now))
     place = pat.match_first(list(pat.SYSTEMS_TREE), ref.match_path) if res.systems else {}
     out.systems = [system_row(s, source=ref.source, sha=ref.sha, place=place, ingested_at=now) for s in res.systems]

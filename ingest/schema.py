@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from bench.ingest.columns import INT_NULL, NULL_BITS, STEP_COLUMNS, Fill, joined_values
-from bench.ingest.devices import device_type
+from bench.ingest.devices import device_type, devices_to_fill
 from bench.ingest.records import SCHEMA_VERSION, Run, ScoreScale, System
 from bench.ingest.telemetry_columns import TELEMETRY_COLUMNS
 
@@ -235,6 +235,7 @@ def _ts(x: float | None) -> int | None:
 
 def run_row(run: Run, *, source: str, sha: str, ingested_at: float) -> dict[str, Any]:
     row: dict[str, Any] = {name: getattr(run, name) for name in Run.__dataclass_fields__}
+    row.update(devices_to_fill(run))
     row["run_id"] = run_id(sha, run.run_index)
     row["source"], row["source_sha256"] = source, sha
     row["started_at"], row["ended_at"] = _ts(run.started_at), _ts(run.ended_at)

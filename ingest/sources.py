@@ -92,7 +92,8 @@ def _tar_items(path: str, limits: Limits) -> Iterator[Item]:
         with open(path, "rb") as raw, _tar_stream(path, raw) as fobj:
             gzipped = fobj is not raw
             for name, size, reader in iter_members(fobj):
-                bounded = BoundedReader(reader, name, raw.tell, limits) if gzipped else reader
+                # a member gives at most its header's size: only one declared past the floor can be a bomb
+                bounded = BoundedReader(reader, name, raw.tell, limits) if gzipped and size > limits.floor_bytes else reader
                 yield Item(f"{path}{MEMBER_SEP}{name}", name, size, bounded, path, name)
     except (OSError, EOFError, zlib.error, TarFormatError) as e:  # cut or corrupt: keep what was read
         err = str(e)

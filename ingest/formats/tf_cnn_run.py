@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import tf_stamp_seconds
+from bench.ingest.units import IMAGES
 
 NAME = "tf_cnn"  # the format name (bench.ingest.formats.tf_cnn.NAME)
 
@@ -234,6 +235,8 @@ def build_run(st: RunState, gpu: str | None, result: ParseResult) -> Run:
         mean = s.interval_sum / s.interval_n if s.interval_n else s.eval_sum / s.eval_n
     started, ended, wall = _times(st, s)
     status = _status(st, s)
+    total = s.total if s is not None else None
+    printed = total is not None and status == "ok"  # the run's throughput: the images/sec it printed
     return Run(
         run_index=st.index, format=NAME, framework="tensorflow", framework_version=_str(h.get("framework_version")),
         model=_str(h.get("model")), dataset=dataset, data=data, mode=_MODES.get(str(h.get("mode"))),
@@ -244,7 +247,8 @@ def build_run(st: RunState, gpu: str | None, result: ParseResult) -> Run:
         num_devices=_cpu_devices(topo), device_type="cpu" if topo.cpu else None,
         num_nodes=topo.num_nodes, num_ranks=num_ranks, gpu_model=gpu, started_at=started, ended_at=ended,
         wall_time_s=wall, num_steps=(s.last_step or s.eval_step or None) if s is not None else None,
-        warmup_steps=_int(h.get("warmup")), images_per_sec=s.total if s is not None else None,
+        warmup_steps=_int(h.get("warmup")), images_per_sec=total, throughput=total if printed else None,
+        throughput_unit=IMAGES if printed else None, throughput_derived=False if printed else None,
         images_per_sec_mean=mean, images_per_sec_stderr=s.stderr if s is not None else None,
         images_per_sec_jitter=s.jitter if s is not None else None, images_per_sec_ranks=by_rank,
         status=status, first_line=st.first_line, last_line=st.last_line, tags=_tags(st, topo),
