@@ -13,7 +13,11 @@ PyTorch GNMT ``TRAIN [e][i/n] ... Tok/s`` and ``Performance: ... Tok/s`` (tokens
 
 Run grain: one run per ``run_start`` (a second ``run_start`` after a ``run_stop`` opens run 1, which
 inherits the configuration keys read so far). Units: ``time_to_train_s`` and ``wall_time_s`` are
-``run_stop − run_start`` in seconds. Throughput (samples/s), by priority:
+``run_stop − run_start`` in seconds, the last ``run_start`` before ``run_stop`` counting (as the summarizer
+takes it). v0.6 MiniGo evaluates its models after training: its ``eval_result`` event's ``timestamp`` is
+the training time of the first model that beat the target (``Model ... beat target after <s>s``), and that
+is its time to train (detail ``time_to_train_source``), its run ok even where no ``run_stop`` was logged.
+Throughput (samples/s), by priority:
 ``tracked_stats`` ``value.throughput``; MXNet Speedometer intervals; epoch (else block) intervals
 × samples per epoch (``train_samples`` / ``num_train_examples`` / ``preproc_num_train_examples``).
 In every case the first (start-up) interval is dropped when there are two or more; a run that is not
@@ -117,6 +121,7 @@ class _State:
     # ^ (epoch, end batch) -> (batches in the interval, {node: speed}); one speed per node and interval
     nodes: set[int] = field(default_factory=set)
     tokens: bool = False
+    target_s: float | None = None  # MiniGo v0.6: eval_result's timestamp, when a model first beat the target
     epoch_tokens_per_sec: list[float] = field(default_factory=list)  # GNMT "Performance: ... Training: X Tok/s"
     error: str | None = None
     error_line: int = 0
@@ -181,6 +186,8 @@ def _on_event(ev: Event, st: _State, res: ParseResult, run_index: int, line_no: 
     elif key in ("eval_accuracy", "eval_result") and _num(ev.value) is not None:
         res.steps.add(run_index, None, rank=rank, epoch=_int(meta.get("epoch_num")), timestamp=ts,
                       line_no=line_no, metrics={key: float(ev.value)})
+    elif key == "eval_result" and _num(meta.get("timestamp")) is not None and _num(ev.value) is None:
+        st.target_s = st.target_s if st.target_s is not None else float(meta["timestamp"])
     elif key == "train_epoch":  # v0.5 epoch marker
         res.steps.add(run_index, None, rank=rank, epoch=_int(ev.value), timestamp=ts, line_no=line_no)
     elif key == "tracked_stats" and isinstance(ev.value, dict):
@@ -303,11 +310,11 @@ def _on_speedometer(line: str, st: _State, res: ParseResult, run_index: int, lin
 def _status(st: _State) -> tuple[str, str | None]:
     """ok for a run_stop with status success; failed (oom when the log ran out of memory) for any other
     status (aborted, failure, v0.5's success false), with the run_stop event in the log's own words."""
-    if st.stop_status is None:
+    if st.stop_status is None and st.target_s is None:
         if st.error:
             return ("oom" if st.oom else "failed"), st.error
         return "truncated", "no run_stop: the log ends mid-run"
-    if st.stop_status == "success":
+    if st.stop_status in ("success", None):  # None: a MiniGo v0.6 log, whose eval_result says it reached the target
         return "ok", None
     detail = (st.stop_words or f"run_stop status {st.stop_status}") + (f"; {st.error}" if st.error else "")
     return ("oom" if st.oom else "failed"), detail
@@ -356,6 +363,8 @@ def _build_run(st: _State, run_index: int) -> Run:
         if source:
             details["throughput_source"] = source
     wall = (st.run_stop - st.run_start) / 1000 if st.run_stop and st.run_start else None
+    if st.target_s is not None:
+        details["time_to_train_source"] = "eval_result timestamp"
     framework, version = _framework(st)
     return Run(
         run_index=run_index, format=NAME, framework=framework, framework_version=version,
@@ -364,7 +373,7 @@ def _build_run(st: _State, run_index: int) -> Run:
         num_gpus=gpus, num_nodes=nodes, num_ranks=len(st.nodes) if len(st.nodes) > 1 else None,
         started_at=st.run_start / 1000 if st.run_start and not st.local_clock else None,
         ended_at=st.run_stop / 1000 if st.run_stop and not st.local_clock else None, wall_time_s=wall,
-        time_to_train_s=wall if status == "ok" else None,
+        time_to_train_s=(wall if st.target_s is None else st.target_s) if status == "ok" else None,
         images_per_sec=ips if unit == "images/sec" else None,
         images_per_sec_mean=ips_mean if unit == "images/sec" else None,
         throughput=ips, throughput_unit=unit if ips is not None else None,

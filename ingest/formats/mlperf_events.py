@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import ast
 import calendar
 import datetime
 import json
@@ -21,7 +22,8 @@ from typing import Any
 SNIFF = re.compile(r":::(?:MLLOG \{|MLL \d|MLPv\d)")
 #: One v0.6 submitter's own lines: ``MLPerf: resnet [06/13/19 00:30:56], run_start`` (a local clock with no
 #: zone, whole seconds), a value after ``, `` or ``: `` that need not be JSON (``75.98000%``).
-TEXT = re.compile(r"MLPerf: (\w+) \[(\d\d)/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)\],? (\w+)(?:[,:] *(.*?))?\s*$")
+TEXT = re.compile(r"MLPerf: (\w+) \[(\d\d)/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d)\],? (\w+)(?:[,:] *(.*?))?\s*$",
+                  re.MULTILINE)  # one line, or any line of a head (a log's last line need not be one of these)
 _V05 = re.compile(r":::MLPv(\S+) (\S+) +(\S+) \(([^)]*)\) (\w+)\s*(?::\s*(.*?))?\s*$")
 _MLL = re.compile(r":::MLL (\S+) (\w+): (.*)$")
 
@@ -76,7 +78,7 @@ def read_event(text: str) -> Event | None:
         try:
             d = json.loads(m.group(3))
         except ValueError:
-            return None
+            d = loose_json(m.group(3))
         if not isinstance(d, dict):
             return None
         return Event(m.group(2), d.get("value"), _millis(m.group(1), 1000), _meta(d))
@@ -94,8 +96,38 @@ def read_event(text: str) -> Event | None:
     return Event(m.group(5), value, _millis(m.group(3), 1000), info)
 
 
+#: What some v0.6 loggers wrote where JSON has something else: a Python repr's 'single-quoted' string, a
+#: bare word (an unquoted key or value: ``{value: true, metadata: {file: manual}}``), True, False, None.
+_LOOSE = re.compile(r"""("(?:[^"\\]|\\.)*")|('(?:[^'\\]|\\.)*')|(?<![\w.+-])([A-Za-z_][\w.\-/]*)""")
+_WORDS = {"true": "true", "false": "false", "null": "null", "True": "true", "False": "false", "None": "null",
+          "NaN": "NaN", "Infinity": "Infinity"}
+
+
+def loose_json(text: str) -> Any:
+    """``text`` read as JSON once the spellings of ``_LOOSE`` are made JSON (the ``:::MLL`` lines of Intel's
+    v0.6 MiniGo logs: ``{"value": 8192, "metadata": {'lineno': 233, 'file': 'train.py'}}``); None when it
+    still does not read."""
+
+    def as_json(m: re.Match[str]) -> str:
+        double, single, word = m.groups()
+        if double is not None:
+            return double
+        if single is not None:
+            return json.dumps(ast.literal_eval(single))
+        return _WORDS.get(word) or json.dumps(word)
+
+    try:
+        return json.loads(_LOOSE.sub(as_json, text))
+    except (ValueError, SyntaxError):
+        return None
+
+
+_PERCENT = re.compile(r"(?<![\w.])(\d+(?:\.\d*)?)%")
+
+
 def _text_value(raw: str | None) -> Any:
-    """A value of a ``MLPerf:`` text line: JSON where it is, a percentage as a fraction, else the text."""
+    """A value of a ``MLPerf:`` text line: JSON where it is, a percentage as a fraction (also inside an
+    object: ``{"value": 75.98000%, "epoch": 79}``), else the text."""
     if not raw:
         return None
     if raw.endswith("%"):
@@ -105,6 +137,10 @@ def _text_value(raw: str | None) -> Any:
             return raw
     try:
         return json.loads(raw)
+    except ValueError:
+        pass
+    try:
+        return json.loads(_PERCENT.sub(lambda p: repr(float(p[1]) / 100), raw)) if "%" in raw else raw
     except ValueError:
         return raw
 
@@ -120,6 +156,8 @@ def read_text_event(m: re.Match[str]) -> Event:
         ms = None
     value = _text_value(m.group(9))
     meta: dict[str, Any] = {"model": m.group(1), "local_clock": True}
+    if isinstance(value, dict) and "value" in value and "epoch" in value:  # eval_accuracy, as v0.5 wrote it
+        meta["epoch_num"], value = value["epoch"], value["value"]
     if m.group(8) == "run_stop" and isinstance(value, str):
         meta["status"] = value
     return Event(m.group(8), value, ms, meta)

@@ -6,11 +6,19 @@ string of digits is read as the count; anything else that is not a whole number 
 ``accelerators_per_node``: a CPU-only system) to 2^53 is a ``bad_line`` problem and NULL. A description without ``system_name``, ``number_of_nodes``,
 ``accelerators_per_node`` or ``accelerator_model_name`` gets a ``missing_field`` problem per missing key.
 A file that is not a JSON object is one ``bad_line`` problem and no system.
+
+Older rounds wrote other layouts, read into the same fields (``_current_keys``): keys with spaces
+(``"number of nodes"``, Intel v0.6); v0.5/v0.6's ``nodes`` list of ``{"num_nodes", "accelerator",
+"num_accelerators", "cpu": "2x <model>"}`` (Fujitsu, Intel v0.6); and NVIDIA v0.6's lines of ``<key>: {"value":
+..., "metadata": ...}``, whose ``entry`` value is a Python repr holding ``nodes`` as another repr, and whose
+``org`` and ``platform`` name the submitter and the system.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -36,9 +44,13 @@ def sniff(head: str) -> bool:
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
     """Parse one system description (see the module docstring)."""
     result = result if result is not None else ParseResult()
-    doc = json_object(lines, result)
+    text = "\n".join(lines)
+    doc = _key_lines(text)
+    if doc is None:
+        doc = json_object([text], result)
     if doc is None:
         return result
+    doc = _current_keys(doc)
     for key in _REQUIRED:
         if _text(doc.get(key)) is None:
             result.problem("missing_field", f"the system description has no {key}")
@@ -62,6 +74,71 @@ def json_object(lines: Iterable[str], result: ParseResult) -> dict[str, Any] | N
         result.problem("bad_line", f"top level is a JSON {type(doc).__name__}, not an object")
         return None
     return doc
+
+
+_KEY_LINE = re.compile(r"(\w+): (\{.*\})")
+
+
+def _key_lines(text: str) -> dict[str, Any] | None:
+    """NVIDIA v0.6's layout, every line ``<key>: {"value": ...}``, as {key: value}; None for any other text."""
+    doc: dict[str, Any] = {}
+    for line in filter(None, (ln.strip() for ln in text.splitlines())):
+        m = _KEY_LINE.fullmatch(line)
+        if m is None or line.startswith("{"):
+            return None
+        try:
+            value = json.loads(m[2])
+        except ValueError:
+            return None
+        doc[m[1]] = value.get("value") if isinstance(value, dict) else None
+    return doc or None
+
+
+def _literal(value: object) -> object:
+    """A Python repr (of a dict, say) read as the value it shows; anything else as it is."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        try:
+            return ast.literal_eval(value)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return value
+    return value
+
+
+_NOT_A_MODEL = {"", "na", "n/a", "none", "-"}
+_HOST_COUNT = re.compile(r"(\d+)\s*x\s+(.+)")
+
+
+def _current_keys(doc: dict[str, Any]) -> dict[str, Any]:
+    """The description under today's keys (the module docstring lists the older layouts). Keys it already
+    has are kept as they are."""
+    out = {str(k).strip().replace(" ", "_"): v for k, v in doc.items()}
+    entry = _literal(out.get("entry"))
+    if isinstance(entry, dict):  # NVIDIA v0.6
+        for k, v in entry.items():
+            out.setdefault(str(k), v)
+        out.setdefault("submitter", out.get("org"))
+        out.setdefault("system_name", out.get("platform"))
+    nodes = _literal(out.get("nodes"))
+    nodes = [nodes] if isinstance(nodes, dict) else nodes
+    if not (isinstance(nodes, list) and nodes and all(isinstance(n, dict) for n in nodes)):
+        return out
+    first = nodes[0]
+    kinds = {(str(n.get("num_accelerators")), str(n.get("accelerator")), str(n.get("cpu"))) for n in nodes}
+    counts = [_count(n.get("num_nodes")) for n in nodes]
+    if len(kinds) > 1:  # nodes of different kinds: no one count per node says what the system has
+        return out
+    if all(counts):
+        out.setdefault("number_of_nodes", sum(c for c in counts if c))
+    out.setdefault("accelerators_per_node", first.get("num_accelerators"))
+    model = _text(first.get("accelerator"))
+    if model is not None and model.lower() not in _NOT_A_MODEL:
+        out.setdefault("accelerator_model_name", model)
+    cpu = _text(first.get("cpu"))
+    if cpu is not None:
+        m = _HOST_COUNT.fullmatch(cpu)  # "2x Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz"
+        out.setdefault("host_processors_per_node", m[1] if m else None)
+        out.setdefault("host_processor_model_name", m[2] if m else cpu)
+    return out
 
 
 def _text(value: object) -> str | None:

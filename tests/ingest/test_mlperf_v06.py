@@ -1,0 +1,110 @@
+"""MLPerf Training v0.6 as its submitters really wrote it (layouts seen in mlcommons/training_results_v0.6,
+which MLCommons' summarizer cannot read): text logs whose last line is no event, ``:::MLL`` payloads in
+Python-literal or bare-word form, MiniGo's post-hoc evaluation, and the older system description layouts.
+Every input is hand-written here in those layouts, with made-up values; the expected values are read off it."""
+
+from __future__ import annotations
+
+import json
+
+from bench.ingest.formats import mlperf
+from bench.ingest.formats.mlperf_events import loose_json
+from bench.ingest.parse import parse_bytes
+
+TEXT_LOG = """\
+MLPerf: resnet [06/13/19 00:30:56], run_start
+MLPerf: resnet [06/13/19 00:30:57], preproc_num_train_examples: 1281167
+MLPerf: resnet [06/13/19 00:31:00], run_start
+MLPerf: resnet [06/13/19 00:31:00], train_epoch:0
+MLPerf: resnet [06/13/19 00:32:19], eval_accuracy: {"value": 14.48800%, "epoch": 3}
+MLPerf: resnet [06/13/19 00:55:21], eval_accuracy: {"value": 75.98000%, "epoch": 79}
+MLPerf: resnet [06/13/19 00:55:21], run_stop
+MLPerf: resnet [06/13/19 00:55:21], run_final
+MLPerf: resnet [06/13/19 00:55:21], Total runtime: 24.409763 minutes
+"""
+
+
+def test_text_log_is_detected_though_its_last_line_is_no_event() -> None:
+    parsed = parse_bytes(TEXT_LOG.encode(), source="Alibaba/results/sinian/resnet/result_1.txt")
+    assert parsed.format == "mlperf"
+    (run,) = parsed.result.runs
+    # the last run_start before run_stop counts, as in the summarizer: 00:31:00 -> 00:55:21 = 24 min 21 s
+    assert (run.status, run.time_to_train_s, run.started_at) == ("ok", 1461.0, None)  # a zone-less clock
+    steps = parsed.result.steps.columns()
+    evals = [(int(e), m["eval_accuracy"]) for e, m in zip(steps["epoch"], steps["metrics"], strict=True) if m]
+    assert evals == [(3, 0.14488), (79, 0.7598)]  # percentages as fractions, with their epochs
+
+
+MLL_LOG = """\
+:::MLL 1000.5 submission_benchmark: {"value": "minigo", "metadata": {"lineno": 0, "file": "manual"}}
+:::MLL 1000.75 cache_clear: {value: true, metadata: {lineno: 0, file: manual}}
+:::MLL 1001.0 run_start: {"value": null, "metadata": {'lineno': 615, 'file': 'ml_perf/ref.py'}}
+:::MLL 1001.25 global_batch_size: {"value": 8192, "metadata": {'lineno': 233, 'file': 'train.py'}}
+:::MLL 10[2019-06-18 10:02:47] iteration time 0: 56.971 seconds
+:::MLL 1400.0 eval_accuracy: {"value": 0.51, "metadata": {'epoch_num': 14, 'lineno': 60}}
+:::MLL 1400.5 eval_result: {"value": null, "metadata": {'lineno': 52, 'iteration': 14, 'timestamp': 300.25}}
+:::MLL 1401.0 run_stop: {"value": null, "metadata": {'lineno': 53, 'status': 'success'}}
+"""
+
+
+def test_mll_payloads_in_python_literal_or_bare_word_form_are_read() -> None:
+    assert loose_json("{value: true, metadata: {lineno: 0, file: manual}}") == {
+        "value": True, "metadata": {"lineno": 0, "file": "manual"}}
+    assert loose_json("""{'a': None, 'b': 'it\\'s', "c": 1e-05, 'd': [True, -Infinity]}""") == {
+        "a": None, "b": "it's", "c": 1e-05, "d": [True, float("-inf")]}
+    assert loose_json("{not: json at all") is None
+    res = mlperf.parse_lines(MLL_LOG.splitlines(), source="test")
+    (run,) = res.runs
+    assert (run.status, run.global_batch_size, run.tags["benchmark"]) == ("ok", 8192, "minigo")
+    assert run.wall_time_s == 400.0  # run_start 1001.0 -> run_stop 1401.0, read from the Python-literal lines
+    # the cut, interleaved line is still unreadable, and the only problem
+    assert [(p.kind, p.line_no) for p in res.problems] == [("bad_line", 5)]
+
+
+def test_minigo_v06_time_to_train_is_its_eval_result_timestamp() -> None:
+    """MiniGo v0.6 evaluates its models after training: run_stop comes after that, and the time to train
+    is the training time of the first model that beat the target (eval_result's timestamp)."""
+    (run,) = mlperf.parse_lines(MLL_LOG.splitlines(), source="test").runs
+    assert (run.time_to_train_s, run.details["time_to_train_source"]) == (300.25, "eval_result timestamp")
+    no_stop = [line for line in MLL_LOG.splitlines() if "run_stop" not in line]  # as NVIDIA's v0.6 logs end
+    (run,) = mlperf.parse_lines(no_stop, source="test").runs
+    assert (run.status, run.time_to_train_s, run.wall_time_s) == ("ok", 300.25, None)
+
+
+def _system(text: str) -> tuple[object, list[tuple[str, str]]]:
+    parsed = parse_bytes(text.encode(), source="training_results_v0.6/Acme/systems/box.json")
+    (system,) = parsed.result.systems
+    return system, [(p.kind, p.message) for p in parsed.result.problems]
+
+
+def test_system_with_a_nodes_list_and_keys_with_spaces() -> None:
+    doc = {"division": "open", "hardware": "Acme rack", "framework": "MXNet 1.3.1",
+           "nodes": [{"num_nodes": 64, "cpu": "2x Acme Xeon 6148", "accelerator": "Tesla V100-SXM2-16GB",
+                      "num_accelerators": 4}]}
+    s, problems = _system(json.dumps(doc, indent=2))
+    assert (s.num_nodes, s.accelerators_per_node, s.device_model) == (64, 4, "Tesla V100-SXM2-16GB")
+    assert (s.host_processors_per_node, s.host_processor_model, s.framework) == (2, "Acme Xeon 6148", "MXNet 1.3.1")
+    assert problems == [("missing_field", "the system description has no system_name")]  # v0.6 had none
+    cpu = {"system_name": "CLX-2S", "number of nodes": "32", "host_processors_per_node": "2",
+           "host_processor_model_name": "Acme Xeon 8260L",
+           "nodes": [{"num_nodes": 32, "cpu": "Acme Xeon 8260L", "accelerator": "NA", "num_accelerators": 0}]}
+    s, _ = _system(json.dumps(cpu))
+    assert (s.num_nodes, s.accelerators_per_node, s.device_model, s.host_processors_per_node) == (32, 0, None, 2)
+    mixed = doc | {"nodes": [*doc["nodes"], {"num_nodes": 2, "accelerator": "none", "num_accelerators": 0}]}
+    s, _ = _system(json.dumps(mixed))  # nodes of two kinds: no count per node describes the system
+    assert (s.num_nodes, s.accelerators_per_node, s.device_model) == (None, None, None)
+
+
+def test_system_as_lines_of_key_and_json_with_a_python_repr_entry() -> None:
+    nodes = repr({"num_nodes": "130", "num_accelerators": "8", "accelerator": "Tesla V100-SXM2-16GB",
+                  "cpu": "2x Acme E5-2698 v4"})
+    entry = repr({"hardware": "DGX-1", "framework": "MXNet Release 19.05", "nodes": nodes})
+    lines = [f"{key}: {json.dumps({'value': value, 'metadata': {'file': 'log_utils.py', 'lineno': 1}})}"
+             for key, value in (("org", "Acme"), ("division", "closed"), ("platform", "130xDGX-1"),
+                                ("entry", entry))]
+    s, problems = _system("\n".join(lines) + "\n")
+    assert problems == []
+    assert (s.submitter_name, s.system_name, s.division, s.framework) == ("Acme", "130xDGX-1", "closed",
+                                                                         "MXNet Release 19.05")
+    assert (s.num_nodes, s.accelerators_per_node, s.device_model, s.host_processors_per_node) == (
+        130, 8, "Tesla V100-SXM2-16GB", 2)
