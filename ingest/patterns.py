@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,7 @@ class PathPattern:
         return m.groupdict() if m else None
 
 
-def match_first(patterns: list[PathPattern], path: str) -> dict[str, str]:
+def match_first(patterns: Sequence[PathPattern | V05Place], path: str) -> dict[str, str]:
     """Values of the first pattern that matches ``path`` (empty when none does)."""
     for p in patterns:
         values = p.match(path)
@@ -97,11 +98,32 @@ def apply(run: Run, values: dict[str, str], problems: list[Problem]) -> Run:
     return dataclasses.replace(run, **changes, tags=tags)
 
 
+@dataclass(frozen=True)
+class V05Place:
+    """MLPerf v0.5's layout, ``v0.5.0/<submitter>/<entry folders>/results/<system>/<file>`` (``file``: a
+    regex), in which a result set is named by its entry folders and its system together: each of Google's
+    entries holds a system called ``tpu``, NVIDIA's one entry ``submission`` holds all of its systems. So
+    ``system`` is ``<entry folders>/<system>`` (``cloud_v2.8/resnet-tpuv2-8/tpu``), the same for the result
+    files and the ``entry.json`` (the system description) beside them; the round is 0.5."""
+
+    file: str
+
+    def match(self, path: str) -> dict[str, str] | None:
+        m = re.search(r"(?:^|/)v0\.5\.0/(?P<submitter>[^/]+)/(?P<entry>[^/].*?)/results/(?P<system>[^/]+)/"
+                      + self.file + "$", path)
+        if m is None:
+            return None
+        values = m.groupdict()
+        entry = values.pop("entry")
+        return {**values, "round": "0.5", "system": f"{entry}/{values['system']}"}
+
+
 #: An MLCommons results repository (a clone, a subfolder of one, or a tarball): what the path of an MLPerf
 #: result file says, used for every file parsed as ``mlperf`` without --path-pattern. The result index is
 #: the ``repeat`` tag (result_0..result_4 are repetitions of one configuration); the round comes from a
-#: ``training_results_v<round>`` folder when the path has one.
+#: ``training_results_v<round>`` folder when the path has one (v0.5's own layout: ``V05Place``).
 RESULTS_TREE = (
+    V05Place(r"(?P<benchmark>[^/]+)/result_(?P<repeat>[^/]+)\.txt"),
     PathPattern.compile("training_results_v{round}/{submitter}/results/{system}/{benchmark}/result_{repeat}.txt"),
     PathPattern.compile("{submitter}/results/{system}/{benchmark}/result_{repeat}.txt"),
 )
@@ -110,8 +132,10 @@ SCALING_TREE = (
     PathPattern.compile("training_results_v{round}/{submitter}/results/{system}/{benchmark}/scaling.json"),
     PathPattern.compile("{submitter}/results/{system}/{benchmark}/scaling.json"),
 )
-#: A system description's place in the same repository: ``<submitter>/systems/<system>.json``.
+#: A system description's place in the same repository: ``<submitter>/systems/<system>.json`` (v0.5: the
+#: result set's ``entry.json``).
 SYSTEMS_TREE = (
+    V05Place(r"entry\.json"),
     PathPattern.compile("training_results_v{round}/{submitter}/systems/{system}.json"),
     PathPattern.compile("{submitter}/systems/{system}.json"),
 )

@@ -5,7 +5,7 @@ Every generation of the compliance log (``bench.ingest.formats.mlperf_events`` r
 text, v0.7+ ``:::MLLOG``), each found behind any prefix (Slurm ``" 0: "``, mpirun ``[1,0]<stdout>:``,
 asctime), which is stripped: everything before the ``:::ML`` token is ignored, as the checker does
 (``MLL:mlp_parser/ruleset_510.py:L63-L69``). ``run_stop`` status success is ``ok``; any other (aborted,
-failure, v0.5's ``success: false``) is ``failed`` with the run_stop event, in the log's own words, as
+failure, v0.5's ``success: false``; its ``"true"`` is true) is ``failed`` with the run_stop event, in the log's own words, as
 ``status_detail``. The text lines' clock has no zone: their runs keep durations but no absolute times.
 
 Framework lines mixed in are read too: MXNet Speedometer (via ``bench.ingest.formats.mxnet``),
@@ -155,7 +155,7 @@ def _on_event(ev: Event, st: _State, res: ParseResult, run_index: int, line_no: 
         st.run_start = ms
     elif key == "run_stop":
         v05 = ev.value.get("success") if isinstance(ev.value, dict) else None  # v0.5: {"success": bool}
-        status = meta.get("status", "success" if v05 in (True, None) else "failure")
+        status = meta.get("status", "success" if v05 in (True, None) or str(v05).lower() == "true" else "failure")
         st.run_stop, st.stop_status = ms, str(status).lower()
         said = {k: v for k, v in meta.items() if k not in _NOT_SAID}
         said = ({"value": ev.value} if ev.value is not None else {}) | said

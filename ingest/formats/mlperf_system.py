@@ -50,7 +50,7 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
         doc = json_object([text], result)
     if doc is None:
         return result
-    doc = _current_keys(doc)
+    doc = _current_keys(doc, result)
     for key in _REQUIRED:
         if _text(doc.get(key)) is None:
             result.problem("missing_field", f"the system description has no {key}")
@@ -108,9 +108,9 @@ _NOT_A_MODEL = {"", "na", "n/a", "none", "-"}
 _HOST_COUNT = re.compile(r"(\d+)\s*x\s+(.+)")
 
 
-def _current_keys(doc: dict[str, Any]) -> dict[str, Any]:
+def _current_keys(doc: dict[str, Any], result: ParseResult) -> dict[str, Any]:
     """The description under today's keys (the module docstring lists the older layouts). Keys it already
-    has are kept as they are."""
+    has are kept as they are. A count that cannot be one per node is left out, with a problem saying why."""
     out = {str(k).strip().replace(" ", "_"): v for k, v in doc.items()}
     entry = _literal(out.get("entry"))
     if isinstance(entry, dict):  # NVIDIA v0.6
@@ -129,8 +129,14 @@ def _current_keys(doc: dict[str, Any]) -> dict[str, Any]:
         return out
     if all(counts):
         out.setdefault("number_of_nodes", sum(c for c in counts if c))
-    out.setdefault("accelerators_per_node", first.get("num_accelerators"))
     model = _text(first.get("accelerator"))
+    size = re.search(r"-(\d+)$", model or "")
+    if size and str(first.get("num_accelerators")) == size[1] and (out.get("number_of_nodes") or 0) != 1:
+        result.problem("bad_line", f"num_accelerators {first.get('num_accelerators')} is the size of the slice "
+                       f"its accelerator's name gives ({model}), not a count per node of its "
+                       f"{out.get('number_of_nodes')} nodes; stored as NULL")  # Google v0.5: tpuv2-512 on 64 hosts
+    else:
+        out.setdefault("accelerators_per_node", first.get("num_accelerators"))
     if model is not None and model.lower() not in _NOT_A_MODEL:
         out.setdefault("accelerator_model_name", model)
     cpu = _text(first.get("cpu"))

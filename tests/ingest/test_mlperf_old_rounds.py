@@ -1,12 +1,16 @@
-"""MLPerf Training v0.6 as its submitters really wrote it (layouts seen in mlcommons/training_results_v0.6,
-which MLCommons' summarizer cannot read): text logs whose last line is no event, ``:::MLL`` payloads in
-Python-literal or bare-word form, MiniGo's post-hoc evaluation, and the older system description layouts.
-Every input is hand-written here in those layouts, with made-up values; the expected values are read off it."""
+"""MLPerf Training v0.5 and v0.6 as their submitters really wrote them (layouts seen in mlcommons'
+training_results_v0.5 and _v0.6, which MLCommons' summarizer cannot read): text logs whose last line is no
+event, ``:::MLL`` payloads in Python-literal or bare-word form, MiniGo's post-hoc evaluation, v0.5's
+``"success": "true"`` and its results tree, and the older system description layouts. Every input is
+hand-written here in those layouts, with made-up values; the expected values are read off it."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+from bench.ingest import patterns
 from bench.ingest.formats import mlperf
 from bench.ingest.formats.mlperf_events import loose_json
 from bench.ingest.parse import parse_bytes
@@ -108,3 +112,36 @@ def test_system_as_lines_of_key_and_json_with_a_python_repr_entry() -> None:
                                                                          "MXNet Release 19.05")
     assert (s.num_nodes, s.accelerators_per_node, s.device_model, s.host_processors_per_node) == (
         130, 8, "Tesla V100-SXM2-16GB", 2)
+
+
+@pytest.mark.parametrize(("success", "status"), [("true", "ok"), ('"true"', "ok"), ('"True"', "ok"),
+                                                 ("false", "failed"), ('"false"', "failed")])
+def test_v05_run_stop_success_may_be_a_string(success: str, status: str) -> None:
+    lines = [":::MLPv0.5.0 ncf 1541000000.0 (ncf.py:1) run_start",
+             f':::MLPv0.5.0 ncf 1541000060.0 (ncf.py:2) run_stop: {{"success": {success}}}']
+    (run,) = mlperf.parse_lines(lines, source="test").runs
+    assert (run.status, run.time_to_train_s) == (status, 60.0 if status == "ok" else None)
+
+
+def test_v05_tree_names_a_result_set_by_its_entry_folders_and_system() -> None:
+    tpu = "training_results_v0.5/v0.5.0/acme/cloud_v2.8/resnet-v2-8/results/tpu"
+    assert patterns.match_first(list(patterns.RESULTS_TREE), f"{tpu}/resnet/result_3.txt") == {
+        "submitter": "acme", "system": "cloud_v2.8/resnet-v2-8/tpu", "benchmark": "resnet", "repeat": "3",
+        "round": "0.5"}
+    # the entry.json beside the results describes that result set's system, under the same name
+    assert patterns.match_first(list(patterns.SYSTEMS_TREE), f"{tpu}/entry.json") == {
+        "submitter": "acme", "system": "cloud_v2.8/resnet-v2-8/tpu", "round": "0.5"}
+    assert patterns.match_first(list(patterns.RESULTS_TREE), "v0.5.0/acme/sub/results/box/ssd/result_0.txt")[
+        "system"] == "sub/box"
+
+
+def test_a_pod_slice_named_for_its_size_is_no_count_per_node() -> None:
+    doc = {"division": "closed", "nodes": [{"num_nodes": 64, "cpu": "Acme Skylake", "accelerator": "tpuv2-512",
+                                            "num_accelerators": 512}]}
+    s, problems = _system(json.dumps(doc))
+    assert (s.num_nodes, s.accelerators_per_node, s.device_model) == (64, None, "tpuv2-512")  # not 32,768
+    assert ("bad_line", "num_accelerators 512 is the size of the slice its accelerator's name gives (tpuv2-512), "
+            "not a count per node of its 64 nodes; stored as NULL") in problems
+    one_host = doc | {"nodes": [{"num_nodes": 1, "accelerator": "tpuv2-8", "num_accelerators": 8}]}
+    s, _ = _system(json.dumps(one_host))
+    assert (s.num_nodes, s.accelerators_per_node) == (1, 8)
