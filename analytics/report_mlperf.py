@@ -31,10 +31,8 @@ if TYPE_CHECKING:
 AB_FACTORS = ("device_type", "device_model", "submitter")
 _SET = ("round", "division", "submitter", "system", "benchmark")
 _SET_RUNS = """
-SELECT tags['round'] AS round, tags['submission_division'] AS division, tags['submitter'] AS submitter,
-       tags['system'] AS system, lower(tags['benchmark']) AS benchmark, list(run_id ORDER BY run_id) AS run_ids
-FROM runs WHERE format = 'mlperf' AND tags['submitter'] IS NOT NULL AND tags['system'] IS NOT NULL
-GROUP BY ALL
+SELECT round, division, submitter, system, benchmark, list(run_id ORDER BY run_id) AS run_ids
+FROM mlperf_runs GROUP BY ALL
 """
 
 

@@ -126,6 +126,9 @@ RESULTS_TREE = (
     V05Place(r"(?P<benchmark>[^/]+)/result_(?P<repeat>[^/]+)\.txt"),
     PathPattern.compile("training_results_v{round}/{submitter}/results/{system}/{benchmark}/result_{repeat}.txt"),
     PathPattern.compile("{submitter}/results/{system}/{benchmark}/result_{repeat}.txt"),
+    # without a benchmark folder (Alibaba v0.7): the log names the benchmark
+    PathPattern.compile("training_results_v{round}/{submitter}/results/{system}/result_{repeat}.txt"),
+    PathPattern.compile("{submitter}/results/{system}/result_{repeat}.txt"),
 )
 #: A result set's score factor (the review committee's RCP normalisation), beside its result files.
 SCALING_TREE = (

@@ -1,9 +1,8 @@
 -- One row per MLPerf Training result set: (round, division, submitter, system, benchmark), the runs of one
 -- benchmark on one system as a results repository lays them out (<submitter>/results/<system>/<benchmark>/
 -- result_<n>.txt; bench.ingest.patterns.RESULTS_TREE gives the tags round, submitter, system, benchmark).
--- round: the tree's (training_results_v<round>), else the log's own version (v0.5's :::MLPv0.5.0, v0.6's
--- :::MLL: 0.5, 0.6); v0.7+ logs name no version. division is the log's submission_division; framework the
--- runs' framework (one value, else the first).
+-- Its runs, round and division are those of the view `mlperf_runs`; framework the runs' framework (one
+-- value, else the first).
 -- score_min: MLCommons' result summarizer's score (mlperf-logging 4.1, _compute_strong_score_standalone),
 -- rule "olympic": each run's time to train in minutes (run_stop - run_start); a run that did not end ok is
 -- dropped and counts as the slowest; of the ok runs sorted, the fastest max_dropped and the slowest
@@ -22,23 +21,15 @@
 -- is ingested): num_nodes, num_devices (nodes x accelerators per node), device_type, device_model,
 -- host_processor_model, availability; framework is the logs' (one word: mxnet, pytorch, ...), else the
 -- description's (often a list of container releases).
--- Reads the views `runs`, `systems` and `score_scales`. No parameters.
-WITH results AS (
-    SELECT coalesce(tags['round'], nullif(regexp_extract(tags['mlperf_version'], '^(\d+\.\d+)', 1), '')) AS round,
-           tags['submission_division'] AS division, tags['submitter'] AS submitter,
-           tags['system'] AS system, lower(tags['benchmark']) AS benchmark, framework,
-           CASE WHEN status = 'ok' AND time_to_train_s > 0 THEN time_to_train_s / 60.0 END AS minutes
-    FROM runs
-    WHERE format = 'mlperf' AND tags['submitter'] IS NOT NULL AND tags['system'] IS NOT NULL
-),
-ranked AS (
+-- Reads the views `mlperf_runs`, `systems` and `score_scales`. No parameters.
+WITH ranked AS (
     SELECT *,
            count(*) OVER (PARTITION BY round, division, submitter, system, benchmark) AS n_runs,
            count(minutes) OVER (PARTITION BY round, division, submitter, system, benchmark) AS n_ok,
            row_number() OVER (PARTITION BY round, division, submitter, system, benchmark
                               ORDER BY minutes ASC NULLS LAST) AS fastest,
            CASE WHEN benchmark = 'unet3d' THEN 4 ELSE 1 END AS max_dropped
-    FROM results
+    FROM mlperf_runs
 ),
 scored AS (
     SELECT round, division, submitter, system, benchmark,

@@ -4,7 +4,8 @@
   a placeholder (no time).
 - v0.6 ``:::MLL <unix s> <key>: {"value": ..., "metadata": {...}}``; ``0.0`` stamps mean no time.
 - v0.6, one submitter's own text: ``MLPerf: resnet [06/13/19 00:30:56], run_start`` (see ``TEXT``).
-- v0.7+ ``:::MLLOG {"namespace", "time_ms", ["event_type",] "key", "value", "metadata"}``.
+- v0.7+ ``:::MLLOG {"namespace", "time_ms", ["event_type",] "key", "value", "metadata"}`` (``time_s``, in
+  seconds, in Alibaba's v0.7 logs).
 
 ``bench.ingest.formats.mlperf`` folds the events into runs.
 """
@@ -70,6 +71,8 @@ def read_event(text: str) -> Event | None:
             return None
         raw = d.get("time_ms")
         ms = raw if (type(raw) is int or type(raw) is float) and raw > 0 else _millis(raw, 1)
+        if raw is None and "time_s" in d:  # Alibaba's v0.7 logs stamp in seconds
+            ms = _millis(d["time_s"], 1000)
         return Event(d["key"], d.get("value"), ms, _meta(d))
     if text.startswith(":::MLL "):
         m = _MLL.match(text)

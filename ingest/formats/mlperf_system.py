@@ -8,10 +8,10 @@ string of digits is read as the count; anything else that is not a whole number 
 A file that is not a JSON object is one ``bad_line`` problem and no system.
 
 Older rounds wrote other layouts, read into the same fields (``_current_keys``): keys with spaces
-(``"number of nodes"``, Intel v0.6); v0.5/v0.6's ``nodes`` list of ``{"num_nodes", "accelerator",
-"num_accelerators", "cpu": "2x <model>"}`` (Fujitsu, Intel v0.6); and NVIDIA v0.6's lines of ``<key>: {"value":
-..., "metadata": ...}``, whose ``entry`` value is a Python repr holding ``nodes`` as another repr, and whose
-``org`` and ``platform`` name the submitter and the system.
+(``"number of nodes"``, Intel v0.6) or misspelt (``_MISSPELT``); v0.5/v0.6's ``nodes`` list of
+``{"num_nodes", "accelerator", "num_accelerators", "cpu": "2x <model>"}`` (Fujitsu, Intel v0.6); and NVIDIA
+v0.6's lines of ``<key>: {"value": ..., "metadata": ...}``, whose ``entry`` value is a Python repr holding
+``nodes`` as another repr, and whose ``org`` and ``platform`` name the submitter and the system.
 """
 
 from __future__ import annotations
@@ -105,6 +105,8 @@ def _literal(value: object) -> object:
 
 
 _NOT_A_MODEL = {"", "na", "n/a", "none", "-"}
+#: Keys misspelt in MLCommons' repositories (Intel v0.6, SIAT v0.7), read under their right names.
+_MISSPELT = {"sumitter": "submitter", "divison": "division"}
 _HOST_COUNT = re.compile(r"(\d+)\s*x\s+(.+)")
 
 
@@ -112,6 +114,9 @@ def _current_keys(doc: dict[str, Any], result: ParseResult) -> dict[str, Any]:
     """The description under today's keys (the module docstring lists the older layouts). Keys it already
     has are kept as they are. A count that cannot be one per node is left out, with a problem saying why."""
     out = {str(k).strip().replace(" ", "_"): v for k, v in doc.items()}
+    for wrong, right in _MISSPELT.items():
+        if wrong in out:
+            out.setdefault(right, out[wrong])
     entry = _literal(out.get("entry"))
     if isinstance(entry, dict):  # NVIDIA v0.6
         for k, v in entry.items():

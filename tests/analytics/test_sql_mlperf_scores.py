@@ -10,25 +10,31 @@ from bench.analytics.views import register_views
 from bench.ingest.schema import SCORE_SCALES
 
 
-def _runs(sets: dict[tuple[str, str], list[float | None]], scales: pa.Table | None = None) -> duckdb.DuckDBPyConnection:
-    """One run per time (minutes; None: a run that did not end ok) of each (system, benchmark)."""
+def _runs(sets: dict[tuple[str, str], list[float | None]], scales: pa.Table | None = None,
+          divisions: list[str] | None = None) -> duckdb.DuckDBPyConnection:
+    """One run per time (minutes; None: a run that did not end ok) of each (system, benchmark); the logs'
+    division is ``divisions[i]`` for run i (default closed); system a is described as closed."""
     rows = []
     for (system, benchmark), minutes in sets.items():
         for i, m in enumerate(minutes):
-            rows.append({"format": "mlperf", "framework": "mxnet", "status": "ok" if m is not None else "failed",
+            rows.append({"run_id": f"{system}-{benchmark}-{i}", "format": "mlperf", "framework": "mxnet",
+                         "status": "ok" if m is not None else "failed",
                          "time_to_train_s": None if m is None else m * 60.0,
-                         "tags": [("round", "1.0"), ("submission_division", "closed"), ("submitter", "S"),
-                                  ("system", system), ("benchmark", benchmark), ("repeat", str(i))]})
+                         "tags": [("round", "1.0"), ("submission_division", divisions[i] if divisions else "closed"),
+                                  ("submitter", "S"), ("system", system), ("benchmark", benchmark),
+                                  ("repeat", str(i))]})
     table = pa.Table.from_pylist(rows, schema=pa.schema([
-        ("format", pa.string()), ("framework", pa.string()), ("status", pa.string()),
+        ("run_id", pa.string()), ("format", pa.string()), ("framework", pa.string()), ("status", pa.string()),
         ("time_to_train_s", pa.float64()), ("tags", pa.map_(pa.string(), pa.string()))]))
     systems = pa.Table.from_pylist(
         [{"round": "1.0", "submitter": "S", "system": "a", "num_nodes": 2, "num_devices": 16, "device_type": "gpu",
           "device_model": "NVIDIA A100", "host_processor_model": "AMD EPYC", "availability": "available",
-          "framework": "MXNet 21.05"},
+          "framework": "MXNet 21.05", "division": "closed"},
          {"round": "0.7", "submitter": "S", "system": "b", "num_nodes": 9, "num_devices": 9, "device_type": "cpu",
-          "device_model": "Xeon", "host_processor_model": "Xeon", "availability": "preview", "framework": None}],
+          "device_model": "Xeon", "host_processor_model": "Xeon", "availability": "preview", "framework": None,
+          "division": "open"}],
         schema=pa.schema([("round", pa.string()), ("submitter", pa.string()), ("system", pa.string()),
+                          ("division", pa.string()),
                           ("num_nodes", pa.int64()), ("num_devices", pa.int64()), ("device_type", pa.string()),
                           ("device_model", pa.string()), ("host_processor_model", pa.string()),
                           ("availability", pa.string()), ("framework", pa.string())]))
@@ -36,7 +42,7 @@ def _runs(sets: dict[tuple[str, str], list[float | None]], scales: pa.Table | No
     con.register("runs", table)
     con.register("systems", systems)
     con.register("score_scales", scales if scales is not None else SCORE_SCALES.empty_table())
-    register_views(con, ["mlperf_scores"])
+    register_views(con, ["mlperf_runs", "mlperf_scores"])
     return con
 
 
@@ -68,6 +74,16 @@ def test_the_system_description_of_the_same_round_gives_devices_and_framework() 
     got = con.sql("SELECT system, num_nodes, num_devices, device_type, device_model, framework "
                   "FROM mlperf_scores ORDER BY system").fetchall()
     assert got == [("a", 2, 16, "gpu", "NVIDIA A100", "mxnet"), ("b", None, None, None, None, "mxnet")]
+
+
+def test_the_division_is_the_system_descriptions_where_the_logs_disagree() -> None:
+    """One result set whose logs say open once and closed four times (SIAT's v0.7 modelarts_512 set) is one
+    set, of its description's division, as the summarizer reports it; undescribed sets keep the logs'."""
+    con = _runs({("a", "resnet"): [10.0, 12.0, 11.0, 30.0, 9.0], ("z", "resnet"): [10.0, 12.0, 11.0, 30.0, 9.0]},
+                divisions=["open", "closed", "closed", "closed", "closed"])
+    got = con.sql("SELECT system, division, n_runs, score_min FROM mlperf_scores ORDER BY ALL").fetchall()
+    assert got == [("a", "closed", 5, pytest.approx(11.0)), ("z", "closed", 4, pytest.approx(11.5)),
+                   ("z", "open", 1, None)]
 
 
 def test_mlperf_scaling_over_time_to_train_and_its_fit() -> None:
@@ -104,20 +120,20 @@ def test_mlperf_scaling_over_time_to_train_and_its_fit() -> None:
 def test_the_round_is_the_trees_else_the_logs_own_version() -> None:
     """A set ingested outside a training_results_v<round> folder takes its round from the log's version
     (v0.5's :::MLPv0.5.0 gives 0.5.0: round 0.5); v0.7+ logs name none: NULL."""
-    rows = [{"format": "mlperf", "status": "ok", "time_to_train_s": 600.0,
+    rows = [{"run_id": sys, "format": "mlperf", "status": "ok", "time_to_train_s": 600.0,
              "tags": [("submitter", "S"), ("system", sys), ("benchmark", "resnet"), *extra]}
             for sys, extra in (("a", [("mlperf_version", "0.5.0")]), ("b", [("mlperf_version", "0.5.0"), ("round", "0.6")]),
                                ("c", []))]
     table = pa.Table.from_pylist(rows, schema=pa.schema([
-        ("format", pa.string()), ("framework", pa.string()), ("status", pa.string()),
+        ("run_id", pa.string()), ("format", pa.string()), ("framework", pa.string()), ("status", pa.string()),
         ("time_to_train_s", pa.float64()), ("tags", pa.map_(pa.string(), pa.string()))]))
     con = duckdb.connect()
     con.register("runs", table)
     con.register("score_scales", SCORE_SCALES.empty_table())
     con.register("systems", pa.table({c: pa.array([], pa.string()) for c in (
-        "round", "submitter", "system", "device_type", "device_model", "host_processor_model", "availability",
+        "round", "submitter", "system", "division", "device_type", "device_model", "host_processor_model", "availability",
         "framework")}).append_column("num_nodes", pa.array([], pa.int64())).append_column("num_devices", pa.array([], pa.int64())))
-    register_views(con, ["mlperf_scores"])
+    register_views(con, ["mlperf_runs", "mlperf_scores"])
     assert con.sql("SELECT system, round FROM mlperf_scores ORDER BY system").fetchall() == [
         ("a", "0.5"), ("b", "0.6"), ("c", None)]
 

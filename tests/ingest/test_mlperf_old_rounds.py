@@ -1,8 +1,9 @@
-"""MLPerf Training v0.5 and v0.6 as their submitters really wrote them (layouts seen in mlcommons'
-training_results_v0.5 and _v0.6, which MLCommons' summarizer cannot read): text logs whose last line is no
-event, ``:::MLL`` payloads in Python-literal or bare-word form, MiniGo's post-hoc evaluation, v0.5's
-``"success": "true"`` and its results tree, and the older system description layouts. Every input is
-hand-written here in those layouts, with made-up values; the expected values are read off it."""
+"""MLPerf Training v0.5 to v0.7 as their submitters really wrote them (layouts seen in mlcommons'
+training_results_v0.5, _v0.6 and _v0.7, where MLCommons' summarizer cannot read them): text logs whose last
+line is no event, ``:::MLL`` payloads in Python-literal or bare-word form, MiniGo's post-hoc evaluation,
+v0.5's ``"success": "true"`` and its results tree, v0.7 stamps in seconds and result files without a
+benchmark folder, and the older or misspelt system descriptions. Every input is hand-written here in those
+layouts, with made-up values; the expected values are read off it."""
 
 from __future__ import annotations
 
@@ -145,3 +146,22 @@ def test_a_pod_slice_named_for_its_size_is_no_count_per_node() -> None:
     one_host = doc | {"nodes": [{"num_nodes": 1, "accelerator": "tpuv2-8", "num_accelerators": 8}]}
     s, _ = _system(json.dumps(one_host))
     assert (s.num_nodes, s.accelerators_per_node) == (1, 8)
+
+
+def test_v07_stamps_in_seconds_and_result_files_without_a_benchmark_folder() -> None:
+    lines = [':::MLLOG {"key": "submission_benchmark", "value": "resnet", "time_s": 1593354400.5, "metadata": {}}',
+             ':::MLLOG {"key": "run_start", "value": null, "time_s": 1593354424.831, "metadata": {}}',
+             ':::MLLOG {"key": "run_stop", "value": null, "time_s": 1593354661.616, "metadata": {"status": "success"}}']
+    (run,) = mlperf.parse_lines(lines, source="test").runs
+    assert run.status == "ok" and run.time_to_train_s == pytest.approx(236.785)  # 661.616 - 424.831
+    assert run.started_at == pytest.approx(1593354424.831)
+    place = patterns.match_first(list(patterns.RESULTS_TREE), "training_results_v0.7/Acme/results/v100-256/result_2.txt")
+    assert place == {"round": "0.7", "submitter": "Acme", "system": "v100-256", "repeat": "2"}  # the log names the benchmark
+
+
+def test_misspelt_keys_of_system_descriptions_are_read() -> None:
+    doc = {"sumitter": "Acme", "divison": "open", "system_name": "box", "number_of_nodes": "2",
+           "accelerators_per_node": "4", "accelerator_model_name": "Acme NPU"}
+    s, problems = _system(json.dumps(doc))
+    assert (s.submitter_name, s.division, s.num_nodes, s.accelerators_per_node) == ("Acme", "open", 2, 4)
+    assert problems == []
