@@ -20,6 +20,7 @@ HEAD_CHARS = 256 * 1024
 #: Speedometer, PyTorch "Tok/s"), DLLogger and Horovod output embed TF stderr, so they go before the
 #: framework parsers; the loosest formats (forward/backward timers, telemetry CSV) go last.
 FORMAT_MODULES: tuple[str, ...] = (
+    "mlperf_power",  # MLLOG lines too, of power readings: before mlperf, which would read them as runs
     "mlperf",
     "mlperf_system",
     "mlperf_scaling",

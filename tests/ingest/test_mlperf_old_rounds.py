@@ -165,3 +165,25 @@ def test_misspelt_keys_of_system_descriptions_are_read() -> None:
     s, problems = _system(json.dumps(doc))
     assert (s.submitter_name, s.division, s.num_nodes, s.accelerators_per_node) == ("Acme", "open", 2, 4)
     assert problems == []
+
+
+POWER_LOG = """\
+:::MLLOG {"namespace":"","time_ms":1715294004458,"event_type":"INTERVAL_START","key":"power_measurement_start","value":"null","metadata":""}
+:::MLLOG {"namespace": "", "time_ms": 1715294008500, "event_type": "POINT_IN_TIME", "key": "power_reading", "value": 2246, "metadata": ""}
+:::MLLOG {"namespace": "", "time_ms": 1715294010500, "event_type": "POINT_IN_TIME", "key": "power_reading", "value": -43, "metadata": ""}
+:::MLLOG {"namespace": "", "time_ms": 1715294012500, "event_type": "POINT_IN_TIME", "key": "power_reading", "value": 2245.5, "metadata": ""}
+"""
+
+
+def test_a_power_log_is_telemetry_not_a_run() -> None:
+    """v4.0's power/result_*/node_<n>.txt: MLLOG lines of power readings, which were read as one truncated
+    training run each; they are power samples, a negative one NULL with a problem."""
+    parsed = parse_bytes(POWER_LOG.encode(), source="Acme/results/box/ssd/power/result_1_2/node_0.txt")
+    assert (parsed.format, parsed.result.runs) == ("mlperf_power", [])
+    t = parsed.result.telemetry.columns()
+    watts = [None if w != w else w for w in t["power_w"]]  # NULL is a NaN sentinel in the buffer
+    assert watts == [2246.0, None, 2245.5]
+    assert list(t["elapsed_s"]) == [0.0, 2.0, 4.0]
+    assert [(p.kind, p.line_no) for p in parsed.result.problems] == [("invalid_value", 3)]
+    result_log = POWER_LOG.replace("power_measurement_start", "run_start")  # a training run's log stays one
+    assert parse_bytes(result_log.encode(), source="x.txt").format == "mlperf"
