@@ -4,9 +4,9 @@ Every generation of the compliance log (``bench.ingest.formats.mlperf_events`` r
 ``:::MLPv0.5.0``, v0.6 ``:::MLL`` and one submitter's ``MLPerf: resnet [06/13/19 00:30:56], run_start``
 text, v0.7+ ``:::MLLOG``), each found behind any prefix (Slurm ``" 0: "``, mpirun ``[1,0]<stdout>:``,
 asctime), which is stripped: everything before the ``:::ML`` token is ignored, as the checker does
-(``MLL:mlp_parser/ruleset_510.py:L63-L69``). ``run_stop`` status success is ``ok``; any other (aborted,
-failure, v0.5's ``success: false``; its ``"true"`` is true) is ``failed`` with the run_stop event, in the log's own words, as
-``status_detail``. The text lines' clock has no zone: their runs keep durations but no absolute times.
+(``MLL:mlp_parser/ruleset_510.py:L63-L69``). ``run_stop`` status success is ``ok`` (so is v0.5's
+``"success": true``, or ``"true"`` as a string); any other (aborted, failure, v0.5's ``success: false``) is
+``failed`` with the run_stop event, in the log's own words, as ``status_detail``. The text lines' clock has no zone: their runs keep durations but no absolute times.
 
 Framework lines mixed in are read too: MXNet Speedometer (via ``bench.ingest.formats.mxnet``),
 PyTorch GNMT ``TRAIN [e][i/n] ... Tok/s`` and ``Performance: ... Tok/s`` (tokens, never images).
