@@ -12,8 +12,9 @@
 -- result set's folder holds a scaling.json (the view `score_scales`: the review committee's reference-
 -- convergence normalisation, which the summarizer multiplies in), score_min is the olympic mean times its
 -- scaling_factor and score_rule says 'olympic x scaling.json'; else scaling_factor is NULL and the rule
--- 'olympic'. Not applied: the summarizer's compliance checks, which drop a run for reasons besides its
--- status. n_runs counts every run, n_ok those with status 'ok' and a time to train.
+-- 'olympic'. Of the summarizer's compliance checks, which drop a run for reasons besides its status, one
+-- is applied (in mlperf_runs: an MLLOG line that cannot be read), the others not (v5.0: an initialization
+-- over 30 minutes). n_runs counts every run, n_ok those mlperf_runs gives a time to train.
 -- time_to_train_min: the plain mean of the ok runs' times to train (minutes), a score or not: what
 -- `bench compare --metric time_to_train` compares (a set with too few runs for a score still has one).
 -- What the runs ran on comes from the system description of the same (round, submitter, system) in the

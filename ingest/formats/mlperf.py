@@ -122,6 +122,7 @@ class _State:
     nodes: set[int] = field(default_factory=set)
     tokens: bool = False
     target_s: float | None = None  # MiniGo v0.6: eval_result's timestamp, when a model first beat the target
+    unreadable: int = 0  # MLLOG lines that cannot be read (the summarizer's checker then drops the run)
     epoch_tokens_per_sec: list[float] = field(default_factory=list)  # GNMT "Performance: ... Training: X Tok/s"
     error: str | None = None
     error_line: int = 0
@@ -365,6 +366,8 @@ def _build_run(st: _State, run_index: int) -> Run:
     wall = (st.run_stop - st.run_start) / 1000 if st.run_stop and st.run_start else None
     if st.target_s is not None:
         details["time_to_train_source"] = "eval_result timestamp"
+    if st.unreadable:
+        details["unreadable_compliance_lines"] = str(st.unreadable)
     framework, version = _framework(st)
     return Run(
         run_index=run_index, format=NAME, framework=framework, framework_version=version,
@@ -410,6 +413,7 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
         ev = read_event(text) if m is None else read_text_event(m)
         if ev is None:
             res.problem("bad_line", "MLPerf compliance line that cannot be read", line_no, line)
+            st.unreadable += text.startswith(":::MLLOG")  # the summarizer's checker reads MLLOG logs (v0.7+)
             continue
         if ev.key == "run_start" and st.run_stop is not None:
             res.runs.append(_build_run(st, run_index))

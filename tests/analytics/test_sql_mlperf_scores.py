@@ -11,9 +11,10 @@ from bench.ingest.schema import SCORE_SCALES
 
 
 def _runs(sets: dict[tuple[str, str], list[float | None]], scales: pa.Table | None = None,
-          divisions: list[str] | None = None) -> duckdb.DuckDBPyConnection:
+          divisions: list[str] | None = None, unreadable: tuple[int, ...] = ()) -> duckdb.DuckDBPyConnection:
     """One run per time (minutes; None: a run that did not end ok) of each (system, benchmark); the logs'
-    division is ``divisions[i]`` for run i (default closed); system a is described as closed."""
+    division is ``divisions[i]`` for run i (default closed); system a is described as closed; the logs of
+    the runs ``unreadable`` hold a compliance line that cannot be read."""
     rows = []
     for (system, benchmark), minutes in sets.items():
         for i, m in enumerate(minutes):
@@ -22,10 +23,12 @@ def _runs(sets: dict[tuple[str, str], list[float | None]], scales: pa.Table | No
                          "time_to_train_s": None if m is None else m * 60.0,
                          "tags": [("round", "1.0"), ("submission_division", divisions[i] if divisions else "closed"),
                                   ("submitter", "S"), ("system", system), ("benchmark", benchmark),
-                                  ("repeat", str(i))]})
+                                  ("repeat", str(i))],
+                         "details": [("unreadable_compliance_lines", "1")] if i in unreadable else []})
     table = pa.Table.from_pylist(rows, schema=pa.schema([
         ("run_id", pa.string()), ("format", pa.string()), ("framework", pa.string()), ("status", pa.string()),
-        ("time_to_train_s", pa.float64()), ("tags", pa.map_(pa.string(), pa.string()))]))
+        ("time_to_train_s", pa.float64()), ("tags", pa.map_(pa.string(), pa.string())),
+        ("details", pa.map_(pa.string(), pa.string()))]))
     systems = pa.Table.from_pylist(
         [{"round": "1.0", "submitter": "S", "system": "a", "num_nodes": 2, "num_devices": 16, "device_type": "gpu",
           "device_model": "NVIDIA A100", "host_processor_model": "AMD EPYC", "availability": "available",
@@ -86,6 +89,15 @@ def test_the_division_is_the_system_descriptions_where_the_logs_disagree() -> No
                    ("z", "open", 1, None)]
 
 
+def test_a_run_with_an_unreadable_compliance_line_counts_as_failed() -> None:
+    """The summarizer's checker drops a run whose log has a line it cannot parse, as non-converged (v4.1:
+    three of Lambda's sets): it counts as the slowest, as a failed run does."""
+    con = _runs({("a", "resnet"): [10.0, 12.0, 11.0, 30.0, 9.0]}, unreadable=(4,))
+    got = con.sql("SELECT n_runs, n_ok, score_min FROM mlperf_scores").fetchall()
+    # 9 is out, as the slowest: of the ok 10, 11, 12, 30 the fastest is dropped: mean(11, 12, 30)
+    assert got == [(5, 4, pytest.approx(53 / 3))]
+
+
 def test_mlperf_scaling_over_time_to_train_and_its_fit() -> None:
     """mlperf_scaling: speedup = T(smallest device count) / T(N) within one submitter, benchmark,
     framework family and device model; a set without a score or without devices is no point."""
@@ -126,7 +138,8 @@ def test_the_round_is_the_trees_else_the_logs_own_version() -> None:
                                ("c", []))]
     table = pa.Table.from_pylist(rows, schema=pa.schema([
         ("run_id", pa.string()), ("format", pa.string()), ("framework", pa.string()), ("status", pa.string()),
-        ("time_to_train_s", pa.float64()), ("tags", pa.map_(pa.string(), pa.string()))]))
+        ("time_to_train_s", pa.float64()), ("tags", pa.map_(pa.string(), pa.string())),
+        ("details", pa.map_(pa.string(), pa.string()))]))
     con = duckdb.connect()
     con.register("runs", table)
     con.register("score_scales", SCORE_SCALES.empty_table())

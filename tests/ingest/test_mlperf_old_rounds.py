@@ -62,8 +62,15 @@ def test_mll_payloads_in_python_literal_or_bare_word_form_are_read() -> None:
     (run,) = res.runs
     assert (run.status, run.global_batch_size, run.tags["benchmark"]) == ("ok", 8192, "minigo")
     assert run.wall_time_s == 400.0  # run_start 1001.0 -> run_stop 1401.0, read from the Python-literal lines
-    # the cut, interleaved line is still unreadable, and the only problem
+    # the cut, interleaved line is still unreadable, and the only problem; an :::MLL line, which no checker
+    # of the summarizer reads: the run is not marked for it (an MLLOG line would be: v4.1's Lambda sets)
     assert [(p.kind, p.line_no) for p in res.problems] == [("bad_line", 5)]
+    assert "unreadable_compliance_lines" not in run.details
+    mllog = [":::MLLOG " + '{"key": "run_start", "value": null, "time_ms": 1000, "metadata": {}}',
+             ':::MLLOG {"key": "opt_name", "value": "adamw"Acmeorkspace/x.py", "lineno": 257}}',
+             ":::MLLOG " + '{"key": "run_stop", "value": null, "time_ms": 61000, "metadata": {"status": "success"}}']
+    (run,) = mlperf.parse_lines(mllog, source="test").runs
+    assert (run.status, run.time_to_train_s, run.details["unreadable_compliance_lines"]) == ("ok", 60.0, "1")
 
 
 def test_minigo_v06_time_to_train_is_its_eval_result_timestamp() -> None:
