@@ -10,6 +10,7 @@ else, the log wins and a ``conflict`` problem is recorded. Other fields become t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -108,9 +109,13 @@ class V05Place:
 
     file: str
 
+    @functools.cached_property
+    def _regex(self) -> re.Pattern[str]:
+        return re.compile(r"(?:^|/)v0\.5\.0/(?P<submitter>[^/]+)/(?P<entry>[^/].*?)/results/(?P<system>[^/]+)/"
+                          + self.file + "$")
+
     def match(self, path: str) -> dict[str, str] | None:
-        m = re.search(r"(?:^|/)v0\.5\.0/(?P<submitter>[^/]+)/(?P<entry>[^/].*?)/results/(?P<system>[^/]+)/"
-                      + self.file + "$", path)
+        m = self._regex.search(path)
         if m is None:
             return None
         values = m.groupdict()

@@ -44,11 +44,10 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
             continue
         if ev.key not in _READINGS or isinstance(ev.value, bool) or not isinstance(ev.value, int | float):
             continue
-        watts: float | None = float(ev.value)
-        if not (math.isfinite(ev.value) and ev.value > 0):  # a sensor's dropout or offset, not a power drawn
+        watts = float(ev.value) if math.isfinite(ev.value) and ev.value > 0 else None
+        if watts is None:  # a sensor's dropout or offset, not a power drawn
             result.problem("invalid_value", f"{ev.key} = {ev.value!r} is not a power in watts (> 0); stored as NULL",
                            line_no, line)
-            watts = None
         stamp = ev.ms / 1000 if ev.ms is not None else None
         first = first if first is not None else stamp
         result.telemetry.add(samples, timestamp=stamp, power_w=watts,
