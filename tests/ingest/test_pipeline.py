@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import random
 import re
 import tarfile
 import zipfile
@@ -14,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from logtools import tf_cnn_log, total_of
 
-from bench.ingest import bigfile, pool
+from bench.ingest import bigfile, items, pool
 from bench.ingest.errors import BenchError
 from bench.ingest.pipeline import ingest
 from bench.ingest.store import table_files
@@ -88,6 +89,63 @@ def test_corrupt_archive_is_a_problem_not_a_crash(tmp_path: Path) -> None:
     assert s.problems_by_kind.get("read_error", 0) >= 1
     problems = read(tmp_path / "st", "problems")
     assert any(p["kind"] == "read_error" and p["source"].startswith(str(cut)) for p in problems)
+
+
+def _tar_gz(path: Path, texts: list[str]) -> bytes:
+    with tarfile.open(path, "w:gz") as tf:
+        for i, t in enumerate(texts):
+            data = t.encode()
+            info = tarfile.TarInfo(f"run{i}.log")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return path.read_bytes()
+
+
+def test_corrupt_deflate_data_is_a_problem_and_the_members_before_it_are_kept(tmp_path: Path) -> None:
+    """Bytes flipped inside the compressed stream: the inflater (ISA-L's, with its own error type) stops
+    there. The members read before that are stored (the archive is inflated 1 MiB ahead, so those of the
+    first MiBs); the archive gets a read_error; nothing raises."""
+    rng = random.Random(5)
+    filler = "".join(f"noise {rng.getrandbits(128):032x}\n" for _ in range(5000))  # 195 kB that barely compresses
+    texts = [tf_cnn_log(50, seed=s).replace("Done warm up\n", "Done warm up\n" + filler) for s in range(16)]
+    good = _tar_gz(tmp_path / "ok.tar.gz", texts)
+    bad = tmp_path / "bad.tar.gz"
+    for at in range(len(good) * 3 // 4, len(good), 997):  # the first place where flipped bytes break the deflate data
+        bad.write_bytes(good[:at] + bytes(b ^ 0xFF for b in good[at : at + 64]) + good[at + 64 :])
+        with open(bad, "rb") as raw:
+            try:
+                items.gunzip(raw).read()
+            except items.InflateError:
+                break
+            except OSError:  # a CRC error: not the case this test is for
+                continue
+    else:
+        pytest.fail("no corruption gave a data error")
+    s = ingest([str(bad)], tmp_path / "st", workers=0)
+    problems = read(tmp_path / "st", "problems")
+    assert [p["kind"] for p in problems if p["source"] == str(bad)] == ["read_error"]
+    runs = read(tmp_path / "st", "runs")
+    assert 5 <= len(runs) < 16 and s.runs_added == len(runs)
+    assert [r["source"] for r in runs] == [f"{bad}::run{i}.log" for i in range(len(runs))]
+    assert [r["images_per_sec"] for r in runs] == [total_of(t) for t in texts[: len(runs)]]
+
+
+def test_isal_and_zlib_inflate_give_the_same_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ISA-L is a speed-up only: with the standard library's gzip reader the rows are the same."""
+    import gzip
+
+    archive = tmp_path / "logs.tar.gz"
+    _tar_gz(archive, [tf_cnn_log(40, seed=s) for s in range(4)])
+    ingest([str(archive)], tmp_path / "isal", workers=0)
+    monkeypatch.setattr(items, "GzipFile", gzip.GzipFile)
+    ingest([str(archive)], tmp_path / "zlib", workers=0)
+    for table in ("runs", "steps"):
+        a, b = read(tmp_path / "isal", table), read(tmp_path / "zlib", table)
+        assert len(a) > 0 and [_without_times(r) for r in a] == [_without_times(r) for r in b]
+
+
+def _without_times(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k != "ingested_at"}
 
 
 def _bad_inputs(d: Path) -> dict[str, bytes]:
