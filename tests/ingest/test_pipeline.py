@@ -226,6 +226,44 @@ def test_bad_input_streamed_as_big_files_gives_the_same_rows(tmp_path: Path, mon
     assert not list((tmp_path / "streamed" / "_tmp").glob("**/*.parquet"))
 
 
+def test_a_slow_hash_holds_at_most_max_backlog_parts_then_the_parse_waits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spills of a big file wait for its hash; past MAX_BACKLOG parts the parse waits too, so memory stays
+    bounded however slow hashing is. Once the hash is known, every part is written with its run ids."""
+    import threading
+    from concurrent.futures import Future
+
+    from bench.ingest.columns import StepTable
+
+    monkeypatch.setattr(bigfile.PartWriter, "PART_ROWS", 10)
+    monkeypatch.setattr(bigfile.PartWriter, "MAX_BACKLOG", 3)
+    hashed: Future[str] = Future()
+    parts = bigfile.PartWriter(str(tmp_path), hashed, "big.log", {}, None)
+    steps = StepTable(spill=lambda cols: parts.add("steps", cols), spill_rows=10)
+
+    def parse() -> None:
+        for i in range(50):
+            steps.add(0, i + 1, images_per_sec=100.0 + i, line_no=i + 1)
+
+    parser = threading.Thread(target=parse)
+    parser.start()
+    try:
+        parser.join(timeout=1.0)
+        assert parser.is_alive() and steps.total_rows == 40  # 3 parts held, the 4th waits for the hash
+    finally:
+        hashed.set_result("ab" * 32)  # also when the assert fails: the writer threads wait for it
+        parser.join(timeout=30)
+    assert not parser.is_alive()
+    try:
+        files = parts.finish()
+    finally:
+        parts.close()
+    table = pa.concat_tables([pq.read_table(path) for _, path in files], promote_options="default")
+    assert [name for name, _ in files] == ["steps"] * 5
+    assert table.column("step").to_pylist() == list(range(1, 51))
+    assert set(table.column("run_id").to_pylist()) == {"abababababababab-0"}
+
+
 def test_path_patterns_fill_and_conflict(tmp_path: Path) -> None:
     d = tmp_path / "sysA.logs" / "syn-replicated-fp16-2gpus" / "resnet50-64" / "throughput"
     d.mkdir(parents=True)
