@@ -118,9 +118,9 @@ class PartWriter:
     """The spilled step and telemetry rows of one large file, written as part files into ``scratch`` on
     writer threads, so that the encoding overlaps the parse. Each write first waits for the file's hash
     (``hashed``), which its run ids are made of. Until the hash is known, up to ``MAX_BACKLOG`` parts queue
-    up, and then the parse waits for the hash: memory stays bounded however slowly the file is hashed (on a
-    VM that hashed 1 GB in 1.36 s, 9 to 11 parts had queued and the ingest peaked at 970 MB; with 8, at
-    810 MB). After that at most ``MAX_WRITES`` more writes are queued or running beyond that backlog, so
+    up, and then the parse waits for the hash: memory stays bounded however slowly the file is hashed
+    (measured on the 1 GB benchmark log on a loaded VM: unbounded, 9 to 11 parts queued and ``bench
+    ingest`` peaked at 645-943 MB in six runs; with 8, at 572-772 MB). After that at most ``MAX_WRITES`` more writes are queued or running beyond that backlog, so
     the parse does not wait for the backlog, and memory stays about (backlog + ``MAX_WRITES`` + 1) x
     ``PART_ROWS`` rows. Parts not taken by ``finish`` are deleted by ``close``."""
 
