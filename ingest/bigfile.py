@@ -120,9 +120,10 @@ class PartWriter:
     (``hashed``), which its run ids are made of. Until the hash is known, up to ``MAX_BACKLOG`` parts queue
     up, and then the parse waits for the hash: memory stays bounded however slowly the file is hashed
     (measured on the 1 GB benchmark log on a loaded VM: unbounded, 9 to 11 parts queued and ``bench
-    ingest`` peaked at 645-943 MB in six runs; with 8, at 572-772 MB). After that at most ``MAX_WRITES`` more writes are queued or running beyond that backlog, so
-    the parse does not wait for the backlog, and memory stays about (backlog + ``MAX_WRITES`` + 1) x
-    ``PART_ROWS`` rows. Parts not taken by ``finish`` are deleted by ``close``."""
+    ingest`` peaked at 645-943 MB in six runs; with 8, at 572-772 MB). After that at most ``MAX_WRITES``
+    more writes are queued or running beyond that backlog, so the parse does not wait for the backlog,
+    and memory stays about (backlog + ``MAX_WRITES`` + 1) x ``PART_ROWS`` rows. Parts not taken by
+    ``finish`` are deleted by ``close``."""
 
     PART_ROWS = 500_000
     WRITERS = 2  # threads (pyarrow encodes without the GIL)

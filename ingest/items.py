@@ -95,11 +95,15 @@ class ExpansionError(OSError):
     """An archive member expanded past ``Limits``; the ingest records it as that member's read_error."""
 
 
-def expansion_error(member: str, out: int, compressed: int, limits: Limits) -> ExpansionError:
+def expansion_error(member: str, out: int, compressed: int, limits: Limits, *, at_most: bool = False
+                    ) -> ExpansionError:
+    """``at_most``: ``compressed`` is an upper bound of the member's compressed bytes (so the ratio is a lower
+    bound of its expansion)."""
+    bound = ("at least ", "at most ") if at_most else ("", "")
     return ExpansionError(
-        f"{member} expands {out / max(1, compressed):.0f}x ({out:,} bytes from {compressed:,}), more than the "
-        f"--max-expansion limit of {limits.max_expansion:g}x; stopped as a decompression bomb (raise the limit "
-        "if it is a real log)")
+        f"{member} expands {bound[0]}{out / max(1, compressed):.0f}x ({out:,} bytes from {bound[1]}{compressed:,}), "
+        f"more than the --max-expansion limit of {limits.max_expansion:g}x; stopped as a decompression bomb "
+        "(raise the limit if it is a real log)")
 
 
 class BoundedReader:
@@ -119,5 +123,5 @@ class BoundedReader:
         if self._out > self._limits.floor_bytes:
             used = self._pos() - self._start + INFLATE_READ
             if self._out > self._limits.max_expansion * used:
-                raise expansion_error(self._member, self._out, used, self._limits)
+                raise expansion_error(self._member, self._out, used, self._limits, at_most=True)
         return data

@@ -85,8 +85,9 @@ def detect(head: str) -> FormatModule | None:
     """The first format whose ``sniff`` accepts ``head``, or None. A Markdown document is sniffed without
     what it quotes (code, tables, block quotes): a README that cites log lines is not a log, while a log
     with a stray ``# comment`` line still reads as one."""
-    if head.find("#", 0, MARKDOWN_CHARS) >= 0 and (head.startswith("#") or head.find("\n#", 0, MARKDOWN_CHARS) >= 0) \
-            and _MARKDOWN.search(head, 0, MARKDOWN_CHARS):  # "#" first: one memchr, where "\n#" is a slow search
+    hashes = head.find("#", 0, MARKDOWN_CHARS) >= 0  # one memchr first: a "\n#" search is slow, and most logs have no "#"
+    if hashes and (head.startswith("#") or head.find("\n#", 0, MARKDOWN_CHARS) >= 0) \
+            and _MARKDOWN.search(head, 0, MARKDOWN_CHARS):
         head = _QUOTED.sub("", head)
     names = NUMERIC_FORMATS if _NUMERIC.fullmatch(head) else FORMAT_MODULES
     for name in names:
