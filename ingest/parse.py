@@ -51,9 +51,9 @@ def parse_bytes(
     module = forced or registry.detect(text[: registry.HEAD_CHARS])
     if module is None and len(data) > registry.HEAD_CHARS:
         module = registry.detect_beyond_head(data)
-    if module is None and pat.match_first(list(pat.SYSTEMS_TREE), source):
+    if module is None and pat.match_first(pat.SYSTEMS_TREE, source):
         module = registry.load("mlperf_system")  # a results repository's systems/<name>.json, however broken
-    elif module is None and pat.match_first(list(pat.SCALING_TREE), source):
+    elif module is None and pat.match_first(pat.SCALING_TREE, source):
         module = registry.load("mlperf_scaling")  # and a result set's scaling.json
     if module is None:
         result.problems.append(Problem("unrecognized_format", "no known log format matched the content"))

@@ -51,7 +51,7 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
     res = parsed.result
     values = pat.match_first(patterns, ref.match_path)
     if parsed.format == "mlperf":  # the results tree's own layout, under what --path-pattern gave
-        values = {**pat.match_first(list(pat.RESULTS_TREE), ref.match_path), **values}
+        values = {**pat.match_first(pat.RESULTS_TREE, ref.match_path), **values}
     out = FileRows(parsed.format, n_steps=res.steps.total_rows, n_telemetry=res.telemetry.total_rows)
     runs = res.runs
     if ref.sidecar is not None:
@@ -62,9 +62,9 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
     for run in runs:
         run = pat.apply(run, values, res.problems)
         out.runs.append(run_row(run, source=ref.source, sha=ref.sha, ingested_at=now))
-    place = pat.match_first(list(pat.SYSTEMS_TREE), ref.match_path) if res.systems else {}
+    place = pat.match_first(pat.SYSTEMS_TREE, ref.match_path) if res.systems else {}
     out.systems = [system_row(s, source=ref.source, sha=ref.sha, place=place, ingested_at=now) for s in res.systems]
-    place = pat.match_first(list(pat.SCALING_TREE), ref.match_path) if res.score_scales else {}
+    place = pat.match_first(pat.SCALING_TREE, ref.match_path) if res.score_scales else {}
     out.score_scales = [score_scale_row(s, source=ref.source, sha=ref.sha, place=place, ingested_at=now)
                         for s in res.score_scales]
     out.problems = [problem_row(ref.source, ref.sha, parsed.format, p, now) for p in res.problems]

@@ -6,7 +6,8 @@ text, v0.7+ ``:::MLLOG``), each found behind any prefix (Slurm ``" 0: "``, mpiru
 asctime), which is stripped: everything before the ``:::ML`` token is ignored, as the checker does
 (``MLL:mlp_parser/ruleset_510.py:L63-L69``). ``run_stop`` status success is ``ok`` (so is v0.5's
 ``"success": true``, or ``"true"`` as a string); any other (aborted, failure, v0.5's ``success: false``) is
-``failed`` with the run_stop event, in the log's own words, as ``status_detail``. The text lines' clock has no zone: their runs keep durations but no absolute times.
+``failed`` with the run_stop event, in the log's own words, as ``status_detail``. The text lines' clock has
+no zone: their runs keep durations but no absolute times.
 
 Framework lines mixed in are read too: MXNet Speedometer (via ``bench.ingest.formats.mxnet``),
 PyTorch GNMT ``TRAIN [e][i/n] ... Tok/s`` and ``Performance: ... Tok/s`` (tokens, never images).
