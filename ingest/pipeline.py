@@ -26,7 +26,8 @@ from bench.ingest import bigfile, registry, rundir, runjson
 from bench.ingest import patterns as pat
 from bench.ingest.errors import BenchError
 from bench.ingest.items import DEFAULT_LIMITS, READ_ERRORS, Item, Limits
-from bench.ingest.pool import Job, ParserPool, few_collections, file_ref
+from bench.ingest.memory import tuned
+from bench.ingest.pool import Job, ParserPool, file_ref
 from bench.ingest.records import Problem
 from bench.ingest.rows import FileRows, file_rows, problem_row
 from bench.ingest.schema import run_id
@@ -119,7 +120,7 @@ def ingest(
     compiled = [pat.PathPattern.compile(t) for t in path_patterns]
     t0 = time.perf_counter()
     summary = IngestSummary(store=str(store))
-    with few_collections(), StoreWriter(Path(store), wait_message=on_wait) as writer, ParserPool(workers) as parsers:
+    with tuned(), StoreWriter(Path(store), wait_message=on_wait) as writer, ParserPool(workers) as parsers:
         summary.set_aside = [f"{name}: {why}" for name, why in writer.set_aside]
         parsers.patterns = compiled
         parsers.scratch = str(writer.scratch())

@@ -7,14 +7,12 @@ chunk's steps and telemetry part files itself and returns the run, problem and s
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,24 +20,10 @@ from typing import Any
 from bench.ingest import patterns as pat
 from bench.ingest import registry
 from bench.ingest.items import Item
+from bench.ingest.memory import tune_process
 from bench.ingest.parse import parse_bytes
 from bench.ingest.rows import FileRef, FileRows, chunk_rows
 from bench.ingest.store import write_part
-
-#: Collector thresholds while ingesting. Parsing allocates millions of short-lived objects and makes
-#: almost no reference cycles; at the default gen-0 threshold (700) the collector walked the live objects
-#: often enough to cost 0.35 s of 4 s on the Lambda archive in one process (0.05 s with these).
-_GC_THRESHOLD = (50_000, 20, 10)
-
-
-@contextmanager
-def few_collections() -> Iterator[None]:
-    old = gc.get_threshold()
-    gc.set_threshold(*_GC_THRESHOLD)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
 
 
 @dataclass
@@ -92,9 +76,9 @@ def _parse_mapped(spans: list[tuple[int, int, FileRef]], fmt: str | None, patter
 
 
 def _exit_with_ingest(ingest_pid: int) -> None:
-    """Worker initializer: end this worker when the ingest process is gone (e.g. kill -9); collect
-    garbage as rarely as the ingest process does."""
-    gc.set_threshold(*_GC_THRESHOLD)
+    """Worker initializer: end this worker when the ingest process is gone (e.g. kill -9); manage memory
+    as the ingest process does."""
+    tune_process()
 
     def watch() -> None:
         while True:
