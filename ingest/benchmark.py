@@ -8,7 +8,10 @@ nothing is hard-coded. (MLCommons' result summarizer is not run here: it is not 
 this VM it took 119 s over the same tree, submitter by submitter; see issue 16's note.)
 
 Each case runs ``BENCH_ROUNDS`` (default 3) interleaved rounds of baseline then ingest, each ingest into an
-empty store. The verdict uses the best time of each side (the run least disturbed by other load on the
+empty store. For the Lambda tarball and the 1 GB log, each round also ingests with the core from before the
+ingest's redesign (issue 15; commit ``BEFORE``, taken from this clone's history with ``git archive`` and its C
+extension built with the compiler at hand), so that "speed is kept" is measured on this machine in the same
+run, whatever the machine; ``BENCH_BEFORE=`` (empty) skips it. The verdict uses the best time of each side (the run least disturbed by other load on the
 machine); the median and the spread are printed next to it, because a shared VM can drift by 20% or more
 between minutes.
 """
@@ -24,6 +27,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +41,8 @@ LAMBDA = REPO.parent / "shared" / "corpus" / "tf_cnn_benchmarks" / "lambda-logs.
 MLPERF = REPO.parent / "shared" / "corpus" / "mlperf_results" / "training_results_v1.0.tar.gz"
 BIG_STEPS = 10_000_000
 CACHE = Path(os.environ.get("BENCH_CACHE", tempfile.gettempdir())) / "dlbench-bench"
+#: The last commit of the ingest core before its redesign (issue 15), measured beside this one.
+BEFORE = os.environ.get("BENCH_BEFORE", "1defb22")
 
 
 def _timed_shell(cmd: str) -> tuple[float, str]:
@@ -45,13 +51,14 @@ def _timed_shell(cmd: str) -> tuple[float, str]:
     return time.perf_counter() - t0, out
 
 
-def _timed_ingest(path: Path, store: Path) -> tuple[float, dict, float]:
-    """(seconds, summary, peak RSS MB of the largest process) of `bench ingest` in a child process."""
+def _timed_ingest(path: Path, store: Path, env: dict[str, str] | None = None) -> tuple[float, dict, float]:
+    """(seconds, summary, peak RSS MB of the largest process) of `bench ingest` in a child process (with
+    ``env``, the environment that selects the core before the redesign)."""
     shutil.rmtree(store, ignore_errors=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "bench.runner", "ingest", str(path), "--store", str(store), "--json"],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True, check=True, env=env)
     elapsed = time.perf_counter() - t0
     peak_kb = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     return elapsed, json.loads(proc.stdout), peak_kb / 1024
@@ -75,6 +82,31 @@ def big_log() -> Path:
     return path
 
 
+def before_core(tmp: Path) -> tuple[dict[str, str] | None, str]:
+    """The environment under which ``python -m bench.runner`` runs the ingest core of commit ``BEFORE``
+    (its tree exported from this clone's git history, its C extension built), or None and why not."""
+    if not BEFORE:
+        return None, "BENCH_BEFORE is empty"
+    tree, pkg = tmp / "before", tmp / "before-pkg" / "bench"
+    tree.mkdir()
+    try:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", BEFORE], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        include = sysconfig.get_paths()["include"]
+        for source in (tree / "ingest").glob("_*.c"):
+            target = source.with_name(source.stem + str(sysconfig.get_config_var("EXT_SUFFIX")))
+            subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", f"-I{include}", str(source),
+                            "-o", str(target)], capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        detail = getattr(e, "stderr", None) or b""
+        return None, f"could not export and build commit {BEFORE}: {e} {detail.decode(errors='replace')[:200]}"
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], capture_output=True, check=False)
+    pkg.mkdir(parents=True)
+    for name in ("ingest", "runner", "analytics", "sql"):
+        (pkg / name).symlink_to(tree / name)
+    return {**os.environ, "PYTHONPATH": str(pkg.parent)}, ""
+
+
 def _spread(times: list[float]) -> str:
     return f"best {min(times):.2f} s, median {statistics.median(times):.2f} s (rounds: {', '.join(f'{t:.2f}' for t in times)})"
 
@@ -94,17 +126,24 @@ def _floor(path: Path, base_s: float, goal: float) -> None:
           f"(the goal, {goal:g}x the baseline, is {goal * base_s:.2f} s)")
 
 
-def _measure(name: str, baseline_cmd: str, path: Path, store: Path, goal: float, rounds: int) -> None:
-    """``rounds`` interleaved rounds of the baseline and the ingest; print both and the verdict."""
+def _measure(name: str, baseline_cmd: str, path: Path, store: Path, goal: float, rounds: int,
+             before: dict[str, str] | None = None) -> None:
+    """``rounds`` interleaved rounds of the baseline, the core before the redesign (when ``before`` is its
+    environment) and the ingest; print them and the verdict."""
     bases: list[float] = []
     ingests: list[float] = []
+    befores: list[float] = []
     summary: dict[str, Any] = {}
     peak = 0.0
-    for _ in range(rounds):
+    for i in range(rounds):
         bases.append(_timed_shell(baseline_cmd)[0])
+        if before is not None and i % 2 == 0:  # the two cores take turns at going first
+            befores.append(_timed_ingest(path, store, before)[0])
         secs, summary, rss = _timed_ingest(path, store)
         ingests.append(secs)
         peak = max(peak, rss)
+        if before is not None and i % 2 == 1:
+            befores.append(_timed_ingest(path, store, before)[0])
     base_s, ingest_s = min(bases), min(ingests)
     mb = summary["bytes_read"] / 1e6
     ratio = ingest_s / base_s
@@ -115,6 +154,11 @@ def _measure(name: str, baseline_cmd: str, path: Path, store: Path, goal: float,
     print(f"  ratio ingest/baseline, best to best: {ratio:.2f}x  (goal <= {goal:g}x: {'met' if ratio <= goal else 'NOT met'}); "
           f"median to median: {statistics.median(ingests) / statistics.median(bases):.2f}x")
     print(f"  peak RSS of the largest ingest process: {peak:.0f} MB  (goal < 1024 MB: {'met' if peak < 1024 else 'NOT met'})")
+    if befores:
+        change = ingest_s / min(befores) - 1
+        print(f"  the core before the redesign ({BEFORE}), same rounds: {_spread(befores)}; this core vs that one: "
+              f"{change:+.0%} best to best, {statistics.median(ingests) / statistics.median(befores) - 1:+.0%} median "
+              f"to median (issue 15: more than +10% must be explained in ingest/README.md)")
     if not path.name.endswith(".tar.gz"):  # an archive's members are hashed as they are decompressed
         _floor(path, base_s, goal)
 
@@ -129,15 +173,19 @@ def main() -> None:
     rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
+        before, why_not = before_core(Path(tmp))
+        if before is None:
+            print(f"core before the redesign: not measured ({why_not})")
         if LAMBDA.exists():
-            _measure("Lambda tarball (7,674 files)", f"zcat {LAMBDA} | grep -c images/sec", LAMBDA, store, 3, rounds)
+            _measure("Lambda tarball (7,674 files)", f"zcat {LAMBDA} | grep -c images/sec", LAMBDA, store, 3, rounds,
+                     before)
         else:
             print(f"\n== Lambda tarball: skipped, {LAMBDA} is absent")
         path = big_log()
         cmd = f"grep -c images/sec {path}"
         _timed_shell(cmd)  # warm the page cache so both sides read from memory
         _measure(f"generated log ({path.stat().st_size / 1e9:.2f} GB, {BIG_STEPS:,} step lines)", cmd, path, store, 5,
-                 rounds)
+                 rounds, before)
         if MLPERF.exists():
             tree = Path(tmp) / "mlperf"
             tree.mkdir()

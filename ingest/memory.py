@@ -8,10 +8,11 @@ A large file's parse allocates and frees buffers of megabytes all the time: 8 Mi
 columns of 500,000 rows, their Arrow tables. glibc's malloc gives such blocks back to the kernel when
 they are freed (``munmap``, or trimming the top of the heap), and the next one costs a page fault per
 4 KiB while the kernel zeroes it again. Measured on the 1 GB benchmark log on the project's 2-core VM,
-two runs each: 1.2-1.4 s of system time and 165-178k page faults with glibc's defaults; 0.8-0.9 s and
-144-160k with blocks of up to ``MMAP_THRESHOLD`` taken from the heap and up to ``TRIM_THRESHOLD`` of
-free heap kept (``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` in the environment do the
-same). Peak memory did not grow: freed blocks are reused rather than new ones mapped.
+three interleaved runs each: with glibc's defaults, 3.48-3.83 s, 1.30-1.52 s of system time and 158-183k
+page faults; with blocks of up to ``MMAP_THRESHOLD`` taken from the heap and up to ``TRIM_THRESHOLD`` of
+free heap kept, 3.09-3.39 s, 0.74-0.80 s and 142-154k (``MALLOC_MMAP_THRESHOLD_`` and
+``MALLOC_TRIM_THRESHOLD_`` in the environment do the same). Peak memory did not grow (618-665 MB against
+654-753 MB): freed blocks are reused rather than new ones mapped.
 """
 
 from __future__ import annotations
