@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,7 +69,24 @@ def _dir_items(paths: list[str], skip_globs: tuple[str, ...], limits: Limits) ->
     for path in paths:
         if sidecar is not None and os.path.basename(path) == runjson.RUN_JSON:
             continue
+        kind = _special(path)
+        if kind is not None:  # never opened: a FIFO's open waits for a writer forever, a device never ends
+            yield Item(path, _slash(path), 0, None, error=f"a {kind}, not a regular file: not read")
+            continue
         yield from _file_items(path, skip_globs, sidecar if path in logs else None, limits)
+
+
+def _special(path: str) -> str | None:
+    """What a directory entry is when it is neither a regular file nor a link to one (None for those, and
+    for a dangling link, which opening reports). A PATH given by name is read whatever it is, so that
+    ``bench ingest <(ssh host cat train.log)`` reads the pipe."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return "FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device"
 
 
 def _skipped(path: str, globs: tuple[str, ...]) -> bool:

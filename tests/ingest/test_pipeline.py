@@ -521,3 +521,29 @@ def test_a_big_file_whose_part_cannot_be_written_stores_nothing_and_the_ingest_g
     (problem,) = read(tmp_path / "st", "problems")
     assert problem["source"] == str(big) and "No space left on device" in problem["message"]
     assert not list((tmp_path / "st" / "_tmp").glob("**/*.parquet"))
+
+
+def test_a_fifo_or_socket_in_a_walked_directory_is_a_problem_not_a_hang(tmp_path: Path) -> None:
+    """Opening a FIFO waits for a writer that never comes: the ingest ran until killed. Now such an entry
+    is a read_error problem and the directory's logs are stored. (In a child process, so that a return of
+    the hang fails the test instead of stopping the suite.)"""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    d = tmp_path / "logs"
+    write_logs(d, 1)
+    os.mkfifo(d / "pipe.log")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(d / "sock.log"))
+    try:
+        done = subprocess.run([sys.executable, "-m", "bench.runner", "ingest", str(d), "--store", str(tmp_path / "st")],
+                              capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        server.close()
+    assert done.returncode == 0, done.stderr
+    assert [Path(r["source"]).name for r in read(tmp_path / "st", "runs")] == ["run0.log"]
+    problems = {Path(p["source"]).name: (p["kind"], p["message"]) for p in read(tmp_path / "st", "problems")}
+    assert problems == {"pipe.log": ("read_error", "a FIFO, not a regular file: not read"),
+                        "sock.log": ("read_error", "a socket, not a regular file: not read")}
