@@ -58,7 +58,7 @@ def parse_big(item: Item, fmt: str | None, hashed: Future[str], is_duplicate: Ca
                                                   spill_rows=SPILL_ROWS))
     with reopen(item) as reader:
         head = reader.read(registry.HEAD_CHARS)
-        parsed = parse_stream(head, chunks(reader), source=item.source, fmt=fmt, result=result)
+        parsed = parse_stream(head, chunks(reader), source=item.name, fmt=fmt, result=result)
     if duplicate():
         return None
     result.steps.flush()  # the last rows too: every row of a large file is in its parts

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any, Protocol, cast
 
+from bench.ingest.text import storable
+
 #: What a corrupt deflate stream raises in ``gunzip``.
 InflateError: type[Exception]
 try:  # gzip inflated by ISA-L (python-isal): the same bytes as zlib's in 40% of its CPU (0.07 vs 0.18 s on the
@@ -77,6 +79,11 @@ class Item:
     member: str | None = None
     error: str | None = None
     sidecar: bytes | None = None  # the run.json of the run directory this output.log belongs to
+
+    @property
+    def name(self) -> str:
+        """``source`` as the store keeps it (``text.storable``: a name that is not UTF-8 is escaped)."""
+        return storable(self.source)
 
 
 @dataclass(frozen=True)

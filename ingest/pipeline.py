@@ -33,6 +33,7 @@ from bench.ingest.rows import FileRows, file_rows, problem_row
 from bench.ingest.schema import run_id
 from bench.ingest.sources import is_archive, iter_items
 from bench.ingest.store import Batch, StoreWriter
+from bench.ingest.text import storable
 
 BATCH_SOURCES = 2000  # commit every this many new sources, so a long ingest keeps its progress
 
@@ -203,7 +204,7 @@ def _finish(
     for job, file in zip(jobs, rows, strict=True):
         _record(job.item, job.sha, len(job.data), file, ctx)
         if progress:
-            progress(job.item.source, ctx.summary.bytes_read)
+            progress(job.item.name, ctx.summary.bytes_read)
     if ctx.batch.n_sources >= BATCH_SOURCES:
         ctx.summary.batches.append(str(ctx.batch.commit()))
         ctx.batch = ctx.writer.new_batch()
@@ -232,7 +233,7 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
             return
         if hashed.done():
             _note_run_dir(item, hashed.result(), ctx)
-        parts = bigfile.PartWriter(str(ctx.writer.scratch()), hashed, item.source,
+        parts = bigfile.PartWriter(str(ctx.writer.scratch()), hashed, item.name,
                                    pat.match_first(ctx.patterns, item.match_path), owner)
         try:
             try:
@@ -272,8 +273,8 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context) -> N
     if ctx.patterns and file.runs and not pat.match_first(ctx.patterns, item.match_path):
         ctx.summary.pattern_misses += 1
     batch.rows["sources"].append(
-        {"source": item.source, "source_sha256": sha, "size_bytes": size, "archive": item.archive,
-         "member": item.member, "resolved_path": os.path.abspath(item.archive or item.source),
+        {"source": item.name, "source_sha256": sha, "size_bytes": size, "archive": _text(item.archive),
+         "member": _text(item.member), "resolved_path": storable(os.path.abspath(item.archive or item.source)),
          "format": file.format, "forced_format": ctx.fmt is not None, "path_patterns": ctx.pattern_texts,
          "n_runs": len(file.runs), "n_steps": file.n_steps, "n_problems": len(file.problems),
          "ingested_at": round(now * 1e6)}
@@ -290,5 +291,9 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context) -> N
 
 
 def _problem_only(ctx: _Context, item: Item, p: Problem) -> None:
-    ctx.batch.rows["problems"].append(problem_row(item.source, None, None, p, time.time()))
+    ctx.batch.rows["problems"].append(problem_row(item.name, None, None, p, time.time()))
     ctx.counters["problems"][p.kind] += 1
+
+
+def _text(name: str | None) -> str | None:
+    return None if name is None else storable(name)

@@ -41,7 +41,7 @@ class Job:
 
 def file_ref(item: Item, sha: str, owner: str | None) -> FileRef:
     """The file's identity; a run directory's telemetry.csv also names the run it was sampled for."""
-    return FileRef(item.source, sha, item.match_path, item.sidecar, owner)
+    return FileRef(item.name, sha, item.match_path, item.sidecar, owner)
 
 
 def parse_many(

@@ -12,6 +12,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,18 +25,28 @@ from bench.ingest.pipeline import IngestSummary, ingest
 from bench.ingest.records import SCHEMA_VERSION
 from bench.ingest.schema import TABLES, write_options
 from bench.ingest.store import TABLE_GLOBS, StoreWriter, table_files
+from bench.ingest.text import fs_name
 
 
 def _plans(root: Path, batches: list[Path]) -> list[tuple[str, str | None, tuple[str, ...]]]:
     """(path to re-ingest, forced format, path patterns), one per top-level path recorded in ``batches``."""
     seen: dict[tuple[str, str | None, tuple[str, ...]], None] = {}
     for row in (r for b in batches for r in health.recorded_sources(b)):
-        path = row["archive"] or row["source"]
-        if not os.path.exists(path) and row["resolved_path"]:
-            path = row["resolved_path"]
         fmt = row["format"] if row["forced_format"] else None
-        seen[(path, fmt, tuple(row["path_patterns"] or ()))] = None
+        seen[(_original(row), fmt, tuple(row["path_patterns"] or ()))] = None
     return list(seen)
+
+
+def _original(row: dict[str, Any]) -> str:
+    """Where a recorded source's file is now: its path as given, else its absolute path, each as stored
+    or with ``text.storable``'s escapes of a name that is not UTF-8 undone; the path as given when none
+    of these exists."""
+    given = row["archive"] or row["source"]
+    for path in (given, row["resolved_path"]):
+        for candidate in (path, fs_name(path)) if path else ():
+            if os.path.exists(candidate):
+                return str(candidate)
+    return str(given)
 
 
 def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None) -> IngestSummary:

@@ -15,6 +15,7 @@ from bench.ingest import rundir, runjson
 from bench.ingest.parse import FileParse
 from bench.ingest.records import Problem
 from bench.ingest.schema import run_row, score_scale_row, steps_table, system_row, telemetry_table
+from bench.ingest.text import storable
 
 
 @dataclass
@@ -128,5 +129,6 @@ def _concat(tables: list[pa.Table], empty: pa.Table) -> pa.Table:
 
 
 def problem_row(source: str, sha: str | None, fmt: str | None, p: Problem, now: float) -> dict[str, Any]:
-    return {"source": source, "source_sha256": sha, "format": fmt, "kind": p.kind, "line_no": p.line_no,
-            "text": p.text, "message": p.message, "ingested_at": round(now * 1e6)}
+    return {"source": storable(source), "source_sha256": sha, "format": fmt, "kind": p.kind, "line_no": p.line_no,
+            "text": None if p.text is None else storable(p.text), "message": storable(p.message),
+            "ingested_at": round(now * 1e6)}

@@ -31,6 +31,7 @@ from bench.ingest.items import (
 )
 from bench.ingest.pairing import pair_members
 from bench.ingest.tarstream import TarFormatError, iter_members
+from bench.ingest.text import storable
 
 __all__ = ["ARCHIVE_SUFFIXES", "MEMBER_SEP", "Item", "Limits", "Reader", "is_archive", "iter_items"]
 
@@ -118,7 +119,7 @@ def _tar_items(path: str, limits: Limits) -> Iterator[Item]:
             for name, size, reader in iter_members(fobj):
                 # a member gives at most its header's size: only one declared past the floor can be a bomb
                 bounded = BoundedReader(reader, name, raw.tell, limits) if gzipped and size > limits.floor_bytes else reader
-                yield Item(f"{path}{MEMBER_SEP}{name}", name, size, bounded, path, name)
+                yield Item(f"{path}{MEMBER_SEP}{name}", storable(name), size, bounded, path, name)
     except (OSError, EOFError, InflateError, TarFormatError) as e:  # cut or corrupt: keep what was read
         err = str(e)
     if err:
@@ -157,4 +158,4 @@ def _zip_items(path: str, limits: Limits) -> Iterator[Item]:
 
 
 def _slash(path: str) -> str:
-    return Path(path).as_posix()
+    return storable(Path(path).as_posix())

@@ -159,3 +159,41 @@ def test_parts_without_nulls_are_required_and_read_back_as_one_nullable_column(t
     table = ds.dataset(files).to_table()
     got = sorted(zip(table.column("run_id").to_pylist(), table.column("step").to_pylist(), table.column("loss").to_pylist(), strict=True))
     assert got == [("a-0", 1, 7.5), ("a-0", 2, 7.25), ("b-0", 1, None), ("b-0", 2, 6.5)]
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["small", "streamed"])
+def test_names_that_are_not_utf8_are_stored_escaped_and_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 big: bool) -> None:
+    """A Latin-1 file name ("bad\\xff"), on disk and inside a tar, reaches Python as a lone surrogate, which
+    Arrow refuses: the ingest raised at its commit and stored nothing. Such names are now stored with
+    ``\\xNN`` escapes, and --rebuild finds their files again."""
+    import io
+    import tarfile
+
+    from bench.ingest import bigfile
+
+    if big:
+        monkeypatch.setattr(bigfile, "BIG_FILE", 100)  # every file streamed: its rows written by the part writer
+    raw = os.fsencode(tmp_path) + b"/logs\xff"
+    os.mkdir(raw)
+    with open(raw + b"/run\xe9.log", "w") as fh:
+        fh.write(tf_cnn_log(12, seed=1))
+    with open(raw + b"/thermal", "w") as fh:
+        fh.write("1599331669, 1729.8, 40, 38, \n1599331674, 1731.0, 41, 39, \n")
+    data = tf_cnn_log(12, seed=2).encode()
+    member = tarfile.TarInfo(os.fsdecode(b"dir\xff/run.log"))
+    member.size = len(data)
+    with tarfile.open(tmp_path / "a.tar", "w", format=tarfile.GNU_FORMAT) as tf:
+        tf.addfile(member, io.BytesIO(data))
+    st = tmp_path / "st"
+    first = ingest([os.fsdecode(raw), str(tmp_path / "a.tar")], st, workers=0)
+    assert first.runs_added == 2 and first.telemetry_added == 4 and first.problems == 0
+    base = str(tmp_path)
+    assert sorted(r["source"] for r in read(st, "runs")) == [f"{base}/a.tar::dir\\xff/run.log",
+                                                            f"{base}/logs\\xff/run\\xe9.log"]
+    assert {r["source"] for r in read(st, "telemetry")} == {f"{base}/logs\\xff/thermal"}
+    members = {r["member"] for r in read(st, "sources")}
+    assert members == {None, "dir\\xff/run.log"}
+    again = rebuild(st)
+    assert again.runs_added == 2 and again.telemetry_added == 4  # parsed again from the files, not carried over
+    assert len(read(st, "runs")) == 2
