@@ -9,6 +9,9 @@ becomes NULL and an ``invalid_value`` problem naming the run's line and the valu
 ``invalid`` with its result metrics NULL (``parse.RESULT_METRICS``): a printed ``total images/sec: nan``
 is not a result. Step rows the column buffers refused (a step or epoch beyond 2^53) count the same way
 against their run. A printed ``nan`` loss is data, not an error: losses and accuracies are not checked.
+
+Text is checked too: a string UTF-8 cannot encode (a lone surrogate, from a ``\\ud800`` escape in JSON) is
+stored escaped (``text.storable``), with an ``encoding`` problem.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import math
 import sys
 from typing import Any
 
-from bench.ingest.records import ParseResult, Problem, Run
+from bench.ingest.records import ParseResult, Problem, Run, System
+from bench.ingest.text import storable
 from bench.ingest.units import IMAGES
 
 MAX_COUNT = 2**53
@@ -73,8 +77,15 @@ def check_result(result: ParseResult, result_metrics: tuple[str, ...]) -> None:
     for run_index, line_no, what in result.steps.refused + result.telemetry.refused:
         result.problems.append(Problem("invalid_value", f"{what} is beyond 2^53: row not stored", line_no))
         refused.setdefault(run_index, what)
+    for i, system in enumerate(result.systems):
+        if fixed := _storable_text(system):
+            result.systems[i] = dataclasses.replace(system, **fixed)
+            result.problems.append(_text_problem(fixed, None))
     for i, run in enumerate(result.runs):
         bad, changes = _check_run(run)
+        if fixed := _storable_text(run):
+            changes.update(fixed)
+            result.problems.append(_text_problem(fixed, run.last_line or run.first_line))
         line = run.last_line or run.first_line
         for name, value, why in bad:
             result.problems.append(Problem("invalid_value", f"{name} = {value!r} {why}; stored as NULL", line))
@@ -85,6 +96,46 @@ def check_result(result: ParseResult, result_metrics: tuple[str, ...]) -> None:
             changes.update(dict.fromkeys(result_metrics), status="invalid", status_detail="; ".join(invalid)[:500])
         if changes:
             result.runs[i] = dataclasses.replace(run, **changes)
+
+
+def _text_fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    """(name, is a mapping) of every text field of a record class."""
+    return tuple((f.name, str(f.type).startswith("dict")) for f in dataclasses.fields(cls) if "str" in str(f.type))
+
+
+_TEXT_FIELDS = {Run: _text_fields(Run), System: _text_fields(System)}
+
+
+def _storable_text(record: Run | System) -> dict[str, Any]:
+    """The changes that make every text of ``record`` storable (``text.storable``), or nothing. Python
+    strings may hold what UTF-8 cannot: JSON's ``"\\ud800"`` escape gives a lone surrogate, which Arrow refuses
+    (the whole ingest raised at its commit)."""
+    fixed: dict[str, Any] = {}
+    for name, mapping in _TEXT_FIELDS[type(record)]:
+        value = getattr(record, name)
+        if not value:
+            continue
+        if not mapping:
+            if type(value) is str and _unstorable(value):
+                fixed[name] = storable(value)
+        elif any(_unstorable(k) or (type(v) is str and _unstorable(v)) for k, v in value.items()):
+            fixed[name] = {storable(k): storable(v) if type(v) is str else v for k, v in value.items()}
+    return fixed
+
+
+def _unstorable(text: str) -> bool:
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _text_problem(fixed: dict[str, Any], line: int | None) -> Problem:
+    return Problem("encoding", f"{', '.join(fixed)}: text holding a lone UTF-16 surrogate (a \\udNNN escape), which "
+                               "no table can hold; stored with the surrogate escaped", line)
 
 
 def _check_run(run: Run) -> tuple[list[tuple[str, Any, str]], dict[str, Any]]:

@@ -147,3 +147,36 @@ def test_an_mlperf_rate_of_samples_that_are_not_images_has_no_per_device_image_b
     assert [(r.status, r.throughput) for r in result.runs] == [
         ("ok", 1.6e9), ("ok", 3.6e7), ("invalid", None), ("invalid", None), ("invalid", None)]
     assert [p.message.split(" = ")[0] for p in result.problems] == ["images_per_sec", "images_per_sec", "throughput"]
+
+
+MLPERF = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "mlperf" / "mllog_slurm_tracked.log"
+
+
+def test_a_lone_surrogate_escape_in_json_is_stored_escaped_not_a_crash(tmp_path: Path) -> None:
+    """``"value": "\\ud800Org"`` is valid JSON whose string no table can hold: the ingest raised at its
+    commit (UnicodeEncodeError inside pyarrow) and stored nothing. Now the text is stored escaped, with
+    an ``encoding`` problem on the run's line, and the run keeps its result."""
+    text = MLPERF.read_text()
+    assert text.count('"value": "ExampleOrg"') == 1
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "bad.log").write_text(text.replace('"value": "ExampleOrg"', '"value": "\\ud800Org"'))
+    (tmp_path / "logs" / "good.log").write_text(text.replace('"value": "ExampleOrg"', '"value": "OtherOrg"'))
+    ingest([str(tmp_path / "logs")], tmp_path / "st", workers=0)
+    runs = {Path(r["source"]).name: r for r in _read(tmp_path / "st", "runs")}
+    assert dict(runs["bad.log"]["tags"])["submission_org"] == "\\ud800Org"
+    assert dict(runs["good.log"]["tags"])["submission_org"] == "OtherOrg"
+    assert runs["bad.log"]["status"] == runs["good.log"]["status"] == "ok"
+    assert runs["bad.log"]["time_to_train_s"] == runs["good.log"]["time_to_train_s"] is not None
+    problems = [p for p in _read(tmp_path / "st", "problems") if p["kind"] == "encoding"]
+    assert [(Path(p["source"]).name, p["message"].split(":")[0]) for p in problems] == [("bad.log", "tags")]
+
+
+def test_system_descriptions_get_the_same_text_check() -> None:
+    from bench.ingest.checks import check_result
+    from bench.ingest.records import ParseResult, System
+
+    result = ParseResult()
+    result.systems.append(System(system_name="box\udcff", device_model="A100"))
+    check_result(result, ())
+    assert result.systems[0].system_name == "box\\xff" and result.systems[0].device_model == "A100"
+    assert [p.kind for p in result.problems] == ["encoding"]
