@@ -33,9 +33,10 @@ import pyarrow.parquet as pq
 
 from bench.ingest import health
 from bench.ingest.atomic import write_atomic
-from bench.ingest.errors import BenchError
+from bench.ingest.errors import BenchError, UsageError
 from bench.ingest.records import SCHEMA_VERSION
 from bench.ingest.schema import METADATA, TABLES, write_options
+from bench.ingest.text import storable
 
 TABLE_GLOBS = {
     "runs": "batches/*/runs.parquet",
@@ -54,6 +55,7 @@ def default_store() -> Path:
 
 def check_store(root: Path) -> None:
     """Raise BenchError unless ``root`` is a store of this schema version."""
+    _check_text_path(root)
     meta = root / "STORE.json"
     if not meta.exists():
         raise BenchError(f"{root} is not a bench store (no STORE.json); create it with `bench ingest PATH --store {root}`")
@@ -66,6 +68,14 @@ def check_store(root: Path) -> None:
             f"store {root} was written by schema {version}, this bench reads schema {SCHEMA_VERSION}; "
             f"run `bench ingest --rebuild --store {root}`"
         )
+
+
+def _check_text_path(root: Path) -> None:
+    """Raise UsageError for a store path that is not UTF-8 text (a Latin-1 name on Linux): Arrow and DuckDB
+    take paths as UTF-8, and could neither write nor read the store."""
+    text = storable(str(root))
+    if text != str(root):
+        raise UsageError(f"--store {text}: the path is not UTF-8 text, which Arrow and DuckDB need; give another")
 
 
 def table_files(root: Path, table: str, sound: list[Path] | None = None) -> list[Path]:
@@ -131,6 +141,7 @@ class StoreWriter:
         self.health = health.Health()
 
     def __enter__(self) -> StoreWriter:
+        _check_text_path(self.root)
         if self.root.exists() and not self.root.is_dir():
             raise BenchError(f"--store {self.root} is a file, not a store directory; give a directory")
         try:

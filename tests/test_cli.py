@@ -177,3 +177,17 @@ def test_bad_options_are_usage_errors_that_exit_2_with_one_line(tmp_path: Path) 
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output)
         assert message in result.output and "Traceback" not in result.output, (args, result.output)
+
+
+def test_a_store_path_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
+    """Arrow and DuckDB take paths as UTF-8: ingesting into ``st\\xff`` raised inside pyarrow (a traceback,
+    exit 1) after creating the store's directories, and every later command saw an empty store."""
+    (tmp_path / "a.log").write_text(tf_cnn_log(10))
+    store = os.fsdecode(os.fsencode(tmp_path) + b"/st\xff")
+    for args in (["ingest", str(tmp_path / "a.log")], ["sql", "SELECT 1"]):
+        result = subprocess.run([sys.executable, "-m", "bench.runner", *args, "--store", store],
+                                capture_output=True, text=True, check=False)
+        assert result.returncode == 2, result.stderr
+        assert "st\\xff: the path is not UTF-8 text" in result.stderr + result.stdout
+        assert "Traceback" not in result.stderr
+    assert not os.path.exists(store)
