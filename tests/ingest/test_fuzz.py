@@ -1,7 +1,9 @@
 """Seeded mutants of every fixture log, ingested together: the reliability properties, not just "no crash".
 
 Each mutant is a fixture log with a few damaging edits (a number replaced by nan, inf, 0, -1, 1e308, 2^64
-or 20 digits; a month of 17; lines deleted, duplicated or cut; NUL bytes; a UTF-16 re-encoding). The
+or 20 digits; a month of 17; lines deleted, duplicated or cut; NUL bytes; a byte that is not UTF-8; a
+JSON string given a lone surrogate escape, ``"\\ud800``; a UTF-16 re-encoding), and one in ten has a file
+name that is not UTF-8 (a Latin-1 ``\\xe9``). The
 mutator is ``random.Random(seed)``, so a failure names a reproducible case. Properties checked on the
 store the one ingest of all of them left:
 - the ingest returns; every mutant's bytes are in ``sources`` or it has a problem row (nothing is lost);
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import random
 import re
 from pathlib import Path
@@ -24,6 +27,7 @@ from bench.ingest.checks import MAX_DEVICES, MAX_IMAGES_PER_SEC_PER_DEVICE
 from bench.ingest.pipeline import ingest
 from bench.ingest.records import STATUSES
 from bench.ingest.store import table_files
+from bench.ingest.text import fs_name
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 BAD_NUMBERS = ("nan", "inf", "-inf", "0", "0.0", "-1", "1e308", "9.99e307", str(2**64), "1" * 20)
@@ -34,7 +38,7 @@ N_MUTANTS = 300
 def _mutate(data: bytes, rng: random.Random) -> bytes:
     lines = data.split(b"\n")
     for _ in range(rng.randint(1, 4)):
-        op = rng.choice(("number", "number", "number", "month", "delete", "duplicate", "cut", "nul", "utf16"))
+        op = rng.choice(("number", "number", "number", "month", "delete", "duplicate", "cut", "nul", "byte", "escape"))
         i = rng.randrange(len(lines))
         if op == "number":
             hits = [(k, m) for k, line in enumerate(lines) for m in NUMBER.finditer(line)]
@@ -52,6 +56,13 @@ def _mutate(data: bytes, rng: random.Random) -> bytes:
         elif op == "cut":
             lines = lines[: i + 1]
             lines[-1] = lines[-1][: rng.randrange(len(lines[-1]) + 1)]
+        elif op == "byte":
+            lines[i] = lines[i][: len(lines[i]) // 2] + b"\xff" + lines[i][len(lines[i]) // 2:]
+        elif op == "escape":  # a JSON string value (MLPerf's and DLLogger's values are what runs keep)
+            hits = [(k, m.end()) for k, line in enumerate(lines) for m in re.finditer(rb'"value": "', line)]
+            if hits:
+                k, at = rng.choice(hits)
+                lines[k] = lines[k][:at] + b"\\ud800" + lines[k][at:]
         elif op == "nul":
             lines[i] = lines[i][: len(lines[i]) // 2] + b"\0" * rng.randint(1, 3) + lines[i][len(lines[i]) // 2:]
     out = b"\n".join(lines)
@@ -72,14 +83,15 @@ def test_mutants_of_every_fixture_keep_the_reliability_properties(tmp_path: Path
     mutants.mkdir()
     for n in range(N_MUTANTS):
         src = rng.choice(logs)
-        (mutants / f"{n:04d}-{src.name}").write_bytes(_mutate(src.read_bytes(), rng))
+        name = f"{n:04d}-{src.name}".encode() + (b"\xe9" if rng.random() < 0.1 else b"")
+        (mutants / os.fsdecode(name)).write_bytes(_mutate(src.read_bytes(), rng))
     summary = ingest([str(mutants)], tmp_path / "st", workers=0)
     assert summary.files_seen == N_MUTANTS
 
     runs, steps = _read(tmp_path / "st", "runs"), _read(tmp_path / "st", "steps")
     sources, problems = _read(tmp_path / "st", "sources"), _read(tmp_path / "st", "problems")
     stored = {s["source_sha256"] for s in sources}
-    reported = {p["source"] for p in problems}
+    reported = {fs_name(p["source"]) for p in problems}
     lost = [p.name for p in mutants.iterdir()
             if hashlib.sha256(p.read_bytes()).hexdigest() not in stored and str(p) not in reported]
     assert not lost  # a mutant equal to another one is stored once, under its hash
