@@ -115,6 +115,8 @@ def run_command(
     if sbatch:
         if launcher != "slurm":
             raise typer.BadParameter("--sbatch needs --launcher slurm")
+        if not dry_run:
+            lr.rundir.check_out(out)
         for i in range(1, repeat + 1):
             run_dir, script, argv = lr.submit(spec, out, repeat=i if repeat > 1 else None, dry_run=dry_run)
             typer.echo(script if dry_run else f"submitted {run_dir}")
@@ -126,6 +128,7 @@ def run_command(
             typer.echo(lr.describe(build_command(spec, export_env=env_names)))
         return
     lr.check_trainer(spec)
+    lr.rundir.check_out(out)
     outcomes = lr.run_many(spec, out, repeat, drop=drop_caches, telemetry_interval_s=telemetry_interval,
                            warn=lambda m: typer.echo(f"Warning: {m}", err=True), echo=sys.stdout.buffer)
     rows = {} if no_ingest else lr.ingest_runs([o.run_dir for o in outcomes], _store_root(store))

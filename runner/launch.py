@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.ingest import runjson
-from bench.ingest.errors import BenchError
+from bench.ingest.errors import BenchError, UsageError
 from bench.ingest.pipeline import ingest
 from bench.runner import rundir
-from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script
+from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script, trainer_argv
 
 OOM = re.compile(rb"ResourceExhaustedError|OOM when allocating|out of memory", re.I)
 SMI_TELEMETRY = ["nvidia-smi",
@@ -63,10 +63,18 @@ def child_env(base: Mapping[str, str]) -> dict[str, str]:
 
 
 def check_trainer(spec: RunSpec, trainer: Sequence[str] = DEFAULT_TRAINER) -> None:
-    """Raise BenchError, before anything is launched, when this machine's Python lacks TensorFlow and the
-    run would start the bundled trainer here (local or horovodrun; mpirun and Slurm may start it on
-    other hosts, whose Pythons are theirs)."""
-    if tuple(trainer) != DEFAULT_TRAINER or spec.launcher not in ("local", "horovodrun"):
+    """Before anything is launched: raise UsageError when the bundled trainer refuses the run's options (it
+    checks them with ``--check-args``, in a child process that imports no TensorFlow, in about 0.1 s), and
+    BenchError when this machine's Python lacks TensorFlow and the run would start the trainer here (local
+    or horovodrun; mpirun and Slurm may start it on other hosts, whose Pythons are theirs)."""
+    if tuple(trainer) != DEFAULT_TRAINER:
+        return
+    checked = subprocess.run([*trainer_argv(spec, trainer), "--check-args"], capture_output=True, text=True,
+                             env=child_env(os.environ), check=False)
+    if checked.returncode == 2:
+        last = (checked.stderr.strip().splitlines() or ["the trainer refused its options"])[-1]
+        raise UsageError(f"the trainer's options: {last.partition(': error: ')[2] or last}")
+    if spec.launcher not in ("local", "horovodrun"):
         return
     if importlib.util.find_spec("tensorflow") is None:
         raise BenchError(f"TensorFlow is not installed in {sys.executable}; the trainer needs it: "

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench.ingest.errors import UsageError
 from bench.ingest.runjson import SCHEMA_VERSION
 from bench.runner.spec import ENV_PREFIXES, RunSpec
 
@@ -49,6 +50,15 @@ def new_run_id(spec: RunSpec, now: float, repeat: int | None = None) -> str:
     if repeat is not None:
         parts.append(f"r{repeat}")
     return "-".join([*parts, secrets.token_hex(2)])
+
+
+def check_out(out: Path) -> None:
+    """Make ``out`` (parents too) for the run directories; UsageError when it cannot be (a file of that
+    name, a path the user may not write), before anything is launched."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot hold the run directories ({e.strerror})") from e
 
 
 def create_run_dir(out: Path, run_id: str) -> Path:

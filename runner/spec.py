@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
-from bench.ingest.errors import BenchError
+from bench.ingest.errors import UsageError
 
 LAUNCHERS = ("local", "horovodrun", "mpirun", "slurm")
 #: variable-update modes whose processes are configured by TF_CONFIG (bench.runner.train.cluster)
@@ -89,11 +89,11 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         if self.launcher not in LAUNCHERS:
-            raise BenchError(f"unknown launcher {self.launcher!r}; use one of {', '.join(LAUNCHERS)}")
+            raise UsageError(f"unknown launcher {self.launcher!r}; use one of {', '.join(LAUNCHERS)}")
         if self.hosts is not None:
             parse_hosts(self.hosts)
         if self.np is not None and self.np < 1:
-            raise BenchError(f"--np must be at least 1, got {self.np}")
+            raise UsageError(f"--np must be at least 1, got {self.np}")
 
     def to_json(self) -> dict[str, object]:
         """Plain JSON-able dict of every field (tags as a dict, tuples as lists)."""
@@ -106,24 +106,24 @@ class RunSpec:
 def parse_hosts(hosts: str) -> list[tuple[str, int]]:
     """``"h1:4,h2:4"`` -> ``[("h1", 4), ("h2", 4)]`` (a host without ``:k`` has 1 slot).
 
-    Raises BenchError on an empty or malformed entry.
+    Raises UsageError on an empty or malformed entry.
     """
     out = []
     for entry in hosts.split(","):
         m = _HOST.match(entry.strip())
         if m is None or (m.group(2) is not None and int(m.group(2)) < 1):
-            raise BenchError(f"bad --hosts entry {entry!r}; write host:slots,host:slots (e.g. node1:4,node2:4)")
+            raise UsageError(f"bad --hosts entry {entry!r}; write host:slots,host:slots (e.g. node1:4,node2:4)")
         out.append((m.group(1), int(m.group(2) or 1)))
     return out
 
 
 def parse_tags(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    """``["k=v", ...]`` -> sorted ``((k, v), ...)``; raises BenchError for an item without ``=``."""
+    """``["k=v", ...]`` -> sorted ``((k, v), ...)``; raises UsageError for an item without ``=``."""
     tags = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise BenchError(f"bad --tag {item!r}; write key=value")
+            raise UsageError(f"bad --tag {item!r}; write key=value")
         tags[key] = value
     return tuple(sorted(tags.items()))
 
@@ -164,7 +164,7 @@ def build_command(
 
     ``export_env``: names of environment variables mpirun forwards to the ranks with ``-x`` (besides
     MPI_BASE_ENV), sorted and de-duplicated here. For ``slurm`` this is the srun line (the sbatch
-    script wraps it, see ``build_sbatch_script``). Raises BenchError for an unknown launcher.
+    script wraps it, see ``build_sbatch_script``). Raises UsageError for an unknown launcher.
     """
     launcher = launcher or spec.launcher
     inner = trainer_argv(spec, trainer)
@@ -183,20 +183,20 @@ def build_command(
                 "--tag-output", *exports, *inner]
     if launcher == "slurm":
         return [*_srun_prefix(spec, n), *inner]
-    raise BenchError(f"unknown launcher {launcher!r}; use one of {', '.join(LAUNCHERS)}")
+    raise UsageError(f"unknown launcher {launcher!r}; use one of {', '.join(LAUNCHERS)}")
 
 
 def cluster_tasks(spec: RunSpec) -> int:
     """Processes of a cluster-mode run. multi_worker: one per worker (``num_processes``). distributed_ps
     adds a chief and one ps to the workers: ``--np`` counts the workers, so the run has np + 2 tasks;
     ``--hosts`` without ``--np`` offers slots for every task, so its slots are the task count and the
-    workers are two fewer. Raises BenchError when that leaves no worker."""
+    workers are two fewer. Raises UsageError when that leaves no worker."""
     n = num_processes(spec)
     if spec.variable_update != "distributed_ps":
         return n
     if spec.np is None and spec.hosts is not None:
         if n < 3:
-            raise BenchError(f"distributed_ps needs a chief, a ps and at least one worker: 3 slots, but --hosts "
+            raise UsageError(f"distributed_ps needs a chief, a ps and at least one worker: 3 slots, but --hosts "
                              f"{spec.hosts} has {n}")
         return n
     return n + 2
@@ -210,13 +210,13 @@ def cluster_workers(spec: RunSpec) -> int:
 def _cluster_command(spec: RunSpec, launcher: str, inner: list[str], workers: int) -> list[str]:
     """multi_worker / distributed_ps: locally, ``bench.runner.train.workers`` starts every task with its
     TF_CONFIG (with the trainer's interpreter); under Slurm, one srun task per process, each building its
-    TF_CONFIG from the SLURM_* variables. Other launchers are refused (BenchError)."""
+    TF_CONFIG from the SLURM_* variables. Other launchers are refused (UsageError)."""
     if launcher == "local":
         return [inner[0], "-m", "bench.runner.train.workers", "--mode", str(spec.variable_update), "--np", str(workers),
                 "--", *inner]
     if launcher == "slurm":
         return [*_srun_prefix(spec, cluster_tasks(spec)), *inner]
-    raise BenchError(f"--variable-update {spec.variable_update} starts its own processes with TF_CONFIG; "
+    raise UsageError(f"--variable-update {spec.variable_update} starts its own processes with TF_CONFIG; "
                      "use --launcher local (one host, --np workers) or --launcher slurm")
 
 
@@ -229,7 +229,7 @@ def _srun_prefix(spec: RunSpec, n: int) -> list[str]:
         hosts = parse_hosts(spec.hosts)
         slots = sum(s for _, s in hosts)
         if n > slots:
-            raise BenchError(f"the run needs {n} tasks but --hosts {spec.hosts} has {slots} slots")
+            raise UsageError(f"the run needs {n} tasks but --hosts {spec.hosts} has {slots} slots")
         argv.append(f"--nodelist={','.join(h for h, _ in hosts)}")
         if n == slots and len({s for _, s in hosts}) == 1:
             argv.append(f"--ntasks-per-node={hosts[0][1]}")

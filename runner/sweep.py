@@ -46,7 +46,7 @@ from bench.ingest.atomic import write_json
 from bench.ingest.errors import BenchError
 from bench.ingest.store import table_files
 from bench.runner import launch
-from bench.runner.spec import DEFAULT_TRAINER, LAUNCHERS, RunSpec
+from bench.runner.spec import DEFAULT_TRAINER, LAUNCHERS, RunSpec, trainer_argv
 
 SCHEMA_VERSION = 1
 SCALING = ("weak", "strong")
@@ -354,9 +354,14 @@ def run_sweep(plan: Plan, cells: Sequence[Cell], out: Path, store: Path, *, resu
                CellResult(c, "resumed") if (c.key, str(c.repeat)) in done else CellResult(c, "pending")
                for c in cells]
     pending = [r for r in results if r.status == "pending"]
-    for r in pending[:1]:  # every cell runs the same trainer: one check before the first launch
+    checked: set[tuple[str, ...]] = set()
+    for r in pending:  # every cell's options, before the first launch (each distinct set once)
         assert r.cell.spec is not None
-        launch.check_trainer(r.cell.spec, trainer)
+        argv = tuple(trainer_argv(r.cell.spec, trainer))
+        if argv not in checked:
+            launch.check_trainer(r.cell.spec, trainer)
+            checked.add(argv)
+    launch.rundir.check_out(out)
     record = out / f"sweep-{plan.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
     durations: list[float] = []
     reporter.start(len(pending))

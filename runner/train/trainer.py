@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--decode-threads", type=_threads, default=None,
                    help="with --data-dir: input threads, N or auto = physical cores - 4 x GPUs, at least 1 "
                         "(default auto)")
+    p.add_argument("--check-args", action="store_true",
+                   help="check the options, then exit (0, or 2 with the usage error) without training: what "
+                        "bench run does before it launches anything")
     return p
 
 
@@ -143,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = usage_problem(args)
     if problem is not None:
         parser.error(problem)  # exits 2 with the usage line
+    if args.check_args:
+        return 0
     try:
         args.epoch_images = real_epoch_images(args)
         images = None if args.epoch_images is None else args.epoch_images.count

@@ -211,9 +211,9 @@ def test_cli_dry_run_prints_the_command_and_runs_nothing(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(("args", "code", "text"), [
-    (["--launcher", "ssh"], 1, "Error: unknown launcher 'ssh'"),
-    (["--hosts", "h1:x"], 1, "Error: bad --hosts entry 'h1:x'"),
-    (["--tag", "novalue"], 1, "Error: bad --tag 'novalue'"),
+    (["--launcher", "ssh"], 2, "Error: unknown launcher 'ssh'"),  # a bad option value is a usage error
+    (["--hosts", "h1:x"], 2, "Error: bad --hosts entry 'h1:x'"),
+    (["--tag", "novalue"], 2, "Error: bad --tag 'novalue'"),
     (["--sbatch"], 2, "--sbatch needs --launcher slurm"),
 ])
 def test_cli_user_errors(tmp_path: Path, args: list[str], code: int, text: str) -> None:
@@ -323,3 +323,50 @@ def test_launchers_beside_the_interpreter_are_found_without_activating_the_venv(
     env = child_env({"PATH": "/usr/bin:/bin"})
     assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
     assert child_env(env)["PATH"] == env["PATH"]  # not added twice
+
+
+@pytest.mark.parametrize(("args", "text"), [
+    (["--model", "nosuchmodel"], "the trainer's options: argument --model: invalid choice: 'nosuchmodel'"),
+    (["--device", "cpu", "--data-format", "NCHW"], "the trainer's options: --data-format NCHW needs a GPU"),
+    (["--", "--bogus", "3"], "the trainer's options: unrecognized arguments: --bogus 3"),
+])
+def test_options_the_trainer_refuses_are_a_usage_error_before_anything_runs(
+        tmp_path: Path, args: list[str], text: str) -> None:
+    """They were passed on, the trainer exited 2, and a failed run was recorded (and ingested) for a typo."""
+    from typer.testing import CliRunner
+
+    from bench.runner.cli import app
+
+    res = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "logs"), "--store", str(tmp_path / "st"), *args])
+    assert res.exit_code == 2 and text in res.output, res.output
+    assert not (tmp_path / "logs").exists() and not (tmp_path / "st").exists()
+
+
+def test_the_trainer_checks_its_options_without_tensorflow() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from bench.runner.train.trainer import main; status = main(sys.argv[1:]); "
+            "assert 'tensorflow' not in sys.modules; sys.exit(status)")
+    ok = subprocess.run([sys.executable, "-c", code, "--model", "resnet50", "--device", "cpu", "--check-args"],
+                        capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run([sys.executable, "-c", code, "--batch-size", "0", "--check-args"], capture_output=True,
+                         text=True, check=False)
+    assert bad.returncode == 2 and "--batch-size: must be >= 1, got 0" in bad.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_an_out_that_cannot_hold_run_directories_is_a_usage_error(tmp_path: Path, command: str) -> None:
+    """A file named like --out gave a FileExistsError traceback from the first run's mkdir."""
+    from typer.testing import CliRunner
+
+    from bench.runner.cli import app
+
+    (tmp_path / "afile").write_text("")
+    first = ["run", "--model", "trivial", "--device", "cpu"] if command == "run" else [
+        "sweep", str(Path(__file__).resolve().parents[2] / "fixtures" / "plans" / "cpu-smoke.toml")]
+    res = CliRunner().invoke(app, [*first, "--out", str(tmp_path / "afile"), "--store", str(tmp_path / "st")])
+    assert res.exit_code == 2, res.output
+    assert "--out" in res.output and "cannot hold the run directories (File exists)" in res.output
+    assert not (tmp_path / "st").exists()
