@@ -1,6 +1,11 @@
 """Open the Parquet store as DuckDB views: ``runs``, ``steps``, ``telemetry``, ``problems``, ``sources``,
 and the curated views of ``sql/`` (see bench.analytics.views).
 
+``runs``, ``steps``, ``telemetry`` and ``problems`` leave out the rows of a file's version that a later,
+longer version of the same file supersedes (a log ingested while its job ran, then again once it was done;
+see bench.ingest.versions): those runs would count twice, or as unfinished. ``all_runs``, ``all_steps``,
+``all_telemetry`` and ``all_problems`` hold every row.
+
 The one place where table names meet file paths; every query reads the logical view names.
 """
 
@@ -35,16 +40,33 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
         print(f"warning: {line}", file=sys.stderr)
     con = duckdb.connect(":memory:")
     for table, schema in TABLES.items():
+        name = f"all_{table}" if table in _CURRENT else table
         files = table_files(root, table, state.sound)
         if files:
             listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")
         else:
             con.register(f"_empty_{table}", schema.empty_table())
-            con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM _empty_{table}")
+    row = con.execute("SELECT count(*) FROM sources WHERE supersedes IS NOT NULL").fetchone()
+    superseded = bool(row and row[0])
+    for table, current in _CURRENT.items():
+        where = f" WHERE {current}" if superseded else ""
+        con.execute(f"CREATE VIEW {table} AS SELECT * FROM all_{table}{where}")
 
     register_views(con)
     return con
+
+
+_GONE = "(SELECT supersedes FROM sources WHERE supersedes IS NOT NULL)"
+_GONE_IDS = "(SELECT left(supersedes, 16) FROM sources WHERE supersedes IS NOT NULL)"  # a run id's first 16 hex
+#: Which rows of a table belong to a version no later version supersedes.
+_CURRENT = {
+    "runs": f"source_sha256 NOT IN {_GONE}",
+    "steps": f"run_id IS NULL OR left(run_id, 16) NOT IN {_GONE_IDS}",
+    "telemetry": f"source_sha256 NOT IN {_GONE}",
+    "problems": f"source_sha256 IS NULL OR source_sha256 NOT IN {_GONE}",
+}
 
 
 def register_python_views(con: duckdb.DuckDBPyConnection, sql: str) -> None:

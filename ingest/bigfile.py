@@ -9,7 +9,6 @@ the stream of chunks simply ends (the parse finishes early) and the parts are de
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tarfile
 import uuid
@@ -29,6 +28,7 @@ from bench.ingest.parse import FileParse, parse_stream
 from bench.ingest.records import ParseResult, StepTable, TelemetryTable
 from bench.ingest.schema import steps_table, telemetry_table
 from bench.ingest.store import write_part
+from bench.ingest.versions import Hashing
 
 BIG_FILE = 64 * 1024 * 1024  # above this a file is parsed as a stream, never held whole
 CHUNK = 8 * 1024 * 1024
@@ -66,35 +66,28 @@ def parse_big(item: Item, fmt: str | None, hashed: Future[str], is_duplicate: Ca
     return parsed
 
 
-def start_hash(item: Item, pool: ThreadPoolExecutor) -> Future[str]:
-    """The SHA-256 of ``item`` (then of its run.json sidecar): computed on ``pool`` for a plain file, so
-    that it overlaps the parse; for an archive member, read through now (its stream cannot be read twice
-    at once), and the member is then read again for the parse."""
+def start_hash(item: Item, pool: ThreadPoolExecutor, hashing: Hashing) -> Future[str]:
+    """The SHA-256 of ``item`` (then of its run.json sidecar), fed through ``hashing`` (read its prefixes
+    once the future is done): computed on ``pool`` for a plain file, so that it overlaps the parse; for an
+    archive member, read through now (its stream cannot be read twice at once), and the member is then
+    read again for the parse."""
     if item.archive is None:
-        return pool.submit(_hash_file, item)
+        return pool.submit(_hash_file, item, hashing)
     done: Future[str] = Future()
     assert item.reader is not None
-    hasher = hashlib.sha256()
     while chunk := item.reader.read(CHUNK):
-        hasher.update(chunk)
-    done.set_result(_with_sidecar(hasher, item))
+        hashing.update(chunk)
+    done.set_result(hashing.finish(item.sidecar))
     return done
 
 
-def _hash_file(item: Item) -> str:
-    hasher = hashlib.sha256()
+def _hash_file(item: Item, hashing: Hashing) -> str:
     buf = bytearray(_HASH_BLOCK)
     view = memoryview(buf)
     with open(item.source, "rb", buffering=0) as fh:
         while n := fh.readinto(buf):
-            hasher.update(view[:n])
-    return _with_sidecar(hasher, item)
-
-
-def _with_sidecar(hasher: Any, item: Item) -> str:
-    if item.sidecar is not None:
-        hasher.update(item.sidecar)
-    return str(hasher.hexdigest())
+            hashing.update(view[:n])
+    return hashing.finish(item.sidecar)
 
 
 @contextmanager

@@ -11,12 +11,11 @@ The loop: ``iter_items`` (files, directories, archive members) -> read and hash 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from bench.ingest.schema import run_id
 from bench.ingest.sources import is_archive, iter_items
 from bench.ingest.store import Batch, StoreWriter
 from bench.ingest.text import storable
+from bench.ingest.versions import Hashing, Place, Versions
 
 BATCH_SOURCES = 2000  # commit every this many new sources, so a long ingest keeps its progress
 
@@ -89,6 +89,9 @@ class _Context:
     pattern_texts: list[str]
     #: (archive, folder) -> run_id of the bench run directory log read from that archive folder
     archive_runs: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: every version of each file place, in the store and added by this ingest
+    versions: Versions = field(default_factory=Versions)
+    resolved: dict[str, str] = field(default_factory=dict)  # path -> its absolute path, as stored
 
 
 def ingest(
@@ -102,6 +105,7 @@ def ingest(
     workers: int | None = None,
     skip_globs: tuple[str, ...] = (),
     limits: Limits = DEFAULT_LIMITS,
+    earlier: Sequence[dict[str, Any]] = (),
 ) -> IngestSummary:
     """Ingest ``paths`` into the store at ``store``; see the module docstring for the contract.
 
@@ -111,7 +115,8 @@ def ingest(
     write their steps and telemetry part files themselves; results are recorded in file order.
     ``skip_globs``: files found under a directory or in an archive whose path or name matches one of
     these shell patterns are not read. ``limits``: how far an archive member may expand before it is
-    stopped as a decompression bomb (its read_error problem says so).
+    stopped as a decompression bomb (its read_error problem says so). ``earlier``: sources rows of versions
+    of the files that are not in this store (a rebuild's old generation), for ``versions``.
     """
     if fmt is not None and fmt not in registry.FORMAT_MODULES:
         raise BenchError(f"unknown format {fmt!r}; `bench ingest --list-formats` lists them")
@@ -127,8 +132,10 @@ def ingest(
         parsers.scratch = str(writer.scratch())
         if _archive_bytes(paths) > ParserPool.INLINE_BYTES:
             parsers.start()  # a big archive's first chunks go to the workers too
-        ctx = _Context(writer, writer.new_batch(), writer.known_hashes(), fmt, compiled, summary,
-                       {"problems": Counter(), "status": Counter(), "format": Counter()}, list(path_patterns))
+        known = writer.known_sources()
+        ctx = _Context(writer, writer.new_batch(), {row["source_sha256"] for row in known}, fmt, compiled, summary,
+                       {"problems": Counter(), "status": Counter(), "format": Counter()}, list(path_patterns),
+                       versions=Versions.from_sources([*earlier, *known]))
         for item in iter_items(paths, exclude=str(store), skip_globs=tuple(skip_globs), limits=limits):
             job = _read_item(item, ctx)
             if job is not None:
@@ -166,15 +173,36 @@ def _read_item(item: Item, ctx: _Context) -> Job | None:
         _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
         return None
     ctx.summary.bytes_read += len(data)
-    hasher = hashlib.sha256(data)
-    if item.sidecar is not None:  # a bench run directory: output.log + run.json is one source
-        hasher.update(item.sidecar)
+    where = _place(item, ctx)
+    hashing = Hashing(ctx.versions.sizes(where))
+    hashing.update(data)
+    meaning = None
     if item.match_path.endswith(".json"):  # an MLPerf JSON means what its place says: the place is its identity too
-        place = pat.match_first([*pat.SCALING_TREE, *pat.SYSTEMS_TREE], item.match_path)
-        hasher.update(repr(sorted(place.items())).encode() if place else b"")
-    sha = hasher.hexdigest()
+        found = pat.match_first([*pat.SCALING_TREE, *pat.SYSTEMS_TREE], item.match_path)
+        meaning = repr(sorted(found.items())).encode() if found else b""
+    sha = hashing.finish(item.sidecar, meaning)  # a bench run directory: output.log + run.json is one source
     _note_run_dir(item, sha, ctx)
-    return None if _is_duplicate(sha, ctx) else Job(item, sha, data, _owner(item, ctx))
+    if _is_duplicate(sha, ctx):
+        return None
+    return Job(item, sha, data, _owner(item, ctx), *_new_version(where, len(data), hashing, sha, ctx))
+
+
+def _place(item: Item, ctx: _Context) -> Place:
+    """Where a file lives, as its sources row says: the absolute path of the file or archive (worked out
+    once per path: an archive's members share it), and the member."""
+    path = item.archive or item.source
+    resolved = ctx.resolved.get(path)
+    if resolved is None:
+        resolved = ctx.resolved[path] = storable(os.path.abspath(path))
+    return resolved, _text(item.member)
+
+
+def _new_version(where: Place, size: int, hashing: Hashing, sha: str, ctx: _Context) -> tuple[str | None, str | None]:
+    """Record a new file's version; (its content_sha256 when that differs from its sha, the source_sha256
+    of the earlier version of its place that it extends)."""
+    supersedes = ctx.versions.superseded(where, hashing, sha)
+    ctx.versions.add(where, size, hashing.content_sha256, sha)
+    return (hashing.content_sha256 if hashing.content_sha256 != sha else None), supersedes
 
 
 def _note_run_dir(item: Item, sha: str, ctx: _Context) -> None:
@@ -202,7 +230,7 @@ def _finish(
     for name, path in parts:
         ctx.batch.adopt(name, path)
     for job, file in zip(jobs, rows, strict=True):
-        _record(job.item, job.sha, len(job.data), file, ctx)
+        _record(job.item, job.sha, len(job.data), file, ctx, job.content_sha256, job.supersedes)
         if progress:
             progress(job.item.name, ctx.summary.bytes_read)
     if ctx.batch.n_sources >= BATCH_SOURCES:
@@ -225,9 +253,11 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
     assert item.reader is not None
     ctx.summary.bytes_read += item.size
     owner = _owner(item, ctx)
-    with ThreadPoolExecutor(1, thread_name_prefix="bench-sha256") as hashing:
+    where = _place(item, ctx)
+    hashing = Hashing(ctx.versions.sizes(where))
+    with ThreadPoolExecutor(1, thread_name_prefix="bench-sha256") as pool:
         try:
-            hashed = bigfile.start_hash(item, hashing)
+            hashed = bigfile.start_hash(item, pool, hashing)
         except READ_ERRORS as e:
             _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
             return
@@ -254,12 +284,14 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
             parts.close()
     for name, path in files:
         ctx.batch.adopt(name, path)
-    _record(item, sha, item.size, rows, ctx)
+    content, supersedes = _new_version(where, item.size, hashing, sha, ctx)
+    _record(item, sha, item.size, rows, ctx, content, supersedes)
 
 
-def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context) -> None:
+def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context, content: str | None = None,
+            supersedes: str | None = None) -> None:
     """Add one file's rows and its sources row to the current batch, and count them."""
-    batch, now = ctx.batch, time.time()
+    batch, now, where = ctx.batch, time.time(), _place(item, ctx)
     batch.rows["runs"].extend(file.runs)
     batch.rows["problems"].extend(file.problems)
     batch.rows["systems"].extend(file.systems)
@@ -273,8 +305,8 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context) -> N
     if ctx.patterns and file.runs and not pat.match_first(ctx.patterns, item.match_path):
         ctx.summary.pattern_misses += 1
     batch.rows["sources"].append(
-        {"source": item.name, "source_sha256": sha, "size_bytes": size, "archive": _text(item.archive),
-         "member": _text(item.member), "resolved_path": storable(os.path.abspath(item.archive or item.source)),
+        {"source": item.name, "source_sha256": sha, "content_sha256": content, "supersedes": supersedes,
+         "size_bytes": size, "archive": _text(item.archive), "member": _text(item.member), "resolved_path": where[0],
          "format": file.format, "forced_format": ctx.fmt is not None, "path_patterns": ctx.pattern_texts,
          "n_runs": len(file.runs), "n_steps": file.n_steps, "n_problems": len(file.problems),
          "ingested_at": round(now * 1e6)}

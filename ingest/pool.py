@@ -34,6 +34,8 @@ class Job:
     sha: str
     data: bytes
     owner: str | None = None  # for a run directory's telemetry.csv: its run's run_id
+    content_sha256: str | None = None  # the SHA-256 of the bytes alone, when ``sha`` also covers more
+    supersedes: str | None = None  # the source_sha256 of the earlier version this one extends (``versions``)
 
     def ref(self) -> FileRef:
         return file_ref(self.item, self.sha, self.owner)

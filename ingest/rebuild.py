@@ -61,10 +61,11 @@ def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None) -> IngestS
         total.set_aside = [f"{name}: {why}" for name, why in writer.set_aside]
         sound, aside = writer.health.sound, writer.health.set_aside
         new = root / "_tmp" / "rebuild"
+        earlier = [r for b in sound + aside for r in health.recorded_sources(b)]  # for supersedes (versions.py)
         for path, fmt, patterns in _plans(root, sound + aside):
             if not os.path.exists(path):
                 continue
-            s = ingest([path], new, fmt=fmt, path_patterns=list(patterns))
+            s = ingest([path], new, fmt=fmt, path_patterns=list(patterns), earlier=earlier)
             _add(total, s)
         _carry_over(root, new, sound)
         old = root / "batches.old"
@@ -113,10 +114,18 @@ def _carry_over(root: Path, new: Path, sound: list[Path]) -> None:
     target.mkdir(parents=True)
     for table in TABLE_GLOBS:  # a batch holds every table, empty or not (see bench.ingest.health)
         name = f"{table}-00000.parquet" if table in ("steps", "telemetry") else f"{table}.parquet"
-        rows = carried.get(table, TABLES[table].empty_table())
+        rows = _conform(carried.get(table, TABLES[table].empty_table()), TABLES[table])
         pq.write_table(rows, target / name, **write_options(rows.schema))
     sources = carried["sources"].to_pylist() if "sources" in carried else []
     write_atomic(target / health.MANIFEST, health.write_manifest(target, sources))
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with the columns of ``schema``, in its order: a column the table's older schema lacked is
+    NULL (a store being migrated)."""
+    columns = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+               for f in schema]
+    return pa.Table.from_arrays(columns, names=schema.names)
 
 
 def _add(total: IngestSummary, s: IngestSummary) -> None:

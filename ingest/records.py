@@ -20,9 +20,9 @@ from bench.ingest.telemetry_columns import TelemetrySample, TelemetryTable
 __all__ = ["PROBLEM_KINDS", "SCHEMA_VERSION", "STATUSES", "ParseResult", "Problem", "Run", "ScoreScale", "StepTable", "System",
            "TelemetrySample", "TelemetryTable"]
 
-SCHEMA_VERSION = 3  # 2: MANIFEST.json per batch, status "invalid", problem kinds invalid_value and store_error;
+SCHEMA_VERSION = 4  # 2: MANIFEST.json per batch, status "invalid", problem kinds invalid_value and store_error;
 #                     3: runs.num_devices/device_type/device_model, throughput/_unit/_derived, tables systems
-#                        and score_scales
+#                        and score_scales; 4: sources.content_sha256 and supersedes
 
 #: Allowed values of ``Run.status``. ``timeout`` and ``interrupted`` come from ``bench run``.
 #: ``invalid``: the log printed a result no run can have (NaN, infinite, zero, negative or beyond the

@@ -122,6 +122,12 @@ SOURCES = pa.schema(
     [
         ("source", pa.string()),
         ("source_sha256", pa.string()),
+        # the SHA-256 of the file's bytes alone, when source_sha256 also covers a run directory's run.json or
+        # an MLPerf JSON's place; else NULL
+        ("content_sha256", pa.string()),
+        # the source_sha256 of the earlier version of this file (same place) that this one extends: a log
+        # ingested again after it grew (bench.ingest.versions); the analytics views leave that version out
+        ("supersedes", pa.string()),
         ("size_bytes", pa.int64()),
         ("archive", pa.string()),  # the archive path for a member, else NULL
         ("member", pa.string()),  # the member path inside the archive, else NULL

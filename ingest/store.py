@@ -191,12 +191,12 @@ class StoreWriter:
         fcntl.lockf(self._lock_fh, fcntl.LOCK_UN)
         self._lock_fh.close()
 
-    def known_hashes(self) -> set[str]:
-        """SHA-256 of every source already committed."""
-        out: set[str] = set()
-        for f in table_files(self.root, "sources", self.health.sound):
-            out.update(pq.read_table(f, columns=["source_sha256"]).column(0).to_pylist())
-        return out
+    def known_sources(self) -> list[dict[str, Any]]:
+        """What the ingest needs of every source already committed: its identity and its version of its
+        place (``bench.ingest.versions``)."""
+        columns = ["source_sha256", "content_sha256", "size_bytes", "resolved_path", "member"]
+        return [row for f in table_files(self.root, "sources", self.health.sound)
+                for row in pq.read_table(f, columns=columns).to_pylist()]
 
     def scratch(self) -> Path:
         """A directory under ``_tmp`` where parser processes write part files for :meth:`Batch.adopt`

@@ -333,9 +333,9 @@ def test_big_files_parts_wait_for_the_hash(tmp_path: Path, monkeypatch: pytest.M
     if hash_late:
         hash_file = bigfile._hash_file
 
-        def slow_hash(item: Any) -> str:
+        def slow_hash(item: Any, hashing: Any) -> str:
             time.sleep(0.5)
-            return hash_file(item)
+            return hash_file(item, hashing)
 
         monkeypatch.setattr(bigfile, "_hash_file", slow_hash)
 
@@ -422,7 +422,7 @@ def test_store_opens_without_bench_as_the_readme_shows(tmp_path: Path) -> None:
     telemetry = ds.dataset(sorted(glob.glob(f"{st}/batches/*/telemetry-*.parquet"))).to_table()
     assert telemetry.column("temperature_c").to_pylist() == [40.0, 38.0]
     meta = pq.read_metadata(table_files(st, "runs")[0]).metadata
-    assert meta[b"bench.schema_version"] == b"3"
+    assert meta[b"bench.schema_version"] == b"4"
 
 
 def test_forked_workers_read_their_chunks_from_the_job_area(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
