@@ -39,3 +39,15 @@ def test_freed_blocks_are_reused_while_tuned_and_given_back_after() -> None:
     after = _faults_of_rounds(4)
     assert tuned < pages_per_round / 4  # reused: almost no page is mapped again
     assert after > 3 * pages_per_round  # glibc's start values: each block is mapped, and unmapped when freed
+
+
+def test_a_process_that_ends_with_its_ingest_stays_tuned(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory, "_FOR_GOOD", False)
+    old = gc.get_threshold()
+    try:
+        memory.keep_tuned()
+        with memory.tuned():
+            pass
+        assert gc.get_threshold() == memory.GC_THRESHOLD  # not restored: the process ends here
+    finally:
+        gc.set_threshold(*old)
