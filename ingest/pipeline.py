@@ -58,6 +58,8 @@ class IngestSummary:
     batches: list[str] = field(default_factory=list)
     #: Files that gave runs but whose path matched none of the --path-pattern templates given.
     pattern_misses: int = 0
+    #: Files that extend a version of themselves ingested before (``versions``), which they supersede.
+    superseded: int = 0
     #: Damaged store batches moved into STORE/damaged before this ingest ("<batch>: <what was wrong>").
     set_aside: list[str] = field(default_factory=list)
     runs_by_status: dict[str, int] = field(default_factory=dict)
@@ -313,6 +315,7 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context, cont
     )
     batch.n_sources += 1
     s = ctx.summary
+    s.superseded += supersedes is not None
     s.runs_added += len(file.runs)
     s.steps_added += file.n_steps
     s.telemetry_added += file.n_telemetry

@@ -25,6 +25,9 @@ def print_summary(s: IngestSummary) -> None:
     t.add_row("runs by status", _fmt(s.runs_by_status))
     t.add_row("runs by format", _fmt(s.runs_by_format))
     t.add_row("problems by kind", _fmt(s.problems_by_kind))
+    if s.superseded:
+        t.add_row("grown files", f"{s.superseded} files were ingested before, shorter: their earlier versions are "
+                                 "superseded (kept, left out of the runs view; see all_runs)")
     if s.pattern_misses:
         t.add_row("--path-pattern", f"{s.pattern_misses} files with runs matched no pattern (their runs have no "
                                     "values from the path); check the template against `tar tf` / `find`")

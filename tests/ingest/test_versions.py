@@ -57,7 +57,7 @@ def test_a_grown_log_supersedes_the_version_ingested_before(tmp_path: Path, monk
     ingest([str(log)], st, workers=0)
     assert _q(st, "SELECT status, count(*) FROM runs GROUP BY ALL ORDER BY 1") == [("no_result", 1), ("ok", 2)]
     log.write_text(WHOLE)
-    ingest([str(log)], st, workers=0)
+    assert ingest([str(log)], st, workers=0).superseded == 1
     first, second = sorted(_sources(st), key=lambda s: s["size_bytes"])
     assert second["supersedes"] == first["source_sha256"] == hashlib.sha256(PART.encode()).hexdigest()
     assert first["supersedes"] is None and second["content_sha256"] is None
