@@ -35,13 +35,33 @@ def new_figure(width: float = 7.0, height: float = 4.5) -> Any:
 LEGEND_INSIDE_MAX = 6
 
 
+#: Labels are wrapped at this many characters: a configuration's label can name a dozen factors (150
+#: characters of the Lambda archive's systems), and as one line it took all the room of the axes.
+LABEL_WIDTH = 40
+
+
+def wrap(label: str, width: int = LABEL_WIDTH) -> str:
+    """``label`` on lines of at most ``width`` characters (a longer word stays whole)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(label, width, break_on_hyphens=False, break_long_words=False)) or label
+
+
+def _crowded(labels: list[str]) -> bool:
+    """Whether a legend of these labels would cover the data inside the axes: many entries, or long ones."""
+    return len(labels) > LEGEND_INSIDE_MAX or any(len(label) > LABEL_WIDTH for label in labels)
+
+
 def _legend(ax: Any, n_entries: int, loc: str = "best") -> None:
-    """The axes' legend: inside (``loc``) for a few entries, else outside on the right in one or two columns
-    (the figure's constrained layout makes room for it)."""
-    if n_entries <= LEGEND_INSIDE_MAX:
-        ax.legend(fontsize=7, loc=loc)
+    """The axes' legend, labels wrapped: inside (``loc``) for a few short entries, else outside on the right
+    in one or two columns (the figure's constrained layout makes room for it)."""
+    handles, labels = ax.get_legend_handles_labels()
+    crowded = _crowded(labels)
+    labels = [wrap(label) for label in labels]
+    if not crowded:
+        ax.legend(handles, labels, fontsize=7, loc=loc)
     else:
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+        ax.legend(handles, labels, fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
                   ncols=1 if n_entries <= 24 else 2)
 
 
@@ -73,7 +93,7 @@ def speedup(df: pd.DataFrame, usl: pd.DataFrame | None = None) -> Figure:
     if pts.empty:
         raise BenchError("no configuration has a speedup to plot (no ok runs with a device count)")
     series = _series(pts)
-    many = len(series) > LEGEND_INSIDE_MAX  # then each baseline goes into its legend entry, not over the data
+    many = _crowded([label for label, _ in series])  # then each baseline goes into its legend entry, not over the data
     fig = new_figure(12.0 if many else 7.0, 4.5)  # room on the right for the legend
     ax = fig.add_subplot()
     base = float(pts["baseline_devices"].min())
@@ -93,7 +113,7 @@ def speedup(df: pd.DataFrame, usl: pd.DataFrame | None = None) -> Figure:
     ax.set_title("Speedup")
     ax.set_xticks(sorted(pts["num_devices"].unique()))
     if not many:
-        text = "\n".join(f"{label}: {note}" for label, g in series if (note := _baseline(g)))
+        text = "\n".join(wrap(f"{label}: {note}", 60) for label, g in series if (note := _baseline(g)))
         ax.text(0.98, 0.02, text, transform=ax.transAxes, ha="right", va="bottom", fontsize=7)
     ax.set_ylim(bottom=0)
     _legend(ax, len(ax.get_legend_handles_labels()[1]), loc="upper left")
@@ -144,7 +164,7 @@ def throughput(df: pd.DataFrame) -> Figure:
             labelled = True
         ax2.set_ylabel("training time (s)")
         ax2.legend(fontsize=7, loc="upper right")
-    ax.set_xticks(range(len(groups)), [label for label, _ in groups], rotation=20, ha="right", fontsize=7)
+    ax.set_xticks(range(len(groups)), [wrap(label) for label, _ in groups], rotation=20, ha="right", fontsize=7)
     ax.set_ylabel("throughput (images/s)")
     ax.set_title(f"Throughput per {plot_data.device_noun(df)} count")
     ax.set_ylim(bottom=0)  # a rate: bars and their error bars start at zero

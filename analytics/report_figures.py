@@ -30,7 +30,8 @@ MAX_BARS = 60  #: bars in one throughput-per-device figure before it is split by
 def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFrame, points: pd.DataFrame,
                    run_ids: tuple[str, ...]) -> list[Figure]:
     """Throughput, speedup and efficiency figures of one family (``points``: report_tables.scaling_points
-    of its configurations; series labelled by ``family['series']``). Empty when no point has a value."""
+    of its configurations; series labelled by ``family['series']``); speedup and efficiency only when a
+    series spans two device counts or more. Empty when no point has a value."""
 
     df = points.merge(family[["config_id", "series"]], on="config_id").rename(columns={"series": "label"})
     if df["images_per_sec"].notna().sum() == 0:
@@ -39,9 +40,12 @@ def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFra
     ids = ", ".join("'" + c.replace("'", "''") + "'" for c in df["config_id"].unique())
     usl = plot_data.usl_frame(con, df, where=f"config_id IN ({ids})")
     out = []
-    for kind, fig in (("throughput", plots.throughput(df)), ("speedup", plots.speedup(df, usl)),
-                      ("efficiency", plots.efficiency(df))):
-        fig.suptitle(name, fontsize=9)
+    kinds = [("throughput", plots.throughput)]
+    if df.groupby("label")["num_devices"].nunique().max() > 1:  # else every speedup is 1: nothing to show
+        kinds += [("speedup", lambda d: plots.speedup(d, usl)), ("efficiency", plots.efficiency)]
+    for kind, draw in kinds:
+        fig = draw(df)
+        fig.suptitle(plots.wrap(name, 90), fontsize=9)
         out.append(Figure(f"fig-{slugify(name)[:60]}-{kind}", f"{kind.capitalize()}: {name}", png_bytes(fig), run_ids))
         _close(fig)
     return out

@@ -267,3 +267,35 @@ def test_twenty_series_keep_their_legend_outside_and_rate_axes_start_at_zero() -
         anchor = legend.get_bbox_to_anchor().transformed(ax.transAxes.inverted())
         if len(legend.get_texts()) > plots.LEGEND_INSIDE_MAX:
             assert anchor.x0 > 1.0  # right of the axes
+
+
+LONG = [f"GeForce RTX 2080 Ti with a system name as long as the Lambda archive's, number {i} " + "x" * 60
+        for i in range(4)]
+
+
+@pytest.mark.parametrize("draw", ["throughput", "speedup", "efficiency"])
+def test_configurations_with_labels_of_150_characters_leave_the_axes_their_room(draw: str) -> None:
+    """Such labels (the Lambda archive's systems) were drawn on one line: matplotlib warned that the
+    axes had collapsed to nothing, and the report's figure showed no data."""
+    import io
+    import warnings
+
+    rows = [_run(f"r{i}{n}", gpu, n, 100.0 * n * (1 + i / 10)) for i, gpu in enumerate(LONG) for n in (1, 2)]
+    df = plot_data.scaling_frame(_con(rows, ["configs", "scaling"]))
+    fig = getattr(plots, draw)(df)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "constrained_layout not applied because axes sizes collapsed"
+        fig.savefig(io.BytesIO(), format="png")
+    box = fig.axes[0].get_position()
+    assert box.width > 0.3 and box.height > 0.3  # of the figure
+
+
+def test_a_family_at_one_device_count_has_no_speedup_or_efficiency_figure() -> None:
+    from bench.analytics import report_figures
+
+    rows = [_run("a", "P100", 1, 100.0), _run("b", "K80", 1, 40.0)]
+    con = _con(rows, ["configs", "scaling"])
+    df = plot_data.scaling_frame(con)
+    family = df[["config_id"]].drop_duplicates().assign(series=["P100", "K80"])
+    figures = report_figures.family_figures(con, "resnet50", family, df.drop(columns="label"), ())
+    assert [f.caption.split(":")[0] for f in figures] == ["Throughput"]
