@@ -4,6 +4,8 @@ the one that runs, and it must ingest what this one does."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +25,7 @@ def _has_commit(commit: str) -> bool:
 
 
 @pytest.mark.skipif(not _has_commit(benchmark.BEFORE), reason=f"commit {benchmark.BEFORE} is not in this clone's history")
+@pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler to build the old core's extension")
 def test_the_core_before_the_redesign_runs_from_this_clone(tmp_path: Path) -> None:
     env, why = benchmark.before_core(tmp_path)
     assert env is not None, why
