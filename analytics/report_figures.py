@@ -12,6 +12,7 @@ Decisions (the issue is silent on these):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics import plot_data, plots
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
-MAX_FAMILIES = 12  #: default cap of families drawn (3 figures each); tables cover every family
+MAX_FAMILIES = 12  #: default cap of families drawn (up to 3 figures each); tables cover every family
 MAX_BARS = 60  #: bars in one throughput-per-device figure before it is split by device count
 
 
@@ -40,7 +41,7 @@ def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFra
     ids = ", ".join("'" + c.replace("'", "''") + "'" for c in df["config_id"].unique())
     usl = plot_data.usl_frame(con, df, where=f"config_id IN ({ids})")
     out = []
-    kinds = [("throughput", plots.throughput)]
+    kinds: list[tuple[str, Callable[[pd.DataFrame], Any]]] = [("throughput", plots.throughput)]
     if df.groupby("label")["num_devices"].nunique().max() > 1:  # else every speedup is 1: nothing to show
         kinds += [("speedup", lambda d: plots.speedup(d, usl)), ("efficiency", plots.efficiency)]
     for kind, draw in kinds:
