@@ -116,21 +116,13 @@ def _storable_text(record: Run | System) -> dict[str, Any]:
         if not value:
             continue
         if not mapping:
-            if type(value) is str and _unstorable(value):
+            if type(value) is str and storable(value) != value:
                 fixed[name] = storable(value)
-        elif any(_unstorable(k) or (type(v) is str and _unstorable(v)) for k, v in value.items()):
-            fixed[name] = {storable(k): storable(v) if type(v) is str else v for k, v in value.items()}
+        else:
+            text = {storable(k): storable(v) if type(v) is str else v for k, v in value.items()}
+            if text != value:
+                fixed[name] = text
     return fixed
-
-
-def _unstorable(text: str) -> bool:
-    if text.isascii():
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def _text_problem(fixed: dict[str, Any], line: int | None) -> Problem:
