@@ -28,10 +28,10 @@ from bench.ingest.store import TABLE_GLOBS, StoreWriter, table_files
 from bench.ingest.text import fs_name
 
 
-def _plans(root: Path, batches: list[Path]) -> list[tuple[str, str | None, tuple[str, ...]]]:
-    """(path to re-ingest, forced format, path patterns), one per top-level path recorded in ``batches``."""
+def _plans(sources: list[dict[str, Any]]) -> list[tuple[str, str | None, tuple[str, ...]]]:
+    """(path to re-ingest, forced format, path patterns), one per top-level path of recorded ``sources``."""
     seen: dict[tuple[str, str | None, tuple[str, ...]], None] = {}
-    for row in (r for b in batches for r in health.recorded_sources(b)):
+    for row in sources:
         fmt = row["format"] if row["forced_format"] else None
         seen[(_original(row), fmt, tuple(row["path_patterns"] or ()))] = None
     return list(seen)
@@ -61,8 +61,9 @@ def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None) -> IngestS
         total.set_aside = [f"{name}: {why}" for name, why in writer.set_aside]
         sound, aside = writer.health.sound, writer.health.set_aside
         new = root / "_tmp" / "rebuild"
-        earlier = [r for b in sound + aside for r in health.recorded_sources(b)]  # for supersedes (versions.py)
-        for path, fmt, patterns in _plans(root, sound + aside):
+        recorded = {b: health.recorded_sources(b) for b in sound + aside}
+        earlier = [r for rows in recorded.values() for r in rows]  # also what supersedes is found against
+        for path, fmt, patterns in _plans(earlier):
             if not os.path.exists(path):
                 continue
             s = ingest([path], new, fmt=fmt, path_patterns=list(patterns), earlier=earlier)
@@ -73,7 +74,7 @@ def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None) -> IngestS
         os.rename(new / "batches", root / "batches")
         shutil.rmtree(old)
         for batch in aside:
-            if all(os.path.exists(p) for p, _, _ in _plans(root, [batch])):
+            if all(os.path.exists(p) for p, _, _ in _plans(recorded[batch])):
                 shutil.rmtree(batch)
         write_atomic(root / "STORE.json", json.dumps(
             {"schema_version": SCHEMA_VERSION, "created_at": time.time(), "layout": TABLE_GLOBS}, indent=2).encode())
