@@ -19,6 +19,7 @@ from bench.analytics import plot_data, plots
 from bench.analytics.plots import new_figure
 from bench.analytics.report_model import Figure, png_bytes, slugify
 from bench.analytics.report_tables import label_of
+from bench.analytics.results import first
 
 if TYPE_CHECKING:
     import duckdb
@@ -115,8 +116,8 @@ def trace_figure(con: duckdb.DuckDBPyConnection, run_id: str | None) -> Figure |
 def first_traced_run(con: duckdb.DuckDBPyConnection) -> str | None:
     """The first selected run (by run_id) with steps and telemetry, joined by run_id or else by tags
     (every telemetry tag equal to the run's tag or column of that name, as in plot_data)."""
-    found = con.execute("""SELECT min(run_id) FROM runs WHERE run_id IN (SELECT run_id FROM steps)
-                           AND run_id IN (SELECT run_id FROM telemetry)""").fetchone()
+    found = first(con, """SELECT min(run_id) FROM runs WHERE run_id IN (SELECT run_id FROM steps)
+                          AND run_id IN (SELECT run_id FROM telemetry)""")
     if found and found[0] is not None:
         return str(found[0])
     sets: dict[tuple[str, ...], set[tuple[str, ...]]] = {}

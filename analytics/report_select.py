@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.report_model import Table
+from bench.analytics.results import first
 from bench.analytics.run_stats import STABLE_CV, compute_run_stats
 from bench.analytics.store import view_error
 from bench.ingest.errors import BenchError
@@ -43,7 +44,7 @@ def select_runs(con: duckdb.DuckDBPyConnection, where: str | None) -> int:
         con.execute(f"ALTER VIEW {table} RENAME TO _store_{table}")
         con.execute(f"CREATE VIEW {table} AS SELECT * FROM _store_{table} "
                     f"WHERE {keep} OR run_id IN (SELECT run_id FROM runs)")
-    n = int(con.execute("SELECT count(*) FROM runs").fetchone()[0])  # type: ignore[index]
+    n = int(first(con, "SELECT count(*) FROM runs")[0])  # type: ignore[index]
     if n == 0:
         raise BenchError("no run matches" + (f" --where {where!r}" if where else " (the store is empty)"))
     # computed once: every section reads them

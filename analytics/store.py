@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.analytics.results import first
 from bench.analytics.run_stats import compute_run_stats
 from bench.analytics.views import register_views
 from bench.ingest import health
@@ -48,7 +49,7 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
         else:
             con.register(f"_empty_{table}", schema.empty_table())
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM _empty_{table}")
-    row = con.execute("SELECT count(*) FROM sources WHERE supersedes IS NOT NULL").fetchone()
+    row = first(con, "SELECT count(*) FROM sources WHERE supersedes IS NOT NULL")
     superseded = bool(row and row[0])
     for table, current in _CURRENT.items():
         where = f" WHERE {current}" if superseded else ""
