@@ -7,7 +7,7 @@ STORE ?= bench-store
 HOROVOD_FLAGS := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
 	HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
 
-.PHONY: demo test lint bench clean horovod build-tools bytecode
+.PHONY: demo test lint bench clean horovod torch build-tools bytecode gpu-wheels
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,7 @@ $(VENV)/.installed-dev: $(INSTALL_DEPS) | $(BIN)/python
 	$(MAKE) --no-print-directory build-tools
 	$(BIN)/pip install --quiet -e '.[dev,train]'
 	$(MAKE) --no-print-directory horovod
+	$(MAKE) --no-print-directory torch
 	$(MAKE) --no-print-directory bytecode
 	touch $@ $(VENV)/.installed
 
@@ -42,6 +43,11 @@ bytecode: | $(BIN)/python
 horovod: build-tools | $(BIN)/python
 	$(BIN)/python -c "import horovod.tensorflow" 2>/dev/null || \
 		$(HOROVOD_FLAGS) $(BIN)/pip install --quiet --no-build-isolation horovod==0.28.1
+
+# PyTorch for the bundled example (runner/examples/torch_train.py) that `bench run -- COMMAND` and the GPU
+# check run on the CPU in the tests: the CPU build this machine kind keeps on disk (pip finds it by version).
+torch: | $(BIN)/python
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install --quiet torch==2.13.0
 
 # Compilers for the C scanner and Horovod, and Chromium for the report test: installed as root when missing.
 build-tools:
@@ -75,6 +81,13 @@ bench: $(VENV)/.installed-dev bytecode
 	$(BIN)/python -m bench.ingest.benchmark
 	$(BIN)/python -m bench.analytics.benchmark
 	$(BIN)/python -m bench.runner.benchmark
+
+# The wheels a lent GPU machine lacks (CPython 3.12, no network), for runner/gpu-check.sh: see runner/README.md.
+GPU_WHEELS := duckdb==2.0.1 isal==1.9.1 typer==0.27.3
+gpu-wheels:
+	python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+		--platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
 
 clean:
 	rm -rf $(VENV) demo-store bench-store bench-report .pytest_cache ingest/_native*.so

@@ -66,7 +66,7 @@ def match_first(patterns: Sequence[PathPattern | V05Place], path: str) -> dict[s
 
 def _typed(name: str, value: str) -> object:
     if name in _INT_COLUMNS:
-        return int(value)
+        return int(value) if value.isdigit() else None
     if name in _FLOAT_COLUMNS:
         return float(value)
     return value
@@ -78,14 +78,22 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
-def apply(run: Run, values: dict[str, str], problems: list[Problem]) -> Run:
-    """``run`` with pattern ``values`` filled in; conflicts with the log are appended to ``problems``."""
+def apply(run: Run, values: dict[str, str], problems: list[Problem], said_by: str = "path") -> Run:
+    """``run`` with pattern ``values`` filled in; conflicts with the log are appended to ``problems``.
+
+    ``said_by`` names where the values come from in those problems (a path, or run.json's tags, which fill
+    columns the same way). A value an integer column cannot hold stays a tag, with an invalid_value problem.
+    """
     if not values:
         return run
     changes: dict[str, Any] = {}
     tags = dict(run.tags)
     for name, raw in values.items():
         value = _typed(name, raw) if name in COLUMNS else raw
+        if value is None:
+            problems.append(Problem("invalid_value", f"{said_by} says {name}={raw!r}, not a whole number; kept as a tag"))
+            tags.setdefault(name, raw)
+            continue
         current = getattr(run, name) if name in COLUMNS else tags.get(name)
         if current is None:
             if name in COLUMNS:
@@ -94,7 +102,7 @@ def apply(run: Run, values: dict[str, str], problems: list[Problem]) -> Run:
                 tags[name] = raw
         elif not _same(current, value):
             problems.append(
-                Problem("conflict", f"path says {name}={raw!r} but the log says {current!r}; keeping the log's value")
+                Problem("conflict", f"{said_by} says {name}={raw!r} but the log says {current!r}; keeping the log's value")
             )
     return dataclasses.replace(run, **changes, tags=tags)
 

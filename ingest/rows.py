@@ -59,7 +59,7 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
         meta, problems = runjson.load(ref.sidecar)
         res.problems.extend(problems)
         if meta is not None:
-            runs = [rundir.apply_run_json(r, meta, res.problems) for r in (res.runs or [rundir.empty_run()])]
+            runs = [rundir.apply_run_json(r, meta, res.problems) for r in (res.runs or [rundir.empty_run(meta)])]
     for run in runs:
         run = pat.apply(run, values, res.problems)
         out.runs.append(run_row(run, source=ref.source, sha=ref.sha, ingested_at=now))

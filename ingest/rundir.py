@@ -34,6 +34,7 @@ import json
 import os
 from typing import Any
 
+from bench.ingest import patterns
 from bench.ingest.parse import RESULT_METRICS
 from bench.ingest.records import Problem, Run
 from bench.ingest.runjson import OUTPUT_LOG, RUN_JSON, TELEMETRY_CSV
@@ -96,10 +97,13 @@ def telemetry_run_id(telemetry_path: str) -> str | None:
 # --- overlay -----------------------------------------------------------------------------------------
 
 
-def empty_run() -> Run:
+def empty_run(meta: dict[str, Any] | None = None) -> Run:
     """The run a run directory stands for when its log shows none (empty, unrecognized, crashed early):
-    failed runs are data, so it still gets a row, from run.json alone."""
-    return Run(framework="tensorflow", mode="train", status="no_result", status_detail="no run found in output.log")
+    failed runs are data, so it still gets a row, from run.json alone. The bundled trainer is TensorFlow's;
+    a command's framework is only what its tags say."""
+    command = bool((meta or {}).get("command"))
+    return Run(framework=None if command else "tensorflow", mode=None if command else "train", status="no_result",
+               status_detail="no run found in output.log")
 
 
 def apply_run_json(run: Run, meta: dict[str, Any], problems: list[Problem]) -> Run:
@@ -112,8 +116,11 @@ def apply_run_json(run: Run, meta: dict[str, Any], problems: list[Problem]) -> R
             changes[name] = value
         elif name not in _TIMES and not _same(current, value):
             problems.append(Problem("conflict", f"run.json says {name}={value!r} but the log says {current!r}; keeping the log's value"))
+    given = run_tags(meta)
+    run = patterns.apply(run, {k: given.pop(k) for k in list(given) if k in patterns.COLUMNS}, problems,
+                         said_by="run.json tag")
     tags = dict(run.tags)
-    for key, value in run_tags(meta).items():
+    for key, value in given.items():
         if tags.setdefault(key, value) != value:
             problems.append(Problem("conflict", f"run.json tag {key}={value!r} but the log says {tags[key]!r}; keeping the log's value"))
     details = {**run_details(meta), **run.details}
@@ -122,7 +129,8 @@ def apply_run_json(run: Run, meta: dict[str, Any], problems: list[Problem]) -> R
     if status != run.status:
         details["log_status"] = run.status
         changes["status"] = status
-        changes["status_detail"] = run.status_detail or f"bench run: status {launcher}, exit code {exit_code}"
+        detail, cause = run.status_detail or f"bench run: status {launcher}, exit code {exit_code}", meta.get("failure_cause")
+        changes["status_detail"] = f"{detail}; {cause}" if isinstance(cause, str) and cause and cause not in detail else detail
         if run.status == "ok":
             if run.images_per_sec is not None:
                 details["log_images_per_sec"] = repr(run.images_per_sec)
@@ -149,7 +157,7 @@ def run_columns(meta: dict[str, Any]) -> dict[str, Any]:
     start, end = meta.get("started_at"), meta.get("ended_at")
     cols: dict[str, Any] = {
         "host": ",".join(map(str, hostname)) if isinstance(hostname, list) else _text(hostname),
-        "framework_version": _text(versions.get("tensorflow")),
+        "framework_version": _text(versions.get(_framework_package(meta))),
         "gpu_model": _text(gpus[0].get("name")) if gpus else None,
         "started_at": start, "ended_at": end,
         "wall_time_s": _wall_time(meta, start, end),
@@ -163,6 +171,19 @@ def run_columns(meta: dict[str, Any]) -> dict[str, Any]:
         "num_ranks": _int(spec.get("np")),
     }
     return {k: v for k, v in cols.items() if v is not None}
+
+
+#: a ``framework`` tag -> the run.json ``versions`` key of its package
+_FRAMEWORK_PACKAGES = {"tensorflow": "tensorflow", "pytorch": "torch", "torch": "torch", "jax": "jax"}
+
+
+def _framework_package(meta: dict[str, Any]) -> str | None:
+    """The package whose version is the run's framework version: TensorFlow for the bundled trainer; for a
+    command, the package of its ``framework`` tag (none without one)."""
+    if not meta.get("command"):
+        return "tensorflow"
+    framework = str((meta.get("tags") or {}).get("framework", "")).lower()
+    return _FRAMEWORK_PACKAGES.get(framework)
 
 
 def run_tags(meta: dict[str, Any]) -> dict[str, str]:

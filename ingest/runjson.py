@@ -36,7 +36,7 @@ LAUNCHER_STATUSES = ("ok", "failed", "oom", "timeout", "interrupted", "running",
 KEYS: dict[str, type | tuple[type, ...]] = {
     "run_id": str, "spec": dict, "argv": list, "env": dict, "tags": dict, "host": dict, "versions": dict,
     "gpus": list, "gpu_topology": str, "exit_code": int, "status": str, "repeat": (int, str),
-    "wall_time_s": (int, float),
+    "wall_time_s": (int, float), "command": list, "failure_cause": str,
 }
 
 

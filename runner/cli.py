@@ -92,13 +92,23 @@ def run_command(
     store: StoreOpt = None,
     telemetry_interval: Annotated[float, typer.Option(help="Telemetry sampling period in seconds (0: off)")] = 5.0,
     drop_caches: Annotated[bool, typer.Option("--drop-caches", help="sync and drop the page cache first (root)")] = False,
+    shell: Annotated[bool, typer.Option("--shell", help="Run the command through /bin/sh -c (pipes, globs, $VARS)")] = False,
+    fmt: Annotated[str | None, typer.Option("--format", help="The log's format when detection must not decide (bench ingest --list-formats)")] = None,
 ) -> None:
-    """Launch a training benchmark; each run gets <out>/<run_id>/ with output.log, run.json, telemetry.csv.
+    """Launch a training benchmark: the bundled trainer, or any command given after `--`.
 
-    Options the runner does not know (after `--` or not) are passed to the trainer verbatim. Exits 1
-    when a run did not end ok, 130 when interrupted.
+    Each run gets <out>/<run_id>/ with output.log, run.json and telemetry.csv, and is ingested.
 
-    Example: bench run --model resnet50 --batch-size 64 --num-gpus 1 --repeat 3 --out logs/
+    \b
+    bench run [OPTIONS] -- COMMAND ARGS...   any benchmark: the first word after `--` is not an option
+    bench run [OPTIONS] [-- TRAINER ARGS]    the bundled TensorFlow trainer; unknown options go to it
+
+    A command runs verbatim (never through a shell unless --shell), wrapped by --launcher; describe what its
+    log does not say with --tag (model=, batch_size_per_device=, num_gpus=, framework=...). Exits 1 when a
+    run did not end ok, 130 when interrupted.
+
+    Examples: bench run --model resnet50 --batch-size 64 --num-gpus 1 --repeat 3 --out logs/
+              bench run --tag model=resnet50 --tag batch_size_per_device=256 -- python train.py --bs 256
     """
     import os
     import sys
@@ -106,12 +116,15 @@ def run_command(
     from bench.runner import launch as lr
     from bench.runner.spec import RunSpec, build_command, parse_tags
 
+    command, trainer_args = _split_command(list(ctx.args), shell)
     spec = RunSpec(model=model, batch_size=batch_size, num_batches=num_batches, num_epochs=num_epochs,
                    num_examples=num_examples, num_warmup_batches=num_warmup_batches, display_every=display_every,
                    variable_update=variable_update, all_reduce=all_reduce, num_gpus=num_gpus, device=device,
                    data_format=data_format, precision=precision, optimizer=optimizer, data_dir=data_dir,
-                   decode_threads=decode_threads, xla=xla, extra_args=tuple(ctx.args), launcher=launcher,
-                   hosts=hosts, np=np, gloo=gloo, timeout_s=timeout, tags=parse_tags(tag or []))
+                   decode_threads=decode_threads, xla=xla, extra_args=trainer_args, launcher=launcher,
+                   hosts=hosts, np=np, gloo=gloo, timeout_s=timeout, tags=parse_tags(tag or []), command=command)
+    if fmt is not None:
+        lr.check_format(fmt)
     if sbatch:
         if launcher != "slurm":
             raise typer.BadParameter("--sbatch needs --launcher slurm")
@@ -131,13 +144,26 @@ def run_command(
     lr.rundir.check_out(out)
     outcomes = lr.run_many(spec, out, repeat, drop=drop_caches, telemetry_interval_s=telemetry_interval,
                            warn=lambda m: typer.echo(f"Warning: {m}", err=True), echo=sys.stdout.buffer)
-    rows = {} if no_ingest else lr.ingest_runs([o.run_dir for o in outcomes], _store_root(store))
+    rows = {} if no_ingest else lr.ingest_runs([o.run_dir for o in outcomes], _store_root(store), fmt=fmt)
     for o in outcomes:
         typer.echo(f"{o.run_dir}: {o.status}{lr.result_text(rows.get(o.run_dir.name))}")
     if any(o.status == "interrupted" for o in outcomes):
         raise typer.Exit(130)
     if any(o.status != "ok" for o in outcomes):
         raise typer.Exit(1)
+
+
+def _split_command(args: list[str], shell: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(command, trainer arguments) from what follows the runner's options: a first word that is not an
+    option starts a command (everything from it on, verbatim; with ``shell``, one ``/bin/sh -c`` line);
+    otherwise the words are the bundled trainer's own options, as before commands existed."""
+    if not args or args[0].startswith("-"):
+        if shell:
+            raise UsageError("--shell needs a command: bench run --shell -- 'python train.py | tee train.log'")
+        return (), tuple(args)
+    if shell:
+        return ("/bin/sh", "-c", " ".join(args)), ()
+    return tuple(args), ()
 
 
 def _store_root(store: Path | None) -> Path:
@@ -160,8 +186,9 @@ def sweep_command(
 ) -> None:
     """Run a plan's matrix of benchmarks (weak or strong scaling, repetitions), one run directory per cell.
 
-    Every run is tagged sweep=<plan name>, cell=<factors> and repeat=<i>, and ingested as it ends. Exits 1
-    when a launched cell did not end ok, 130 when interrupted.
+    Every run is tagged sweep=<plan name>, cell=<factors> and repeat=<i>, and ingested as it ends. A plan
+    runs the bundled trainer ([trainer]) or any command ([command] argv with {batch_size}-style fields).
+    Exits 1 when a launched cell did not end ok, 130 when interrupted.
 
     Example: bench sweep fixtures/plans/cpu-smoke.toml --out logs/ --resume
     """
@@ -170,13 +197,18 @@ def sweep_command(
     from rich.console import Console
 
     from bench.runner import sweep as sw
+    from bench.runner.progress import PlainReporter, RichReporter
 
     parsed = sw.load_plan(plan)
     cells = sw.expand(parsed)
-    if dry_run:
-        Console(width=200, markup=False, emoji=False, highlight=False).print(sw.plan_table(parsed, cells))
+    if dry_run:  # with --resume, only the cells it would launch
+        done = sw.completed_runs(_store_root(store), parsed.name) if resume else set()
+        left = [c for c in cells if (c.key, str(c.repeat)) not in done]
+        Console(width=200, markup=False, emoji=False, highlight=False).print(sw.plan_table(parsed, left))
+        if resume:
+            typer.echo(f"--resume: {len(cells) - len(left)} of {len(cells)} cells already have an ok run in the store")
         return
-    reporter_cls = sw.RichReporter if sys.stderr.isatty() else sw.PlainReporter
+    reporter_cls = RichReporter if sys.stderr.isatty() else PlainReporter
     reporter = reporter_cls(lambda m: typer.echo(m, err=True))
     results = sw.run_sweep(parsed, cells, out, _store_root(store), resume=resume, reporter=reporter,
                            warn=lambda m: typer.echo(f"Warning: {m}", err=True))

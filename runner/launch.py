@@ -32,8 +32,8 @@ from bench.ingest.errors import BenchError, UsageError
 from bench.ingest.pipeline import ingest
 from bench.runner import rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script, trainer_argv
+from bench.runner.verdict import classify, failure_cause
 
-OOM = re.compile(rb"ResourceExhaustedError|OOM when allocating|out of memory", re.I)
 SMI_TELEMETRY = ["nvidia-smi",
                  "--query-gpu=timestamp,index,utilization.gpu,memory.used,temperature.gpu,power.draw,clocks.sm",
                  "--format=csv"]
@@ -67,6 +67,9 @@ def check_trainer(spec: RunSpec, trainer: Sequence[str] = DEFAULT_TRAINER) -> No
     checks them with ``--check-args``, in a child process that imports no TensorFlow, in about 0.1 s), and
     BenchError when this machine's Python lacks TensorFlow and the run would start the trainer here (local
     or horovodrun; mpirun and Slurm may start it on other hosts, whose Pythons are theirs)."""
+    if spec.command:
+        check_command(spec)
+        return
     if tuple(trainer) != DEFAULT_TRAINER:
         return
     checked = subprocess.run([*trainer_argv(spec, trainer), "--check-args"], capture_output=True, text=True,
@@ -81,17 +84,14 @@ def check_trainer(spec: RunSpec, trainer: Sequence[str] = DEFAULT_TRAINER) -> No
                          "pip install 'dlbench[train]'")
 
 
-def classify(exit_code: int, log: Path) -> str:
-    """``ok`` for exit 0; else ``oom`` if the log matches OOM, else ``failed``."""
-    if exit_code == 0:
-        return "ok"
-    tail = b""
-    with open(log, "rb") as f:
-        while chunk := f.read(1 << 20):
-            if OOM.search(tail + chunk):
-                return "oom"
-            tail = chunk[-64:]
-    return "failed"
+def check_command(spec: RunSpec) -> None:
+    """UsageError when a command run locally names a program that is not there (PATH as the child gets
+    it, or a path that is not executable): nothing is launched and no run directory is made."""
+    program = spec.command[0]
+    if spec.launcher != "local" or shutil.which(program, path=child_env(os.environ)["PATH"]) is not None:
+        return
+    where = "is not executable" if os.path.exists(program) else "was not found"
+    raise UsageError(f"the command {program!r} {where}" + ("" if os.sep in program else " on PATH"))
 
 
 def epoch_images_from_log(log: Path) -> dict[str, Any] | None:
@@ -213,6 +213,16 @@ def _kill_group(proc: subprocess.Popen[bytes], sig: int, grace_s: float) -> None
         return
 
 
+def _kill_stragglers(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL what is left of the run's process group once its leader has exited: a child started in the
+    background with its output sent elsewhere (``sleep 600 > /dev/null &``) holds no pipe and would live
+    on after the run. Nothing is left running."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _pump(src: IO[bytes], log: IO[bytes], echo: IO[bytes] | None) -> None:
     """Copy the child's bytes as they come (no decoding, no line editing) to the log and ``echo``.
 
@@ -276,6 +286,7 @@ def launch(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str], timeo
         if pump.is_alive():  # the trainer exited but something in its group still holds the pipe
             _kill_group(proc, signal.SIGKILL, grace_s)
             pump.join(timeout=grace_s)
+        _kill_stragglers(proc)
         proc.stdout.close()
     return forced, proc.returncode
 
@@ -307,9 +318,18 @@ def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Seq
     wall = time.perf_counter() - t0
     status = forced or classify(code if code is not None else 1, log)
     doc.update(ended_at=rundir.iso_utc(time.time()), wall_time_s=wall, exit_code=code, status=status,
+               failure_cause=_forced_cause(forced, spec) or failure_cause(0 if status == "ok" else code, log),
                epoch_images=epoch_images_from_log(log))
     runjson.write(run_dir / runjson.RUN_JSON, doc)
     return Outcome(run_dir, status, code, wall)
+
+
+def _forced_cause(forced: str | None, spec: RunSpec) -> str | None:
+    if forced == "timeout":
+        return f"stopped by bench run after --timeout {spec.timeout_s:g} s"
+    if forced == "interrupted":
+        return "stopped by Ctrl-C (SIGINT)"
+    return None
 
 
 def run_many(spec: RunSpec, out: Path, repeat: int = 1, *, drop: bool = False,
@@ -361,16 +381,25 @@ def describe(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
-def ingest_runs(run_dirs: Sequence[Path], store: Path) -> dict[str, dict[str, Any]]:
+def check_format(fmt: str) -> None:
+    """UsageError, before anything runs, for a --format that names no parser."""
+    from bench.ingest import registry
+
+    if fmt not in registry.FORMAT_MODULES:
+        raise UsageError(f"unknown --format {fmt!r}; `bench ingest --list-formats` lists them")
+
+
+def ingest_runs(run_dirs: Sequence[Path], store: Path, fmt: str | None = None) -> dict[str, dict[str, Any]]:
     """Ingest the run directories into ``store``; return {run dir name: runs-row fields} for the rows this
-    ingest added under one of them (images_per_sec, images_per_sec_stderr, status, ...), read from the
+    ingest added under one of them (images_per_sec, images_per_sec_stderr, status, ...; ``fmt`` forces the
+    logs' format), read from the
     batches it committed only (``IngestSummary.run_ids`` and ``batches``), not from the whole store.
 
     Raises BenchError from the ingest (store of another schema version, ...).
     """
     import pyarrow.parquet as pq
 
-    summary = ingest([str(d) for d in run_dirs], store, workers=0)
+    summary = ingest([str(d) for d in run_dirs], store, fmt=fmt, workers=0)
     added = set(summary.run_ids)
     names = {d.name for d in run_dirs}
     found: dict[str, dict[str, Any]] = {}

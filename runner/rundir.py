@@ -7,7 +7,9 @@ memory_total_mib, os, kernel, python), versions (tensorflow, cuda, cudnn, nccl, 
 or None when not detectable), gpus (list of {name, driver_version, memory_total_mib, sm_clock_max_mhz}
 or None without nvidia-smi), gpu_topology (``nvidia-smi topo -m`` text or None), started_at / ended_at
 (ISO 8601 UTC), wall_time_s, exit_code, status (running -> ok / failed / oom / timeout / interrupted /
-submitted), epoch_images ({count, source} when the trainer sized an epoch of --data-dir, else None). Facts are gathered without importing TensorFlow: package metadata and command output only.
+submitted), failure_cause (what the log shows of a failure: an out-of-memory, NCCL or CUDA error, the last
+exception line, or an exit code with no result; None for an ok run), command (the argv given after
+``bench run --``, verbatim; absent for the bundled trainer), epoch_images ({count, source} when the trainer sized an epoch of --data-dir, else None). Facts are gathered without importing TensorFlow: package metadata and command output only.
 """
 
 from __future__ import annotations
@@ -37,12 +39,16 @@ _PACKAGES = {
     "nccl": ("nvidia-nccl-cu12", "nvidia-nccl-cu11"),
     "cudnn": ("nvidia-cudnn-cu12", "nvidia-cudnn-cu11"),
     "cuda": ("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11"),
+    "torch": ("torch",),
+    "jax": ("jax",),
 }
 
 
 def new_run_id(spec: RunSpec, now: float, repeat: int | None = None) -> str:
-    """``<UTC yyyymmddThhmmssZ>-<model>[-b<batch>][-g<gpus>][-r<repeat>]-<4 hex>``: sortable, unique."""
-    parts = [time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)), _SAFE.sub("_", spec.model or "default")]
+    """``<UTC yyyymmddThhmmssZ>-<model>[-b<batch>][-g<gpus>][-r<repeat>]-<4 hex>``: sortable, unique. For a
+    command, the model is its ``model`` tag, else the command's program name."""
+    model = spec.model or dict(spec.tags).get("model") or (os.path.basename(spec.command[0]) if spec.command else None)
+    parts = [time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)), _SAFE.sub("_", model or "default")[:40]]
     if spec.batch_size is not None:
         parts.append(f"b{spec.batch_size}")
     if spec.num_gpus is not None:
@@ -130,7 +136,7 @@ def _package_version(names: tuple[str, ...]) -> str | None:
 
 
 def versions(smi_header: str | None = None) -> dict[str, str | None]:
-    """Versions of tensorflow, cuda, cudnn, nccl, horovod (installed package metadata) and mpi
+    """Versions of tensorflow, cuda, cudnn, nccl, horovod, torch, jax (installed package metadata) and mpi
     (``mpirun --version`` first line). CUDA falls back to the ``CUDA Version`` of ``nvidia-smi``'s
     banner (``smi_header``), then to ``nvcc --version``. None when not detectable."""
     out = {key: _package_version(names) for key, names in _PACKAGES.items()}
@@ -177,6 +183,7 @@ def initial_doc(spec: RunSpec, run_id: str, argv: list[str], env: Mapping[str, s
         tags["repeat"] = str(repeat)
     return {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "spec": spec.to_json(), "argv": argv,
+        **({"command": list(spec.command)} if spec.command else {}),
         "tags": tags, "repeat": repeat, "env": matching_env(env), "host": host_facts(),
         "versions": versions(banner), "gpus": gpus, "gpu_topology": topology,
         "started_at": None, "ended_at": None, "wall_time_s": None, "exit_code": None, "status": "running",

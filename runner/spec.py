@@ -30,6 +30,8 @@ ENV_PREFIXES = ("CUDA_", "NCCL_", "HOROVOD_", "TF_", "OMP_", "SLURM_")
 #: always exported to MPI ranks (Horovod's documented mpirun line), besides the ENV_PREFIXES variables
 MPI_BASE_ENV = ("LD_LIBRARY_PATH", "PATH", "PYTHONUNBUFFERED")
 DEFAULT_TRAINER: tuple[str, ...] = (sys.executable, "-m", "bench.runner.train.trainer")
+#: tags that fill an integer column of the store (bench.ingest.patterns), checked here before anything runs
+INT_TAG_COLUMNS = ("batch_size_per_device", "global_batch_size", "num_gpus", "num_devices", "num_nodes", "num_ranks")
 _HOST = re.compile(r"^([A-Za-z0-9._-]+)(?::(\d+))?$")
 
 #: RunSpec field -> trainer option; a None value is left out (the trainer's default applies)
@@ -86,8 +88,22 @@ class RunSpec:
     gloo: bool = False
     timeout_s: float | None = None
     tags: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    #: Any benchmark command (``bench run -- COMMAND ARGS``), run instead of the bundled trainer: verbatim,
+    #: wrapped by the launcher as the trainer is. The trainer options must then be unset.
+    command: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.command:
+            given = [TRAINER_OPTIONS[name] for name in TRAINER_OPTIONS if getattr(self, name) is not None]
+            given += ["--xla"] * self.xla + ["trainer arguments"] * bool(self.extra_args)
+            if given:
+                raise UsageError(f"{', '.join(given)} configure the bundled trainer, not a command; describe "
+                                 "the command's run with --tag (e.g. --tag model=resnet50 --tag batch_size_per_device=256)")
+            if self.variable_update in CLUSTER_MODES:
+                raise UsageError("a command starts its own processes; --variable-update is for the bundled trainer")
+        for key, value in self.tags:
+            if key in INT_TAG_COLUMNS and not value.isdigit():
+                raise UsageError(f"--tag {key}={value}: {key} is a whole number")
         if self.launcher not in LAUNCHERS:
             raise UsageError(f"unknown launcher {self.launcher!r}; use one of {', '.join(LAUNCHERS)}")
         if self.hosts is not None:
@@ -100,6 +116,7 @@ class RunSpec:
         out: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
         out["tags"] = dict(self.tags)
         out["extra_args"] = list(self.extra_args)
+        out["command"] = list(self.command)
         return out
 
 
@@ -138,11 +155,14 @@ def num_processes(spec: RunSpec) -> int:
 
 
 def trainer_argv(spec: RunSpec, trainer: Sequence[str] = DEFAULT_TRAINER) -> list[str]:
-    """The trainer's argv: ``trainer`` prefix, the set options in TRAINER_OPTIONS order, --xla, extras.
+    """The trainer's argv: ``trainer`` prefix, the set options in TRAINER_OPTIONS order, --xla, extras;
+    or the spec's ``command`` verbatim when it has one.
 
     Under horovod-style launchers every rank is one process, so the trainer is told
     ``--variable-update horovod`` only if the spec says so; nothing is inferred here.
     """
+    if spec.command:
+        return list(spec.command)
     argv = list(trainer)
     for name, option in TRAINER_OPTIONS.items():
         value = getattr(spec, name)

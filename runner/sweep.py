@@ -16,6 +16,8 @@ naming the key)::
     [trainer]                   # base trainer options: device, num_batches, num_epochs, num_warmup_batches,
                                 # display_every, optimizer, data_dir (used by data="real"), decode_threads,
                                 # xla, extra_args
+    [command]                   # instead of [trainer]: any command, argv = ["python", "t.py", "{batch_size}"]
+                                # expanded per cell (bench.runner.template); any matrix key, none required
 
 Contract of ``expand``: pure; cells in matrix order (the order of MATRIX_KEYS, last key fastest) with the
 repetitions innermost; ``len(expand(p)) == product of the list lengths x repetitions``. ``num_gpus`` is
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import time
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -45,7 +46,8 @@ from typing import Any
 from bench.ingest.atomic import write_json
 from bench.ingest.errors import BenchError
 from bench.ingest.store import table_files
-from bench.runner import launch
+from bench.runner import launch, template
+from bench.runner.progress import PlainReporter, eta_s
 from bench.runner.spec import DEFAULT_TRAINER, LAUNCHERS, RunSpec, trainer_argv
 
 SCHEMA_VERSION = 1
@@ -60,7 +62,7 @@ MATRIX_KEYS: dict[str, tuple[Any, ...] | None] = {
 REQUIRED_MATRIX = ("model", "num_gpus", "batch_size")
 _COUNTS = ("num_gpus", "nodes", "batch_size")
 TOP_KEYS = {"name": str, "description": str, "scaling": str, "total_samples": int, "repetitions": int,
-            "timeout_s": (int, float), "matrix": dict, "launcher": dict, "trainer": dict}
+            "timeout_s": (int, float), "matrix": dict, "launcher": dict, "trainer": dict, "command": dict}
 LAUNCHER_KEYS = {"launcher": str, "hosts": list, "gloo": bool, "telemetry_interval_s": (int, float),
                  "drop_caches": bool}
 TRAINER_KEYS = {"device": str, "num_batches": int, "num_epochs": (int, float), "num_warmup_batches": int,
@@ -81,6 +83,7 @@ class Plan:
     launcher: Mapping[str, Any] = field(default_factory=dict)
     trainer: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
+    command: template.CommandTemplate | None = None
 
 
 @dataclass(frozen=True)
@@ -102,12 +105,12 @@ class Cell:
 
     @property
     def devices(self) -> int:
-        return int(self.factors["num_gpus"]) * int(self.factors["nodes"] or 1)
+        return int(self.factors.get("num_gpus") or 1) * int(self.factors.get("nodes") or 1)
 
     @property
     def key(self) -> str:
         """The cell's identity across invocations: factors and iterations, ``k=v`` joined by commas."""
-        parts = [f"{k}={self.factors[k]}" for k in MATRIX_KEYS if self.factors[k] is not None]
+        parts = [f"{k}={v}" for k, v in self.factors.items() if v is not None]
         return ",".join([*parts, f"num_batches={self.num_batches}"])
 
 
@@ -146,33 +149,45 @@ def parse_plan(doc: Mapping[str, Any], *, default_name: str = "sweep") -> Plan:
         raise BenchError(f"plan key launcher.launcher must be one of {', '.join(LAUNCHERS)}")
     if "total_samples" in doc and ({"num_batches", "num_epochs"} & set(trainer)):
         raise BenchError("plan keys total_samples and trainer.num_batches/num_epochs conflict; keep one")
-    matrix = _parse_matrix(doc.get("matrix", {}))
+    if "command" in doc and "trainer" in doc:
+        raise BenchError("plan keys command and trainer conflict: [trainer] configures the bundled trainer")
+    matrix = _parse_matrix(doc.get("matrix", {}), command="command" in doc)
     _check_layout(matrix, launcher, trainer)
+    command = None
+    if "command" in doc:
+        names = {k for k, v in matrix.items() if v != (None,)} | set(template.DERIVED)
+        command = template.parse(doc["command"], sorted(names | ({"num_batches"} if "total_samples" in doc else set())))
     return Plan(name=doc.get("name", default_name), matrix=matrix, scaling=scaling,
                 total_samples=doc.get("total_samples"), repetitions=doc.get("repetitions", 1),
                 timeout_s=doc.get("timeout_s"), launcher=launcher, trainer=trainer,
-                description=doc.get("description", ""))
+                description=doc.get("description", ""), command=command)
 
 
-def _parse_matrix(raw: Mapping[str, Any]) -> dict[str, tuple[Any, ...]]:
+def _parse_matrix(raw: Mapping[str, Any], command: bool = False) -> dict[str, tuple[Any, ...]]:
+    """The matrix, MATRIX_KEYS first (``(None,)`` when absent), then a command plan's own keys (any name,
+    text or number values), in the plan's order."""
     matrix: dict[str, tuple[Any, ...]] = {}
     for key, values in raw.items():
-        if key not in MATRIX_KEYS:
-            raise BenchError(f"unknown plan key matrix.{key}; allowed: {', '.join(MATRIX_KEYS)}")
+        if key not in MATRIX_KEYS and not (command and key.isidentifier()):
+            raise BenchError(f"unknown plan key matrix.{key}; allowed: {', '.join(MATRIX_KEYS)}"
+                             + ("" if command else " (any name with a [command])"))
         if not isinstance(values, list) or not values:
             raise BenchError(f"plan key matrix.{key} must be a non-empty list")
         for v in values:
             _check_factor(key, v)
         matrix[key] = tuple(values)
-    for key in REQUIRED_MATRIX:
+    for key in () if command else REQUIRED_MATRIX:
         if key not in matrix:
             raise BenchError(f"plan key matrix.{key} is required")
-    return {key: matrix.get(key, (None,)) for key in MATRIX_KEYS}
+    own = {k: v for k, v in matrix.items() if k not in MATRIX_KEYS}
+    return {**{key: matrix.get(key, (None,)) for key in MATRIX_KEYS}, **own}
 
 
 def _check_factor(key: str, value: Any) -> None:
-    allowed = MATRIX_KEYS[key]
-    if key in _COUNTS:
+    allowed = MATRIX_KEYS.get(key)
+    if key not in MATRIX_KEYS:
+        ok, what = isinstance(value, (str, int, float)) and not isinstance(value, bool), "text or a number"
+    elif key in _COUNTS:
         ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
         what = "a positive integer"
     elif allowed is None:
@@ -201,29 +216,29 @@ def _check_layout(matrix: Mapping[str, tuple[Any, ...]], launcher: Mapping[str, 
 def expand(plan: Plan) -> list[Cell]:
     """Every (matrix combination, repetition) as a Cell, numbered from 1; see the module docstring."""
     cells = []
-    combos = itertools.product(*(plan.matrix[k] for k in MATRIX_KEYS))
+    combos = itertools.product(*plan.matrix.values())
     for n, values in enumerate(combos):
-        factors = dict(zip(MATRIX_KEYS, values, strict=True))
+        factors = dict(zip(plan.matrix, values, strict=True))
         for repeat in range(1, plan.repetitions + 1):
             cells.append(_cell(plan, n * plan.repetitions + repeat, repeat, factors))
     return cells
 
 
 def _cell(plan: Plan, index: int, repeat: int, factors: dict[str, Any]) -> Cell:
-    devices = factors["num_gpus"] * (factors["nodes"] or 1)
+    devices = (factors["num_gpus"] or 1) * (factors["nodes"] or 1)
     batch, reason = factors["batch_size"], None
-    if plan.scaling == "strong":
+    if plan.scaling == "strong" and batch is not None:
         batch, rest = divmod(factors["batch_size"], devices)
         if rest or not batch:
             reason = f"global batch {factors['batch_size']} does not divide over {devices} devices"
     num_batches = plan.trainer.get("num_batches")
-    if reason is None and plan.total_samples is not None:
+    if reason is None and plan.total_samples is not None and batch is not None:
         num_batches, rest = divmod(plan.total_samples, batch * devices)
         if rest or not num_batches:
             reason = f"total_samples {plan.total_samples} is not a multiple of global batch {batch * devices}"
     if reason is not None:
         return Cell(index, repeat, factors, None, None, None, None, reason)
-    cell = Cell(index, repeat, factors, batch, batch * devices, num_batches, None)
+    cell = Cell(index, repeat, factors, batch, None if batch is None else batch * devices, num_batches, None)
     return dataclasses.replace(cell, spec=cell_spec(plan, cell))
 
 
@@ -236,6 +251,15 @@ def cell_spec(plan: Plan, cell: Cell) -> RunSpec:
     hosts = lau.get("hosts")
     host_text = ",".join(f"{h}:{per_host}" for h in hosts[:nodes]) if hosts and kind != "local" else None
     data_dir = t.get("data_dir") if f["data"] == "real" else None
+    tags = (("cell", cell.key), ("sweep", plan.name))
+    if plan.command is not None:  # one process per device under a launcher, as Horovod runs
+        values = {**f, "batch_size": cell.batch_size, "global_batch": cell.global_batch, "devices": cell.devices,
+                  "repeat": cell.repeat, "num_batches": cell.num_batches}
+        host_text = ",".join(f"{h}:{f['num_gpus'] or 1}" for h in hosts[:nodes]) if hosts and kind != "local" else None
+        return RunSpec(command=plan.command.command(values), launcher=kind, hosts=host_text,
+                       np=None if kind == "local" else cell.devices, gloo=lau.get("gloo", False),
+                       timeout_s=plan.timeout_s, tags=(*tags, *plan.command.tags,
+                                                       *template.factor_tags(f, cell.batch_size, cell.devices)))
     return RunSpec(
         model=f["model"], batch_size=cell.batch_size, num_batches=cell.num_batches,
         num_epochs=t.get("num_epochs"), num_warmup_batches=t.get("num_warmup_batches"),
@@ -245,7 +269,7 @@ def cell_spec(plan: Plan, cell: Cell) -> RunSpec:
         data_dir=data_dir, decode_threads=t.get("decode_threads"), xla=t.get("xla", False),
         extra_args=tuple(str(a) for a in t.get("extra_args", ())), launcher=kind, hosts=host_text,
         np=None if kind == "local" else nodes * per_host, gloo=lau.get("gloo", False),
-        timeout_s=plan.timeout_s, tags=(("cell", cell.key), ("sweep", plan.name)),
+        timeout_s=plan.timeout_s, tags=tags,
     )
 
 
@@ -275,57 +299,6 @@ def completed_runs(store: Path, sweep: str) -> set[tuple[str, str]]:
             if row["status"] == "ok" and tags.get("sweep") == sweep and "cell" in tags:
                 done.add((tags["cell"], tags.get("repeat", "")))
     return done
-
-
-def eta_s(durations: Sequence[float], remaining: int) -> float | None:
-    """Seconds left: mean duration of the runs finished so far x runs remaining; None before the first."""
-    return sum(durations) / len(durations) * remaining if durations else None
-
-
-def format_eta(seconds: float | None) -> str:
-    """``h:mm:ss`` (rounded up), ``?`` when unknown."""
-    if seconds is None:
-        return "?"
-    s = math.ceil(seconds)
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
-
-
-class PlainReporter:
-    """One line per finished run (for logs and pipes): ``[i/n] <cell> r<k>: <status> ... ETA h:mm:ss``."""
-
-    def __init__(self, write: Callable[[str], None]):
-        self.write, self.total = write, 0
-
-    def start(self, total: int) -> None:
-        self.total = total
-        self.write(f"sweep: {total} run(s) to launch")
-
-    def advance(self, result: CellResult, done: int, eta: float | None) -> None:
-        self.write(f"[{done}/{self.total}] {result_line(result)}; ETA {format_eta(eta)}")
-
-    def stop(self) -> None:
-        return None
-
-
-class RichReporter(PlainReporter):
-    """A rich.progress bar on a terminal (stderr), with a line per finished run printed above it."""
-
-    def start(self, total: int) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.total = total
-        self._progress = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                  TextColumn("ETA {task.fields[eta]}"), console=Console(stderr=True))
-        self._task = self._progress.add_task("sweep", total=total, eta="?")
-        self._progress.start()
-
-    def advance(self, result: CellResult, done: int, eta: float | None) -> None:
-        self._progress.console.print(result_line(result), markup=False, highlight=False)
-        self._progress.update(self._task, completed=done, eta=format_eta(eta))
-
-    def stop(self) -> None:
-        self._progress.stop()
 
 
 def result_line(r: CellResult) -> str:
@@ -374,7 +347,7 @@ def run_sweep(plan: Plan, cells: Sequence[Cell], out: Path, store: Path, *, resu
             _run_one(plan, r, out, store, trainer, warn, launch)
             durations.append(time.perf_counter() - t0)  # run + ingest: what the cells left will cost
             write_record(record, plan, results)
-            reporter.advance(r, len(durations), eta_s(durations, len(pending) - len(durations)))
+            reporter.advance(result_line(r), len(durations), eta_s(durations, len(pending) - len(durations)))
     finally:
         reporter.stop()
     return results
@@ -421,7 +394,7 @@ def plan_table(plan: Plan, cells: Sequence[Cell]) -> Any:
     """A rich Table of the expanded cells (what ``--dry-run`` prints)."""
     from rich.table import Table
 
-    shown = [k for k in MATRIX_KEYS if any(c.factors[k] is not None for c in cells)]
+    shown = [k for k in plan.matrix if any(c.factors[k] is not None for c in cells)]
     table = Table(title=f"sweep {plan.name}: {len(cells)} cells ({plan.scaling} scaling)")
     for col in ["#", *shown, "rep", "batch/dev", "global", "num_batches", "launch / skipped"]:
         table.add_column(col)
@@ -438,4 +411,4 @@ def layout(spec: RunSpec | None) -> str:
     if spec is None:
         return "-"
     bits = [spec.launcher, *([f"np={spec.np}"] if spec.np else []), *([spec.hosts] if spec.hosts else [])]
-    return " ".join(bits)
+    return " ".join(bits) + (f": {launch.describe(spec.command)}" if spec.command else "")

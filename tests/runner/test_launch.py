@@ -98,7 +98,7 @@ def test_ok_run_writes_log_and_run_json(tmp_path: Path) -> None:
     assert "UNRELATED_VAR" not in doc["env"] and "PATH" not in doc["env"]
     assert doc["host"]["physical_cores"] >= 1 and doc["host"]["memory_total_mib"] > 0
     assert doc["host"]["python"] == ".".join(map(str, sys.version_info[:3]))
-    assert set(doc["versions"]) == {"tensorflow", "cuda", "cudnn", "nccl", "horovod", "mpi"}
+    assert set(doc["versions"]) == {"tensorflow", "cuda", "cudnn", "nccl", "horovod", "torch", "jax", "mpi"}
     assert doc["started_at"] <= doc["ended_at"] and 0 < doc["wall_time_s"] < 10
 
 

@@ -75,7 +75,7 @@ def test_versions_without_tools_are_none(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert got["mpi"] is None
     if rundir._package_version(rundir._PACKAGES["cuda"]) is None:
         assert got["cuda"] is None
-    assert set(got) == {"tensorflow", "cuda", "cudnn", "nccl", "horovod", "mpi"}
+    assert set(got) == {"tensorflow", "cuda", "cudnn", "nccl", "horovod", "torch", "jax", "mpi"}
 
 
 def test_versions_read_mpirun_and_nvcc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.ingest.errors import BenchError
-from bench.runner import sweep
+from bench.runner import progress, sweep
 from bench.runner.cli import app
 
 PLANS = Path(__file__).resolve().parents[2] / "fixtures" / "plans"
@@ -168,10 +168,10 @@ def test_cpu_smoke_cells_by_hand():
 
 
 def test_eta_from_finished_runs():
-    assert sweep.eta_s([], 3) is None
-    assert sweep.eta_s([2.0, 4.0], 3) == pytest.approx(9.0)
-    assert sweep.format_eta(None) == "?"
-    assert sweep.format_eta(3725.2) == "1:02:06"
+    assert progress.eta_s([], 3) is None
+    assert progress.eta_s([2.0, 4.0], 3) == pytest.approx(9.0)
+    assert progress.format_eta(None) == "?"
+    assert progress.format_eta(3725.2) == "1:02:06"
 
 
 # --- the real loop, fake trainer -----------------------------------------------------------------------
@@ -201,7 +201,7 @@ def test_sweep_records_a_failed_cell_goes_on_and_resume_reruns_it(tmp_path):
     p, out, store = plan(), tmp_path / "logs", tmp_path / "store"
     lines: list[str] = []
     results = sweep.run_sweep(p, sweep.expand(p), out, store, trainer=trainer,
-                              reporter=sweep.PlainReporter(lines.append))
+                              reporter=progress.PlainReporter(lines.append))
     assert [r.status for r in results] == ["ok", "ok", "ok", "failed"]
     assert sweep.exit_code(results) == 1
     assert [r.images_per_sec for r in results] == [100.0, 200.0, 200.0, None]
@@ -218,7 +218,7 @@ def test_sweep_records_a_failed_cell_goes_on_and_resume_reruns_it(tmp_path):
 
     flag.touch()  # the failing cell now succeeds; --resume must launch only it
     again = sweep.run_sweep(p, sweep.expand(p), out, store, resume=True, trainer=trainer,
-                            reporter=sweep.PlainReporter(lines.append))
+                            reporter=progress.PlainReporter(lines.append))
     assert [r.status for r in again] == ["resumed", "resumed", "resumed", "ok"]
     assert again[3].images_per_sec == 400.0  # 100 x 16 x 2 / 8
     assert len(list(out.glob("*/run.json"))) == 5
@@ -229,7 +229,7 @@ def test_skipped_cells_are_not_launched_and_do_not_fail(tmp_path):
     p = plan(scaling="strong", matrix={"model": ["m"], "num_gpus": [3], "batch_size": [16]})
     results = sweep.run_sweep(p, sweep.expand(p), tmp_path / "logs", tmp_path / "store",
                               trainer=(sys.executable, "-c", "raise SystemExit(1)"),
-                              reporter=sweep.PlainReporter(lambda m: None))
+                              reporter=progress.PlainReporter(lambda m: None))
     assert [r.status for r in results] == ["skipped"]
     assert sweep.exit_code(results) == 0
     assert not (tmp_path / "logs").exists() or not list((tmp_path / "logs").glob("*/run.json"))

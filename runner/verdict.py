@@ -1,0 +1,55 @@
+"""How a launched run ended, read from its log: the status (``classify``) and the cause of a failure
+(``failure_cause``), which run.json records and the ingest puts in the run's status_detail."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+OOM = re.compile(rb"ResourceExhaustedError|OOM when allocating|out of memory", re.I)
+#: What a failed run's log shows, most telling first (searched in its last TAIL_BYTES): the cause recorded in
+#: run.json's failure_cause. PyTorch says ``CUDA out of memory`` / ``torch.OutOfMemoryError``, TensorFlow
+#: ``ResourceExhaustedError``; NCCL ``NCCL error`` / ``ncclInternalError`` / ``NCCL WARN``; CUDA ``CUDA error:``.
+CAUSES = (
+    ("out of memory", OOM),
+    ("NCCL error", re.compile(rb"NCCL (?:error|WARN)|nccl\w*Error|ncclSystemError|ncclUnhandledCudaError", re.I)),
+    ("CUDA error", re.compile(rb"CUDA error|cudaError\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+")),
+)
+_EXCEPTION = re.compile(rb"^(?:\[[^\]]*\]:?\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b.*)$", re.M)
+TAIL_BYTES = 1 << 20
+
+def classify(exit_code: int, log: Path) -> str:
+    """``ok`` for exit 0; else ``oom`` if the log matches OOM, else ``failed``."""
+    if exit_code == 0:
+        return "ok"
+    tail = b""
+    with open(log, "rb") as f:
+        while chunk := f.read(1 << 20):
+            if OOM.search(tail + chunk):
+                return "oom"
+            tail = chunk[-64:]
+    return "failed"
+
+
+def failure_cause(exit_code: int | None, log: Path) -> str | None:
+    """What the end of a failed run's log shows (see CAUSES), else its last exception line, else the exit
+    code; None for exit 0."""
+    if exit_code == 0:
+        return None
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - TAIL_BYTES))
+            tail = f.read()
+    except OSError:
+        tail = b""
+    for name, pattern in CAUSES:
+        m = pattern.search(tail)
+        if m is not None:
+            line = tail[tail.rfind(b"\n", 0, m.start()) + 1:].split(b"\n", 1)[0].strip()
+            return f"{name}: {line[:300].decode('utf-8', 'replace')}"
+    found = _EXCEPTION.findall(tail)
+    if found:
+        return found[-1].strip()[:300].decode("utf-8", "replace")
+    return "no exit code (it did not start)" if exit_code is None else f"exit code {exit_code}"
+
