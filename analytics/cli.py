@@ -10,6 +10,20 @@ import typer
 
 from bench.ingest.cli import StoreOpt
 
+WhereOpt = Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of runs, tags included, applied before anything is aggregated, e.g. \"num_devices = 8 AND tags['system'] LIKE '%A100%'\"")]
+IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", help="Take a factor (framework_version; framework, which also takes its version) or a tag (system) out of what makes a configuration, for this question (repeatable)")]
+
+
+def _selected(store: Path | None, where: str | None, ignore: list[str] | None):  # type: ignore[no-untyped-def]
+    """A connection to the store whose ``runs`` are the selected ones (bench.analytics.selection)."""
+    from bench.analytics.selection import narrow
+    from bench.analytics.store import connect
+    from bench.ingest.store import default_store
+
+    con = connect(store or default_store())
+    narrow(con, where, ignore or ())
+    return con
+
 
 class OutFormat(StrEnum):
     table = "table"
@@ -61,7 +75,8 @@ def compare_command(
     a: Annotated[str, typer.Option("--a", help="Numerator value: exact, or a case-insensitive substring of one value (P100); NULL for NULL")],
     b: Annotated[str, typer.Option("--b", help="Denominator value, matched like --a")],
     metric: Annotated[CompareMetric, typer.Option("--metric", help="images_per_sec (configs), speedup / efficiency (scaling), or mlperf_score / time_to_train (mlperf_scores, lower is better: the ratio is then a speedup, T_B / T_A)")] = CompareMetric.images_per_sec,
-    where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of configs, e.g. 'num_devices = 8'")] = None,
+    where: WhereOpt = None,
+    ignore: IgnoreOpt = None,
     equivalence: Annotated[float | None, typer.Option("--equivalence", help="Test 'A and B within ±X' (0.05 = 5%) with a paired TOST")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     best: Annotated[bool, typer.Option("--best", help="MLPerf metrics: where a side has several result sets with one pair key (two 8-GPU systems), compare its fastest")] = False,
@@ -75,17 +90,14 @@ def compare_command(
 
     from bench.analytics.compare import compare
     from bench.analytics.compare_text import print_compare
-    from bench.analytics.store import connect
-    from bench.ingest.store import default_store
 
-    con = connect(store or default_store())
+    con = _selected(store, where, ignore)
     if metric in (CompareMetric.mlperf_score, CompareMetric.time_to_train):
         from bench.analytics.compare_mlperf import compare_scores
 
-        result = compare_scores(con, factor, a, b, where=where, equivalence=equivalence, metric=metric.value,
-                                best=best)
+        result = compare_scores(con, factor, a, b, equivalence=equivalence, metric=metric.value, best=best)
     else:
-        result = compare(con, factor, a, b, metric=metric.value, where=where, equivalence=equivalence)
+        result = compare(con, factor, a, b, metric=metric.value, equivalence=equivalence)
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:
@@ -93,7 +105,8 @@ def compare_command(
 
 
 def fit_command(
-    where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of scaling, e.g. \"model = 'resnet50'\"")] = None,
+    where: WhereOpt = None,
+    ignore: IgnoreOpt = None,
     view: Annotated[str, typer.Option("--view", help="scaling (throughput), or mlperf_scaling (MLPerf time to train: speedup T(base) / T(N))")] = "scaling",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     store: StoreOpt = None,
@@ -106,10 +119,8 @@ def fit_command(
     import json
 
     from bench.analytics.scaling_laws import fit
-    from bench.analytics.store import connect
-    from bench.ingest.store import default_store
 
-    report = fit(connect(store or default_store()), where=where, view=view)
+    report = fit(_selected(store, where, ignore), view=view)
     if as_json:
         typer.echo(json.dumps(dataclasses.asdict(report), indent=2, default=str))
     else:
@@ -119,7 +130,8 @@ def fit_command(
 
 
 def effects_command(
-    where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of runs, e.g. 'num_devices = 1'")] = None,
+    where: WhereOpt = None,
+    ignore: IgnoreOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     store: StoreOpt = None,
 ) -> None:
@@ -131,10 +143,8 @@ def effects_command(
     import json
 
     from bench.analytics.effects import effects
-    from bench.analytics.store import connect
-    from bench.ingest.store import default_store
 
-    result = effects(connect(store or default_store()), where=where)
+    result = effects(_selected(store, where, ignore))
     if as_json:
         typer.echo(json.dumps(dataclasses.asdict(result), indent=2, default=str))
     else:
@@ -155,7 +165,8 @@ class PlotKind(StrEnum):
 
 def plot_command(
     kind: Annotated[PlotKind, typer.Argument(help="speedup, efficiency, throughput, ratio, minibatch or trace")],
-    where: Annotated[str | None, typer.Option("--where", help="SQL filter over the kind's view: scaling (speedup, efficiency, throughput), configs (ratio), minibatch, runs (trace: its first run)")] = None,
+    where: WhereOpt = None,
+    ignore: IgnoreOpt = None,
     by: Annotated[str | None, typer.Option("--by", help="Factor named first in the series labels; for ratio, the compared factor")] = None,
     a: Annotated[str | None, typer.Option("--a", help="ratio only: numerator value of --by, e.g. P100")] = None,
     b: Annotated[str | None, typer.Option("--b", help="ratio only: denominator value of --by, e.g. K80")] = None,
@@ -167,16 +178,15 @@ def plot_command(
     Example: bench plot speedup --where "model = 'resnet50'" --by device_model --out speedup.png
     """
     from bench.analytics.plots import make_figure, save
-    from bench.analytics.store import connect
-    from bench.ingest.store import default_store
 
-    fig = make_figure(connect(store or default_store()), kind.value, where=where, by=by, a=a, b=b)
+    fig = make_figure(_selected(store, where, ignore), kind.value, by=by, a=a, b=b)
     typer.echo(str(save(fig, out or Path(f"plot-{kind.value}.png"))))
 
 
 # --- report ---
 def report_command(
-    where: Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of runs, e.g. \"model = 'resnet50'\"")] = None,
+    where: WhereOpt = None,
+    ignore: IgnoreOpt = None,
     out: Annotated[Path, typer.Option("--out", help="Folder for report.html, report.md, figures/ and tables/")] = Path("bench-report"),
     title: Annotated[str, typer.Option("--title", help="Title of the report")] = "Benchmark report",
     equivalence: Annotated[float | None, typer.Option("--equivalence", help="Test every ratio for 'A and B within ±X' (0.05 = 5%)")] = None,
@@ -196,7 +206,7 @@ def report_command(
     ab = tuple(mlperf_compare.split(":", 2)) if mlperf_compare else None
     if ab is not None and (len(ab) != 3 or not all(ab)):
         raise UsageError(f"--mlperf-compare takes FACTOR:A:B (e.g. device_model:A100:V100), got {mlperf_compare!r}")
-    opts = Options(where=where, title=title, equivalence=equivalence, trace=trace, max_families=max_figures,
+    opts = Options(where=where, ignore=tuple(ignore or ()), title=title, equivalence=equivalence, trace=trace, max_families=max_figures,
                    mlperf_compare=ab)  # type: ignore[arg-type]
     typer.echo(str(make_report(store or default_store(), out, opts)))
 # --- end report ---

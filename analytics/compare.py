@@ -191,7 +191,7 @@ def resolve_value(values: Sequence[Any], factor: str, text: str, *, numeric: boo
 
     Order: an exact match; the word NULL for a NULL value; then (text factors only) a case-insensitive
     substring that picks out exactly one value. Numeric factors take a number and match it exactly.
-    Raises BenchError, listing the candidates, when nothing or more than one value matches.
+    Raises UsageError (exit 2), listing the candidates, when nothing or more than one value matches.
     """
     present = [v for v in values if v is not None]
     if numeric:
@@ -208,9 +208,12 @@ def resolve_value(values: Sequence[Any], factor: str, text: str, *, numeric: boo
         hits = [v for v in present if text.lower() in v.lower()]
     if len(hits) == 1:
         return hits[0]
-    shown = ", ".join(sorted(repr(v) for v in (hits or values))[:30])
+    if not values:
+        raise UsageError(f"{text!r} matches no value of {factor}: the selected runs have none (an empty store, "
+                         "or a --where that selects nothing)")
+    shown = ", ".join(sorted("NULL" if v is None else repr(v) for v in (hits or values))[:30])
     problem = "matches several values" if hits else "matches no value"
-    raise BenchError(f"{text!r} {problem} of {factor}; candidates: {shown}")
+    raise UsageError(f"{text!r} {problem} of {factor}; candidates: {shown}")
 
 
 def _key(row: dict[str, Any], factor: str) -> tuple[Any, ...]:

@@ -38,6 +38,7 @@ class Options:
     ``max_families``: families that get figures (tables cover all)."""
 
     where: str | None = None
+    ignore: tuple[str, ...] = ()  # --ignore: factors or tags taken out of the configuration identity
     title: str = "Benchmark report"
     equivalence: float | None = None
     trace: str | None = None
@@ -52,7 +53,7 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options) -> Report:
     empty selection, a bad --equivalence or an unknown --trace run.
     """
 
-    n = sel.select_runs(con, opts.where)
+    n = sel.select_runs(con, opts.where, opts.ignore)
     configs = tab.configs_frame(con)
     labels = tab.config_labels(configs)
     runs = sel.point_runs(con)

@@ -13,11 +13,13 @@ Decisions (the issue is silent on these):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.report_model import Table
 from bench.analytics.results import first
 from bench.analytics.run_stats import STABLE_CV, compute_run_stats
+from bench.analytics.selection import narrow
 from bench.analytics.store import view_error
 from bench.ingest.errors import BenchError
 
@@ -27,23 +29,12 @@ if TYPE_CHECKING:
 SHA_PREFIX = 12  #: characters of source_sha256 shown in the provenance table
 
 
-def select_runs(con: duckdb.DuckDBPyConnection, where: str | None) -> int:
-    """Narrow ``con`` to the runs matching ``where`` (see module doc); returns how many were selected.
+def select_runs(con: duckdb.DuckDBPyConnection, where: str | None, ignore: Sequence[str] = ()) -> int:
+    """Narrow ``con`` to the runs matching ``where`` (bench.analytics.selection); returns how many were selected.
 
     Raises BenchError for a bad ``where`` or when it selects no run.
     """
-    import duckdb
-
-    con.execute("ALTER VIEW runs RENAME TO _store_runs")
-    try:
-        con.execute(f"CREATE TEMP TABLE runs AS SELECT * FROM _store_runs WHERE ({where or 'true'})")
-    except duckdb.Error as e:
-        raise view_error(e, "runs", where) from e
-    # telemetry without a run_id (joined to its run by tags, see plot_data) stays in
-    for table, keep in (("steps", "false"), ("telemetry", "run_id IS NULL")):
-        con.execute(f"ALTER VIEW {table} RENAME TO _store_{table}")
-        con.execute(f"CREATE VIEW {table} AS SELECT * FROM _store_{table} "
-                    f"WHERE {keep} OR run_id IN (SELECT run_id FROM runs)")
+    narrow(con, where, ignore)
     n = int(first(con, "SELECT count(*) FROM runs")[0])  # type: ignore[index]
     if n == 0:
         raise BenchError("no run matches" + (f" --where {where!r}" if where else " (the store is empty)"))

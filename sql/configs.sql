@@ -1,9 +1,16 @@
 -- One row per configuration and scale point (num_devices, num_nodes), across repetitions.
 -- A configuration is every factor of a run except its repetition: framework, framework_version, model,
 -- dataset, data, mode, precision, data_format, variable_update, all_reduce, batch_size_per_device,
--- device_type (gpu, tpu, ipu, hpu, npu, cpu), device_model, and the tags except `repeat` and `device` (which
--- device_type states) as `config_tags` (a MAP with its entries sorted by key; {} when a run has no other
--- tags, so NULL tags and {} group together). NULL factors group together (GROUP BY).
+-- device_type (gpu, tpu, ipu, hpu, npu, cpu), device_model, and the tags as `config_tags` (a MAP with its
+-- entries sorted by key; {} when a run has no other tags, so NULL tags and {} group together), less the
+-- bookkeeping tags, which never split a configuration: `repeat`, `sweep` and `cell` (bench sweep's: a
+-- sweep's cells at 1 and 2 devices are one configuration's scaling curve), `run` / `run_id`, and `device`
+-- (which device_type states). NULL factors group together (GROUP BY).
+-- This is the one place that says what a configuration is. The factors split into the workload (model,
+-- dataset, data, mode, precision, data_format, variable_update, all_reduce, batch_size_per_device and the
+-- scale point below) and the system (framework, framework_version, device_type, device_model, and tags
+-- such as `system`); bench compare pairs on the workload (bench.analytics.compare), and --ignore takes a
+-- factor or tag out for one question (bench.analytics.selection).
 -- num_devices and num_nodes are not factors but the scale point: 8 devices on 1 node and 8 on 2 nodes are
 -- two rows of one configuration. So CPU, TPU and IPU runs scale like GPU runs.
 -- gpu_model and num_gpus repeat device_model and num_devices where device_type is 'gpu' (NULL otherwise),
@@ -29,7 +36,7 @@ keyed AS (
     SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,
            variable_update, all_reduce, batch_size_per_device, device_type, device_model,
            -- grouped as a sorted list of entries and made a MAP once per group: cheaper than per run
-           list_sort([e FOR e IN map_entries(coalesce(tags, MAP {}::MAP(VARCHAR, VARCHAR))) IF e.key NOT IN ('repeat', 'device')])
+           list_sort([e FOR e IN map_entries(coalesce(tags, MAP {}::MAP(VARCHAR, VARCHAR))) IF e.key NOT IN ('repeat', 'device', 'sweep', 'cell', 'run', 'run_id')])
                AS config_tags,
            num_devices, num_nodes, status, images_per_sec, wall_time_s
     FROM runs

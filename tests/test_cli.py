@@ -133,7 +133,7 @@ def test_analytics_commands_on_the_official_sheet(tmp_path: Path) -> None:
     result = runner.invoke(app, ["sql", "SELECT count(*) AS n FROM run_stats", "--store", st, "--format", "json"])
     assert json.loads(result.output) == [{"n": 64}]
     bad = runner.invoke(app, ["compare", "--factor", "gpu_model", "--a", "H100", "--b", "K80", "--store", st])
-    assert bad.exit_code == 1 and "Error:" in bad.output
+    assert bad.exit_code == 2 and "Error:" in bad.output  # a value no run has: a bad option value
 
 
 def test_an_ingest_process_asks_for_one_blas_thread_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -133,8 +133,7 @@ def test_cli_effects_text_json_and_user_error(monkeypatch: pytest.MonkeyPatch, t
     assert "Example: bench effects" in runner.invoke(app, ["--help"]).output
     missing = runner.invoke(app, ["--store", str(tmp_path / "nowhere")])
     assert isinstance(missing.exception, BenchError) and "not a bench store" in str(missing.exception)
-    con = _runs(_grid(0.0, 1))
-    monkeypatch.setattr(store, "connect", lambda root: con)
+    monkeypatch.setattr(store, "connect", lambda root: _runs(_grid(0.0, 1)))  # --where narrows the connection
     text = runner.invoke(app, ["--where", "device_model = 'P100' AND num_devices = 1"])
     assert text.exit_code == 0, text.output
     assert "OLS of log(images/sec) over 4 ok runs (0 excluded)" in text.output

@@ -1,0 +1,82 @@
+"""The README's journeys, end to end through the real CLI (``python -m bench.runner``, as the `bench`
+script runs it), each on a fresh store: the bundled trainer's ``bench run`` then sql and report, and a
+``bench sweep`` of the CPU smoke plan then resume, scaling, compare and report. Expected numbers are read
+from the logs themselves (their ``total images/sec`` lines), never from bench's output."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TOTAL = re.compile(r"^total images/sec: ([0-9.]+)$", re.M)
+
+
+def bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bench.runner", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False, cwd=REPO)
+
+
+def sql(store: Path, query: str) -> list[dict]:
+    res = bench("sql", "--store", str(store), "--format", "json", query)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+@pytest.mark.slow
+def test_bench_run_with_telemetry_then_sql_compare_and_report(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow", reason="the bundled trainer needs TensorFlow (make test installs it)")
+    store, out = tmp_path / "store", tmp_path / "logs"
+    res = bench("run", "--model", "trivial", "--device", "cpu", "--batch-size", "8", "--num-batches", "20",
+                "--display-every", "5", "--telemetry-interval", "0.2", "--repeat", "2", "--store", str(store),
+                "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    totals = sorted(float(TOTAL.search(p.read_text())[1]) for p in out.glob("*/output.log"))  # type: ignore[index]
+    rows = sql(store, "SELECT images_per_sec, status, model, device_type, "
+                      "(SELECT count(*) FROM telemetry t WHERE t.run_id = r.run_id) AS samples FROM runs r ORDER BY 1")
+    assert [r["images_per_sec"] for r in rows] == pytest.approx(totals)
+    assert all(r["status"] == "ok" and r["model"] == "trivial" and r["device_type"] == "cpu" for r in rows)
+    assert all(r["samples"] >= 1 for r in rows)  # run-linked telemetry: what broke the report on DuckDB 2.0
+    (cfg,) = sql(store, "SELECT n_ok, images_per_sec FROM configs")  # the two repeats: one configuration
+    assert cfg["n_ok"] == 2 and cfg["images_per_sec"] == pytest.approx(statistics.mean(totals))
+    res = bench("compare", "--store", str(store), "--factor", "device_model", "--a", "x", "--b", "y")
+    assert res.returncode == 2 and "matches no value of device_model" in res.stderr
+    res = bench("report", "--store", str(store), "--out", str(tmp_path / "report"))
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "report" / "report.html").is_file()
+
+
+@pytest.mark.slow
+def test_bench_sweep_then_resume_scaling_and_report(tmp_path: Path) -> None:
+    """cpu-smoke: trivial model on 1 and 2 logical CPU devices, twice each. The cells' tags are bookkeeping,
+    so the four runs form one configuration with a 1-to-2 device scaling curve."""
+    pytest.importorskip("tensorflow", reason="the bundled trainer needs TensorFlow (make test installs it)")
+    store, out, plan = tmp_path / "store", tmp_path / "logs", "fixtures/plans/cpu-smoke.toml"
+    res = bench("sweep", plan, "--store", str(store), "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    by_devices: dict[int, list[float]] = {1: [], 2: []}
+    for run_json in out.glob("*/run.json"):
+        devices = json.loads(run_json.read_text())["spec"]["num_gpus"]
+        by_devices[devices].append(float(TOTAL.search((run_json.parent / "output.log").read_text())[1]))  # type: ignore[index]
+    assert [len(v) for v in by_devices.values()] == [2, 2]
+    speedup = statistics.mean(by_devices[2]) / statistics.mean(by_devices[1])
+
+    rows = sql(store, "SELECT config_id, num_devices, speedup, efficiency FROM scaling ORDER BY num_devices")
+    assert [r["num_devices"] for r in rows] == [1, 2] and rows[0]["config_id"] == rows[1]["config_id"]
+    assert rows[1]["speedup"] == pytest.approx(speedup) and rows[1]["efficiency"] == pytest.approx(speedup / 2)
+
+    res = bench("sweep", plan, "--store", str(store), "--out", str(out), "--resume", "--dry-run")
+    assert "--resume: 4 of 4 cells already have an ok run in the store" in res.stdout
+    res = bench("compare", "--store", str(store), "--factor", "device_model", "--a", "NULL", "--b", "x",
+                "--where", "tags['sweep'] = 'cpu-smoke'")  # a tag in --where, as in every command
+    assert res.returncode == 2 and "matches no value" in res.stderr
+    res = bench("fit", "--store", str(store), "--where", "tags['sweep'] = 'cpu-smoke'")
+    assert res.returncode == 0 and "fewer than 3 device counts" in res.stdout
+    res = bench("report", "--store", str(store), "--out", str(tmp_path / "report"))
+    assert res.returncode == 0, res.stderr
