@@ -2,8 +2,18 @@
 
 A configuration row (of the view ``configs``, or ``scaling`` for the metrics speedup and efficiency)
 whose factor F is A is paired with the row whose F is B and that agrees on every other factor, on
-``config_tags``, on ``num_devices`` and on ``num_nodes``. Each pair gives ratio = a_value / b_value
-(dimensionless). The summary gives n, median, geometric mean (the mean for ratios), min, max and a
+``config_tags``, on ``num_devices`` and on ``num_nodes``. F is a factor column or a tag (``--factor
+system``). Each pair gives ratio = a_value / b_value (dimensionless).
+
+When F is a system factor (device_model, device_type, framework_version, or a system tag such as
+``system``: bench.analytics.selection.SYSTEM_TAGS) and the metric is images/sec, the two sides are systems
+and pair on the *workload* only (bench.analytics.selection.WORKLOAD, the framework, the other tags, the
+device count and nodes): the other system facts may differ, and each pair lists those that do
+(``differs``). Where both sides ran a workload at one batch size, they pair at equal batch sizes; where they
+share none, each side's best batch size is paired with the other's, marked ``own_batch`` with both batch
+sizes (as Lambda's tables compare GPUs, each at the batch it fits). Where a side has several rows for one
+pair (two systems with the same GPU), its fastest is taken. A different framework never pairs: ``--ignore
+framework`` lets it (bench.analytics.selection). The summary gives n, median, geometric mean (the mean for ratios), min, max and a
 bootstrap 95% CI of the geometric mean; ``equivalence`` adds a paired TOST on the log ratios.
 
 Decisions (the issue is silent on these):
@@ -31,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bench.analytics.selection import SYSTEM_TAGS, WORKLOAD
 from bench.analytics.store import view_error
 from bench.ingest.errors import BenchError, UsageError
 
@@ -49,8 +60,13 @@ FACTORS = (
 DEVICE_FACTORS = ("device_type", "device_model")
 #: Older factor names, still accepted: the GPU-only columns are the device columns of GPU runs.
 ALIASES = {"gpu_model": "device_model"}
+#: Factor columns that belong to the system a run ran on (bench.analytics.selection.SYSTEM; the framework
+#: itself is not one of them: a different framework never pairs unless --ignore framework).
+SYSTEM_FACTORS = ("framework_version", "device_type", "device_model")
 #: Which view holds each metric.
 METRICS = {"images_per_sec": "configs", "speedup": "scaling", "efficiency": "scaling"}
+#: The columns compare reads from its view, besides a tag it compares.
+_COLUMNS = {*FACTORS, "config_tags", "num_devices", "num_nodes", "baseline_devices", *METRICS}
 N_BOOT = 10_000
 SEED = 2017
 ALPHA = 0.05
@@ -60,13 +76,19 @@ _NULL_WORD = "null"  # --a NULL selects configurations where the factor is NULL 
 
 @dataclass(frozen=True)
 class Pair:
-    """One matched pair. ``config``: every other factor, ``config_tags`` (dict) and ``num_nodes``."""
+    """One matched pair. ``config``: every other factor, ``config_tags`` (dict) and ``num_nodes``. A pair of
+    systems also says each side's batch size, whether they are each side's own best (``own_batch``), and
+    the system facts that differ between the two rows (``differs``: name -> (a, b))."""
 
     config: dict[str, Any]
     num_devices: int | None
     a_value: float
     b_value: float
     ratio: float
+    a_batch: int | None = None
+    b_batch: int | None = None
+    own_batch: bool = False
+    differs: dict[str, tuple[Any, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +146,8 @@ class CompareResult:
         return {
             "factor": self.factor, "a": self.a, "b": self.b, "metric": self.metric,
             "pairs": [{**p.config, "num_devices": p.num_devices, "a_value": p.a_value, "b_value": p.b_value,
-                       "ratio": p.ratio} for p in self.pairs],
+                       "ratio": p.ratio, "a_batch": p.a_batch, "b_batch": p.b_batch, "own_batch": p.own_batch,
+                       "differs": {k: list(v) for k, v in (p.differs or {}).items()}} for p in self.pairs],
             "unmatched": [{"side": u.side, **u.config, "num_devices": u.num_devices, "value": u.value,
                            "reason": u.reason} for u in self.unmatched],
             "summary": {
@@ -148,20 +171,30 @@ def compare(
     unknown factor or metric, a bad --where, or an A / B that matches no value or several.
     """
     factor = ALIASES.get(factor, factor)
-    if factor not in FACTORS:
-        raise UsageError(f"unknown factor {factor!r}; choose one of: {', '.join(FACTORS)}")
+    tag = factor not in FACTORS
+    if tag and not factor.replace("-", "_").isidentifier():
+        raise UsageError(f"unknown factor {factor!r}; choose one of: {', '.join(FACTORS)}, or a tag such as system")
     if metric not in METRICS:
         raise UsageError(f"unknown metric {metric!r}; choose one of: {', '.join(METRICS)}")
     if equivalence is not None and not 0 < equivalence < 1:
         raise UsageError(f"--equivalence is a fraction such as 0.05 (for ±5%), got {equivalence}")
     table = _select(con, METRICS[metric], metric, where)
-    values = table.column(factor).unique().to_pylist()
-    numeric = _is_numeric(table.schema.field(factor).type)
+    rows = table.to_pylist()
+    for r in rows if tag else ():
+        r[factor] = _tags(r["config_tags"]).get(factor)
+    values = list({r[factor] for r in rows}) if tag else table.column(factor).unique().to_pylist()
+    if tag and all(v is None for v in values) and rows:
+        raise UsageError(f"unknown factor {factor!r}: neither a factor ({', '.join(FACTORS)}) nor a tag of "
+                         "the selected runs")
+    numeric = not tag and _is_numeric(table.schema.field(factor).type)
     va, vb = (resolve_value(values, factor, text, numeric=numeric) for text in (a, b))
     if va == vb:
         raise UsageError(f"--a and --b both select {factor} = {va!r}; compare two different values")
-    rows = [r for r in table.to_pylist() if r[factor] in (va, vb)]
-    pairs, unmatched, n_base = pair_rows(rows, factor, va, metric)
+    rows = [r for r in rows if r[factor] in (va, vb)]
+    if metric == "images_per_sec" and (factor in SYSTEM_FACTORS or factor in SYSTEM_TAGS):
+        pairs, unmatched, n_base = (*pair_systems(rows, factor, va, metric), 0)
+    else:
+        pairs, unmatched, n_base = pair_rows(rows, factor, va, metric)
     summary = summarize([p.ratio for p in pairs], equivalence, n_baseline_excluded=n_base)
     return CompareResult(factor, va, vb, metric, tuple(pairs), tuple(unmatched), summary)
 
@@ -224,7 +257,8 @@ def _key(row: dict[str, Any], factor: str) -> tuple[Any, ...]:
     """
     free = DEVICE_FACTORS if factor in DEVICE_FACTORS else (factor,)
     others = tuple(row[f] for f in FACTORS if f not in free)
-    return (*others, tuple(sorted(_tags(row["config_tags"]).items())), row["num_devices"], row["num_nodes"])
+    tags = tuple(sorted((k, v) for k, v in _tags(row["config_tags"]).items() if k != factor))
+    return (*others, tags, row["num_devices"], row["num_nodes"])
 
 
 def _tags(v: Any) -> dict[str, Any]:
@@ -234,7 +268,72 @@ def _tags(v: Any) -> dict[str, Any]:
 
 def _config(row: dict[str, Any], drop: str | None) -> dict[str, Any]:
     cfg = {f: row[f] for f in FACTORS if f != drop}
-    return {**cfg, "config_tags": _tags(row["config_tags"]), "num_nodes": row["num_nodes"]}
+    cfg |= {k: v for k, v in row.items() if k not in _COLUMNS and k != drop}  # a tag factor, as its own column
+    tags = {k: v for k, v in _tags(row["config_tags"]).items() if k not in cfg and k != drop}
+    return {**cfg, "config_tags": tags, "num_nodes": row["num_nodes"]}
+
+
+def pair_systems(rows: list[dict[str, Any]], factor: str, va: Any, metric: str) -> tuple[list[Pair], list[Unmatched]]:
+    """Pairs of two systems on the workload (see the module docstring): at equal batch sizes where the
+    sides share one, else each side at its own best batch size."""
+    groups: dict[tuple[Any, ...], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    for r in rows:
+        groups.setdefault(_workload_key(r, factor), ([], []))[0 if r[factor] == va else 1].append(r)
+    pairs, unmatched = [], []
+    for key in sorted(groups, key=_sort_key):
+        a_rows, b_rows = groups[key]
+        ok_a, ok_b = [r for r in a_rows if _usable(r[metric])], [r for r in b_rows if _usable(r[metric])]
+        unmatched += [_unmatched(side, r, metric, "no value") for side, rs in (("a", a_rows), ("b", b_rows))
+                      for r in rs if not _usable(r[metric])]
+        common = {r["batch_size_per_device"] for r in ok_a} & {r["batch_size_per_device"] for r in ok_b}
+        used: list[dict[str, Any]] = []
+        if common:
+            for batch in sorted(common, key=lambda v: (v is not None, v or 0)):
+                used += [_best(ok_a, metric, batch), _best(ok_b, metric, batch)]
+                pairs.append(_system_pair(*used[-2:], factor, metric, False))
+            unmatched += [_unmatched(side, r, metric, "no partner at this batch size")
+                          for side, rs in (("a", ok_a), ("b", ok_b)) for r in rs if r["batch_size_per_device"] not in common]
+        elif ok_a and ok_b:
+            used += [_best(ok_a, metric), _best(ok_b, metric)]
+            pairs.append(_system_pair(*used, factor, metric, True))
+        if used:
+            unmatched += [_unmatched(side, r, metric, "slower than its side's row of the pair")
+                          for side, rs in (("a", ok_a), ("b", ok_b)) for r in rs
+                          if all(r is not u for u in used) and (r["batch_size_per_device"] in common or not common)]
+        else:  # one side has no row, or only rows without a value
+            why = "partner has no value" if a_rows and b_rows else "no partner"
+            unmatched += [_unmatched(side, r, metric, why) for side, rs in (("a", ok_a), ("b", ok_b)) for r in rs]
+    return pairs, unmatched
+
+
+def _workload_key(row: dict[str, Any], factor: str) -> tuple[Any, ...]:
+    """What two systems' rows must share to pair: the workload less the batch size, the framework, the tags
+    that are not system tags, the device count and nodes."""
+    tags = tuple(sorted((k, v) for k, v in _tags(row["config_tags"]).items() if k != factor and k not in SYSTEM_TAGS))
+    workload = tuple(row[f] for f in WORKLOAD if f != "batch_size_per_device")
+    return (*workload, row["framework"], tags, row["num_devices"], row["num_nodes"])
+
+
+def _best(rows: list[dict[str, Any]], metric: str, batch: Any = ...) -> dict[str, Any]:
+    """The fastest row (at ``batch`` when given): a side's best system, or its best batch size."""
+    return max((r for r in rows if batch is ... or r["batch_size_per_device"] == batch), key=lambda r: float(r[metric]))
+
+
+def _system_pair(ra: dict[str, Any], rb: dict[str, Any], factor: str, metric: str, own: bool) -> Pair:
+    """A pair of two systems' rows, with what differs between them besides ``factor``."""
+    config = {f: ra[f] for f in (*WORKLOAD, "framework")}
+    config["batch_size_per_device"] = None if own else ra["batch_size_per_device"]
+    config["config_tags"] = {k: v for k, v in _tags(ra["config_tags"]).items() if k not in SYSTEM_TAGS and k != factor}
+    config["num_nodes"] = ra["num_nodes"]
+    config |= {f: ra[f] for f in SYSTEM_FACTORS if f != factor and ra[f] == rb[f]}  # what the sides share
+    ta, tb = _tags(ra["config_tags"]), _tags(rb["config_tags"])
+    facts = [(f, ra[f], rb[f]) for f in FACTORS if f not in (factor, *WORKLOAD, "framework")]
+    facts += [(k, ta.get(k), tb.get(k)) for k in sorted(set(ta) | set(tb)) if k in SYSTEM_TAGS and k != factor]
+    differs = {name: (x, y) for name, x, y in facts if x != y
+               and not (factor in DEVICE_FACTORS and name in DEVICE_FACTORS)}
+    x, y = float(ra[metric]), float(rb[metric])
+    return Pair(config, ra["num_devices"], x, y, x / y, ra["batch_size_per_device"], rb["batch_size_per_device"],
+                own, differs)
 
 
 def _usable(v: Any) -> bool:

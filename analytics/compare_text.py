@@ -20,9 +20,14 @@ def print_compare(result: CompareResult) -> None:
     if result.pairs:
         pairs = [p.config | {"num_devices": p.num_devices} for p in result.pairs]
         cols = _varying(pairs, result.factor)
-        render.print_table([*cols, "a_value", "b_value", "ratio"],
-                           [[r[c] for c in cols] + [p.a_value, p.b_value, p.ratio] for r, p in zip(pairs, result.pairs, strict=True)],
+        systems = any(p.differs is not None for p in result.pairs)
+        extra = ["a_batch", "b_batch", "differs"] if systems else []
+        render.print_table([*cols, *extra, "a_value", "b_value", "ratio"],
+                           [[r[c] for c in cols] + (_system_cells(p) if systems else []) + [p.a_value, p.b_value, p.ratio]
+                            for r, p in zip(pairs, result.pairs, strict=True)],
                            title=title)
+        if any(p.own_batch for p in result.pairs):
+            print("own batch: the sides share no batch size for that workload; each is at its own fastest.")
     else:
         print(f"{title}: no pairs")
         print(no_pairs_reason(result))
@@ -40,6 +45,13 @@ def print_compare(result: CompareResult) -> None:
         print(f"ratio = {what}(B) / {what}(A): how many times faster {result.a!r} trains than {result.b!r} "
               f"(a {what} is in minutes, lower is better)")
     print(summary_text(result.summary))
+
+
+def _system_cells(p: Any) -> list[Any]:
+    """a_batch, b_batch (marked when each side is at its own best) and what differs besides the factor."""
+    mark = " (own)" if p.own_batch else ""
+    differs = "; ".join(f"{k}: {a} / {b}" for k, a, b in ((k, *v) for k, v in (p.differs or {}).items())) or "-"
+    return [f"{p.a_batch}{mark}", f"{p.b_batch}{mark}", differs]
 
 
 def no_pairs_reason(result: CompareResult) -> str:
@@ -66,8 +78,12 @@ def no_pairs_reason(result: CompareResult) -> str:
     head = (f"No configuration with {result.factor} = {result.a!r} ({len(a)} rows) has a partner with "
             f"{result.factor} = {result.b!r} ({len(b)} rows) that is the same in every other factor. ")
     if apart:
+        lift = [name.split(" ", 1)[0] for name in apart if not name.startswith("num_devices")]
+        hint = (f" To let {' and '.join(lift)} differ for this question: "
+                + " ".join(f"--ignore {n}" for n in lift) + "." if lift else "")
         return head + ("These never take the same value on the two sides: " + "; ".join(apart)
-                       + ". Narrow the selection with --where so that they match, or compare that factor instead.")
+                       + ". Narrow the selection with --where so that they match, or compare that factor instead."
+                       + hint)
     return head + ("Every factor shares some value between the sides, but no row matches another in all of them; "
                    "the rows below show what each side has.")
 

@@ -20,7 +20,6 @@ from bench.analytics.report_model import Table
 from bench.analytics.results import first
 from bench.analytics.run_stats import STABLE_CV, compute_run_stats
 from bench.analytics.selection import narrow
-from bench.analytics.store import view_error
 from bench.ingest.errors import BenchError
 
 if TYPE_CHECKING:

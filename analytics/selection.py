@@ -59,7 +59,7 @@ def narrow(con: duckdb.DuckDBPyConnection, where: str | None = None, ignore: Seq
     replace = [f"NULL::{_type(con, c)} AS {c}" for c in nulls]
     if tags:
         keys = ", ".join("'" + t.replace("'", "''") + "'" for t in tags)
-        replace.append(f"map_from_entries(list_filter(map_entries(tags), e -> e.key NOT IN ({keys}))) AS tags")
+        replace.append(f"map_from_entries([e FOR e IN map_entries(tags) IF e.key NOT IN ({keys})]) AS tags")
     projection = f"* REPLACE ({', '.join(replace)})" if replace else "*"
     kind = "VIEW" if first(con, "SELECT 1 FROM duckdb_views() WHERE view_name = 'runs' AND NOT temporary") else "TABLE"
     con.execute(f"ALTER {kind} runs RENAME TO _store_runs")

@@ -80,19 +80,58 @@ def test_a_partner_must_agree_on_every_other_factor_tags_and_gpu_count() -> None
         {"device_model": P100, "num_devices": 1, "images_per_sec": 300.0},
         {"device_model": K80, "num_devices": 1, "images_per_sec": 100.0},  # the one pair: 3
         {"device_model": P100, "num_devices": 2, "images_per_sec": 500.0},  # K80 has no 2-GPU row
-        {"device_model": P100, "config_tags": {"system": "dgx1"}, "images_per_sec": 1.0},  # tags differ
-        {"device_model": K80, "config_tags": {"system": "gce"}, "images_per_sec": 1.0},
+        {"device_model": P100, "config_tags": {"variant": "inference"}, "images_per_sec": 1.0},  # tags differ
+        {"device_model": K80, "config_tags": {"variant": "distortions"}, "images_per_sec": 1.0},
         {"device_model": K80, "precision": "fp16", "images_per_sec": 1.0},  # another factor differs
     ])
     r = cmp.compare(con, "device_model", P100, K80)
     assert [(p.num_devices, p.ratio) for p in r.pairs] == [(1, 3.0)]
     lonely = sorted((u.side, u.num_devices, u.config["precision"], str(u.config["config_tags"]), u.reason) for u in r.unmatched)
     assert lonely == [
-        ("a", 1, "fp32", "{'system': 'dgx1'}", "no partner"),
+        ("a", 1, "fp32", "{'variant': 'inference'}", "no partner"),
         ("a", 2, "fp32", "{}", "no partner"),
         ("b", 1, "fp16", "{}", "no partner"),
-        ("b", 1, "fp32", "{'system': 'gce'}", "no partner"),
+        ("b", 1, "fp32", "{'variant': 'distortions'}", "no partner"),
     ]
+
+
+def test_two_systems_pair_on_the_workload_at_equal_or_each_at_its_own_batch() -> None:
+    """Device and system comparisons pair on the workload: the system tag and framework version may differ
+    (and are listed); without a shared batch size each side is at its fastest ("own batch")."""
+    con = _con([
+        # resnet50: both ran batch 64 (the pair, 600/300 = 2) and A also 128 (no partner at that batch)
+        {"device_model": P100, "batch_size_per_device": 64, "config_tags": {"system": "a1"}, "images_per_sec": 600.0},
+        {"device_model": P100, "batch_size_per_device": 128, "config_tags": {"system": "a1"}, "images_per_sec": 650.0},
+        {"device_model": K80, "batch_size_per_device": 64, "config_tags": {"system": "b1"}, "framework_version": "1.1",
+         "images_per_sec": 300.0},
+        {"device_model": K80, "batch_size_per_device": 64, "config_tags": {"system": "b2"}, "images_per_sec": 250.0},
+        # vgg16: no shared batch: A's best is 256 (500), B's 32 (200): 2.5
+        {"model": "vgg16", "device_model": P100, "batch_size_per_device": 128, "images_per_sec": 400.0},
+        {"model": "vgg16", "device_model": P100, "batch_size_per_device": 256, "images_per_sec": 500.0},
+        {"model": "vgg16", "device_model": K80, "batch_size_per_device": 32, "images_per_sec": 200.0},
+        {"model": "vgg16", "device_model": K80, "batch_size_per_device": 16, "images_per_sec": 150.0},
+    ])
+    r = cmp.compare(con, "device_model", "P100", "K80")
+    got = sorted((p.config["model"], p.a_batch, p.b_batch, p.own_batch, p.ratio) for p in r.pairs)
+    assert got == [("resnet50", 64, 64, False, 2.0), ("vgg16", 256, 32, True, 2.5)]
+    resnet = next(p for p in r.pairs if p.config["model"] == "resnet50")
+    assert resnet.differs == {"framework_version": ("1.2", "1.1"), "system": ("a1", "b1")}
+    reasons = sorted((u.side, u.config["batch_size_per_device"], u.reason) for u in r.unmatched)
+    slower = "slower than its side's row of the pair"  # another system, or (vgg16) another batch size
+    assert reasons == [("a", 128, "no partner at this batch size"), ("a", 128, slower), ("b", 16, slower), ("b", 64, slower)]
+    assert r.summary.n == 2 and r.summary.geomean == pytest.approx((2.0 * 2.5) ** 0.5)
+
+
+def test_factor_system_compares_two_systems_and_a_framework_blocks_until_ignored() -> None:
+    con = _con([
+        {"config_tags": {"system": "x"}, "images_per_sec": 300.0},
+        {"config_tags": {"system": "y"}, "images_per_sec": 100.0},
+        {"model": "vgg16", "config_tags": {"system": "x"}, "images_per_sec": 30.0},
+        {"model": "vgg16", "config_tags": {"system": "y"}, "framework": "pytorch", "images_per_sec": 10.0},
+    ])
+    r = cmp.compare(con, "system", "x", "y")
+    assert [(p.config["model"], p.ratio) for p in r.pairs] == [("resnet50", 3.0)]  # vgg16: frameworks differ
+    assert sorted(u.reason for u in r.unmatched) == ["no partner", "no partner"]
 
 
 def test_a_configuration_without_an_ok_run_is_never_a_ratio_of_zero() -> None:

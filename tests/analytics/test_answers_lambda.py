@@ -1,0 +1,86 @@
+"""Answers on Lambda's real logs (../shared/corpus; skipped when absent): device ratios where each GPU ran
+at its own batch size, and one system's scaling across 1, 2, 4 and 8 GPUs. Every expected number is read
+here from the tarball's own `total images/sec:` lines, never from bench's output."""
+
+from __future__ import annotations
+
+import re
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from bench.analytics.compare import compare
+from bench.analytics.results import rows
+from bench.analytics.selection import narrow
+from bench.analytics.store import connect
+
+TARBALL = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "tf_cnn_benchmarks" / "lambda-logs.tar.gz"
+PATTERNS = [  # the README's
+    "{system}.logs/{data_mode}-{variable_update}-{precision}-{num_gpus}gpus-{variant}/{model}-{batch_size_per_device}/throughput/{repeat}",
+    "{system}.logs/{data_mode}-{variable_update}-{precision}-{num_gpus}gpus/{model}-{batch_size_per_device}/throughput/{repeat}",
+]
+TOTAL = re.compile(rb"^total images/sec: ([0-9.]+)", re.M)
+A100_1 = "7742-1xA100-SXM4-40GB_TF2_3"
+V100 = "Platinum-Tesla_V100-SXM3-32GB_HP16_TF2_2"
+RESNET_FP16 = "model = 'resnet50' AND precision = 'fp16' AND mode = 'train' AND tags['data_mode'] = 'syn' AND tags['variant'] IS NULL"
+
+
+def total(member: str) -> float:
+    """The `total images/sec` a log of the tarball prints (the hand value)."""
+    with tarfile.open(TARBALL) as tar:
+        data = tar.extractfile(member).read()  # type: ignore[union-attr]
+    return float(TOTAL.findall(data)[-1])
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not TARBALL.is_file():
+        pytest.skip(f"Lambda corpus not present at {TARBALL} (read from ../shared)")
+    from bench.ingest.pipeline import ingest
+
+    root = tmp_path_factory.mktemp("lambda-answers") / "store"
+    ingest([str(TARBALL)], root, path_patterns=PATTERNS, workers=0)
+    return root
+
+
+def test_a100_against_v100_each_at_its_own_batch(store: Path) -> None:
+    a = total(f"{A100_1}.logs/syn-replicated-fp16-1gpus/resnet50-448/throughput/1")
+    b = total(f"{V100}.logs/syn-replicated-fp16-1gpus/resnet50-384/throughput/1")
+    con = connect(store)
+    narrow(con, f"{RESNET_FP16} AND tags['system'] IN ('{A100_1}', '{V100}')")
+    r = compare(con, "device_model", "A100-SXM4", "V100")
+    one = [p for p in r.pairs if p.num_devices == 1]
+    assert len(one) == 1 and one[0].ratio == pytest.approx(a / b)  # 1990.02 / 1276.24 = 1.559
+    assert (one[0].a_batch, one[0].b_batch, one[0].own_batch) == (448, 384, True)
+    assert one[0].differs == {"framework_version": ("2.3", "2.2"), "system": (A100_1, V100)}
+
+
+def test_rtx_3090_against_rtx_3070_takes_each_sides_fastest_system(store: Path) -> None:
+    """Two systems have RTX 3090s (7662 on TF 2.4, 3970X on TF 1.15): the pair takes the faster one."""
+    fast = total("7662-GeForce_RTX_3090.logs/syn-replicated-fp16-1gpus/resnet50-96/throughput/1")
+    slow = total("3970X-GeForce_RTX_3090_XLA.logs/syn-replicated-fp16-1gpus/resnet50-96/throughput/1")
+    b = total("7502-GeForce_RTX_3070.logs/syn-replicated-fp16-1gpus/resnet50-48/throughput/1")
+    assert fast > slow
+    con = connect(store)
+    narrow(con, f"{RESNET_FP16} AND num_gpus = 1")
+    r = compare(con, "device_model", "RTX 3090", "RTX 3070")
+    (pair,) = r.pairs
+    assert pair.ratio == pytest.approx(fast / b) and (pair.a_batch, pair.b_batch, pair.own_batch) == (96, 48, True)
+    assert pair.differs["system"] == ("7662-GeForce_RTX_3090", "7502-GeForce_RTX_3070")
+    assert [u.value for u in r.unmatched] == [pytest.approx(slow)]  # listed: slower than its side's row
+
+
+def test_one_a100_system_family_scales_from_1_to_8_gpus_with_ignore_system(store: Path) -> None:
+    """7742-{1,2,4,8}xA100 are four systems of one machine: with --ignore system they are one curve."""
+    rate = {n: total(f"7742-{n}xA100-SXM4-40GB_TF2_3.logs/syn-replicated-fp16-{n}gpus/resnet50-448/throughput/1")
+            for n in (1, 2, 4, 8)}
+    con = connect(store)
+    narrow(con, f"{RESNET_FP16} AND tags['system'] LIKE '7742-_xA100-SXM4-40GB_TF2_3'", ignore=["system"])
+    got = rows(con, "SELECT num_devices, speedup, efficiency FROM scaling ORDER BY num_devices")
+    assert [g[0] for g in got] == [1, 2, 4, 8]
+    assert [g[1] for g in got] == pytest.approx([rate[n] / rate[1] for n in (1, 2, 4, 8)])
+    assert [g[2] for g in got] == pytest.approx([rate[n] / rate[1] / n for n in (1, 2, 4, 8)])
+    con = connect(store)  # without --ignore system: four one-point curves, speedup 1 each
+    narrow(con, f"{RESNET_FP16} AND tags['system'] LIKE '7742-_xA100-SXM4-40GB_TF2_3'")
+    assert rows(con, "SELECT count(DISTINCT config_id), max(speedup) FROM scaling") == [(4, 1.0)]
