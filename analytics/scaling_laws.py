@@ -27,7 +27,7 @@ where statsmodels takes ~1 ms per configuration.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bench.analytics import render
@@ -77,6 +77,12 @@ class ScalingFit:
     usl_r2: float | None
     peak_devices: float | None  # where USL peaks, in devices (b * n*)
     predicted: Prediction  # at twice the largest measured count: always an extrapolation
+    #: USL α < 0 or β < 0: the points rise faster than linear (efficiency above 1, or growing), a curve
+    #: the law cannot hold beyond the measured counts; its extrapolation is not evidence.
+    superlinear: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "superlinear", self.alpha.estimate < 0 or self.beta.estimate < 0)
 
 
 @dataclass(frozen=True)
@@ -317,10 +323,15 @@ def print_fits(report: FitReport) -> None:
     if report.skipped:
         print(f"{len(report.skipped)} configuration(s) with fewer than 3 device counts not fitted.")
     if not report.fits:
+        if not report.skipped:
+            print("No configuration to fit: the selection has no speedups (an empty store, or a --where that "
+                  "selects nothing).")
         return
     first = report.fits[0].factors
-    # Label a configuration by the factors that differ between the fitted ones (all of them if one).
-    names = [k for k in first if len({repr(c.factors.get(k)) for c in report.fits}) > 1] or \
+    # Label a configuration by the factors that differ between the fitted ones (all of them if one); an
+    # MLPerf row always names its submitter, framework and benchmark.
+    always = _ALWAYS if "submitter" in first else ()
+    names = [k for k in first if len({repr(c.factors.get(k)) for c in report.fits}) > 1 or k in always] or \
         [k for k, v in first.items() if v not in (None, {})]
     rows = []
     for c in report.fits:
@@ -328,10 +339,23 @@ def print_fits(report: FitReport) -> None:
         rows.append((" ".join(str(c.factors.get(k)) for k in names), ",".join(map(str, f.device_counts)),
                      _fmt_estimate(f.serial_fraction), _fmt_num(f.amdahl_r2), _fmt_estimate(f.alpha),
                      _fmt_estimate(f.beta), _fmt_num(f.usl_r2), _fmt_num(f.peak_devices),
-                     f"{_fmt_num(p.usl_speedup)} at {p.num_devices} devices"))
+                     f"{_fmt_num(p.usl_speedup)} at {p.num_devices} devices"
+                     + (" (superlinear fit)" if f.superlinear else "")))
     cols = ["configuration", "devices", "Amdahl s [95% CI]", "Amdahl R²", "USL α [95% CI]", "USL β [95% CI]",
             "USL R²", "USL peak (devices)", "USL speedup, extrapolated"]
     render.print_table(cols, rows, title="Scaling laws (speedup relative to each configuration's smallest device count)")
+    largest = max(max(c.fit.device_counts) for c in report.fits)
+    print(f"Each extrapolation is at twice the configuration's largest measured device count (at most {largest} "
+          "measured here): beyond the data, a prediction of the fitted law, not a measurement.")
+    superlinear = [c for c in report.fits if c.fit.superlinear]
+    if superlinear:
+        print(f"{len(superlinear)} fit(s) are superlinear (USL α < 0 or β < 0: speedup grows faster than the "
+              "device count): the law cannot hold past the measured counts, so their extrapolations say nothing; "
+              "check those runs (bench report flags superlinear points).")
+
+
+#: factors an MLPerf fit row always names (columns of mlperf_scaling)
+_ALWAYS = ("submitter", "framework", "benchmark")
 
 
 def _fmt_num(x: float | None) -> str:

@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bench.analytics.scaling_laws import FitReport, fit, fit_scaling
+from bench.analytics.scaling_laws import FitReport, fit, fit_scaling, print_fits
 from bench.ingest.errors import BenchError
 
 
@@ -199,3 +199,26 @@ def test_fit_reads_the_curated_scaling_view_built_from_runs() -> None:
 def test_fit_of_an_empty_or_unfittable_view_is_empty_not_an_error() -> None:
     assert fit(_scaling_view([("x", "m", "g", 1, 1, 1.0, 1.0)]), where="false") == FitReport((), ())
     assert fit(_scaling_view([("x", "m", "g", 1, 1, 1.0, 1.0), ("x", "m", "g", 2, 1, 1.9, 0.95)])).skipped == ("x",)
+
+
+def test_a_superlinear_fit_and_its_extrapolation_are_called_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """β < 0 (speedup 1, 2.01, 4.10, 9.01 at 1-8 devices, exact USL with α = 0, β = -0.002): the USL has no
+    peak and "predicts" 30.8 at 16 devices; bench fit flags it instead of extrapolating silently."""
+    rows = [("s", "resnet50", "P100", n, 1, usl(n, 0.0, -0.002), None) for n in (1, 2, 4, 8)]
+    rows += [("l", "vgg16", "P100", n, 1, usl(n, 0.02, 0.001), None) for n in (1, 2, 4, 8)]
+    report = fit(_scaling_view(rows))
+    flags = {c.config_id: c.fit.superlinear for c in report.fits}
+    assert flags == {"s": True, "l": False}
+    s = next(c.fit for c in report.fits if c.config_id == "s")
+    assert s.beta.estimate == pytest.approx(-0.002, abs=1e-9)
+    assert s.predicted.usl_speedup == pytest.approx(16 / (1 - 0.002 * 16 * 15))  # 30.77
+    print_fits(report)
+    out = capsys.readouterr().out
+    flat = " ".join(out.split())
+    assert "superlinear" in out.split("1 fit(s) are superlinear")[0] and "1 fit(s) are superlinear" in flat
+    assert "at most 8 measured here" in flat
+
+
+def test_fit_on_nothing_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    print_fits(fit(_scaling_view([("x", "m", "g", 1, 1, 1.0, 1.0)]), where="false"))
+    assert "No configuration to fit" in capsys.readouterr().out
