@@ -1,7 +1,8 @@
 """Open the Parquet store as DuckDB views: ``runs``, ``steps``, ``telemetry``, ``problems``, ``sources``,
 and the curated views of ``sql/`` (see bench.analytics.views).
 
-``runs``, ``steps``, ``telemetry`` and ``problems`` leave out the rows of a file's version that a later,
+``runs`` fills an MLPerf run's devices from its system description. ``runs``, ``steps``, ``telemetry`` and
+``problems`` leave out the rows of a file's version that a later,
 longer version of the same file supersedes (a log ingested while its job ran, then again once it was done;
 see bench.ingest.versions): those runs would count twice, or as unfinished. ``all_runs``, ``all_steps``,
 ``all_telemetry`` and ``all_problems`` hold every row.
@@ -53,12 +54,31 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
     superseded = bool(row and row[0])
     for table, current in _CURRENT.items():
         where = f" WHERE {current}" if superseded else ""
-        con.execute(f"CREATE VIEW {table} AS SELECT * FROM all_{table}{where}")
+        if table == "runs":
+            con.execute(f"CREATE VIEW runs AS {_RUNS_WITH_DEVICES}{where}")
+        else:
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM all_{table}{where}")
 
     register_views(con)
     return con
 
 
+#: ``runs`` with the devices of an MLPerf run filled from its system description (the ``systems`` row of its
+#: round, submitter and system, as sql/mlperf_runs.sql finds it), where its log does not say them: every
+#: generic view and the report then see an MLPerf run's device count, type and model.
+_RUNS_WITH_DEVICES = r"""
+SELECT r.* REPLACE (
+           coalesce(r.num_devices, d.num_devices) AS num_devices, coalesce(r.device_type, d.device_type) AS device_type,
+           coalesce(r.device_model, d.device_model) AS device_model, coalesce(r.num_nodes, d.num_nodes) AS num_nodes,
+           coalesce(r.num_gpus, CASE WHEN d.device_type = 'gpu' THEN d.num_devices END) AS num_gpus,
+           coalesce(r.gpu_model, CASE WHEN d.device_type = 'gpu' THEN d.device_model END) AS gpu_model)
+FROM all_runs r
+LEFT JOIN (SELECT round, submitter, system, any_value(num_devices) AS num_devices, any_value(device_type) AS device_type,
+                  any_value(device_model) AS device_model, any_value(num_nodes) AS num_nodes
+           FROM systems GROUP BY ALL) d
+       ON r.format = 'mlperf' AND d.submitter = r.tags['submitter'] AND d.system = r.tags['system']
+      AND d.round IS NOT DISTINCT FROM coalesce(r.tags['round'],
+                                                nullif(regexp_extract(r.tags['mlperf_version'], '^(\d+\.\d+)', 1), ''))"""
 _GONE = "(SELECT supersedes FROM sources WHERE supersedes IS NOT NULL)"
 _GONE_IDS = "(SELECT left(supersedes, 16) FROM sources WHERE supersedes IS NOT NULL)"  # a run id's first 16 hex
 #: Which rows of a table belong to a version no later version supersedes.

@@ -1,0 +1,57 @@
+"""MLPerf runs carry their devices in ``runs`` itself, from their system description, so every generic view
+and the report's selection see them (../shared/corpus's v1.0 round; skipped when absent). The expected
+devices are read here from the system description JSON in the tarball."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from bench.analytics.results import rows
+from bench.analytics.store import connect
+
+TARBALL = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "mlperf_results" / "training_results_v1.0.tar.gz"
+SYSTEMS = {("Graphcore", "ipu-pod16-TF1"): "ipu", ("Dell", "DSS8440x8A100-PCIE-40GB"): "gpu"}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not TARBALL.is_file():
+        pytest.skip(f"MLPerf v1.0 results not present at {TARBALL} (read from ../shared)")
+    from bench.ingest.pipeline import ingest
+
+    root = tmp_path_factory.mktemp("mlperf-answers") / "store"
+    ingest([str(TARBALL)], root)
+    return root
+
+
+def described(submitter: str, system: str) -> dict:
+    with tarfile.open(TARBALL) as tar:
+        return json.load(tar.extractfile(f"training_results_v1.0/{submitter}/systems/{system}.json"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("submitter", "system"), list(SYSTEMS))
+def test_mlperf_runs_have_their_systems_devices(store: Path, submitter: str, system: str) -> None:
+    doc = described(submitter, system)
+    devices = int(doc["number_of_nodes"]) * int(doc["accelerators_per_node"])
+    found = rows(connect(store), "SELECT DISTINCT num_devices, device_type, device_model, num_nodes FROM runs "
+                                 "WHERE format = 'mlperf' AND tags['submitter'] = ? AND tags['system'] = ?",
+                 [submitter, system])
+    assert len(found) == 1
+    num, kind, model, nodes = found[0]
+    assert (num, kind, nodes) == (devices, SYSTEMS[submitter, system], int(doc["number_of_nodes"]))
+    assert model is not None and model.split()[-1] in doc["accelerator_model_name"]
+
+
+def test_every_described_mlperf_run_has_devices_and_the_generic_views_see_them(store: Path) -> None:
+    con = connect(store)
+    missing = rows(con, """SELECT count(*) FROM runs r WHERE format = 'mlperf' AND num_devices IS NULL
+                           AND EXISTS (SELECT 1 FROM systems s WHERE s.submitter = r.tags['submitter']
+                                       AND s.system = r.tags['system'] AND s.num_devices IS NOT NULL)""")
+    assert missing == [(0,)]
+    # configs groups by device: the IPU-POD16 resnet runs are one configuration point at 16 IPUs
+    assert rows(con, "SELECT num_devices, device_type FROM configs WHERE device_model LIKE '%GC200%' AND num_devices = 16 "
+                     "AND model ILIKE '%resnet%' LIMIT 1") == [(16, "ipu")]
