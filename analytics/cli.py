@@ -95,7 +95,8 @@ def compare_command(
     if metric in (CompareMetric.mlperf_score, CompareMetric.time_to_train):
         from bench.analytics.compare_mlperf import compare_scores
 
-        result = compare_scores(con, factor, a, b, equivalence=equivalence, metric=metric.value, best=best)
+        result = compare_scores(con, factor, a, b, equivalence=equivalence, metric=metric.value, best=best,
+                                ignore=tuple(ignore or ()))
     else:
         result = compare(con, factor, a, b, metric=metric.value, equivalence=equivalence)
     if as_json:

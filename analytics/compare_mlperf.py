@@ -7,8 +7,10 @@ score(B) / score(A) ("A100 trains 2.0x faster than V100"). ``mlperf_score`` comp
 ``time_to_train`` the plain mean of the ok runs' times (``time_to_train_min``), which a set with too few
 runs for a score still has. Rows of the view ``mlperf_scores`` pair when
 they agree on every column of ``SAME`` but the compared factor (benchmark, framework family, devices,
-nodes, division); the other columns (submitter, system, ...) may differ. A side with two rows for one such key is
-a user error: narrow it with --where (e.g. ``submitter = 'NVIDIA'``). Rows without a score (a verdict
+nodes, division; ``ignore`` takes some out: ``--ignore framework`` compares an A100 on PyTorch with a TPU on
+JAX); the other columns (submitter, system, ...) may differ, and each pair lists how they differ between
+its two sets (``Pair.differs``: both sides' systems). A side with two rows for one such key is
+a user error: narrow it with --where (e.g. ``tags['submitter'] = 'NVIDIA'``) or use ``best``. Rows without a score (a verdict
 other than ``scored``) are listed as unmatched with their verdict. Statistics are those of
 ``bench.analytics.compare`` (median, geometric mean with a bootstrap CI, TOST).
 """
@@ -32,14 +34,16 @@ SAME = ("benchmark", "framework", "num_devices", "num_nodes", "division")
 #: The factors one may compare.
 FACTORS = ("device_model", "device_type", "submitter", "system", "framework", "num_devices", "num_nodes",
            "division", "round", "availability", "host_processor_model")
+#: What a pair shows of both sides when they differ.
+_SYSTEM = ("submitter", "system", "framework", "device_model", "host_processor_model")
 _COLUMNS = ("round", "division", "submitter", "system", "benchmark", "framework", "num_nodes", "num_devices",
             "device_type", "device_model", "host_processor_model", "availability", "score_min",
             "time_to_train_min", "n_ok", "verdict")
 
 
 def compare_scores(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, where: str | None = None,
-                   equivalence: float | None = None, metric: str = "mlperf_score", best: bool = False
-                   ) -> CompareResult:
+                   equivalence: float | None = None, metric: str = "mlperf_score", best: bool = False,
+                   ignore: tuple[str, ...] = ()) -> CompareResult:
     """Pairs of result sets whose ``factor`` is A and B; ratio = speedup of A over B (see the docstring).
     ``best``: where a side has several sets for one pair key (two systems of 8 GPUs), keep its fastest
     instead of refusing. Raises UsageError for an unknown factor or a bad --where, BenchError for an A / B
@@ -59,7 +63,7 @@ def compare_scores(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, 
     for r in rows:
         if r[factor] not in set_a and r[factor] not in set_b:
             continue
-        side, key = sides[0 if r[factor] in set_a else 1], _key(r, factor)
+        side, key = sides[0 if r[factor] in set_a else 1], _key(r, factor, ignore)
         if best and key in side:
             if r[col] and (not side[key][col] or r[col] < side[key][col]):
                 side[key] = r
@@ -67,13 +71,16 @@ def compare_scores(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, 
         if key in side:
             raise BenchError(f"two result sets with {factor} = {r[factor]!r} have the same "
                              f"{', '.join(c for c in SAME if c != factor)} {key}: {side[key]['system']} and "
-                             f"{r['system']}; narrow the selection with --where (e.g. submitter = '...')")
+                             f"{r['system']}; narrow the selection with --where (e.g. \"tags['submitter'] = 'NVIDIA'\") "
+                             "or take each side's fastest with --best")
         side[key] = r
     pairs, unmatched = [], []
     for key in sorted(sides[0].keys() | sides[1].keys(), key=repr):
         ra, rb = sides[0].get(key), sides[1].get(key)
         if ra is not None and rb is not None and ra[col] and rb[col]:
-            pairs.append(Pair(_config(ra, factor), ra["num_devices"], ra[col], rb[col], rb[col] / ra[col]))
+            differs = {c: (ra[c], rb[c]) for c in _SYSTEM if c != factor and ra[c] != rb[c]}
+            pairs.append(Pair(_config(ra, factor), ra["num_devices"], ra[col], rb[col], rb[col] / ra[col],
+                              differs=differs))
             continue
         for which, row, other in (("a", ra, rb), ("b", rb, ra)):
             if row is not None:
@@ -93,14 +100,14 @@ def _why_none(row: dict[str, Any]) -> str:
 def _values(values: list[Any], factor: str, text: str) -> set[Any]:
     """The values of ``factor`` that ``text`` selects: an exact value (a number for a count); else, for a
     text factor, every value that holds it, case-insensitively (``A100`` selects each A100 variant's
-    name, as systems spell it); raises BenchError when none does."""
+    name, as systems spell it); raises UsageError when none does."""
     if factor in ("num_devices", "num_nodes"):
         return {resolve_value(values, factor, text, numeric=True)}
     present = [v for v in values if isinstance(v, str)]
     hits = {v for v in present if v == text} or {v for v in present if text.lower() in v.lower()}
     if not hits:
         shown = ", ".join(sorted(repr(v) for v in present)[:30])
-        raise BenchError(f"{text!r} matches no value of {factor}; candidates: {shown}")
+        raise UsageError(f"{text!r} matches no value of {factor}; candidates: {shown}")
     return hits
 
 
@@ -109,10 +116,10 @@ def _shown(selected: set[Any]) -> Any:
     return next(iter(selected)) if len(selected) == 1 else sorted(selected, key=str)
 
 
-def _key(row: dict[str, Any], factor: str) -> tuple[Any, ...]:
+def _key(row: dict[str, Any], factor: str, ignore: tuple[str, ...] = ()) -> tuple[Any, ...]:
     """What a partner must share; the framework by its family, the first word of how logs and systems name
     it ("PyTorch NVIDIA Release 21.05" and "PyTorch 1.9.0" are both pytorch)."""
-    return tuple(_family(row[c]) if c == "framework" else row[c] for c in SAME if c != factor)
+    return tuple(_family(row[c]) if c == "framework" else row[c] for c in SAME if c != factor and c not in ignore)
 
 
 def _family(framework: Any) -> Any:

@@ -21,9 +21,10 @@ def print_compare(result: CompareResult) -> None:
         pairs = [p.config | {"num_devices": p.num_devices} for p in result.pairs]
         cols = _varying(pairs, result.factor)
         systems = any(p.differs is not None for p in result.pairs)
-        extra = ["a_batch", "b_batch", "differs"] if systems else []
+        batches = any(p.a_batch is not None for p in result.pairs)
+        extra = (["a_batch", "b_batch"] if batches else []) + (["differs"] if systems else [])
         render.print_table([*cols, *extra, "a_value", "b_value", "ratio"],
-                           [[r[c] for c in cols] + (_system_cells(p) if systems else []) + [p.a_value, p.b_value, p.ratio]
+                           [[r[c] for c in cols] + _system_cells(p, batches, systems) + [p.a_value, p.b_value, p.ratio]
                             for r, p in zip(pairs, result.pairs, strict=True)],
                            title=title)
         if any(p.own_batch for p in result.pairs):
@@ -47,11 +48,11 @@ def print_compare(result: CompareResult) -> None:
     print(summary_text(result.summary))
 
 
-def _system_cells(p: Any) -> list[Any]:
+def _system_cells(p: Any, batches: bool, systems: bool) -> list[Any]:
     """a_batch, b_batch (marked when each side is at its own best) and what differs besides the factor."""
     mark = " (own)" if p.own_batch else ""
-    differs = "; ".join(f"{k}: {a} / {b}" for k, a, b in ((k, *v) for k, v in (p.differs or {}).items())) or "-"
-    return [f"{p.a_batch}{mark}", f"{p.b_batch}{mark}", differs]
+    differs = "; ".join(f"{k}: {a} / {b}" for k, (a, b) in (p.differs or {}).items()) or "-"
+    return ([f"{p.a_batch}{mark}", f"{p.b_batch}{mark}"] if batches else []) + ([differs] if systems else [])
 
 
 def no_pairs_reason(result: CompareResult) -> str:

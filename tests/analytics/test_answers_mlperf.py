@@ -55,3 +55,15 @@ def test_every_described_mlperf_run_has_devices_and_the_generic_views_see_them(s
     # configs groups by device: the IPU-POD16 resnet runs are one configuration point at 16 IPUs
     assert rows(con, "SELECT num_devices, device_type FROM configs WHERE device_model LIKE '%GC200%' AND num_devices = 16 "
                      "AND model ILIKE '%resnet%' LIMIT 1") == [(16, "ipu")]
+
+
+def test_best_shows_both_systems_and_ignore_framework_pairs_an_ipu_with_a_gpu(store: Path) -> None:
+    from bench.analytics.compare_mlperf import compare_scores
+
+    con = connect(store)
+    r = compare_scores(con, "device_model", "SXM4-80GB", "PCIE-40GB", best=True)
+    assert r.pairs and all(set(p.differs or {}) >= {"system"} for p in r.pairs)  # both sides' systems
+    blocked = compare_scores(connect(store), "device_type", "ipu", "gpu", best=True)
+    assert blocked.pairs == ()  # Graphcore's TensorFlow/PopART against NGC: frameworks differ, and nodes (1 vs 2, 8)
+    lifted = compare_scores(connect(store), "device_type", "ipu", "gpu", best=True, ignore=("framework", "num_nodes"))
+    assert lifted.pairs and all(p.differs and "framework" in p.differs for p in lifted.pairs)
