@@ -253,6 +253,22 @@ class ColumnBuffer:
             self._reset()
         return cols
 
+    def run_indices(self) -> set[int]:
+        """The run indices of the buffered rows (a row of no run, NULL, left out)."""
+        import numpy as np
+
+        if not self._n:
+            return set()
+        index = self._consolidated()["run_index"]
+        if isinstance(index, Fill):
+            return set() if index.value == INT_NULL else {int(index.value)}
+        values = np.unique(np.frombuffer(index, np.int64) if not isinstance(index, np.ndarray) else index)
+        return {int(v) for v in values.tolist() if v != INT_NULL}
+
+    def spilled(self) -> bool:
+        """Whether rows were already handed to the spill callback (out of reach of this buffer)."""
+        return self.total_rows != self._n
+
     def drop_runs(self, runs: set[int]) -> bool:
         """Remove the buffered rows of the runs ``runs`` (by run index); False, changing nothing, when rows
         were already spilled (they are out of reach)."""
@@ -325,10 +341,10 @@ class StepTable(ColumnBuffer):
         line_no: int | None = None,
         metrics: dict[str, float] | None = None,
     ) -> None:
-        if not (step is None or -MAX_INT <= step <= MAX_INT) or not (epoch is None or -MAX_INT <= epoch <= MAX_INT):
-            self.refused.append((run_index, line_no, f"step {step}" if epoch is None or -MAX_INT <= epoch <= MAX_INT
-                                 else f"epoch {epoch}"))
-            return
+        for name, value in (("step", step), ("epoch", epoch), ("rank", rank)):
+            if value is not None and not -MAX_INT <= value <= MAX_INT:
+                self.refused.append((run_index, line_no, f"{name} {value}"))
+                return
         c = self._cols or self._row_buffer()
         c["run_index"].append(run_index)
         c["rank"].append(INT_NULL if rank is None else rank)

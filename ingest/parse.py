@@ -11,7 +11,7 @@ from typing import Any
 from bench.ingest import patterns as pat
 from bench.ingest import registry
 from bench.ingest.checks import check_result, collapse_repeats
-from bench.ingest.records import ParseResult, Problem
+from bench.ingest.records import ParseResult, Problem, Run
 from bench.ingest.text import as_utf8, decode, is_binary, iter_lines, split_lines, unicode_bom, utf8_problem
 from bench.ingest.units import with_throughput
 
@@ -110,11 +110,26 @@ def run_parser(module: registry.FormatModule, parse: Callable[[], object], resul
     except Exception as e:  # a parser bug must not abort the ingest of other files
         tb = traceback.format_exception_only(type(e), e)[-1].strip()
         result.problems.append(Problem("parser_error", f"{module.NAME} parser raised {tb}"))
+        unfinished_runs(module.NAME, result, tb)
     cleared: dict[str, Any] = dict.fromkeys(RESULT_METRICS)
     result.runs[:] = [with_throughput(r) if r.status == "ok" else dataclasses.replace(r, **cleared)
                       for r in result.runs]
     check_result(result, RESULT_METRICS)
     collapse_repeats(result)
+
+
+def unfinished_runs(fmt: str, result: ParseResult, error: str) -> None:
+    """After a parser raised: a run whose step or telemetry rows were added but that the parser never
+    finished gets a row of its own, status ``invalid`` (its result is unknown), so that no step is left
+    without its run. Rows already spilled (a big file) belong to the run in progress."""
+    known = {r.run_index for r in result.runs}
+    rows = result.steps.run_indices() | result.telemetry.run_indices()
+    if result.steps.spilled() or result.telemetry.spilled():
+        rows.add(max(known) + 1 if known else 0)
+    for index in sorted(rows - known):
+        result.runs.append(Run(run_index=index, format=fmt, status="invalid",
+                               status_detail=f"the {fmt} parser stopped ({error}) before this run ended"))
+    result.runs.sort(key=lambda r: r.run_index)
 
 
 #: A line longer than this is not held in memory: it is skipped (as if it were empty) and reported.

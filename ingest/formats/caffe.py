@@ -263,7 +263,7 @@ class _Parser:
         st.rate_lines += 1
         # The first rate line times start-up, and BVLC's Iteration 0 line divides an uninitialised count
         # (e.g. 7.18752e+27 iter/s): it keeps its printed iter/s in metrics but gets no rate.
-        timed = st.rate_lines > 1 and ipi is not None and math.isfinite(x) and x > 0 and y > 0
+        timed = st.rate_lines > 1 and ipi is not None and x > 0 and y > 0 and math.isfinite(x * y)
         rate = x * ipi if timed and ipi is not None else None
         if rate is not None and ipi is not None:
             st.rates.add(round(x * y) * ipi, y, rate)
@@ -271,7 +271,8 @@ class _Parser:
         if ep is not None:
             metrics["epoch_progress"] = ep
         self._step(st, no, it, t, metrics, loss=loss, images_per_sec=rate, interval_images_per_sec=rate,
-                   step_time_ms=1000.0 / x if timed else None, epoch=None if ep is None else int(ep))
+                   step_time_ms=1000.0 / x if timed else None,
+                   epoch=int(ep) if ep is not None and math.isfinite(ep) else None)
 
     def _per_iter(self, st: RunState, no: int, m: re.Match[str], t: float) -> None:
         it, secs, loss = int(m.group(1)), float(m.group(2)), float(m.group(4))

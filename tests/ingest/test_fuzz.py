@@ -109,3 +109,9 @@ def test_mutants_of_every_fixture_keep_the_reliability_properties(tmp_path: Path
     run_ids = {r["run_id"] for r in runs}
     orphans = {s["run_id"] for s in steps} - run_ids - {None}
     assert not orphans, f"{len(orphans)} runs have steps but no run row"
+    from bench.analytics.results import rows
+    from bench.analytics.store import connect
+
+    stray = rows(connect(tmp_path / "st"), "SELECT count(*) FROM all_steps WHERE run_id IS NOT NULL AND run_id NOT IN "
+                                          "(SELECT run_id FROM all_runs)")
+    assert stray == [(0,)], "step rows without their run"
