@@ -44,8 +44,9 @@ def ingest_command(
     from bench.ingest import registry
 
     if list_formats:
+        width = max(len(mod.NAME) for mod in registry.all_formats())
         for mod in registry.all_formats():
-            typer.echo(f"{mod.NAME:12s} {mod.DESCRIPTION}")
+            typer.echo(f"{mod.NAME:{width}s}  {mod.DESCRIPTION}")
         return
     from bench.ingest.store import default_store
 

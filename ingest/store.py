@@ -58,7 +58,7 @@ def check_store(root: Path) -> None:
     _check_text_path(root)
     meta = root / "STORE.json"
     if not meta.exists():
-        raise BenchError(f"{root} is not a bench store (no STORE.json); create it with `bench ingest PATH --store {root}`")
+        raise UsageError(f"{root} is not a bench store (no STORE.json); create it with `bench ingest PATH --store {root}`")
     try:
         version = json.loads(meta.read_text())["schema_version"]
     except (ValueError, KeyError) as e:
@@ -68,6 +68,22 @@ def check_store(root: Path) -> None:
             f"store {root} was written by schema {version}, this bench reads schema {SCHEMA_VERSION}; "
             f"run `bench ingest --rebuild --store {root}`"
         )
+
+
+def check_writable(root: Path) -> None:
+    """Raise UsageError, before anything is run, when ``root`` cannot become or be a store this bench
+    writes: a file, a path that is not UTF-8, a folder that is not a store and not empty, a store of
+    another schema version, or a place this user may not write (``bench run`` checks it before training)."""
+    _check_text_path(root)
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--store {root} is a file, not a store directory; give a directory")
+    if root.is_dir() and (root / "STORE.json").exists():
+        check_store(root)
+    elif root.is_dir() and any(root.iterdir()):
+        raise UsageError(f"--store {root} is a folder that holds other files, not a bench store; give a new or empty one")
+    probe = next((p for p in (root, *root.parents) if p.exists()), Path("."))
+    if not os.access(probe, os.W_OK):
+        raise UsageError(f"--store {root}: {probe} is not writable by this user; give a --store you may write to")
 
 
 def _check_text_path(root: Path) -> None:
@@ -143,7 +159,7 @@ class StoreWriter:
     def __enter__(self) -> StoreWriter:
         _check_text_path(self.root)
         if self.root.exists() and not self.root.is_dir():
-            raise BenchError(f"--store {self.root} is a file, not a store directory; give a directory")
+            raise UsageError(f"--store {self.root} is a file, not a store directory; give a directory")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             self._lock_fh = open(self.root / ".lock", "a+b")

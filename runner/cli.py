@@ -30,6 +30,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # help is plain text: rich would read "FACTOR:A:B" as an emoji code and "[default: ...]" as markup
+    rich_markup_mode=None,
 )
 
 
@@ -107,8 +109,9 @@ def run_command(
     log does not say with --tag (model=, batch_size_per_device=, num_gpus=, framework=...). Exits 1 when a
     run did not end ok, 130 when interrupted.
 
-    Examples: bench run --model resnet50 --batch-size 64 --num-gpus 1 --repeat 3 --out logs/
-              bench run --tag model=resnet50 --tag batch_size_per_device=256 -- python train.py --bs 256
+    \b
+    Example: bench run --model resnet50 --batch-size 64 --num-gpus 1 --repeat 3 --out logs/
+    Example: bench run --tag model=resnet50 --tag batch_size_per_device=256 -- python train.py --bs 256
     """
     import os
     import sys
@@ -142,6 +145,10 @@ def run_command(
         return
     lr.check_trainer(spec)
     lr.rundir.check_out(out)
+    if not no_ingest:  # a store that cannot take the runs is found now, not after the training
+        from bench.ingest.store import check_writable
+
+        check_writable(_store_root(store))
     outcomes = lr.run_many(spec, out, repeat, drop=drop_caches, telemetry_interval_s=telemetry_interval,
                            warn=lambda m: typer.echo(f"Warning: {m}", err=True), echo=sys.stdout.buffer)
     rows = {} if no_ingest else lr.ingest_runs([o.run_dir for o in outcomes], _store_root(store), fmt=fmt)

@@ -336,7 +336,8 @@ def run_many(spec: RunSpec, out: Path, repeat: int = 1, *, drop: bool = False,
              telemetry_interval_s: float = 5.0, warn: Callable[[str], None] = print,
              echo: IO[bytes] | None = None, trainer: Sequence[str] = DEFAULT_TRAINER) -> list[Outcome]:
     """Run ``spec`` ``repeat`` times (tag ``repeat=i``, 1-based, when repeat > 1), dropping the page
-    cache before each run if ``drop``; stops after an ``interrupted`` run."""
+    cache before each run if ``drop``; stops after an ``interrupted`` run, and after a run that failed
+    before it began (``preflight_failed``: the next repeat would fail the same way)."""
     outcomes = []
     for i in range(1, repeat + 1):
         if drop:
@@ -344,9 +345,18 @@ def run_many(spec: RunSpec, out: Path, repeat: int = 1, *, drop: bool = False,
         outcome = execute(spec, out, repeat=i if repeat > 1 else None, trainer=trainer,
                           telemetry_interval_s=telemetry_interval_s, echo=echo)
         outcomes.append(outcome)
-        if outcome.status == "interrupted":
+        if outcome.status == "interrupted" or preflight_failed(outcome):
+            if i < repeat and outcome.status != "interrupted":
+                warn(f"{outcome.run_dir.name} failed before it began (exit code {outcome.exit_code}); "
+                     f"the {repeat - i} repeat(s) left are not run")
             break
     return outcomes
+
+
+def preflight_failed(outcome: Outcome) -> bool:
+    """A run that could not start (no exit code) or refused its own arguments (exit code 2, the usage
+    error of argparse, click and the bundled trainer's own checks): repeating it repeats the failure."""
+    return outcome.status != "ok" and outcome.exit_code in (None, 2)
 
 
 def submit(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Sequence[str] = DEFAULT_TRAINER,

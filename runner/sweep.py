@@ -45,7 +45,7 @@ from typing import Any
 
 from bench.ingest.atomic import write_json
 from bench.ingest.errors import BenchError
-from bench.ingest.store import table_files
+from bench.ingest.store import check_writable, table_files
 from bench.runner import launch, template
 from bench.runner.progress import PlainReporter, eta_s
 from bench.runner.spec import DEFAULT_TRAINER, LAUNCHERS, RunSpec, trainer_argv
@@ -335,6 +335,7 @@ def run_sweep(plan: Plan, cells: Sequence[Cell], out: Path, store: Path, *, resu
             launch.check_trainer(r.cell.spec, trainer)
             checked.add(argv)
     launch.rundir.check_out(out)
+    check_writable(store)
     record = out / f"sweep-{plan.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
     durations: list[float] = []
     reporter.start(len(pending))

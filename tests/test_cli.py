@@ -59,7 +59,7 @@ def test_user_errors_exit_1_with_a_message(tmp_path: Path) -> None:
     assert result.exit_code == 2  # a bad PATH is a usage error
     assert "no such file or directory" in result.output and "missing.log" in result.output
     result = runner.invoke(app, ["sql", "SELECT 1", "--store", str(tmp_path / "nostore")])
-    assert result.exit_code == 1 and "is not a bench store" in result.output
+    assert result.exit_code == 2 and "is not a bench store" in result.output  # a --store that is not one
     (tmp_path / "a.log").write_text(tf_cnn_log(10))
     runner.invoke(app, ["ingest", str(tmp_path / "a.log"), "--store", str(tmp_path / "st")])
     result = runner.invoke(app, ["sql", "SELECT nosuchcolumn FROM runs", "--store", str(tmp_path / "st")])

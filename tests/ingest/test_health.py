@@ -115,7 +115,7 @@ def test_a_store_that_is_a_file_or_read_only_is_one_line_not_a_traceback(tmp_pat
     (tmp_path / "a.log").write_text(tf_cnn_log(10))
     (tmp_path / "file").write_text("x")
     result = runner.invoke(app, ["ingest", str(tmp_path / "a.log"), "--store", str(tmp_path / "file")])
-    assert result.exit_code == 1 and "is a file" in result.output
+    assert result.exit_code == 2 and "is a file" in result.output  # a bad --store value: a usage error
     assert "Traceback" not in result.output
 
 

@@ -211,3 +211,24 @@ def test_gpu_check_on_the_cpu(tmp_path: Path) -> None:
     assert run["images_per_sec"] == pytest.approx(summary["log_images_per_sec"])
     assert (run["device_type"], run["framework"], run["model"]) == ("cpu", "pytorch", "resnet26")
     assert summary["telemetry"]["samples"] >= 1
+
+
+def test_a_store_that_cannot_take_the_runs_is_refused_before_training(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("x")
+    for store, text in ((tmp_path / "afile", "is a file"), (tmp_path / "other", "holds other files")):
+        res = bench("run", "--out", str(tmp_path / "logs"), "--store", str(store), "--", sys.executable, "-c", DLL)
+        assert res.returncode == 2 and text in res.stderr
+        assert run_dirs(tmp_path / "logs") == []  # nothing ran
+
+
+def test_repeat_stops_after_a_run_that_failed_before_it_began(tmp_path: Path) -> None:
+    res = bench("run", "--out", str(tmp_path / "logs"), "--no-ingest", "--telemetry-interval", "0", "--repeat", "3",
+                "--", sys.executable, "-c", "import argparse; argparse.ArgumentParser().parse_args(['--nope'])")
+    assert res.returncode == 1
+    assert len(run_dirs(tmp_path / "logs")) == 1
+    assert "the 2 repeat(s) left are not run" in res.stderr
+    res = bench("run", "--out", str(tmp_path / "logs2"), "--no-ingest", "--telemetry-interval", "0", "--repeat", "2",
+                "--", sys.executable, "-c", "import sys; sys.exit(1)")
+    assert len(run_dirs(tmp_path / "logs2")) == 2  # a failure during the run: every repeat runs
