@@ -76,10 +76,16 @@ def ingest_command(
         from bench.ingest.items import Limits
         from bench.ingest.pipeline import ingest
 
-        with _progress() as progress:
-            summary = ingest(paths, root, fmt=fmt, path_patterns=path_pattern or [], progress=progress,
-                             on_wait=_waiting, skip_globs=tuple(exclude or ()),
-                             limits=Limits(max_expansion=max_expansion))
+        try:
+            with _progress() as progress:
+                summary = ingest(paths, root, fmt=fmt, path_patterns=path_pattern or [], progress=progress,
+                                 on_wait=_waiting, skip_globs=tuple(exclude or ()),
+                                 limits=Limits(max_expansion=max_expansion))
+        except KeyboardInterrupt:
+            typer.echo("Interrupted: nothing of the batch in progress was stored (a batch is committed whole, "
+                       "by one rename); batches committed before are complete. Run the same command again: "
+                       "files already in the store are skipped.", err=True)
+            raise typer.Exit(130) from None
     for line in summary.set_aside:
         typer.echo(f"store batch {line}: it was moved into {root}/damaged; "
                    f"`bench ingest --rebuild --store {root}` parses its sources again", err=True)

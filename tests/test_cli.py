@@ -191,3 +191,19 @@ def test_a_store_path_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
         assert "st\\xff: the path is not UTF-8 text" in result.stderr + result.stdout
         assert "Traceback" not in result.stderr
     assert not os.path.exists(store)
+
+
+def test_ctrl_c_during_an_ingest_says_what_was_stored(tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # named as a PATH it is read, and waits for a writer that never comes
+    proc = subprocess.Popen([sys.executable, "-m", "bench.runner", "ingest", str(fifo), "--store", str(tmp_path / "st")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "Interrupted: nothing of the batch in progress was stored" in err and "Traceback" not in err
