@@ -197,3 +197,32 @@ def test_names_that_are_not_utf8_are_stored_escaped_and_rebuilt(tmp_path: Path, 
     again = rebuild(st)
     assert again.runs_added == 2 and again.telemetry_added == 4  # parsed again from the files, not carried over
     assert len(read(st, "runs")) == 2
+
+
+def test_rebuild_is_one_ingest_per_set_of_options_and_as_few_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory of 120 files ingested once is rebuilt by one ingest of that directory's files (it was one
+    ingest per file: quadratic, and one batch per file); a path ingested with a forced format is a second."""
+    from bench.analytics.store import run_sql
+    from bench.ingest import rebuild as rb
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for i in range(120):
+        (logs / f"r{i:03d}.log").write_text(tf_cnn_log(10, seed=i))
+    (tmp_path / "forced.log").write_text(tf_cnn_log(10, seed=999))
+    st = tmp_path / "st"
+    ingest([str(logs)], st)
+    ingest([str(tmp_path / "forced.log")], st, fmt="tf_cnn")
+    calls: list[tuple[int, str | None]] = []
+    real = rb.ingest
+
+    def counting(paths, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append((len(paths), kwargs.get("fmt")))
+        return real(paths, *args, **kwargs)
+
+    monkeypatch.setattr(rb, "ingest", counting)
+    summary = rb.rebuild(st)
+    assert sorted(calls, key=str) == sorted([(120, None), (1, "tf_cnn")], key=str)
+    assert summary.runs_added == 121
+    assert len(list((st / "batches").iterdir())) == 2
+    assert run_sql(st, "SELECT count(*) FROM runs")[1] == [(121,)]
