@@ -31,6 +31,7 @@ def ingest_command(
     list_formats: Annotated[bool, typer.Option("--list-formats", help="List the formats and exit")] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Re-parse every source recorded in the store")] = False,
     check: Annotated[bool, typer.Option("--check", help="Verify the store's files and say what is wrong")] = False,
+    compact: Annotated[bool, typer.Option("--compact", help="Merge the store's batches into one (an ingest does it to the small ones past 64 batches)")] = False,
     max_expansion: Annotated[float, typer.Option(
         "--max-expansion", min=1.0,
         help="Stop an archive member (over 16 MiB) that expands more than this many times its compressed size")] = 100.0,
@@ -62,6 +63,15 @@ def ingest_command(
         if found:
             raise typer.Exit(1)
         typer.echo(f"store {root}: every batch is sound")
+        return
+    if compact:
+        from bench.ingest.compact import merge
+        from bench.ingest.store import StoreWriter, check_store
+
+        check_store(root)
+        with StoreWriter(root, wait_message=_waiting) as writer:
+            n, _ = merge(writer)
+        typer.echo(f"store {root}: {n} batches merged into one" if n else f"store {root}: nothing to merge")
         return
     if rebuild:
         from bench.ingest.rebuild import rebuild as do_rebuild

@@ -23,6 +23,7 @@ from typing import Any
 
 from bench.ingest import bigfile, registry, rundir, runjson
 from bench.ingest import patterns as pat
+from bench.ingest.compact import maybe_merge
 from bench.ingest.errors import BenchError, UsageError
 from bench.ingest.items import DEFAULT_LIMITS, READ_ERRORS, Item, Limits
 from bench.ingest.memory import tuned
@@ -64,6 +65,8 @@ class IngestSummary:
     set_aside: list[str] = field(default_factory=list)
     runs_by_status: dict[str, int] = field(default_factory=dict)
     runs_by_format: dict[str, int] = field(default_factory=dict)
+    #: Small batches merged into one after the ingest (bench.ingest.compact); 0 when none were.
+    merged_batches: int = 0
 
     @property
     def mb_per_s(self) -> float | None:
@@ -148,6 +151,9 @@ def ingest(
             _finish(*chunk, ctx, progress)
         if ctx.batch.n_sources or ctx.batch.rows["problems"]:
             ctx.summary.batches.append(str(ctx.batch.commit()))
+        summary.merged_batches, merged = maybe_merge(writer)  # past compact.AUTO_BATCHES, the small ones
+        if merged is not None:  # this ingest's batches may now be part of the merged one
+            summary.batches = list(dict.fromkeys(b if os.path.isdir(b) else str(merged) for b in summary.batches))
     summary.problems_by_kind = dict(ctx.counters["problems"])
     summary.runs_by_status = dict(ctx.counters["status"])
     summary.runs_by_format = dict(ctx.counters["format"])

@@ -23,7 +23,7 @@ from bench.ingest.atomic import write_atomic
 from bench.ingest.errors import BenchError
 from bench.ingest.pipeline import IngestSummary, ingest
 from bench.ingest.records import SCHEMA_VERSION
-from bench.ingest.schema import TABLES, write_options
+from bench.ingest.schema import TABLES, conform, write_options
 from bench.ingest.store import TABLE_GLOBS, StoreWriter, table_files
 from bench.ingest.text import fs_name
 
@@ -124,18 +124,10 @@ def _carry_over(root: Path, new: Path, sound: list[Path]) -> None:
     target.mkdir(parents=True)
     for table in TABLE_GLOBS:  # a batch holds every table, empty or not (see bench.ingest.health)
         name = f"{table}-00000.parquet" if table in ("steps", "telemetry") else f"{table}.parquet"
-        rows = _conform(carried.get(table, TABLES[table].empty_table()), TABLES[table])
+        rows = conform(carried.get(table, TABLES[table].empty_table()), TABLES[table])
         pq.write_table(rows, target / name, **write_options(rows.schema))
     sources = carried["sources"].to_pylist() if "sources" in carried else []
     write_atomic(target / health.MANIFEST, health.write_manifest(target, sources))
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with the columns of ``schema``, in its order: a column the table's older schema lacked is
-    NULL (a store being migrated)."""
-    columns = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
-               for f in schema]
-    return pa.Table.from_arrays(columns, names=schema.names)
 
 
 def _add(total: IngestSummary, s: IngestSummary) -> None:

@@ -406,3 +406,12 @@ def telemetry_table(parts: list[tuple[dict[str, Any], str, str, dict[str, str]]]
     arrays["source_sha256"] = _per_file([sha for _, sha, *_ in parts], counts)
     arrays["tags"] = _per_file_tags([tags for *_, tags in parts], counts)
     return pa.Table.from_arrays([arrays[f.name] for f in TELEMETRY], schema=TELEMETRY)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with the columns of ``schema``, in its order and of its types: a column the table's older
+    schema lacked is NULL (a store being migrated), and a part written with REQUIRED columns becomes
+    nullable again."""
+    columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+               for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)

@@ -135,7 +135,7 @@ def write_part(table: pa.Table, path: Path, *, required: bool = False, sync: boo
             os.fsync(fh.fileno())
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -261,7 +261,7 @@ class Batch:
         for f in self.dir.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
         os.rename(self.dir, self.root / "batches" / self.batch_id)
-        _fsync_dir(self.root / "batches")
+        fsync_dir(self.root / "batches")
         return self.root / "batches" / self.batch_id
