@@ -80,6 +80,7 @@ lint: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev bytecode
 	$(BIN)/python -m bench.ingest.benchmark
 	$(BIN)/python -m bench.analytics.benchmark
+	$(BIN)/python -m bench.analytics.store_benchmark
 	$(BIN)/python -m bench.runner.benchmark
 
 # The wheels a lent GPU machine lacks (CPython 3.12, no network), for runner/gpu-check.sh: see runner/README.md.

@@ -192,22 +192,35 @@ def report_command(
     title: Annotated[str, typer.Option("--title", help="Title of the report")] = "Benchmark report",
     equivalence: Annotated[float | None, typer.Option("--equivalence", help="Test every ratio for 'A and B within ±X' (0.05 = 5%)")] = None,
     trace: Annotated[str | None, typer.Option("--trace", help="run_id of the trace figure [default: the first run with telemetry]")] = None,
-    max_figures: Annotated[int, typer.Option("--max-figures", min=0, help="Configuration families that get figures (tables cover all)")] = 12,
+    max_figures: Annotated[int, typer.Option("--max-figures", min=0, help="Configuration families drawn as figures (12 families get their tables on the page, every family is in the CSV)")] = 3,
     mlperf_compare: Annotated[str | None, typer.Option("--mlperf-compare", help="The MLPerf speedup table's FACTOR:A:B, e.g. device_model:A100:V100 [default: chosen from the selection]")] = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", help="Device model the leaderboard is relative to [default: the one measured on the most workloads]")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the findings and the report's path as one JSON object")] = False,
     store: StoreOpt = None,
 ) -> None:
-    """Write an HTML + Markdown report (tables as CSV) of the selected runs; prints the path of report.html.
+    """Write an HTML + Markdown report (tables as CSV) of the selected runs, led by its findings; prints the
+    findings and the path of report.html.
 
     Example: bench report --where "device_model LIKE '%P100%'" --equivalence 0.05 --out bench-report
     """
-    from bench.analytics.report import Options, make_report
+    import json
+
+    from bench.analytics.report import Options, build_report, write_report
+    from bench.analytics.store import connect
     from bench.ingest.errors import UsageError
     from bench.ingest.store import default_store
 
     ab = tuple(mlperf_compare.split(":", 2)) if mlperf_compare else None
     if ab is not None and (len(ab) != 3 or not all(ab)):
         raise UsageError(f"--mlperf-compare takes FACTOR:A:B (e.g. device_model:A100:V100), got {mlperf_compare!r}")
-    opts = Options(where=where, ignore=tuple(ignore or ()), title=title, equivalence=equivalence, trace=trace, max_families=max_figures,
-                   mlperf_compare=ab)  # type: ignore[arg-type]
-    typer.echo(str(make_report(store or default_store(), out, opts)))
+    opts = Options(where=where, ignore=tuple(ignore or ()), title=title, equivalence=equivalence, trace=trace,
+                   max_families=max_figures, mlperf_compare=ab, baseline=baseline)  # type: ignore[arg-type]
+    report = build_report(connect(store or default_store()), opts)
+    path = write_report(report, out)
+    if as_json:
+        typer.echo(json.dumps({"report": str(path), "findings": [f.to_json() for f in report.findings]}, indent=2))
+        return
+    for i, f in enumerate(report.findings, 1):
+        typer.echo(f"{i}. {f.text}")
+    typer.echo(str(path))
 # --- end report ---

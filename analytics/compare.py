@@ -178,19 +178,24 @@ def compare(
         raise UsageError(f"unknown metric {metric!r}; choose one of: {', '.join(METRICS)}")
     if equivalence is not None and not 0 < equivalence < 1:
         raise UsageError(f"--equivalence is a fraction such as 0.05 (for ±5%), got {equivalence}")
-    table = _select(con, METRICS[metric], metric, where)
-    rows = table.to_pylist()
-    for r in rows if tag else ():
-        r[factor] = _tags(r["config_tags"]).get(factor)
-    values = list({r[factor] for r in rows}) if tag else table.column(factor).unique().to_pylist()
-    if tag and all(v is None for v in values) and rows:
+    view = METRICS[metric]
+    column = f"config_tags['{factor}']" if tag else factor
+    values_table = _select(con, f"SELECT DISTINCT {column} AS v FROM {view}", view, where)
+    values = values_table.column("v").to_pylist()
+    if tag and all(v is None for v in values) and values:
         raise UsageError(f"unknown factor {factor!r}: neither a factor ({', '.join(FACTORS)}) nor a tag of "
                          "the selected runs")
-    numeric = not tag and _is_numeric(table.schema.field(factor).type)
+    numeric = not tag and _is_numeric(values_table.schema.field("v").type)
     va, vb = (resolve_value(values, factor, text, numeric=numeric) for text in (a, b))
     if va == vb:
         raise UsageError(f"--a and --b both select {factor} = {va!r}; compare two different values")
-    rows = [r for r in rows if r[factor] in (va, vb)]
+    cols = [*FACTORS, "config_tags", "num_devices", "num_nodes", metric, *(["baseline_devices"] if view == "scaling" else [])]
+    rows = _select(con, f"SELECT {', '.join(cols)}, {column} AS _factor FROM {view} WHERE ({column} IS NOT DISTINCT FROM $a "
+                        f"OR {column} IS NOT DISTINCT FROM $b)", view, where, {"a": va, "b": vb}).to_pylist()
+    for r in rows:
+        value = r.pop("_factor")
+        if tag:
+            r[factor] = value
     if metric == "images_per_sec" and (factor in SYSTEM_FACTORS or factor in SYSTEM_TAGS):
         pairs, unmatched, n_base = (*pair_systems(rows, factor, va, metric), 0)
     else:
@@ -199,16 +204,15 @@ def compare(
     return CompareResult(factor, va, vb, metric, tuple(pairs), tuple(unmatched), summary)
 
 
-def _select(con: duckdb.DuckDBPyConnection, view: str, metric: str, where: str | None) -> pa.Table:
-    """The columns compare needs from ``view``, filtered by ``where``, as one Arrow table (one scan)."""
+def _select(con: duckdb.DuckDBPyConnection, sql: str, view: str, where: str | None,
+            params: dict[str, Any] | None = None) -> pa.Table:
+    """``sql`` over ``view`` (its WHERE, if any, and ``where`` both apply), as one Arrow table."""
     import duckdb
 
-    cols = [*FACTORS, "config_tags", "num_devices", "num_nodes", metric]
-    if view == "scaling":
-        cols.append("baseline_devices")
-    sql = f"SELECT {', '.join(cols)} FROM {view}" + (f" WHERE ({where})" if where else "")
+    if where:
+        sql = f"SELECT * FROM ({sql.replace(f'FROM {view}', f'FROM (SELECT * FROM {view} WHERE ({where}))', 1)})"
     try:
-        return con.sql(sql).to_arrow_table()
+        return con.sql(sql, params=params or None).to_arrow_table()
     except duckdb.Error as e:
         raise view_error(e, view, where) from e
 

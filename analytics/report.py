@@ -4,8 +4,10 @@
 (report_model: tables of unformatted numbers with the runs behind each, figures as PNG bytes);
 :func:`write_report` writes it into a folder: ``report.html`` (one self-contained file: CSS inline, PNGs
 as data: URIs, no script, no network), ``report.md`` with ``figures/*.png`` beside it, and every table
-as ``tables/<slug>.csv``. Section order: selection, families, ratios, scaling laws, flagged runs,
-throughput per device across systems, trace, provenance.
+as ``tables/<slug>.csv``. Section order: findings, (an MLPerf selection's scores), selection, families (the
+most informative first), ratios, scaling laws, flagged runs, throughput per device across systems, MLPerf,
+trace, method, provenance. The page is bounded: long lists show their head, and the rest goes to CSV only
+(``Section.detail``), which the page says.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from bench.analytics import report_tables as tab
 from bench.analytics.compare import compare
 from bench.analytics.plot_data import device_noun
 from bench.analytics.report_figures import trace_figure
+from bench.analytics.report_findings import findings_section, method_section
 from bench.analytics.report_html import render_html
 from bench.analytics.report_md import render_md, unique_slugs, write_assets
 from bench.analytics.report_mlperf import mlperf_sections
 from bench.analytics.report_model import Figure, Report, Section, Table, png_bytes, slugify
+from bench.analytics.results import first
 from bench.analytics.store import connect
 from bench.ingest.errors import BenchError
 
@@ -42,8 +46,17 @@ class Options:
     title: str = "Benchmark report"
     equivalence: float | None = None
     trace: str | None = None
-    max_families: int = 12
+    max_families: int = 3  # families drawn (--max-figures); SHOWN_FAMILIES get their tables on the page
     mlperf_compare: tuple[str, str, str] | None = None  # (factor, A, B) of the MLPerf speedup table
+    baseline: str | None = None  # the device model of the leaderboard's baseline [default: the most measured]
+
+#: What report.html shows of long lists; the rest is in tables/*.csv (the page says so).
+SHOWN_FAMILIES = 12
+SHOWN_PER_DEVICE = 2
+SHOWN_RATIOS = 6
+SHOWN_FLAGS = 50
+SHOWN_FITS = 40
+SHOWN_RUNS = 300  # provenance rows on the page
 
 
 def build_report(con: duckdb.DuckDBPyConnection, opts: Options) -> Report:
@@ -57,45 +70,100 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options) -> Report:
     configs = tab.configs_frame(con)
     labels = tab.config_labels(configs)
     runs = sel.point_runs(con)
-    sections = [Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])]
-    sections += _family_sections(con, configs, runs, opts.max_families)
-    sections.append(_ratio_section(con, configs, runs, opts.equivalence))
-    sections.append(Section("Scaling laws", tables=[tab.fits_table(con, labels, runs)]))
-    sections.append(Section("Flagged runs", tables=[sel.flags_table(con, labels)]))
-    sections += _per_device_sections(configs, con)
-    sections += mlperf_sections(con, opts.equivalence, opts.mlperf_compare)
+    findings, found = findings_section(con, opts.baseline)
+    selection = Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])
+    mlperf = mlperf_sections(con, opts.equivalence, opts.mlperf_compare)
+    throughput = bool(len(configs)) and bool(first(con, "SELECT 1 FROM _configs WHERE images_per_sec > 0 LIMIT 1"))
+    sections = [findings, *(mlperf if mlperf and not throughput else []), selection]
+    if throughput:  # an MLPerf selection has times to train, no images/s: its sections lead instead
+        sections += _family_sections(con, configs, runs, opts.max_families)
+        sections += _ratio_section(con, configs, runs, opts.equivalence)
+        sections += _shown(Section("Scaling laws"), [tab.fits_table(con, labels, runs)], SHOWN_FITS)
+    sections += _shown(Section("Flagged runs"), [sel.flags_table(con, labels)], SHOWN_FLAGS)
+    if throughput:
+        sections += _per_device_sections(configs, con)
+        sections += mlperf
     sections += _trace_sections(con, opts.trace)
-    sections.append(Section("Provenance", ["Every number above links to the first of its runs here; the runs "
-                                           "of one configuration point are adjacent."],
-                            [sel.provenance_table(con, labels)]))
-    return Report(opts.title, sel.describe(opts.where, n), sections)
+    sections.append(method_section())
+    sections += _provenance(con, labels, sections)
+    _say_what_is_left_out(findings, sections)
+    return Report(opts.title, sel.describe(opts.where, n), sections, found)
 
 
-def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, max_families: int) -> list[Section]:
-    """One section per configuration family: its three tables, and its three figures for the first
-    ``max_families`` families that have a value."""
+def _shown(sec: Section, tables: list[Table], max_rows: int) -> list[Section]:
+    """``sec`` with its tables cut to ``max_rows`` rows, and a detail section with them whole (CSV only)."""
+    cut = [t for t in tables if len(t.frame) > max_rows]
+    for t in tables:
+        if len(t.frame) > max_rows:
+            t = Table(t.slug, t.title, t.frame.head(max_rows), t.formats, t.cell_runs,
+                      [*t.notes, f"The first {max_rows} of {len(t.frame)} rows; all of them: tables/{t.slug}-all.csv."])
+        sec.tables.append(t)
+    whole = [Table(f"{t.slug}-all", t.title, t.frame, t.formats) for t in cut]
+    return [sec, *([Section(f"{sec.title}: every row", tables=whole, detail=True)] if whole else [])]
+
+
+def _provenance(con: duckdb.DuckDBPyConnection, labels: dict[str, str], sections: list[Section]) -> list[Section]:
+    """The provenance rows of the runs the shown numbers link to; every run's row in tables/provenance-all.csv."""
+    full = sel.provenance_table(con, labels)
+    linked = {ids[0] for s in sections if not s.detail for t in s.tables for ids in t.cell_runs.values() if ids}
+    frame = full.frame[full.frame["run_id"].isin(linked)].head(SHOWN_RUNS).reset_index(drop=True)
+    shown = Table(full.slug, full.title, frame)
+    text = ["A number above links to the first of its runs here (the runs of one configuration point are "
+            f"adjacent). {len(frame)} of the {len(full.frame)} selected runs are here; a number whose run is not "
+            "has no link; tables/provenance-all.csv lists every run."]
+    return [Section("Provenance", text, [shown]),
+            Section("Provenance: every run", tables=[Table("provenance-all", full.title, full.frame)], detail=True)]
+
+
+def _say_what_is_left_out(findings: Section, sections: list[Section]) -> None:
+    detail = [t for s in sections if s.detail for t in s.tables]
+    if detail:
+        findings.paragraphs.append(
+            f"This page shows what says the most; {len(detail)} more tables (families with fewer runs, every "
+            "ratio table, every flagged run, every run's provenance) are in tables/*.csv beside it, with "
+            "report.md. Narrow the selection with --where to see one family's figures here.")
+
+
+def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, max_figures: int) -> list[Section]:
+    """The SHOWN_FAMILIES most informative configuration families (device models x device counts x runs),
+    each with its tables, the first ``max_figures`` with figures too; every family's points in one CSV
+    table (tables/families-all.csv). A family measured at one device count has no speedup or efficiency
+    table."""
+    import pandas as pd
 
     out = [Section("Configuration families", ["A family is the configurations that agree on model, data, "
                                               "precision, variable update and batch size per device; its columns "
                                               "are the device models, systems and other settings that differ."])]
-    drawn = 0
     fams = tab.families(configs)  # type: ignore[arg-type]
+    points = tab.scaling_points(con, list(configs["config_id"])) if fams else None  # type: ignore[index]
+    ranked, every = [], []
     for name, fam in fams:
-        points = tab.scaling_points(con, list(fam["config_id"]))
-        sec = Section(name, tables=tab.family_tables(name, fam, points, runs), level=3)
-        if drawn < max_families:
+        pts = points[points["config_id"].isin(set(fam["config_id"]))]  # type: ignore[index]
+        score = fam["device_model"].nunique(dropna=False) * max(1, pts["num_devices"].nunique()) * int(pts["n_runs"].sum())
+        ranked.append((-score, name, fam, pts))
+        every.append(pts.merge(fam[["config_id", "series"]], on="config_id").assign(family=name))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    for i, (_, name, fam, pts) in enumerate(ranked[:SHOWN_FAMILIES]):
+        sec = Section(name, tables=tab.family_tables(name, fam, pts, runs), level=3)
+        if i < max_figures:
             ids = tuple(r for (cid, _, _), rs in runs.items() if cid in set(fam["config_id"]) for r in rs)
-            sec.figures = figs.family_figures(con, name, fam, points, ids)
-            drawn += bool(sec.figures)
+            sec.figures = figs.family_figures(con, name, fam, pts, ids)
         out.append(sec)
-    if len(fams) > drawn and drawn >= max_families:
-        out[0].paragraphs.append(f"Figures are drawn for the first {max_families} of {len(fams)} families "
-                                 "(raise --max-figures for more); every family has its tables.")
+    if len(ranked) > SHOWN_FAMILIES:
+        out[0].paragraphs.append(f"The {SHOWN_FAMILIES} of {len(ranked)} families with the most device models, device "
+                                 f"counts and runs are shown (the first {max_figures} with figures: --max-figures); "
+                                 "every family's points are in tables/families-all.csv.")
+    if every:
+        frame = pd.concat(every, ignore_index=True)[["family", "series", "num_devices", "num_nodes", "n_runs", "n_ok",
+                                                     "images_per_sec", "ci95_low", "ci95_high", "speedup", "efficiency"]]
+        out.append(Section("Configuration families: every point", detail=True,
+                           tables=[Table("families-all", "Every family's configuration points", frame)]))
     return out
 
 
-def _ratio_section(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, margin: float | None) -> Section:
-    """The ratio tables of every factor that varies (report_tables.ratio_plan) and their summary."""
+def _ratio_section(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, margin: float | None) -> list[Section]:
+    """The ratio tables of every factor that varies (report_tables.ratio_plan) and their summary; the first
+    SHOWN_RATIOS tables on the page, the others in CSV."""
 
     results, tables = [], []
     for factor, a, b, metric in tab.ratio_plan(con):
@@ -107,7 +175,9 @@ def _ratio_section(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, 
             "each row ends with its median. Speedup ratios leave out the baseline device count (1 / 1)."]
     if not results:
         text = ["No factor among device model, model, data, batch size and variable update varies with matched pairs."]
-    return Section("Ratios", text, ([tab.ratio_summary_table(results)] if results else []) + tables)
+    shown = Section("Ratios", text, ([tab.ratio_summary_table(results)] if results else []) + tables[:SHOWN_RATIOS])
+    rest = tables[SHOWN_RATIOS:]
+    return [shown, *([Section("Ratios: the other tables", tables=rest, detail=True)] if rest else [])]
 
 
 def _per_device_sections(configs: object, con: duckdb.DuckDBPyConnection) -> list[Section]:
@@ -121,17 +191,24 @@ def _per_device_sections(configs: object, con: duckdb.DuckDBPyConnection) -> lis
         return []
     noun = device_noun(configs)  # type: ignore[arg-type]
     sec = Section(f"Throughput per {noun} across systems")
-    for title, df in frames:
-        fig = figs.per_device_figure(df, title, noun)
+    rest = Section(f"Throughput per {noun}: the other models and precisions", detail=True)
+    frames = sorted(frames, key=lambda f: -len(f[1]))  # the most configurations first
+    for i, (title, df) in enumerate(frames):
         slug = slugify(f"per-{noun.lower()}-{title}")
-        sec.figures.append(Figure(slug, f"Throughput per {noun}: {title}", png_bytes(fig)))
-        fig.clear()
+        if i < SHOWN_PER_DEVICE:
+            fig = figs.per_device_figure(df, title, noun)
+            sec.figures.append(Figure(slug, f"Throughput per {noun}: {title}", png_bytes(fig)))
+            fig.clear()
         wide = df.pivot_table(index="label", columns="num_devices", values="images_per_device", aggfunc="first")
         wide.columns = [f"{int(c)} {noun} [images/s per {noun}]" for c in wide.columns]
         wide = wide.reset_index().rename(columns={"label": "configuration"})
-        sec.tables.append(Table(slug, f"Throughput per {noun} (images/s per {noun}): {title}",
-                                pd.DataFrame(wide), dict.fromkeys(wide.columns[1:], ".1f")))
-    return [sec]
+        (sec if i < SHOWN_PER_DEVICE else rest).tables.append(
+            Table(slug, f"Throughput per {noun} (images/s per {noun}): {title}", pd.DataFrame(wide),
+                  dict.fromkeys(wide.columns[1:], ".1f")))
+    if rest.tables:
+        sec.paragraphs.append(f"The {SHOWN_PER_DEVICE} of {len(frames)} (model, precision) groups with the most "
+                              "configurations; the others' tables are in tables/*.csv.")
+    return [sec, *([rest] if rest.tables else [])]
 
 
 def _trace_sections(con: duckdb.DuckDBPyConnection, run_id: str | None) -> list[Section]:

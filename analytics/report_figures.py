@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MAX_FAMILIES = 12  #: default cap of families drawn (up to 3 figures each); tables cover every family
+MAX_SERIES = 12  #: series drawn in one family figure (the fastest); the tables hold every one
 MAX_BARS = 60  #: bars in one throughput-per-device figure before it is split by device count
 
 
@@ -38,6 +39,11 @@ def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFra
     df = points.merge(family[["config_id", "series"]], on="config_id").rename(columns={"series": "label"})
     if df["images_per_sec"].notna().sum() == 0:
         return []
+    labels = df.groupby("label")["images_per_sec"].max().sort_values(ascending=False).index.tolist()
+    note = ""
+    if len(labels) > MAX_SERIES:  # a legend of dozens of systems squeezes the axes to nothing
+        df = df[df["label"].isin(set(labels[:MAX_SERIES]))]
+        note = f" (the {MAX_SERIES} fastest of {len(labels)} series; every one is in the tables)"
     df = df.sort_values(["label", "num_devices"], kind="stable").reset_index(drop=True)
     ids = ", ".join("'" + c.replace("'", "''") + "'" for c in df["config_id"].unique())
     usl = plot_data.usl_frame(con, df, where=f"config_id IN ({ids})")
@@ -48,7 +54,7 @@ def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFra
     for kind, draw in kinds:
         fig = draw(df)
         fig.suptitle(plots.wrap(name, 90), fontsize=9)
-        out.append(Figure(f"fig-{slugify(name)[:60]}-{kind}", f"{kind.capitalize()}: {name}", png_bytes(fig), run_ids))
+        out.append(Figure(f"fig-{slugify(name)[:60]}-{kind}", f"{kind.capitalize()}: {name}{note}", png_bytes(fig), run_ids))
         _close(fig)
     return out
 

@@ -42,9 +42,10 @@ def _anchor(run_id: str) -> str:
     return "run-" + run_id
 
 
-def html_table(t: Table) -> str:
+def html_table(t: Table, anchors: set[str] | None = None) -> str:
     """One table: numbers right-aligned in their column's format, "—" for no value, each number with runs
-    linked to the first of them (title: all run_ids); provenance rows get their run anchor."""
+    linked to the first of them (title: all run_ids) when that run's provenance row is on the page
+    (``anchors``; None: always); provenance rows get their run anchor."""
     cols = list(t.frame.columns)
     numeric = {c for c in cols if t.frame[c].dtype.kind in "fiu"}
     rows = []
@@ -53,8 +54,8 @@ def html_table(t: Table) -> str:
         cells = []
         for c, cell in zip(cols, texts, strict=True):
             text, ids = _e(cell), t.cell_runs.get((i, c), ())
-            if ids:
-                text = f'<a href="#{_e(_anchor(ids[0]))}" title="runs: {_e(" ".join(ids))}">{text}</a>'
+            if ids and (anchors is None or ids[0] in anchors):
+                text = f'<a href="#{_e(_anchor(ids[0]))}" title="runs: {_e(" ".join(ids[:50]))}">{text}</a>'
             cells.append(f'<td class="{"n" if c in numeric else "t"}">{text}</td>')
         rid = f' id="{_e(_anchor(str(run_ids[i])))}"' if run_ids is not None else ""
         rows.append(f"<tr{rid}>{''.join(cells)}</tr>")
@@ -64,20 +65,35 @@ def html_table(t: Table) -> str:
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{notes}</div>")
 
 
-def html_figure(f: Figure) -> str:
-    """A figure inline as a base64 PNG data: URI, with its caption (and the runs it draws, as a title)."""
+def html_figure(f: Figure, inline: bool = True) -> str:
+    """A figure inline as a base64 PNG data: URI, with its caption (and the runs it draws, as a title); or,
+    past the page's budget, a link to its file beside the page (figures/<slug>.png)."""
+    if not inline:
+        return (f'<figure id="{_e(f.slug)}"><a href="figures/{_e(f.slug)}.png">{_e(f.caption)}</a>'
+                "<figcaption>(a figure file beside this page)</figcaption></figure>")
     data = base64.b64encode(f.png).decode("ascii")
     runs = f' title="runs: {_e(" ".join(f.run_ids))}"' if f.run_ids and len(f.run_ids) <= 200 else ""
     return (f'<figure id="{_e(f.slug)}"><img src="data:image/png;base64,{data}" alt="{_e(f.caption)}"{runs}>'
             f"<figcaption>{_e(f.caption)}</figcaption></figure>")
 
 
-def _section(sec: Section) -> str:
+#: Bytes of PNG inlined into report.html, in page order; later figures are linked files (the page stays small).
+INLINE_BUDGET = 1_000_000
+
+
+def _section(sec: Section, budget: list[int], anchors: set[str]) -> str:
     parts = [f'<h{sec.level} id="{_e(_sec_id(sec))}">{_e(sec.title)}</h{sec.level}>']
+    if sec.findings:
+        parts.append('<ol class="findings">' + "".join(f'<li>{_e(text)} <a href="#{_e(link)}">(table)</a></li>'
+                                                        for text, link in sec.findings) + "</ol>")
     parts += [f"<p>{_e(p)}</p>" for p in sec.paragraphs]
-    parts += [html_table(t) for t in sec.tables]
+    parts += [html_table(t, anchors) for t in sec.tables]
     if sec.figures:  # side by side where the page is wide enough: a family's three figures in one row
-        parts.append('<div class="figs">' + "".join(html_figure(f) for f in sec.figures) + "</div>")
+        shown = []
+        for f in sec.figures:
+            budget[0] -= len(f.png) * 4 // 3
+            shown.append(html_figure(f, inline=budget[0] >= 0))
+        parts.append('<div class="figs">' + "".join(shown) + "</div>")
     return "\n".join(parts)
 
 
@@ -88,8 +104,12 @@ def _sec_id(sec: Section) -> str:
 
 def render_html(report: Report) -> str:
     """The whole report as one HTML document (UTF-8), with a table of contents of the level-2 sections."""
-    toc = "".join(f'<li><a href="#{_e(_sec_id(s))}">{_e(s.title)}</a></li>' for s in report.sections if s.level == 2)
-    body = "\n".join(_section(s) for s in report.sections)
+    toc = "".join(f'<li><a href="#{_e(_sec_id(s))}">{_e(s.title)}</a></li>' for s in report.sections
+                  if s.level == 2 and not s.detail)
+    anchors = {str(r) for s in report.sections if not s.detail for t in s.tables if t.slug == "provenance"
+               for r in t.frame["run_id"]}
+    budget = [INLINE_BUDGET]
+    body = "\n".join(_section(s, budget, anchors) for s in report.sections if not s.detail)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{_e(report.title)}</title><style>{CSS}</style></head><body>"

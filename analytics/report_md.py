@@ -58,7 +58,11 @@ def render_md(report: Report) -> str:
     unique_slugs(report)
     lines = [f"# {report.title}", "", f"Selection: {report.selection}", ""]
     for sec in report.sections:
+        if sec.detail:
+            continue
         lines += ["#" * sec.level + " " + sec.title, ""]
+        lines += [f"{i}. {text} ([table](#{link}))" for i, (text, link) in enumerate(sec.findings, 1)]
+        lines += [""] if sec.findings else []
         for p in sec.paragraphs:
             lines += [p, ""]
         for t in sec.tables:

@@ -60,6 +60,10 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     level: int = 2
+    #: Numbered sentences, each with the slug of the table or figure behind it (the Findings).
+    findings: list[tuple[str, str]] = field(default_factory=list)
+    #: Detail: its tables go to tables/*.csv only, not into report.html or report.md (which say so).
+    detail: bool = False
 
 
 @dataclass
@@ -69,6 +73,7 @@ class Report:
     title: str
     selection: str
     sections: list[Section]
+    findings: list[Any] = field(default_factory=list)  # bench.analytics.findings.Finding, for the terminal and --json
 
 
 def format_value(v: Any, spec: str | None = None) -> str:

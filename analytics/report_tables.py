@@ -93,15 +93,20 @@ def scaling_points(con: duckdb.DuckDBPyConnection, config_ids: list[str]) -> pd.
 
 
 def family_tables(name: str, family: pd.DataFrame, points: pd.DataFrame, runs: PointRuns) -> list[Table]:
-    """The family's images/s, speedup and efficiency (%) tables: rows = device counts (with the node count
-    when it varies), columns = series; a number links to the runs of its configuration point."""
-    pts = points.merge(family[["config_id", "series"]], on="config_id")
+    """The family's images/s, speedup and efficiency (%) tables (images/s alone when the family was measured
+    at one device count): rows = device counts, ascending (with the node count when it varies), columns =
+    series; a number links to the runs of its configuration point."""
+    pts = points.merge(family[["config_id", "series"]], on="config_id").sort_values(
+        ["num_devices", "num_nodes"], kind="stable")  # rows by device count, whatever the series' order
     head = f"{device_noun(family)}s"  # the row header: GPUs, TPUs, ... or devices
     many_nodes = pts["num_nodes"].astype(str).nunique() > 1
     pts[head] = [f"{int(g)} ({n} nodes)" if many_nodes else int(g) for g, n in zip(pts["num_devices"], pts["num_nodes"], strict=True)]
     pts["efficiency"] = pts["efficiency"] * 100.0
     tables = []
-    for metric, what in (("images_per_sec", "Throughput"), ("speedup", "Speedup"), ("efficiency", "Scaling efficiency")):
+    metrics = (("images_per_sec", "Throughput"), ("speedup", "Speedup"), ("efficiency", "Scaling efficiency"))
+    if pts["num_devices"].nunique() < 2:  # one device count: every speedup would be 1
+        metrics = metrics[:1]
+    for metric, what in metrics:
         unit = UNITS[metric]
         pts["column"] = pts["series"] + f" [{unit}]"
         wide = pts.pivot_table(index=head, columns="column", values=metric, aggfunc="first", dropna=False, sort=False)

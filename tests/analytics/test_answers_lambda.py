@@ -84,3 +84,26 @@ def test_one_a100_system_family_scales_from_1_to_8_gpus_with_ignore_system(store
     con = connect(store)  # without --ignore system: four one-point curves, speedup 1 each
     narrow(con, f"{RESNET_FP16} AND tags['system'] LIKE '7742-_xA100-SXM4-40GB_TF2_3'")
     assert rows(con, "SELECT count(DISTINCT config_id), max(speedup) FROM scaling") == [(4, 1.0)]
+
+
+def test_the_report_leads_with_findings_and_stays_small(store: Path, tmp_path: Path) -> None:
+    from bench.analytics.report import Options, build_report, write_report
+
+    report = build_report(connect(store), Options())
+    found = report.findings
+    assert 3 <= len(found) <= 10 and report.sections[0].title == "Findings"
+    assert [f.kind for f in found] == sorted((f.kind for f in found), key=["leaderboard", "scaling", "effect", "trust"].index)
+    con = connect(store)
+    (most,) = rows(con, "SELECT device_model FROM configs WHERE device_model IS NOT NULL AND images_per_sec > 0 "
+                        "GROUP BY ALL ORDER BY count(DISTINCT config_id) DESC, 1 LIMIT 1")
+    board = [f for f in found if f.kind == "leaderboard"]
+    assert board and all(f.text.endswith(")." ) and f" is " in f.text and most[0] in f.text for f in board)
+    # the first device's number is the geometric mean of the per-workload ratios bench compare pairs
+    name = board[0].text.split(" is ")[0]
+    res = compare(connect(store), "device_model", name, most[0])
+    assert board[0].value == pytest.approx(res.summary.geomean) and board[0].n == res.summary.n
+    assert res.summary.ci95_low <= board[0].value <= res.summary.ci95_high
+    (not_ok,) = rows(con, "SELECT count(*) FROM runs WHERE status <> 'ok'")
+    assert any(f.kind == "trust" and f.n == not_ok[0] for f in found)
+    html = write_report(report, tmp_path / "r")
+    assert html.stat().st_size <= 2_000_000

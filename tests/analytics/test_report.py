@@ -35,7 +35,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, Path]:
 
     root = tmp_path_factory.mktemp("report")
     ingest([str(FOLDER / make_logs.SOURCE)], root / "store", path_patterns=[PATTERN], workers=0)
-    report = build_report(connect(root / "store"), Options(title="TF 2017 <sheet>", equivalence=0.05))
+    report = build_report(connect(root / "store"), Options(title="TF 2017 <sheet>", equivalence=0.05, max_families=8))
     write_report(report, root / "out")
     return report, root / "out"
 
@@ -108,6 +108,7 @@ def test_synthetic_over_real_and_batch_speedup_ratios(written: tuple[Report, Pat
 def test_dell_style_figures_and_files(written: tuple[Report, Path]) -> None:
     report, out = written
     figures = [f for s in report.sections for f in s.figures]
+    assert report.sections[0].title == "Findings" and figures[0].slug == "leaderboard-figure"
     family = [f for f in figures if f.slug.startswith("fig-")]
     assert len(family) == 8 * 3  # 8 families × (throughput, speedup, efficiency), not one per run
     assert sum(f.slug.startswith("per-gpu") for f in figures) == 2  # inception3, resnet50 across P100/K80
@@ -118,7 +119,9 @@ def test_dell_style_figures_and_files(written: tuple[Report, Path]) -> None:
     assert len(prov) == 64 and prov["sha256 (prefix)"].str.len().eq(12).all()
     html = (out / "report.html").read_text()
     assert "TF 2017 &lt;sheet&gt;" in html and "<script" not in html
-    assert not re.search(r'(src|href)="(?!#|data:)', html)  # nothing fetched: anchors and data: URIs only
+    # nothing fetched: anchors, data: URIs, and figures past the page's inline budget as files beside it
+    assert not re.search(r'(src|href)="(?!#|data:|figures/[\w-]+\.png")', html)
+    assert len(html) <= 2_000_000
     assert html.count('id="run-') == 64 and re.search(r'<a href="#run-[0-9a-f]{16}-0" title="runs: ', html)
 
 
@@ -139,7 +142,14 @@ def test_command_writes_and_reports_user_errors(written: tuple[Report, Path], tm
     res = CliRunner().invoke(app, ["--store", str(store), "--where", "num_devices = 8 AND model = 'resnet50'",
                                    "--out", str(out), "--max-figures", "1"])
     assert res.exit_code == 0, res.output
-    assert res.output.strip() == str(out / "report.html")
+    *findings, path = res.output.strip().splitlines()
+    assert path == str(out / "report.html")
+    # the leaderboard: P100 / K80 for resnet50 at 8 GPUs, the sheet's 4 rows (2 data x 2 batch sizes)
+    fig = _published()
+    ratios = [fig[k] / fig[(*k[:3], "K80", k[4])] for k in fig if k[2] == "resnet50" and k[3] == "P100" and k[4] == 8]
+    assert len(ratios) == 4
+    geomean = float(pd.Series(ratios).prod() ** 0.25)
+    assert findings[0].startswith(f"1. Tesla P100-SXM2-16GB is {geomean:.2f}x Tesla K80 (geometric mean over 4 workloads")
     assert len(pd.read_csv(out / "tables" / "provenance.csv")) == 8  # 2 data × 2 batch × 2 GPUs at 8 GPUs
     res = CliRunner().invoke(app, ["--store", str(store), "--where", "no_such_column = 1", "--out", str(out)])
     assert res.exit_code != 0 and "--where" in str(res.exception)
@@ -161,7 +171,11 @@ def test_report_opens_in_headless_chromium(written: tuple[Report, Path], tmp_pat
     shutil.copy(shot, "/tmp/report-shot.png")
     dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
     srcs = re.findall(r'<img src="([^"]*)"', dom)
-    assert len(srcs) == sum(len(s.figures) for s in written[0].sections) > 0
+    linked = re.findall(r'<a href="figures/([\w-]+)\.png"', dom)
+    assert len(srcs) + len(linked) == sum(len(s.figures) for s in written[0].sections) and len(srcs) > 0
+    assert all((written[1] / "figures" / f"{slug}.png").is_file() for slug in linked)
+    headings = re.findall(r"<h2[^>]*>([^<]*)</h2>", dom)
+    assert headings[0] == "Findings" and "Method" in headings  # the findings come first
     for src in srcs:
         assert src.startswith("data:image/png;base64,")
         data = base64.b64decode(src.split(",", 1)[1], validate=True)

@@ -1,0 +1,163 @@
+"""``bench report``'s Findings: the few sentences a reader wants first, each with its number, its 95% CI,
+its n and the table behind it. Computed over a connection narrowed by ``report_select.select_runs``.
+
+Kinds, in order (at most :data:`MAX_FINDINGS` sentences):
+- the device leaderboard: each device model's images/s relative to a baseline device (``--baseline``; by
+  default the device model measured on the most workloads), paired per workload by ``bench compare``'s
+  system pairing (each side at its own best batch size where they share none), summarised by the
+  geometric mean over workloads with its bootstrap 95% CI;
+- scaling: per configuration family measured at two or more device counts, the efficiency at its largest
+  count and the first count where it falls below 80% (the families with the most runs first);
+- effects that are not confounded, each a paired comparison in which nothing else differs: fp16 against
+  fp32, synthetic against real data, and the variable updates;
+- what not to trust: runs that failed or are invalid, with their most frequent cause; configurations
+  whose runs spread by more than 5% (coefficient of variation); configurations with fewer than 3 runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from bench.analytics.compare import CompareResult, compare
+from bench.analytics.results import rows
+from bench.ingest.errors import BenchError
+
+if TYPE_CHECKING:
+    import duckdb
+
+MAX_FINDINGS = 10
+MAX_DEVICES = 5  #: devices on the leaderboard besides the baseline
+MAX_SCALING = 3  #: scaling sentences
+EFFICIENCY_FLOOR = 0.8
+HIGH_CV = 0.05
+MIN_RUNS = 3
+#: (factor, A, B) of the effects looked for; a pair that is not in the selection is skipped.
+EFFECTS = (("precision", "fp16", "fp32"), ("data", "synthetic", "real"),
+           ("variable_update", "replicated", "parameter_server"), ("variable_update", "horovod", "replicated"))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sentence. ``value``, ``ci95`` and ``n`` are its number (None where a count says it all);
+    ``link`` is the slug of the table or figure behind it."""
+
+    kind: str
+    text: str
+    value: float | None
+    ci95: tuple[float | None, float | None] | None
+    n: int
+    link: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    baseline: str
+    results: tuple[CompareResult, ...]
+
+
+def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None) -> Leaderboard | None:
+    """Each device model against the baseline device model; None when fewer than two devices have values."""
+    counts = rows(con, """SELECT device_model, count(DISTINCT config_id) FROM _configs
+                          WHERE device_model IS NOT NULL AND images_per_sec > 0 GROUP BY ALL ORDER BY 2 DESC, 1""")
+    if len(counts) < 2:
+        return None
+    names = [str(c[0]) for c in counts]
+    if baseline is None:
+        base = names[0]
+    else:
+        hits = [n for n in names if n == baseline] or [n for n in names if baseline.lower() in n.lower()]
+        if len(hits) != 1:
+            raise BenchError(f"--baseline {baseline!r} matches {len(hits)} device models of the selection; "
+                             f"candidates: {', '.join(names[:20])}")
+        base = hits[0]
+    results = []
+    for name in [n for n in names if n != base][:MAX_DEVICES]:
+        res = compare(con, "device_model", name, base)
+        if res.pairs:
+            results.append(res)
+    results.sort(key=lambda r: -(r.summary.geomean or 0.0))
+    return Leaderboard(base, tuple(results))
+
+
+def _ci(res: CompareResult) -> str:
+    s = res.summary
+    return f"95% CI {s.ci95_low:.2f}-{s.ci95_high:.2f}" if s.ci95_low is not None else "no CI with one pair"
+
+
+def leaderboard_findings(board: Leaderboard | None, link: str) -> list[Finding]:
+    out = []
+    for res in board.results if board else ():
+        s = res.summary
+        own = sum(p.own_batch for p in res.pairs)
+        batch = f"; {own} at each device's own batch size" if own else ""
+        out.append(Finding("leaderboard", f"{res.a} is {s.geomean:.2f}x {res.b} (geometric mean over {s.n} "
+                                          f"workloads, {_ci(res)}; median {s.median:.2f}x{batch}).",
+                           s.geomean, (s.ci95_low, s.ci95_high), s.n, link))
+    return out
+
+
+def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]:
+    """The families with the most runs that were measured at two or more device counts."""
+    found = rows(con, f"""
+        WITH curves AS (
+            SELECT config_id, any_value(model) AS model, any_value(device_model) AS device,
+                   any_value(precision) AS precision, any_value(batch_size_per_device) AS batch,
+                   count(DISTINCT num_devices) AS counts, sum(n_runs) AS runs, max(num_devices) AS largest,
+                   arg_max(efficiency, num_devices) AS eff_largest, arg_max(n_ok, num_devices) AS n_largest,
+                   min(num_devices) FILTER (WHERE efficiency < {EFFICIENCY_FLOOR}) AS below
+            FROM _scaling WHERE efficiency IS NOT NULL GROUP BY config_id)
+        SELECT model, device, precision, batch, largest, eff_largest, n_largest, below, runs
+        FROM curves WHERE counts >= 2 ORDER BY counts DESC, runs DESC, model, device""")
+    out: list[Finding] = []
+    seen = set()
+    for model, device, precision, batch, largest, eff, n, below, _ in found:
+        if (model, device, precision) in seen or len(out) == MAX_SCALING:
+            continue
+        seen.add((model, device, precision))
+        what = " ".join(str(v) for v in (model, precision, f"batch {batch}" if batch else None) if v)
+        drop = (f"it falls below {EFFICIENCY_FLOOR:.0%} from {below} devices" if below is not None
+                else f"it stays at or above {EFFICIENCY_FLOOR:.0%} throughout")
+        out.append(Finding("scaling", f"{what} on {device or 'its devices'} scales to {largest} devices at "
+                                      f"{eff:.0%} efficiency ({n} ok run{'s' if n != 1 else ''} there); {drop}.", eff, None, int(n or 0), link))
+    return out
+
+
+def effect_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]:
+    out = []
+    for factor, a, b in EFFECTS:
+        present = {str(r[0]) for r in rows(con, f"SELECT DISTINCT {factor} FROM _configs WHERE {factor} IS NOT NULL")}
+        if not {a, b} <= present:
+            continue
+        res = compare(con, factor, a, b)
+        s = res.summary
+        if s.n:
+            out.append(Finding("effect", f"{factor} {a} gives {s.geomean:.2f}x the images/s of {b}, all else equal "
+                                         f"({_ci(res)}; n={s.n} pairs).", s.geomean, (s.ci95_low, s.ci95_high), s.n, link))
+    return out
+
+
+def trust_findings(con: duckdb.DuckDBPyConnection, status_link: str, configs_link: str) -> list[Finding]:
+    out = []
+    bad = rows(con, """SELECT count(*), (SELECT coalesce(status_detail, status) FROM runs WHERE status <> 'ok'
+                                        GROUP BY ALL ORDER BY count(*) DESC LIMIT 1)
+                       FROM runs WHERE status <> 'ok' OR status IS NULL""")
+    total = rows(con, "SELECT count(*) FROM runs")[0][0]
+    if bad and bad[0][0]:
+        n, cause = bad[0]
+        out.append(Finding("trust", f"{n} of {total} runs did not end ok and have no result (never counted as 0); "
+                                    f"the most frequent cause: {str(cause)[:160].rstrip('.')}.", None, None, int(n), status_link))
+    spread = rows(con, f"""SELECT count(*) FILTER (WHERE stddev / images_per_sec > {HIGH_CV}),
+                                  count(*) FILTER (WHERE n_ok < {MIN_RUNS}), count(*) FROM _configs
+                           WHERE images_per_sec > 0""")[0]
+    if spread[0]:
+        out.append(Finding("trust", f"{spread[0]} of {spread[2]} configuration points spread by more than "
+                                    f"{HIGH_CV:.0%} between runs (coefficient of variation).", None, None,
+                           int(spread[0]), configs_link))
+    if spread[1]:
+        out.append(Finding("trust", f"{spread[1]} of {spread[2]} configuration points rest on fewer than {MIN_RUNS} "
+                                    "ok runs: their CIs are wide or missing.", None, None, int(spread[1]), configs_link))
+    return out

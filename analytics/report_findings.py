@@ -1,0 +1,103 @@
+"""``bench report``'s first two sections: **Findings** (bench.analytics.findings, with the device
+leaderboard's table and dot plot and the scaling summary behind them) and **Method** (how every number was
+computed, after Hoefler and Belli's rules for reporting performance: n, the CI and how, the spread, the
+mean used for ratios, the baseline, and what was left out and why)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bench.analytics import findings as fd
+from bench.analytics.plots import new_figure
+from bench.analytics.report_model import Figure, Section, Table, png_bytes
+from bench.analytics.results import rows
+
+if TYPE_CHECKING:
+    import duckdb
+
+LEADERBOARD = "leaderboard"
+SCALING = "scaling-summary"
+
+
+def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None) -> tuple[Section, list[fd.Finding]]:
+    """The Findings section and its sentences (at most findings.MAX_FINDINGS)."""
+    board = fd.leaderboard(con, baseline)
+    found = fd.leaderboard_findings(board, LEADERBOARD)
+    found += fd.scaling_findings(con, SCALING)
+    found += fd.effect_findings(con, "ratio-summary")
+    found += fd.trust_findings(con, "status", "flags")
+    found = found[:fd.MAX_FINDINGS]
+    sec = Section("Findings", findings=[(f.text, f.link) for f in found])
+    if not found:
+        sec.paragraphs.append("Nothing to compare in this selection: one device model, no family measured at two "
+                              "device counts, and no factor that varies with matched pairs.")
+    if board is not None and board.results:
+        sec.tables.append(_leaderboard_table(board))
+        sec.figures.append(_leaderboard_figure(board))
+    scaling = _scaling_table(con)
+    if scaling is not None:
+        sec.tables.append(scaling)
+    return sec, found
+
+
+def _leaderboard_table(board: fd.Leaderboard) -> Table:
+    import pandas as pd
+
+    df = pd.DataFrame([{"device": r.a, f"x {board.baseline} (geometric mean)": r.summary.geomean,
+                        "95% CI low": r.summary.ci95_low, "95% CI high": r.summary.ci95_high,
+                        "median": r.summary.median, "workloads (n)": r.summary.n,
+                        "at own batch sizes": sum(p.own_batch for p in r.pairs)} for r in board.results])
+    return Table(LEADERBOARD, f"Device leaderboard: images/s relative to {board.baseline}, paired per workload",
+                 df, dict.fromkeys(df.columns[1:5], ".2f"),
+                 notes=["Each workload pairs the two devices at a batch size both ran, else each at its own fastest; "
+                        "the CI is a bootstrap percentile interval of the geometric mean (10,000 resamples)."])
+
+
+def _leaderboard_figure(board: fd.Leaderboard) -> Figure:
+    fig = new_figure(7.0, 0.6 + 0.45 * len(board.results))
+    ax = fig.subplots()
+    names = [str(r.a) for r in board.results][::-1]
+    means = [r.summary.geomean or 0.0 for r in board.results][::-1]
+    lows = [m - (r.summary.ci95_low or m) for m, r in zip(means, board.results[::-1], strict=True)]
+    highs = [(r.summary.ci95_high or m) - m for m, r in zip(means, board.results[::-1], strict=True)]
+    ax.errorbar(means, range(len(names)), xerr=[lows, highs], fmt="o", capsize=3)
+    ax.axvline(1.0, color="grey", linewidth=0.8)
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xlabel(f"images/s relative to {board.baseline} (geometric mean, 95% CI)")
+    out = Figure(f"{LEADERBOARD}-figure", f"Device leaderboard against {board.baseline}", png_bytes(fig))
+    fig.clear()
+    return out
+
+
+def _scaling_table(con: duckdb.DuckDBPyConnection) -> Table | None:
+    import pandas as pd
+
+    found = rows(con, f"""
+        SELECT any_value(model), any_value(device_model), any_value(precision), any_value(batch_size_per_device),
+               count(DISTINCT num_devices), max(num_devices), arg_max(efficiency, num_devices),
+               min(num_devices) FILTER (WHERE efficiency < {fd.EFFICIENCY_FLOOR}), sum(n_runs)
+        FROM _scaling WHERE efficiency IS NOT NULL GROUP BY config_id HAVING count(DISTINCT num_devices) >= 2
+        ORDER BY 9 DESC, 1, 2 LIMIT 30""")
+    if not found:
+        return None
+    df = pd.DataFrame(found, columns=["model", "device", "precision", "batch/device", "device counts",
+                                      "largest count", "efficiency at largest [%]", "first count below 80%", "runs"])
+    df["efficiency at largest [%]"] = df["efficiency at largest [%]"] * 100.0
+    return Table(SCALING, "Scaling: efficiency at each curve's largest device count (the 30 with the most runs)",
+                 df, {"efficiency at largest [%]": ".1f"})
+
+
+def method_section() -> Section:
+    return Section("Method", [
+        "n is the number of ok runs behind a number (failed, invalid, timed-out and interrupted runs have no "
+        "result: they are counted and listed, never averaged as 0); a configuration point's images/s is the mean "
+        "of its ok runs, with a Student-t 95% CI (t from n-1 degrees of freedom) and the sample standard deviation "
+        "as its spread; within a run, the spread of its step rates after the MSER-5 warm-up cut gives its CV.",
+        "Ratios (device leaderboard, effects, ratio tables) pair configurations that are equal in everything but "
+        "the factor compared and are summarised by the geometric mean, the mean that is the same whichever side is "
+        "the baseline, with a bootstrap percentile 95% CI (10,000 resamples, fixed seed); the median is given "
+        "beside it. Speedup and efficiency are relative to each configuration's smallest device count.",
+        "What is a configuration is said once (sql/configs.sql): bookkeeping tags (sweep, cell, repeat, run ids) "
+        "never split one. Left out: rows of a log version a longer version of the same file supersedes, and runs "
+        "outside the --where selection.",
+    ])

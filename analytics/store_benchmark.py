@@ -1,0 +1,113 @@
+"""``make bench`` (the store's part): what a store costs as it is used, each next to its baseline in the
+same run on this machine.
+
+- ``--rebuild`` of a 300-file directory against its first ingest (goal: at most 3x);
+- a query on a store of 1,000 one-file batches, before and after compaction, against the same rows in
+  one batch (goal: within 1.5x once compacted);
+- on Lambda's archive (../shared/corpus, when present): ``bench report``'s time and HTML size beside the
+  ingest of the same tarball (goals: at most 3x the ingest, at most 2 MB).
+
+Commands run as the user runs them (``python -m bench.runner``), so start-up is included on both sides.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.ingest.synth import tf_cnn_lines
+
+QUERY = ("SELECT model, num_gpus, count(*) AS n, avg(images_per_sec) AS ips FROM runs GROUP BY ALL "
+         "UNION ALL SELECT 'steps', NULL, count(*), avg(images_per_sec) FROM steps")
+LAMBDA = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "tf_cnn_benchmarks" / "lambda-logs.tar.gz"
+LAMBDA_PATTERNS = [
+    "{system}.logs/{data_mode}-{variable_update}-{precision}-{num_gpus}gpus-{variant}/{model}-{batch_size_per_device}/throughput/{repeat}",
+    "{system}.logs/{data_mode}-{variable_update}-{precision}-{num_gpus}gpus/{model}-{batch_size_per_device}/throughput/{repeat}",
+]
+
+
+def bench(*args: str) -> float:
+    """Seconds one ``bench`` command takes (it must succeed)."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "bench.runner", *args], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def best(n: int, *args: str) -> float:
+    return min(bench(*args) for _ in range(n))
+
+
+def write_logs(folder: Path, n: int) -> list[Path]:
+    folder.mkdir(parents=True)
+    paths = []
+    for i in range(n):
+        path = folder / f"run{i:04d}.log"
+        path.write_text("\n".join(tf_cnn_lines(20, seed=i)) + "\n")
+        paths.append(path)
+    return paths
+
+
+def rebuild_case(tmp: Path) -> None:
+    logs = tmp / "rebuild-logs"
+    write_logs(logs, 300)
+    first = bench("ingest", str(logs), "--store", str(tmp / "rb"))
+    again = bench("ingest", "--rebuild", "--store", str(tmp / "rb"))
+    n = len(list((tmp / "rb" / "batches").iterdir()))
+    print(f"  300 files: first ingest {first:.2f} s, --rebuild {again:.2f} s = {again / first:.2f}x "
+          f"(goal <= 3x: {'met' if again <= 3 * first else 'NOT met'}); {n} batch(es) after the rebuild")
+
+
+def compaction_case(tmp: Path, n: int = 1000) -> None:
+    """The 1,000-batch store is what 1,000 one-file ingests leave: each file is ingested into a store of
+    its own and the batches are moved into one (the same batches, without the quarter hour that 1,000
+    ingests into one growing store take: each reads every batch's sources, which compaction now bounds)."""
+    import os
+
+    from bench.ingest.pipeline import ingest
+
+    paths = [str(p) for p in write_logs(tmp / "many-logs", n)]
+    one, many = tmp / "one", tmp / "many"
+    ingest(paths, one, workers=0)
+    for i, path in enumerate(paths):
+        ingest([path], tmp / "single" / str(i), workers=0)
+    ingest([paths[0]], many, workers=0)  # the store itself, with its first batch
+    for i in range(1, n):
+        for batch in (tmp / "single" / str(i) / "batches").iterdir():
+            os.rename(batch, many / "batches" / batch.name)
+    batches = len(list((many / "batches").iterdir()))
+    q_one = best(3, "sql", "--store", str(one), QUERY)
+    q_many = best(3, "sql", "--store", str(many), QUERY)
+    merge = bench("ingest", "--compact", "--store", str(many))
+    q_after = best(3, "sql", "--store", str(many), QUERY)
+    print(f"  {batches} batches of one file each: `bench sql` {q_many:.2f} s; the same rows in one batch: "
+          f"{q_one:.2f} s ({q_many / q_one:.2f}x)")
+    print(f"  after `bench ingest --compact` ({merge:.2f} s): {q_after:.2f} s = {q_after / q_one:.2f}x the "
+          f"one-batch store (goal <= 1.5x: {'met' if q_after <= 1.5 * q_one else 'NOT met'})")
+
+
+def lambda_report_case(tmp: Path) -> None:
+    if not LAMBDA.is_file():
+        print(f"  Lambda archive not present at {LAMBDA}: skipped")
+        return
+    patterns = [a for p in LAMBDA_PATTERNS for a in ("--path-pattern", p)]
+    ingest_s = bench("ingest", str(LAMBDA), "--store", str(tmp / "lambda"), *patterns)
+    report_s = bench("report", "--store", str(tmp / "lambda"), "--out", str(tmp / "lambda-report"))
+    size = (tmp / "lambda-report" / "report.html").stat().st_size / 1e6
+    print(f"  Lambda archive: ingest {ingest_s:.2f} s; `bench report` {report_s:.2f} s = {report_s / ingest_s:.1f}x "
+          f"the ingest (goal <= 3x: {'met' if report_s <= 3 * ingest_s else 'NOT met'}), report.html {size:.1f} MB "
+          f"(goal <= 2 MB: {'met' if size <= 2 else 'NOT met'})")
+
+
+def main() -> None:
+    print("\n== the store as it is used (commands timed end to end, start-up included)")
+    with tempfile.TemporaryDirectory() as tmp:
+        rebuild_case(Path(tmp))
+        compaction_case(Path(tmp))
+        lambda_report_case(Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
