@@ -97,7 +97,7 @@ def test_the_report_leads_with_findings_and_stays_small(store: Path, tmp_path: P
     (most,) = rows(con, "SELECT device_model FROM configs WHERE device_model IS NOT NULL AND images_per_sec > 0 "
                         "GROUP BY ALL ORDER BY count(DISTINCT config_id) DESC, 1 LIMIT 1")
     board = [f for f in found if f.kind == "leaderboard"]
-    assert board and all(f.text.endswith(")." ) and f" is " in f.text and most[0] in f.text for f in board)
+    assert board and all(f.text.endswith(").") and " is " in f.text and most[0] in f.text for f in board)
     # the first device's number is the geometric mean of the per-workload ratios bench compare pairs
     name = board[0].text.split(" is ")[0]
     res = compare(connect(store), "device_model", name, most[0])
