@@ -7,17 +7,18 @@ STORE ?= bench-store
 HOROVOD_FLAGS := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
 	HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
 
-.PHONY: demo test lint bench clean horovod torch build-tools bytecode gpu-wheels
+.PHONY: demo test lint bench clean horovod torch build-tools bytecode gpu-wheels lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# Stamp files: re-install (which also rebuilds the C scanner in place) only when these change.
-INSTALL_DEPS := pyproject.toml setup.py ingest/_native.c
+# Stamp files: re-install (which also rebuilds the C scanner in place) only when these change. The versions
+# come from requirements.lock (pip-tools: `make lock`), so a reused venv gets what a fresh one gets.
+INSTALL_DEPS := pyproject.toml setup.py ingest/_native.c requirements.lock
 
 $(VENV)/.installed: $(INSTALL_DEPS) | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -c requirements.lock -e .
 	@$(BIN)/python -c "import bench.ingest._native" 2>/dev/null || echo "note: no C compiler: the parsers run in pure Python (slower)"
 	$(MAKE) --no-print-directory bytecode
 	touch $@
@@ -25,7 +26,8 @@ $(VENV)/.installed: $(INSTALL_DEPS) | $(BIN)/python
 # The test set-up adds TensorFlow (the trainer) and Horovod, so that real trainings run in the tests.
 $(VENV)/.installed-dev: $(INSTALL_DEPS) | $(BIN)/python
 	$(MAKE) --no-print-directory build-tools
-	$(BIN)/pip install --quiet -e '.[dev,train]'
+	$(BIN)/pip install --quiet -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
 	$(MAKE) --no-print-directory horovod
 	$(MAKE) --no-print-directory torch
 	$(MAKE) --no-print-directory bytecode
@@ -83,6 +85,13 @@ bench: $(VENV)/.installed-dev bytecode
 	$(BIN)/python -m bench.analytics.store_benchmark
 	$(BIN)/python -m bench.runner.benchmark
 
+# requirements.lock: every package of the dev and train extras, pinned (pip-tools). Run after changing the
+# dependencies in pyproject.toml; .ci/run also tests the unpinned resolve and the declared floors.
+lock: | $(BIN)/python
+	$(BIN)/pip install --quiet pip-tools
+	$(BIN)/pip-compile --quiet --extra dev --extra train --strip-extras --no-emit-index-url \
+		--no-emit-trusted-host --no-emit-find-links -o requirements.lock pyproject.toml
+
 # The wheels a lent GPU machine lacks (CPython 3.12, no network), for runner/gpu-check.sh: see runner/README.md.
 GPU_WHEELS := duckdb==2.0.1 isal==1.9.1 typer==0.27.3
 gpu-wheels:
@@ -91,5 +100,5 @@ gpu-wheels:
 		--platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
 
 clean:
-	rm -rf $(VENV) demo-store bench-store bench-report .pytest_cache ingest/_native*.so
+	rm -rf $(VENV) .ci-venv demo-store bench-store bench-report .pytest_cache ingest/_native*.so
 	find ingest runner analytics sql -name __pycache__ -prune -exec rm -rf {} +

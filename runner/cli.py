@@ -143,8 +143,9 @@ def run_command(
         for _ in range(repeat):
             typer.echo(lr.describe(build_command(spec, export_env=env_names)))
         return
-    lr.rundir.check_out(out)
     lr.check_trainer(spec)
+    lr.rundir.check_out(out)
+    lr.check_tensorflow(spec)
     if not no_ingest:  # a store that cannot take the runs is found now, not after the training
         from bench.ingest.store import check_writable
 

@@ -63,10 +63,9 @@ def child_env(base: Mapping[str, str]) -> dict[str, str]:
 
 
 def check_trainer(spec: RunSpec, trainer: Sequence[str] = DEFAULT_TRAINER) -> None:
-    """Before anything is launched: raise UsageError when the bundled trainer refuses the run's options (it
-    checks them with ``--check-args``, in a child process that imports no TensorFlow, in about 0.1 s), and
-    BenchError when this machine's Python lacks TensorFlow and the run would start the trainer here (local
-    or horovodrun; mpirun and Slurm may start it on other hosts, whose Pythons are theirs)."""
+    """Before anything is launched or made: raise UsageError when the bundled trainer refuses the run's
+    options (it checks them with ``--check-args``, in a child process that imports no TensorFlow, in about
+    0.1 s), or when a command's program is not there."""
     if spec.command:
         check_command(spec)
         return
@@ -77,7 +76,12 @@ def check_trainer(spec: RunSpec, trainer: Sequence[str] = DEFAULT_TRAINER) -> No
     if checked.returncode == 2:
         last = (checked.stderr.strip().splitlines() or ["the trainer refused its options"])[-1]
         raise UsageError(f"the trainer's options: {last.partition(': error: ')[2] or last}")
-    if spec.launcher not in ("local", "horovodrun"):
+
+
+def check_tensorflow(spec: RunSpec, trainer: Sequence[str] = DEFAULT_TRAINER) -> None:
+    """BenchError when this machine's Python lacks TensorFlow and the run would start the bundled trainer
+    here (local or horovodrun; mpirun and Slurm may start it on other hosts, whose Pythons are theirs)."""
+    if spec.command or tuple(trainer) != DEFAULT_TRAINER or spec.launcher not in ("local", "horovodrun"):
         return
     if importlib.util.find_spec("tensorflow") is None:
         raise BenchError(f"TensorFlow is not installed in {sys.executable}; the trainer needs it: "

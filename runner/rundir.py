@@ -59,12 +59,13 @@ def new_run_id(spec: RunSpec, now: float, repeat: int | None = None) -> str:
 
 
 def check_out(out: Path) -> None:
-    """Make ``out`` (parents too) for the run directories; UsageError when it cannot be (a file of that
-    name, a path the user may not write), before anything is launched."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--out {out}: cannot hold the run directories ({e.strerror})") from e
+    """UsageError when ``out`` cannot hold the run directories (a file of that name, a file on its path, a
+    place the user may not write), found before anything is launched; nothing is created here."""
+    probe = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not probe.is_dir():
+        raise UsageError(f"--out {out}: cannot hold the run directories ({probe} is a file)")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out}: cannot hold the run directories ({probe} is not writable)")
 
 
 def create_run_dir(out: Path, run_id: str) -> Path:

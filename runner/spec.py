@@ -95,7 +95,7 @@ class RunSpec:
     def __post_init__(self) -> None:
         if self.command:
             given = [TRAINER_OPTIONS[name] for name in TRAINER_OPTIONS if getattr(self, name) is not None]
-            given += ["--xla"] * self.xla + ["trainer arguments"] * bool(self.extra_args)
+            given += (["--xla"] if self.xla else []) + (["trainer arguments"] if self.extra_args else [])
             if given:
                 raise UsageError(f"{', '.join(given)} configure the bundled trainer, not a command; describe "
                                  "the command's run with --tag (e.g. --tag model=resnet50 --tag batch_size_per_device=256)")

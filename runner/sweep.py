@@ -327,8 +327,6 @@ def run_sweep(plan: Plan, cells: Sequence[Cell], out: Path, store: Path, *, resu
                CellResult(c, "resumed") if (c.key, str(c.repeat)) in done else CellResult(c, "pending")
                for c in cells]
     pending = [r for r in results if r.status == "pending"]
-    launch.rundir.check_out(out)
-    check_writable(store)
     checked: set[tuple[str, ...]] = set()
     for r in pending:  # every cell's options, before the first launch (each distinct set once)
         assert r.cell.spec is not None
@@ -336,6 +334,10 @@ def run_sweep(plan: Plan, cells: Sequence[Cell], out: Path, store: Path, *, resu
         if argv not in checked:
             launch.check_trainer(r.cell.spec, trainer)
             checked.add(argv)
+    launch.rundir.check_out(out)
+    check_writable(store)
+    for r in pending[:1]:
+        launch.check_tensorflow(r.cell.spec, trainer)  # type: ignore[arg-type]
     record = out / f"sweep-{plan.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
     durations: list[float] = []
     reporter.start(len(pending))
