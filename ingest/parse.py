@@ -56,7 +56,8 @@ def parse_bytes(
     elif module is None and pat.match_first(pat.SCALING_TREE, source):
         module = registry.load("mlperf_scaling")  # and a result set's scaling.json
     if module is None:
-        result.problems.append(Problem("unrecognized_format", "no known log format matched the content"))
+        result.problems.append(Problem("unrecognized_format", UNRECOGNIZED.format(
+            where="its first 256 KiB, nor a format marker after them" if len(data) > registry.HEAD_CHARS else "it")))
         return FileParse(None, result)
     fast = registry.chunk_parser(module)
     if fast is not None:
@@ -131,6 +132,10 @@ def unfinished_runs(fmt: str, result: ParseResult, error: str) -> None:
                                status_detail=f"the {fmt} parser stopped ({error}) before this run ended"))
     result.runs.sort(key=lambda r: r.run_index)
 
+
+#: The problem of a file no format recognised: how far detection looked, and what to do.
+UNRECOGNIZED = ("no known log format matched {where}; if it is a log bench reads, name its format with --format "
+                "(bench ingest --list-formats)")
 
 #: A line longer than this is not held in memory: it is skipped (as if it were empty) and reported.
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -228,7 +233,7 @@ def parse_stream(
         return FileParse(None, result)
     module = forced or registry.detect(head.decode("utf-8", errors="replace")[: registry.HEAD_CHARS])
     if module is None:
-        result.problems.append(Problem("unrecognized_format", "no known log format matched the content"))
+        result.problems.append(Problem("unrecognized_format", UNRECOGNIZED.format(where="its first 256 KiB")))
         return FileParse(None, result)
     tail: list[bytes] = []  # the bytes after the last line end so far (a cut last line), up to MAX_LINE_BYTES
     tail_bytes = 0

@@ -102,7 +102,9 @@ def detect(head: str) -> FormatModule | None:
 #: backticks) after the head. NVIDIA's MLPerf v1.0 UNet3D logs print 256 KiB and more before their
 #: first compliance line. Files held whole only (a streamed file is detected from its head).
 DEEP_MARKERS: tuple[tuple[bytes, str], ...] = ((b":::MLLOG {", "mlperf"), (b":::MLL ", "mlperf"), (b":::MLPv", "mlperf"),
-                                                (b"MLPerf: ", "mlperf"))
+                                                (b"MLPerf: ", "mlperf"),
+                                                # tf_cnn_benchmarks after pages of TensorFlow's own info lines
+                                                (b"Step\tImg/sec\t", "tf_cnn"), (b"total images/sec: ", "tf_cnn"))
 
 
 def detect_beyond_head(data: bytes) -> FormatModule | None:

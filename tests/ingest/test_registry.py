@@ -71,3 +71,20 @@ def test_a_markdown_document_that_quotes_log_lines_is_not_a_log() -> None:
     log = f"# Running resnet50 on 2 GPUs\n{mll}\n{mll}\n"
     module = registry.detect(log)
     assert module is not None and module.NAME == "mlperf"
+
+
+def test_a_tf_cnn_log_after_pages_of_tensorflow_info_lines_is_still_read(tmp_path) -> None:
+    """A tf_cnn log whose first 743 KB are TensorFlow's own info lines was unrecognized_format without a hint."""
+    from logtools import tf_cnn_log
+
+    from bench.ingest.parse import parse_bytes
+
+    noise = "".join(f"2026-11-26 10:00:00.{i % 1000:06d}: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1886] "
+                    f"Created device /job:localhost/replica:0/task:0/device:GPU:{i % 8} with 78000 MB memory\n"
+                    for i in range(5000))
+    assert len(noise) > 600_000
+    parsed = parse_bytes((noise + tf_cnn_log(20)).encode(), source="x.log")
+    assert parsed.format == "tf_cnn" and parsed.result.runs and parsed.result.runs[0].status == "ok"
+    unknown = parse_bytes((noise + "nothing bench knows\n").encode(), source="y.log")
+    (problem,) = [p for p in unknown.result.problems if p.kind == "unrecognized_format"]
+    assert "first 256 KiB" in problem.message and "--format" in problem.message
