@@ -21,7 +21,7 @@ def print_compare(result: CompareResult) -> None:
         pairs = [p.config | {"num_devices": p.num_devices} for p in result.pairs]
         cols = _varying(pairs, result.factor)
         systems = any(p.differs is not None for p in result.pairs)
-        batches = any(p.a_batch is not None for p in result.pairs)
+        batches = any(p.own_batch for p in result.pairs)  # equal batch sizes are the batch column
         extra = (["a_batch", "b_batch"] if batches else []) + (["differs"] if systems else [])
         render.print_table([*cols, *extra, "a_value", "b_value", "ratio"],
                            [[r[c] for c in cols] + _system_cells(p, batches, systems) + [p.a_value, p.b_value, p.ratio]

@@ -80,3 +80,17 @@ def test_bench_sweep_then_resume_scaling_and_report(tmp_path: Path) -> None:
     assert res.returncode == 0 and "fewer than 3 device counts" in res.stdout
     res = bench("report", "--store", str(store), "--out", str(tmp_path / "report"))
     assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.slow
+def test_make_demo(tmp_path: Path) -> None:
+    """The README's first command, as it runs: ingest the bundled fixtures, the summary, a compare and the
+    report; the compare's median is the published sheet's "P100 is 4.40x K80" at 8 GPUs (4.476 here: the
+    8 pairs at 8 GPUs, whose median is (4.47 + 4.48) / 2 from the sheet's rows)."""
+    if Path(sys.prefix).resolve() != (REPO / ".venv").resolve():
+        pytest.skip("make demo uses the project's .venv; this run is in another environment")
+    res = subprocess.run(["make", "demo"], cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "n=8  median 4.476x" in res.stdout
+    assert "1. Tesla P100-SXM2-16GB is 4.42x Tesla K80 (geometric mean over 32 workloads" in res.stdout
+    assert (REPO / "bench-report" / "report.html").is_file()
