@@ -56,8 +56,7 @@ def parse_bytes(
     elif module is None and pat.match_first(pat.SCALING_TREE, source):
         module = registry.load("mlperf_scaling")  # and a result set's scaling.json
     if module is None:
-        result.problems.append(Problem("unrecognized_format", UNRECOGNIZED.format(
-            where="its first 256 KiB, nor a format marker after them" if len(data) > registry.HEAD_CHARS else "it")))
+        result.problems.append(Problem("unrecognized_format", UNRECOGNIZED))
         return FileParse(None, result)
     fast = registry.chunk_parser(module)
     if fast is not None:
@@ -134,8 +133,9 @@ def unfinished_runs(fmt: str, result: ParseResult, error: str) -> None:
 
 
 #: The problem of a file no format recognised: how far detection looked, and what to do.
-UNRECOGNIZED = ("no known log format matched {where}; if it is a log bench reads, name its format with --format "
-                "(bench ingest --list-formats)")
+UNRECOGNIZED = ("no known log format matched its content (detection reads its first 256 KiB, and a file of up "
+                "to 64 MiB also for a format's marker after them); if it is a log bench reads, name its format with "
+                "--format (bench ingest --list-formats)")
 
 #: A line longer than this is not held in memory: it is skipped (as if it were empty) and reported.
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -233,7 +233,7 @@ def parse_stream(
         return FileParse(None, result)
     module = forced or registry.detect(head.decode("utf-8", errors="replace")[: registry.HEAD_CHARS])
     if module is None:
-        result.problems.append(Problem("unrecognized_format", UNRECOGNIZED.format(where="its first 256 KiB")))
+        result.problems.append(Problem("unrecognized_format", UNRECOGNIZED))
         return FileParse(None, result)
     tail: list[bytes] = []  # the bytes after the last line end so far (a cut last line), up to MAX_LINE_BYTES
     tail_bytes = 0
