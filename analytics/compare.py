@@ -264,13 +264,15 @@ def pair_systems(rows: list[dict[str, Any]], factor: str, va: Any, metric: str) 
         used: list[dict[str, Any]] = []
         if common:
             for batch in sorted(common, key=lambda v: (v is not None, v or 0)):
-                used += [_best(ok_a, metric, batch), _best(ok_b, metric, batch)]
-                pairs.append(_system_pair(*used[-2:], factor, metric, False))
+                ra, rb = _best(ok_a, metric, batch), _best(ok_b, metric, batch)
+                used += [ra, rb]
+                pairs.append(_system_pair(ra, rb, factor, metric, False))
             unmatched += [_unmatched(side, r, metric, "no partner at this batch size")
                           for side, rs in (("a", ok_a), ("b", ok_b)) for r in rs if r["batch_size_per_device"] not in common]
         elif ok_a and ok_b:
-            used += [_best(ok_a, metric), _best(ok_b, metric)]
-            pairs.append(_system_pair(*used, factor, metric, True))
+            ra, rb = _best(ok_a, metric), _best(ok_b, metric)
+            used += [ra, rb]
+            pairs.append(_system_pair(ra, rb, factor, metric, True))
         if used:
             unmatched += [_unmatched(side, r, metric, "slower than its side's row of the pair")
                           for side, rs in (("a", ok_a), ("b", ok_b)) for r in rs

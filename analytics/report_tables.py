@@ -103,7 +103,8 @@ def family_tables(name: str, family: pd.DataFrame, points: pd.DataFrame, runs: P
     pts[head] = [f"{int(g)} ({n} nodes)" if many_nodes else int(g) for g, n in zip(pts["num_devices"], pts["num_nodes"], strict=True)]
     pts["efficiency"] = pts["efficiency"] * 100.0
     tables = []
-    metrics = (("images_per_sec", "Throughput"), ("speedup", "Speedup"), ("efficiency", "Scaling efficiency"))
+    metrics: tuple[tuple[str, str], ...] = (("images_per_sec", "Throughput"), ("speedup", "Speedup"),
+                                            ("efficiency", "Scaling efficiency"))
     if pts["num_devices"].nunique() < 2:  # one device count: every speedup would be 1
         metrics = metrics[:1]
     for metric, what in metrics:

@@ -99,7 +99,8 @@ def _write_merged(batches: list[Path], target: Path) -> None:
 
 
 def _write_parts(table: str, files: list[Path], target: Path) -> None:
-    schema, pending, count, part = TABLES[table], [], 0, 0
+    schema, count, part = TABLES[table], 0, 0
+    pending: list[pa.Table] = []
 
     def flush() -> None:
         nonlocal pending, count, part

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     cuda = device.type == "cuda"
     torch.backends.cudnn.benchmark = True
-    model = resnet(DEPTHS[args.model]).to(device, memory_format=torch.channels_last)
+    model = resnet(DEPTHS[args.model]).to(device, memory_format=torch.channels_last)  # type: ignore[call-overload]
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
     images = images.contiguous(memory_format=torch.channels_last)
