@@ -19,7 +19,8 @@ takes it). v0.6 MiniGo evaluates its models after training: its ``eval_result`` 
 the training time of the first model that beat the target (``Model ... beat target after <s>s``), and that
 is its time to train (detail ``time_to_train_source``), its run ok even where no ``run_stop`` was logged.
 Throughput (samples/s), by priority:
-``tracked_stats`` ``value.throughput``; MXNet Speedometer intervals; epoch (else block) intervals
+``tracked_stats`` ``value.throughput``; the ``'training_sequences_per_second': X`` NVIDIA's BERT prints
+in its final summary dict (as printed); MXNet Speedometer intervals; epoch (else block) intervals
 × samples per epoch (``train_samples`` / ``num_train_examples`` / ``preproc_num_train_examples``).
 In every case the first (start-up) interval is dropped when there are two or more; a run that is not
 ``ok`` (aborted, crashed, truncated) keeps its step rows but gets None, never 0, as throughput;
@@ -58,6 +59,8 @@ _GNMT_TRAIN = re.compile(
     r"Tok/s ([\d.]+) \(([\d.]+)\)(?:\s+Loss/tok ([\d.e+-]+))?"
 )
 _GNMT_PERF = re.compile(r"Performance: Epoch: (\d+)\s+Training: ([\d.]+) Tok/s")
+#: NVIDIA's BERT prints its own summary last: ``{'e2e_time': ..., 'training_sequences_per_second': X, ...}``
+_FINAL_RATE = re.compile(r"'training_sequences_per_second': ([0-9.eE+-]+)")
 _ERROR = re.compile(r"(?:[\w.]+\.)?\w*(?:Error|Exception)(?::|$)")
 _LEADING_INT = re.compile(r"\s*(-?\d+)")
 #: MLPerf BERT redefines "epoch" (Google v0.7 logs steps in first_epoch_num, NVIDIA logs samples), and
@@ -79,7 +82,7 @@ _IMAGE_BENCHMARKS = frozenset({"resnet", "ssd", "maskrcnn", "retinanet", "image_
 _SAMPLE_UNITS = {"bert": "sequences/sec", "gpt3": "tokens/sec"}  # GPT-3's tracked_stats: global batch x 2,048 / step time
 #: Throughput sources that are printed rates; the others (epochs, blocks) are samples per epoch x
 #: epochs / time, computed here: ``throughput_derived``.
-_PRINTED_SOURCES = frozenset({"tracked_stats", "speedometer", "gnmt_performance"})
+_PRINTED_SOURCES = frozenset({"tracked_stats", "final_summary", "speedometer", "gnmt_performance"})
 #: Metadata that says where a line was logged, not what happened.
 _NOT_SAID = frozenset({"file", "lineno", "model", "version", "local_clock"})
 
@@ -89,7 +92,7 @@ _NOT_SAID = frozenset({"file", "lineno", "model", "version", "local_clock"})
 #: out of memory). A line with none of them, like an empty line, is skipped: the registry's C scan gives
 #: such lines as "" (``registry.marked_lines``), so only the ~1 line in 5 of a real log that matters is
 #: read in Python. Keep this in step with ``_on_other`` (tests/ingest/test_mlperf_markers.py).
-MARKERS = (b":::ML", b"MLPerf: ", b"Speed", b"Tok/s", b"Traceback (most recent call last)", b"Error", b"Exception",
+MARKERS = (b":::ML", b"MLPerf: ", b"Speed", b"Tok/s", b"training_sequences_per_second", b"Traceback (most recent call last)", b"Error", b"Exception",
            b"out of memory", b"ResourceExhausted", b"OutOfMemory")
 
 
@@ -125,6 +128,7 @@ class _State:
     target_s: float | None = None  # MiniGo v0.6: eval_result's timestamp, when a model first beat the target
     unreadable: int = 0  # MLLOG lines that cannot be read (the summarizer's checker then drops the run)
     epoch_tokens_per_sec: list[float] = field(default_factory=list)  # GNMT "Performance: ... Training: X Tok/s"
+    final_rate: float | None = None  # BERT's printed summary 'training_sequences_per_second'
     error: str | None = None
     error_line: int = 0
     oom: bool = False
@@ -143,6 +147,14 @@ def _int(v: Any) -> int | None:
         m = _LEADING_INT.match(v)  # v0.5 "61, but this epoch only has ..."
         return int(m.group(1)) if m else None
     return None
+
+
+def _finite(text: str) -> float | None:
+    try:
+        v = float(text)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
 
 
 def _num(v: Any) -> float | None:
@@ -242,6 +254,8 @@ def _throughput(st: _State) -> tuple[float | None, float | None, str | None]:
     """(images_per_sec, images_per_sec_mean, source) by the priority in the module docstring."""
     if st.tracked:
         return (*_summarize(st.tracked), "tracked_stats")
+    if st.final_rate is not None:
+        return st.final_rate, None, "final_summary"
     if st.speedo:
         firsts: dict[int, int] = {}
         for epoch, end in st.speedo:
@@ -281,6 +295,11 @@ def _on_other(line: str, st: _State, res: ParseResult, run_index: int, line_no: 
                           metrics={"train_tokens_per_sec": float(m.group(2))})
             return True
         return False
+    if "training_sequences_per_second" in body:
+        m = _FINAL_RATE.search(body)
+        if m:
+            st.final_rate = _finite(m.group(1))
+            return st.final_rate is not None
     if "Traceback (most recent call last)" in body:
         st.error, st.error_line = st.error or "Traceback", line_no
     elif ("Error" in body or "Exception" in body) and _ERROR.match(body.strip()):

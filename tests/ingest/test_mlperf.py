@@ -240,3 +240,25 @@ def test_corpus_details(corpus: Path) -> None:
     tpu = parse("mlperf/v0.6-google-tpuv3-32-resnet-result_0.txt")
     assert tpu.runs[0].tags["submission_platform"] == "tpu-v3-32" and tpu.runs[0].num_nodes is None
     assert [p.kind for p in tpu.problems] == ["truncated"]  # no final newline in that file
+
+
+def test_bert_final_summary_rate_is_its_throughput(tmp_path: Path) -> None:
+    """NVIDIA's v1.0 BERT ends with ``0: {'e2e_time': ..., 'training_sequences_per_second': X, ...}``: that
+    printed rate is the run's throughput (it was dropped, so throughput was NULL). Hand value: the line."""
+    import tarfile
+
+    from conftest import CORPUS
+
+    tarball = CORPUS / "mlperf_results" / "training_results_v1.0.tar.gz"
+    if not tarball.is_file():
+        pytest.skip(f"MLPerf v1.0 results not present at {tarball} (read from ../shared)")
+    member = "training_results_v1.0/NVIDIA/results/dgxa100_ngc21.05_pytorch/bert/result_0.txt"
+    with tarfile.open(tarball) as tar:
+        data = tar.extractfile(member).read()  # type: ignore[union-attr]
+    line = next(ln for ln in data.decode().splitlines() if "training_sequences_per_second" in ln)
+    expected = float(line.split("'training_sequences_per_second': ")[1].split(",")[0])
+    assert expected == pytest.approx(2193.410654407418)
+    (run,) = mlperf.parse_lines(data.decode().splitlines(), source=member).runs
+    assert (run.status, run.throughput, run.throughput_unit) == ("ok", pytest.approx(expected), "sequences/sec")
+    assert run.images_per_sec is None and run.throughput_derived is False
+    assert run.details["throughput_source"] == "final_summary"
