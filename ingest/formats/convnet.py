@@ -22,8 +22,10 @@ Each dialect is a few handler functions called from one line loop (``_dispatch``
   m +/- s sec / batch`` (``tensorflow/benchmark_*.py``). One run per ``across`` summary: ``Forward`` is
   mode inference (forward_ms), ``Forward-backward`` mode train (forward_backward_ms); ``± s`` is the
   standard deviation of step durations (detail ``duration_sd_ms``), not a standard error. Batch not printed.
-- ``tf_estimator``: absl/glog ``examples/sec: r`` lines (TPUEstimator), with ``loss = L, step = N (t sec)``
-  and ``global_step/sec: g`` before them. One run per ``Using config:`` (Estimator construction). Steps:
+- ``tf_estimator``: absl/glog ``examples/sec: r`` lines (TPUEstimator and Estimator), with ``loss = L, step = N
+  (t sec)`` and ``global_step/sec: g`` before them. One run per ``Using config:`` (Estimator construction);
+  it finished at TPUEstimator's ``Elapsed seconds`` or Estimator's ``Loss for final step: L.`` (detail
+  ``final_loss``). Steps:
   one row per ``examples/sec`` line (an interval rate). ``throughput`` (examples/sec: the log does not say
   they are images, so ``images_per_sec`` stays NULL) = total examples / total time over the rate lines
   after the first (the first interval includes the early, slow steps): Σ Δstep / Σ (Δstep / r), Δstep =
@@ -85,13 +87,14 @@ _EST = re.compile(
     r"|Finished training up to step \d+\. Elapsed seconds (\d+)|(Using config:)"
     r"|(Starting to evaluate|Starting evaluation at)|(Evaluation finished after|Eval results:)"
     r"|Saving dict for global step \d+: (.*)|Throughput Average \(sentences/sec\) = ([\d.]+)"
-    r"|Total (Training|Inference) Time)"
+    r"|Total (Training|Inference) Time|Loss for final step: (-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|nan|inf)\.?)"
 )
 _EXC = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exhausted)(?::.*)?$")
 _BAD_MARKERS = (":TOTAL:", ":Forward:", ":Backward:", "==> fprop", "==> bprop", ", duration = ", " steps, ",
                 "examples/sec")
 _PRECISION = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _ESTIMATOR_KEYS = ("examples/sec", "global_step/sec", "loss = ", "Training for", "Precision:", "TPU Cores",
+                   "Loss for final step",
                    "Finished training", "Using config", "to evaluate", "Starting evaluation",
                    "Evaluation finished", "Eval results", "Saving dict", "Throughput Average", "Total ")
 
@@ -310,6 +313,9 @@ def _estimator_fields(p: _Parser, cur: dict[str, Any], n: int, m: re.Match[str])
         cur.update(_sentences=float(m.group(14)), _finished=True)
     elif m.group(15) is not None:
         cur["mode"] = "train" if m.group(15) == "Training" else "inference"
+    elif m.group(16) is not None:  # Estimator.train's last line: the run finished (no TPU "Elapsed seconds")
+        cur["_finished"] = True
+        cur.setdefault("details", {})["final_loss"] = m.group(16)
 
 
 def _estimator_rate(p: _Parser, cur: dict[str, Any], n: int, rate: float) -> None:

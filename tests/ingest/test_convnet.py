@@ -218,3 +218,24 @@ def test_tpu_estimator(corpus: Path) -> None:
     assert [r["images_per_sec"] for r in res.steps.rows()] == [3734.69, 3778.19, 3761.19]
     assert (evaluation.status, evaluation.mode) == ("no_result", "eval")
     assert evaluation.details["eval_top_1_accuracy"] == "0.32751465"  # L158
+
+
+def test_an_estimator_run_that_ends_with_loss_for_final_step_is_ok() -> None:
+    """tf.estimator's train() ends with ``Loss for final step: L.``, not TPUEstimator's ``Elapsed seconds``:
+    such a run was stored as truncated. Hand values: the rate lines after the first, 100 steps at 1075.2
+    examples/s; global batch 1049.6 / 4.1 = 1075.2 / 4.2 = 256."""
+    from bench.ingest.parse import parse_bytes
+
+    log = "\n".join([
+        "INFO:tensorflow:Using config: {'_model_dir': '/tmp/m', '_save_checkpoints_steps': None}",
+        "INFO:tensorflow:loss = 6.9, step = 0",
+        "INFO:tensorflow:global_step/sec: 4.1", "INFO:tensorflow:examples/sec: 1049.6",
+        "INFO:tensorflow:loss = 6.8, step = 100 (24.4 sec)",
+        "INFO:tensorflow:global_step/sec: 4.2", "INFO:tensorflow:examples/sec: 1075.2",
+        "INFO:tensorflow:loss = 6.7, step = 200 (23.8 sec)",
+        "INFO:tensorflow:Loss for final step: 6.7.", ""])
+    parsed = parse_bytes(log.encode(), source="estimator.log")
+    (run,) = parsed.result.runs
+    assert (parsed.format, run.status, run.throughput, run.throughput_unit) == ("convnet", "ok", 1075.2, "examples/sec")
+    assert run.global_batch_size == 256 and run.details["final_loss"] == "6.7"
+    assert len(parsed.result.steps) == 2
