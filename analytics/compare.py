@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.ratio_stats import Summary, summarize
-from bench.analytics.selection import SYSTEM_TAGS, WORKLOAD
+from bench.analytics.selection import FACTORS, SYSTEM_TAGS, WORKLOAD
 from bench.analytics.store import view_error
 from bench.ingest.errors import BenchError, UsageError
 
@@ -50,11 +50,7 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-#: The factor columns of ``configs``: a configuration is all of them plus ``config_tags``.
-FACTORS = (
-    "framework", "framework_version", "model", "dataset", "data", "mode", "precision", "data_format",
-    "variable_update", "all_reduce", "batch_size_per_device", "device_type", "device_model",
-)
+
 #: A device's type follows from its model, so a compare over either lets both differ: P100 against a CPU
 #: server (``--factor device_model --a P100 --b NULL``) or gpu against tpu.
 DEVICE_FACTORS = ("device_type", "device_model")

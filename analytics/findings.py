@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare import CompareResult, compare
 from bench.analytics.results import rows
-from bench.ingest.errors import BenchError
+from bench.ingest.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb
@@ -55,6 +55,8 @@ class Finding:
 
 @dataclass(frozen=True)
 class Leaderboard:
+    """Each device model's comparison with the baseline device model, the fastest first."""
+
     baseline: str
     results: tuple[CompareResult, ...]
 
@@ -71,7 +73,7 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None) -> 
     else:
         hits = [n for n in names if n == baseline] or [n for n in names if baseline.lower() in n.lower()]
         if len(hits) != 1:
-            raise BenchError(f"--baseline {baseline!r} matches {len(hits)} device models of the selection; "
+            raise UsageError(f"--baseline {baseline!r} matches {len(hits)} device models of the selection; "
                              f"candidates: {', '.join(names[:20])}")
         base = hits[0]
     results = []

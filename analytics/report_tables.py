@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from bench.analytics.compare import FACTORS
 from bench.analytics.compare_text import summary_text
 from bench.analytics.plot_data import device_noun
 from bench.analytics.report_model import Table, slugify
 from bench.analytics.scaling_laws import fit
+from bench.analytics.selection import FACTORS
 
 if TYPE_CHECKING:
     import duckdb

@@ -27,7 +27,8 @@ from bench.ingest.errors import UsageError
 if TYPE_CHECKING:
     import duckdb
 
-#: The factor columns of ``configs`` (sql/configs.sql): a configuration is all of them plus its tags.
+#: The factor columns of ``configs`` (sql/configs.sql), workload and system: a configuration is all of them
+#: plus its tags (FACTORS, in the order the views and tables list them).
 WORKLOAD = ("model", "dataset", "data", "mode", "precision", "data_format", "variable_update", "all_reduce",
             "batch_size_per_device")
 SYSTEM = ("framework", "framework_version", "device_type", "device_model")

@@ -6,6 +6,7 @@ computed here from ../shared/reference/tf-official-2017.csv (or the fixture scri
 from __future__ import annotations
 
 import base64
+import json
 import re
 import shutil
 import statistics
@@ -196,3 +197,17 @@ def test_point_runs_come_in_one_order_whatever_the_group_by_returns(tmp_path: Pa
     assert len(runs) > 500
     assert list(runs) == sorted(runs, key=lambda k: tuple((v is None, v) for v in k))
     assert all(list(ids) == sorted(ids) for ids in runs.values())
+
+
+def test_a_baseline_that_names_no_device_is_a_usage_error(written: tuple[Report, Path], tmp_path: Path) -> None:
+    app = typer.Typer()
+    app.command()(report_command)
+    store = written[1].parent / "store"
+    res = CliRunner().invoke(app, ["--store", str(store), "--baseline", "H100", "--out", str(tmp_path / "r")])
+    assert res.exit_code != 0 and "--baseline 'H100' matches 0 device models" in str(res.exception)
+    res = CliRunner().invoke(app, ["--store", str(store), "--baseline", "P100", "--json", "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    first = doc["findings"][0]
+    assert first["kind"] == "leaderboard" and first["text"].startswith("Tesla K80 is 0.23x Tesla P100-SXM2-16GB")
+    assert first["n"] == 32 and first["ci95"][0] < first["value"] < first["ci95"][1]
