@@ -60,7 +60,7 @@ _GNMT_TRAIN = re.compile(
 )
 _GNMT_PERF = re.compile(r"Performance: Epoch: (\d+)\s+Training: ([\d.]+) Tok/s")
 #: NVIDIA's BERT prints its own summary last: ``{'e2e_time': ..., 'training_sequences_per_second': X, ...}``
-_FINAL_RATE = re.compile(r"'training_sequences_per_second': ([0-9.eE+-]+)")
+_FINAL_RATE = re.compile(r"'training_sequences_per_second': (\d+(?:\.\d+)?)[,}]")
 _ERROR = re.compile(r"(?:[\w.]+\.)?\w*(?:Error|Exception)(?::|$)")
 _LEADING_INT = re.compile(r"\s*(-?\d+)")
 #: MLPerf BERT redefines "epoch" (Google v0.7 logs steps in first_epoch_num, NVIDIA logs samples), and
@@ -86,14 +86,13 @@ _PRINTED_SOURCES = frozenset({"tracked_stats", "final_summary", "speedometer", "
 #: Metadata that says where a line was logged, not what happened.
 _NOT_SAID = frozenset({"file", "lineno", "model", "version", "local_clock"})
 
-
 #: Every substring a line needs for ``parse_lines`` to do anything with it: a compliance line (``:::ML``),
 #: the v0.6 text lines, and the framework lines ``_on_other`` reads (Speedometer, GNMT ``Tok/s``, errors,
 #: out of memory). A line with none of them, like an empty line, is skipped: the registry's C scan gives
 #: such lines as "" (``registry.marked_lines``), so only the ~1 line in 5 of a real log that matters is
 #: read in Python. Keep this in step with ``_on_other`` (tests/ingest/test_mlperf_markers.py).
-MARKERS = (b":::ML", b"MLPerf: ", b"Speed", b"Tok/s", b"training_sequences_per_second", b"Traceback (most recent call last)", b"Error", b"Exception",
-           b"out of memory", b"ResourceExhausted", b"OutOfMemory")
+MARKERS = (b":::ML", b"MLPerf: ", b"Speed", b"Tok/s", b"training_sequences_per_second", b"Traceback (most recent call last)",
+           b"Error", b"Exception", b"out of memory", b"ResourceExhausted", b"OutOfMemory")
 
 
 def sniff(head: str) -> bool:
@@ -147,14 +146,6 @@ def _int(v: Any) -> int | None:
         m = _LEADING_INT.match(v)  # v0.5 "61, but this epoch only has ..."
         return int(m.group(1)) if m else None
     return None
-
-
-def _finite(text: str) -> float | None:
-    try:
-        v = float(text)
-    except ValueError:
-        return None
-    return v if math.isfinite(v) else None
 
 
 def _num(v: Any) -> float | None:
@@ -298,8 +289,8 @@ def _on_other(line: str, st: _State, res: ParseResult, run_index: int, line_no: 
     if "training_sequences_per_second" in body:
         m = _FINAL_RATE.search(body)
         if m:
-            st.final_rate = _finite(m.group(1))
-            return st.final_rate is not None
+            st.final_rate = float(m.group(1))
+            return True
     if "Traceback (most recent call last)" in body:
         st.error, st.error_line = st.error or "Traceback", line_no
     elif ("Error" in body or "Exception" in body) and _ERROR.match(body.strip()):
