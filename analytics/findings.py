@@ -106,21 +106,22 @@ def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]
     """The families with the most runs that were measured at two or more device counts."""
     found = rows(con, f"""
         WITH curves AS (
-            SELECT config_id, any_value(model) AS model, any_value(device_model) AS device,
+            SELECT config_id, any_value(model) AS model, any_value(data) AS data, any_value(device_model) AS device,
                    any_value(precision) AS precision, any_value(batch_size_per_device) AS batch,
                    count(DISTINCT num_devices) AS counts, sum(n_runs) AS runs, max(num_devices) AS largest,
                    arg_max(efficiency, num_devices) AS eff_largest, arg_max(n_ok, num_devices) AS n_largest,
                    min(num_devices) FILTER (WHERE efficiency < {EFFICIENCY_FLOOR}) AS below
             FROM _scaling WHERE efficiency IS NOT NULL GROUP BY config_id)
-        SELECT model, device, precision, batch, largest, eff_largest, n_largest, below, runs
+        SELECT model, data, device, precision, batch, largest, eff_largest, n_largest, below, runs
         FROM curves WHERE counts >= 2 ORDER BY counts DESC, runs DESC, model, device""")
     out: list[Finding] = []
     seen = set()
-    for model, device, precision, batch, largest, eff, n, below, _ in found:
+    for model, data, device, precision, batch, largest, eff, n, below, _ in found:
         if (model, device, precision) in seen or len(out) == MAX_SCALING:
             continue
         seen.add((model, device, precision))
-        what = " ".join(str(v) for v in (model, precision, f"batch {batch}" if batch else None) if v)
+        what = " ".join(str(v) for v in (model, precision, f"{data} data" if data else None,
+                                         f"batch {batch}" if batch else None) if v)
         drop = (f"it falls below {EFFICIENCY_FLOOR:.0%} from {below} devices" if below is not None
                 else f"it stays at or above {EFFICIENCY_FLOOR:.0%} throughout")
         out.append(Finding("scaling", f"{what} on {device or 'its devices'} scales to {largest} devices at "

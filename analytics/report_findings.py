@@ -73,14 +73,15 @@ def _scaling_table(con: duckdb.DuckDBPyConnection) -> Table | None:
     import pandas as pd
 
     found = rows(con, f"""
-        SELECT any_value(model), any_value(device_model), any_value(precision), any_value(batch_size_per_device),
-               count(DISTINCT num_devices), max(num_devices), arg_max(efficiency, num_devices),
-               min(num_devices) FILTER (WHERE efficiency < {fd.EFFICIENCY_FLOOR}), sum(n_runs)
+        SELECT any_value(model), any_value(mode), any_value(data), any_value(device_model), any_value(precision),
+               any_value(batch_size_per_device), count(DISTINCT num_devices), max(num_devices),
+               arg_max(efficiency, num_devices), min(num_devices) FILTER (WHERE efficiency < {fd.EFFICIENCY_FLOOR}),
+               sum(n_runs)
         FROM _scaling WHERE efficiency IS NOT NULL GROUP BY config_id HAVING count(DISTINCT num_devices) >= 2
-        ORDER BY 9 DESC, 1, 2 LIMIT 30""")
+        ORDER BY 11 DESC, 1, 2, 3, 4 LIMIT 30""")
     if not found:
         return None
-    df = pd.DataFrame(found, columns=["model", "device", "precision", "batch/device", "device counts",
+    df = pd.DataFrame(found, columns=["model", "mode", "data", "device", "precision", "batch/device", "device counts",
                                       "largest count", "efficiency at largest [%]", "first count below 80%", "runs"])
     df["efficiency at largest [%]"] = df["efficiency at largest [%]"] * 100.0
     return Table(SCALING, "Scaling: efficiency at each curve's largest device count (the 30 with the most runs)",
