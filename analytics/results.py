@@ -1,9 +1,9 @@
 """Read DuckDB results whole: the one way the analytics take rows from a shared connection.
 
-DuckDB 2.0 keeps a result open until it is read to the end: ``con.execute(sql).fetchone()`` leaves the
-rest pending, and the next ``execute`` on the same connection fails with "connection has an unfinished
-result". Every query here is read with ``rows`` or ``first``, which drain it (a test refuses a stray
-``fetchone`` or ``fetchmany`` anywhere else in the package).
+DuckDB 2.0 keeps a result open until it is read to the end: reading only its first row leaves the rest
+pending, and the next ``execute`` on the same connection fails with "connection has an unfinished result".
+Every query here is read with ``rows`` or ``first``, which drain it (tests/analytics/test_results.py
+refuses a partial fetch anywhere else in the package).
 """
 
 from __future__ import annotations

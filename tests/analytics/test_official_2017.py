@@ -21,6 +21,7 @@ from types import ModuleType
 import duckdb
 import pytest
 
+from bench.analytics.results import first
 from bench.ingest.pipeline import IngestSummary, ingest
 from bench.ingest.store import table_files
 
@@ -193,7 +194,7 @@ def test_speedup_and_efficiency_of_inception3_bs64_synthetic_p100(sheet: Ingeste
 
 def test_median_efficiency_at_8_gpus_over_the_16_configurations(sheet: Ingested) -> None:
     query = SCALING + "SELECT count(*), median(efficiency) FROM scaling WHERE num_devices = 8"
-    n, median = sheet.con.execute(query).fetchone()
+    n, median = first(sheet.con, query)  # type: ignore[misc]
     fig = _published()
     by_hand = statistics.median(fig[k] / fig[(*k[:4], 1)] / 8 for k in fig if k[4] == 8)
     assert n == 16
@@ -221,14 +222,14 @@ def _by_hand(position: int, a: str, b: str, num_devices: int | None = None) -> t
 
 def test_p100_over_k80_median_over_32_pairs(sheet: Ingested) -> None:
     query = _pairs("device_model", "P100", "K80") + "SELECT count(*), median(ratio) FROM pairs"
-    n, median = sheet.con.execute(query).fetchone()
+    n, median = first(sheet.con, query)  # type: ignore[misc]
     assert (n, median) == (32, pytest.approx(_by_hand(3, "P100", "K80")[1], rel=1e-12))
     assert round(median, 2) == 4.40
 
 
 def test_resnet50_over_inception3_median(sheet: Ingested) -> None:
     query = _pairs("model", "resnet50", "inception3") + "SELECT count(*), median(ratio) FROM pairs"
-    n, median = sheet.con.execute(query).fetchone()
+    n, median = first(sheet.con, query)  # type: ignore[misc]
     assert (n, median) == (32, pytest.approx(_by_hand(2, "resnet50", "inception3")[1], rel=1e-12))
     assert round(median, 2) == 1.61
 
