@@ -18,3 +18,23 @@ def corpus() -> Path:
         pytest.skip(f"third-party corpus not present at {CORPUS} (tests read it from ../shared)")
     return CORPUS
 
+
+
+LAMBDA_TARBALL = CORPUS / "tf_cnn_benchmarks" / "lambda-logs.tar.gz"
+#: The README's two --path-patterns for Lambda's archive, for its throughput logs and its thermal telemetry.
+LAMBDA_PATTERNS = [
+    f"{{system}}.logs/{{data_mode}}-{{variable_update}}-{{precision}}-{{num_gpus}}gpus{tail}/{{model}}-{{batch_size_per_device}}/{kind}/{{repeat}}"
+    for kind in ("throughput", "thermal") for tail in ("-{variant}", "")
+]
+
+
+@pytest.fixture(scope="session")
+def lambda_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Lambda's archive ingested once for the session (tests only read it); skips when it is absent."""
+    if not LAMBDA_TARBALL.is_file():
+        pytest.skip(f"Lambda corpus not present at {LAMBDA_TARBALL} (read from ../shared)")
+    from bench.ingest.pipeline import ingest
+
+    root = tmp_path_factory.mktemp("lambda") / "store"
+    ingest([str(LAMBDA_TARBALL)], root, path_patterns=LAMBDA_PATTERNS, workers=0)
+    return root

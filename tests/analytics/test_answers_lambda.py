@@ -9,17 +9,14 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from conftest import LAMBDA_TARBALL
 
 from bench.analytics.compare import compare
 from bench.analytics.results import rows
 from bench.analytics.selection import narrow
 from bench.analytics.store import connect
 
-TARBALL = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "tf_cnn_benchmarks" / "lambda-logs.tar.gz"
-PATTERNS = [  # the README's
-    "{system}.logs/{data_mode}-{variable_update}-{precision}-{num_gpus}gpus-{variant}/{model}-{batch_size_per_device}/throughput/{repeat}",
-    "{system}.logs/{data_mode}-{variable_update}-{precision}-{num_gpus}gpus/{model}-{batch_size_per_device}/throughput/{repeat}",
-]
+TARBALL = LAMBDA_TARBALL
 TOTAL = re.compile(rb"^total images/sec: ([0-9.]+)", re.M)
 A100_1 = "7742-1xA100-SXM4-40GB_TF2_3"
 V100 = "Platinum-Tesla_V100-SXM3-32GB_HP16_TF2_2"
@@ -33,15 +30,9 @@ def total(member: str) -> float:
     return float(TOTAL.findall(data)[-1])
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not TARBALL.is_file():
-        pytest.skip(f"Lambda corpus not present at {TARBALL} (read from ../shared)")
-    from bench.ingest.pipeline import ingest
-
-    root = tmp_path_factory.mktemp("lambda-answers") / "store"
-    ingest([str(TARBALL)], root, path_patterns=PATTERNS, workers=0)
-    return root
+@pytest.fixture
+def store(lambda_store: Path) -> Path:
+    return lambda_store
 
 
 def test_a100_against_v100_each_at_its_own_batch(store: Path) -> None:

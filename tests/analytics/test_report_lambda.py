@@ -12,22 +12,10 @@ from bench.analytics import plot_data
 from bench.analytics.report import Options, build_report
 from bench.analytics.store import connect
 
-TARBALL = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "tf_cnn_benchmarks" / "lambda-logs.tar.gz"
-PATTERNS = [
-    f"{{system}}.logs/{{data_mode}}-{{variable_update}}-{{precision}}-{{num_gpus}}gpus{tail}/{{model}}-{{batch_size_per_device}}/{kind}/{{repeat}}"
-    for kind in ("throughput", "thermal") for tail in ("", "-{mode_dir}")
-]
 
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not TARBALL.is_file():
-        pytest.skip(f"Lambda corpus not present at {TARBALL} (read from ../shared)")
-    from bench.ingest.pipeline import ingest
-
-    root = tmp_path_factory.mktemp("lambda") / "store"
-    ingest([str(TARBALL)], root, path_patterns=PATTERNS, workers=0)
-    return root
+@pytest.fixture
+def store(lambda_store: Path) -> Path:
+    return lambda_store
 
 
 def test_throughput_per_gpu_across_systems_and_a_trace(store: Path) -> None:
