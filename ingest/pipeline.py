@@ -24,7 +24,7 @@ from typing import Any
 from bench.ingest import bigfile, registry, rundir, runjson
 from bench.ingest import patterns as pat
 from bench.ingest.compact import maybe_merge
-from bench.ingest.errors import BenchError, UsageError
+from bench.ingest.errors import BenchError
 from bench.ingest.items import DEFAULT_LIMITS, READ_ERRORS, Item, Limits
 from bench.ingest.memory import tuned
 from bench.ingest.pool import Job, ParserPool, file_ref
@@ -123,8 +123,7 @@ def ingest(
     stopped as a decompression bomb (its read_error problem says so). ``earlier``: sources rows of versions
     of the files that are not in this store (a rebuild's old generation), for ``versions``.
     """
-    if fmt is not None and fmt not in registry.FORMAT_MODULES:
-        raise UsageError(f"unknown format {fmt!r}; `bench ingest --list-formats` lists them")
+    registry.check_format(fmt)
     missing = [p for p in paths if not os.path.exists(p)]
     if missing:
         raise BenchError(f"no such file or directory: {', '.join(missing)}")

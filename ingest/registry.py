@@ -49,6 +49,14 @@ class FormatModule(Protocol):
 _LOADED: dict[str, FormatModule] = {}
 
 
+def check_format(fmt: str | None) -> None:
+    """UsageError (exit 2) for a forced format that names no parser; None forces nothing."""
+    from bench.ingest.errors import UsageError
+
+    if fmt is not None and fmt not in FORMAT_MODULES:
+        raise UsageError(f"unknown format {fmt!r}; `bench ingest --list-formats` lists them")
+
+
 def load(name: str) -> FormatModule:
     """The format module called ``name`` (imported once, then cached: detection asks for every format of
     every file); raises KeyError for an unknown name."""

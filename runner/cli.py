@@ -126,8 +126,9 @@ def run_command(
                    data_format=data_format, precision=precision, optimizer=optimizer, data_dir=data_dir,
                    decode_threads=decode_threads, xla=xla, extra_args=trainer_args, launcher=launcher,
                    hosts=hosts, np=np, gloo=gloo, timeout_s=timeout, tags=parse_tags(tag or []), command=command)
-    if fmt is not None:
-        lr.check_format(fmt)
+    from bench.ingest.registry import check_format
+
+    check_format(fmt)
     if sbatch:
         if launcher != "slurm":
             raise typer.BadParameter("--sbatch needs --launcher slurm")

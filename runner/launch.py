@@ -395,14 +395,6 @@ def describe(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
-def check_format(fmt: str) -> None:
-    """UsageError, before anything runs, for a --format that names no parser."""
-    from bench.ingest import registry
-
-    if fmt not in registry.FORMAT_MODULES:
-        raise UsageError(f"unknown --format {fmt!r}; `bench ingest --list-formats` lists them")
-
-
 def ingest_runs(run_dirs: Sequence[Path], store: Path, fmt: str | None = None) -> dict[str, dict[str, Any]]:
     """Ingest the run directories into ``store``; return {run dir name: runs-row fields} for the rows this
     ingest added under one of them (images_per_sec, images_per_sec_stderr, status, ...; ``fmt`` forces the

@@ -87,7 +87,7 @@ def test_shell_runs_the_command_through_sh(tmp_path: Path) -> None:
     (["--", "./not/here.py"], "the command './not/here.py' was not found"),
     (["--model", "resnet50", "--", "python", "train.py"], "--model configure the bundled trainer"),
     (["--tag", "batch_size_per_device=big", "--", "python"], "batch_size_per_device is a whole number"),
-    (["--format", "nosuch", "--", "python"], "unknown --format 'nosuch'"),
+    (["--format", "nosuch", "--", "python"], "unknown format 'nosuch'"),
     (["--shell"], "--shell needs a command"),
 ])
 def test_commands_that_cannot_run_are_usage_errors_before_anything_is_made(tmp_path: Path, args: list[str],
