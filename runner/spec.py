@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from bench.ingest.errors import UsageError
+from bench.ingest.patterns import INT_COLUMNS
 
 LAUNCHERS = ("local", "horovodrun", "mpirun", "slurm")
 #: variable-update modes whose processes are configured by TF_CONFIG (bench.runner.train.cluster)
@@ -30,8 +31,6 @@ ENV_PREFIXES = ("CUDA_", "NCCL_", "HOROVOD_", "TF_", "OMP_", "SLURM_")
 #: always exported to MPI ranks (Horovod's documented mpirun line), besides the ENV_PREFIXES variables
 MPI_BASE_ENV = ("LD_LIBRARY_PATH", "PATH", "PYTHONUNBUFFERED")
 DEFAULT_TRAINER: tuple[str, ...] = (sys.executable, "-m", "bench.runner.train.trainer")
-#: tags that fill an integer column of the store (bench.ingest.patterns), checked here before anything runs
-INT_TAG_COLUMNS = ("batch_size_per_device", "global_batch_size", "num_gpus", "num_devices", "num_nodes", "num_ranks")
 _HOST = re.compile(r"^([A-Za-z0-9._-]+)(?::(\d+))?$")
 
 #: RunSpec field -> trainer option; a None value is left out (the trainer's default applies)
@@ -102,7 +101,7 @@ class RunSpec:
             if self.variable_update in CLUSTER_MODES:
                 raise UsageError("a command starts its own processes; --variable-update is for the bundled trainer")
         for key, value in self.tags:
-            if key in INT_TAG_COLUMNS and not value.isdigit():
+            if key in INT_COLUMNS and not value.isdigit():  # a tag that fills a whole-number column
                 raise UsageError(f"--tag {key}={value}: {key} is a whole number")
         if self.launcher not in LAUNCHERS:
             raise UsageError(f"unknown launcher {self.launcher!r}; use one of {', '.join(LAUNCHERS)}")
