@@ -147,7 +147,8 @@ def compare(
         raise UsageError(f"--equivalence is a fraction such as 0.05 (for ±5%), got {equivalence}")
     view = METRICS[metric]
     column = f"config_tags['{factor}']" if tag else factor
-    values_table = _select(con, f"SELECT DISTINCT {column} AS v FROM {view}", view, where)
+    source = f"(SELECT * FROM {view} WHERE ({where}))" if where else view
+    values_table = _select(con, f"SELECT DISTINCT {column} AS v FROM {source}", view, where)
     values = values_table.column("v").to_pylist()
     if tag and all(v is None for v in values) and values:
         raise UsageError(f"unknown factor {factor!r}: neither a factor ({', '.join(FACTORS)}) nor a tag of "
@@ -157,7 +158,7 @@ def compare(
     if va == vb:
         raise UsageError(f"--a and --b both select {factor} = {va!r}; compare two different values")
     cols = [*FACTORS, "config_tags", "num_devices", "num_nodes", metric, *(["baseline_devices"] if view == "scaling" else [])]
-    rows = _select(con, f"SELECT {', '.join(cols)}, {column} AS _factor FROM {view} WHERE ({column} IS NOT DISTINCT FROM $a "
+    rows = _select(con, f"SELECT {', '.join(cols)}, {column} AS _factor FROM {source} WHERE ({column} IS NOT DISTINCT FROM $a "
                         f"OR {column} IS NOT DISTINCT FROM $b)", view, where, {"a": va, "b": vb}).to_pylist()
     for r in rows:
         value = r.pop("_factor")
@@ -173,11 +174,9 @@ def compare(
 
 def _select(con: duckdb.DuckDBPyConnection, sql: str, view: str, where: str | None,
             params: dict[str, Any] | None = None) -> pa.Table:
-    """``sql`` over ``view`` (its WHERE, if any, and ``where`` both apply), as one Arrow table."""
+    """``sql`` (over ``view``, narrowed by ``where``) as one Arrow table; a failure names them."""
     import duckdb
 
-    if where:
-        sql = f"SELECT * FROM ({sql.replace(f'FROM {view}', f'FROM (SELECT * FROM {view} WHERE ({where}))', 1)})"
     try:
         return con.sql(sql, params=params or None).to_arrow_table()
     except duckdb.Error as e:
