@@ -74,14 +74,17 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options) -> Report:
     selection = Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])
     mlperf = mlperf_sections(con, opts.equivalence, opts.mlperf_compare)
     throughput = bool(len(configs)) and bool(first(con, "SELECT 1 FROM _configs WHERE images_per_sec > 0 LIMIT 1"))
-    sections = [findings, *(mlperf if mlperf and not throughput else []), selection]
-    if throughput:  # an MLPerf selection has times to train, no images/s: its sections lead instead
+    # an MLPerf selection leads with its scores (its ResNet logs also give images/s: those sections follow)
+    lead = bool(mlperf) and bool(first(con, "SELECT bool_and(format = 'mlperf') FROM runs")[0])  # type: ignore[index]
+    sections = [findings, *(mlperf if lead else []), selection]
+    if throughput:  # without images/s (only times to train), the throughput sections are left out
         sections += _family_sections(con, configs, runs, opts.max_families)
         sections += _ratio_section(con, configs, runs, opts.equivalence)
         sections += _shown(Section("Scaling laws"), [tab.fits_table(con, labels, runs)], SHOWN_FITS)
     sections += _shown(Section("Flagged runs"), [sel.flags_table(con, labels)], SHOWN_FLAGS)
     if throughput:
         sections += _per_device_sections(configs, con)
+    if not lead:
         sections += mlperf
     sections += _trace_sections(con, opts.trace)
     sections.append(method_section())

@@ -67,3 +67,12 @@ def test_best_shows_both_systems_and_ignore_framework_pairs_an_ipu_with_a_gpu(st
     assert blocked.pairs == ()  # Graphcore's TensorFlow/PopART against NGC: frameworks differ, and nodes (1 vs 2, 8)
     lifted = compare_scores(connect(store), "device_type", "ipu", "gpu", best=True, ignore=("framework", "num_nodes"))
     assert lifted.pairs and all(p.differs and "framework" in p.differs for p in lifted.pairs)
+
+
+def test_an_mlperf_report_leads_with_its_scores(store: Path, tmp_path: Path) -> None:
+    from bench.analytics.report import Options, build_report
+
+    report = build_report(connect(store), Options())
+    titles = [s.title for s in report.sections if s.level == 2 and not s.detail]
+    assert titles[0] == "Findings" and titles[1].startswith("MLPerf"), titles[:4]
+    assert titles.index("Selection") > 1
