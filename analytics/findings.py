@@ -146,7 +146,7 @@ def effect_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]:
 def trust_findings(con: duckdb.DuckDBPyConnection, status_link: str, configs_link: str) -> list[Finding]:
     out = []
     bad = rows(con, """SELECT count(*), (SELECT coalesce(status_detail, status) FROM runs WHERE status <> 'ok'
-                                        GROUP BY ALL ORDER BY count(*) DESC LIMIT 1)
+                                        GROUP BY ALL ORDER BY count(*) DESC, 1 LIMIT 1)
                        FROM runs WHERE status <> 'ok' OR status IS NULL""")
     total = rows(con, "SELECT count(*) FROM runs")[0][0]
     if bad and bad[0][0]:
