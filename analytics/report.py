@@ -2,8 +2,8 @@
 
 :func:`build_report` narrows a store connection to the selection and builds the report as plain data
 (report_model: tables of unformatted numbers with the runs behind each, figures as PNG bytes);
-:func:`write_report` writes it into a folder: ``report.html`` (one self-contained file: CSS inline, PNGs
-as data: URIs, no script, no network), ``report.md`` with ``figures/*.png`` beside it, and every table
+:func:`write_report` writes it into a folder: ``report.html`` (one self-contained file: CSS inline, SVGs
+as data: URIs, no script, no network), ``report.md`` with ``figures/*.svg`` beside it, and every table
 as ``tables/<slug>.csv``. Section order: findings, (an MLPerf selection's scores), selection, families (the
 most informative first), ratios, scaling laws, flagged runs, throughput per device across systems, MLPerf,
 trace, method, provenance. The page is bounded: long lists show their head, and the rest goes to CSV only
@@ -26,7 +26,7 @@ from bench.analytics.report_findings import findings_section, method_section
 from bench.analytics.report_html import render_html
 from bench.analytics.report_md import render_md, unique_slugs, write_assets
 from bench.analytics.report_mlperf import mlperf_sections
-from bench.analytics.report_model import Figure, Report, Section, Table, png_bytes, slugify
+from bench.analytics.report_model import Figure, Report, Section, Table, svg_bytes, slugify
 from bench.analytics.results import first
 from bench.analytics.store import connect
 from bench.ingest.errors import BenchError
@@ -200,7 +200,7 @@ def _per_device_sections(configs: object, con: duckdb.DuckDBPyConnection) -> lis
         slug = slugify(f"per-{noun.lower()}-{title}")
         if i < SHOWN_PER_DEVICE:
             fig = figs.per_device_figure(df, title, noun)
-            sec.figures.append(Figure(slug, f"Throughput per {noun}: {title}", png_bytes(fig)))
+            sec.figures.append(Figure(slug, f"Throughput per {noun}: {title}", svg_bytes(fig)))
             fig.clear()
         wide = df.pivot_table(index="label", columns="num_devices", values="images_per_device", aggfunc="first")
         wide.columns = [f"{int(c)} {noun} [images/s per {noun}]" for c in wide.columns]
@@ -223,7 +223,7 @@ def _trace_sections(con: duckdb.DuckDBPyConnection, run_id: str | None) -> list[
 
 
 def write_report(report: Report, out: Path) -> Path:
-    """Write report.html, report.md, figures/*.png and tables/*.csv into ``out``; returns report.html.
+    """Write report.html, report.md, figures/*.svg and tables/*.csv into ``out``; returns report.html.
     Raises BenchError when ``out`` cannot be written."""
 
     unique_slugs(report)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics import plot_data, plots
 from bench.analytics.plots import new_figure
-from bench.analytics.report_model import Figure, png_bytes, slugify
+from bench.analytics.report_model import Figure, svg_bytes, slugify
 from bench.analytics.report_tables import label_of
 from bench.analytics.results import first
 
@@ -54,7 +54,7 @@ def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFra
     for kind, draw in kinds:
         fig = draw(df)
         fig.suptitle(plots.wrap(name, 90), fontsize=9)
-        out.append(Figure(f"fig-{slugify(name)[:60]}-{kind}", f"{kind.capitalize()}: {name}{note}", png_bytes(fig), run_ids))
+        out.append(Figure(f"fig-{slugify(name)[:60]}-{kind}", f"{kind.capitalize()}: {name}{note}", svg_bytes(fig), run_ids))
         _close(fig)
     return out
 
@@ -114,7 +114,7 @@ def trace_figure(con: duckdb.DuckDBPyConnection, run_id: str | None) -> Figure |
     steps, telemetry = plot_data.trace_frames(con, where=f"run_id = '{run_id.replace(chr(39), chr(39) * 2)}'")
     fig = plots.trace(steps, telemetry)
     out = Figure(slugify(f"trace-{run_id}"), f"Trace of run {run_id}: throughput per interval and GPU telemetry",
-                 png_bytes(fig), (run_id,))
+                 svg_bytes(fig), (run_id,))
     _close(fig)
     return out
 

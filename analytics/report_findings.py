@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from bench.analytics import findings as fd
 from bench.analytics.plots import new_figure
-from bench.analytics.report_model import Figure, Section, Table, png_bytes
+from bench.analytics.report_model import Figure, Section, Table, svg_bytes
 from bench.analytics.results import rows
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def _leaderboard_figure(board: fd.Leaderboard) -> Figure:
     ax.axvline(1.0, color="grey", linewidth=0.8)
     ax.set_yticks(range(len(names)), names)
     ax.set_xlabel(f"images/s relative to {board.baseline} (geometric mean, 95% CI)")
-    out = Figure(f"{LEADERBOARD}-figure", f"Device leaderboard against {board.baseline}", png_bytes(fig))
+    out = Figure(f"{LEADERBOARD}-figure", f"Device leaderboard against {board.baseline}", svg_bytes(fig))
     fig.clear()
     return out
 

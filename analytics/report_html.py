@@ -66,18 +66,18 @@ def html_table(t: Table, anchors: set[str] | None = None) -> str:
 
 
 def html_figure(f: Figure, inline: bool = True) -> str:
-    """A figure inline as a base64 PNG data: URI, with its caption (and the runs it draws, as a title); or,
-    past the page's budget, a link to its file beside the page (figures/<slug>.png)."""
+    """A figure inline as a base64 SVG data: URI, with its caption (and the runs it draws, as a title); or,
+    past the page's budget, a link to its file beside the page (figures/<slug>.svg)."""
     if not inline:
-        return (f'<figure id="{_e(f.slug)}"><a href="figures/{_e(f.slug)}.png">{_e(f.caption)}</a>'
+        return (f'<figure id="{_e(f.slug)}"><a href="figures/{_e(f.slug)}.svg">{_e(f.caption)}</a>'
                 "<figcaption>(a figure file beside this page)</figcaption></figure>")
-    data = base64.b64encode(f.png).decode("ascii")
+    data = base64.b64encode(f.svg).decode("ascii")
     runs = f' title="runs: {_e(" ".join(f.run_ids))}"' if f.run_ids and len(f.run_ids) <= 200 else ""
-    return (f'<figure id="{_e(f.slug)}"><img src="data:image/png;base64,{data}" alt="{_e(f.caption)}"{runs}>'
+    return (f'<figure id="{_e(f.slug)}"><img src="data:image/svg+xml;base64,{data}" alt="{_e(f.caption)}"{runs}>'
             f"<figcaption>{_e(f.caption)}</figcaption></figure>")
 
 
-#: Bytes of PNG inlined into report.html, in page order; later figures are linked files (the page stays small).
+#: Bytes of SVG inlined into report.html, in page order; later figures are linked files (the page stays small).
 INLINE_BUDGET = 1_000_000
 
 
@@ -91,7 +91,7 @@ def _section(sec: Section, budget: list[int], anchors: set[str]) -> str:
     if sec.figures:  # side by side where the page is wide enough: a family's three figures in one row
         shown = []
         for f in sec.figures:
-            budget[0] -= len(f.png) * 4 // 3
+            budget[0] -= len(f.svg) * 4 // 3
             shown.append(html_figure(f, inline=budget[0] >= 0))
         parts.append('<div class="figs">' + "".join(shown) + "</div>")
     return "\n".join(parts)

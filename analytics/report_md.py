@@ -1,5 +1,5 @@
-"""``bench report`` writers for the folder: report.md (figures linked as figures/<slug>.png) and the
-files beside it (figures/*.png, tables/*.csv with the numbers unformatted, NULL as an empty field).
+"""``bench report`` writers for the folder: report.md (figures linked as figures/<slug>.svg) and the
+files beside it (figures/*.svg, tables/*.csv with the numbers unformatted, NULL as an empty field).
 Text from the store is written as is in Markdown table cells, with ``|`` and newlines escaped."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ if TYPE_CHECKING:
 
 
 def write_assets(report: Report, out: Path) -> None:
-    """figures/<slug>.png and tables/<slug>.csv of every section (a slug seen twice gets a -2 suffix)."""
+    """figures/<slug>.svg and tables/<slug>.csv of every section (a slug seen twice gets a -2 suffix)."""
     (out / "figures").mkdir(exist_ok=True)
     (out / "tables").mkdir(exist_ok=True)
     for sec in report.sections:
         for fig in sec.figures:
-            (out / "figures" / f"{fig.slug}.png").write_bytes(fig.png)
+            (out / "figures" / f"{fig.slug}.svg").write_bytes(fig.svg)
         for t in sec.tables:
             t.frame.to_csv(out / "tables" / f"{t.slug}.csv", index=False)
 
@@ -68,5 +68,5 @@ def render_md(report: Report) -> str:
         for t in sec.tables:
             lines += md_table(t)
         for f in sec.figures:
-            lines += [f"![{f.caption}](figures/{f.slug}.png)", ""]
+            lines += [f"![{f.caption}](figures/{f.slug}.svg)", ""]
     return "\n".join(lines) + "\n"

@@ -21,7 +21,7 @@ from bench.analytics.compare import CompareResult
 from bench.analytics.compare_mlperf import compare_scores
 from bench.analytics.compare_text import summary_text
 from bench.analytics.plots import new_figure
-from bench.analytics.report_model import Figure, Section, Table, png_bytes
+from bench.analytics.report_model import Figure, Section, Table, svg_bytes
 
 if TYPE_CHECKING:
     import duckdb
@@ -153,6 +153,6 @@ def _time_to_train_figure(con: duckdb.DuckDBPyConnection) -> Figure | None:
     ax.set_title("MLPerf time to train against devices (a line: one submitter's sets of a benchmark)", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
     ax.grid(which="both", linestyle=":", alpha=0.4)
-    out = Figure("mlperf-time-to-train", "MLPerf time to train against devices, log-log", png_bytes(fig))
+    out = Figure("mlperf-time-to-train", "MLPerf time to train against devices, log-log", svg_bytes(fig))
     fig.clear()
     return out

@@ -43,11 +43,11 @@ class Table:
 
 @dataclass
 class Figure:
-    """One figure as PNG bytes. ``slug``: file name (figures/<slug>.png) and anchor."""
+    """One figure as SVG bytes. ``slug``: file name (figures/<slug>.svg) and anchor."""
 
     slug: str
     caption: str
-    png: bytes
+    svg: bytes
     run_ids: tuple[str, ...] = ()
 
 
@@ -99,10 +99,18 @@ def slugify(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:80] or "x"
 
 
-def png_bytes(fig: Any, dpi: int = 100) -> bytes:
-    """A matplotlib Figure as PNG bytes (written once; the HTML inlines them, the Markdown links a file)."""
+def svg_bytes(fig: Any) -> bytes:
+    """A matplotlib Figure as SVG bytes (written once; the HTML inlines them, the Markdown links a file).
+
+    SVG, not PNG: its text stays text (``svg.fonttype`` none: the viewer's sans-serif draws it), so a figure
+    is a third of a 100-dpi PNG's bytes, sharp at any zoom, and written in half the time (rasterising the
+    glyphs was a third of ``bench report`` on Lambda's 3,949 runs). No date and a fixed id salt: the same
+    store gives the same bytes."""
     import io
 
+    import matplotlib
+
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "bench-report"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
     return buf.getvalue()

@@ -37,10 +37,11 @@ def select_runs(con: duckdb.DuckDBPyConnection, where: str | None, ignore: Seque
     n = int(first(con, "SELECT count(*) FROM runs")[0])  # type: ignore[index]
     if n == 0:
         raise BenchError("no run matches" + (f" --where {where!r}" if where else " (the store is empty)"))
-    # computed once: every section reads them
-    con.execute("CREATE TEMP TABLE _configs AS SELECT * FROM configs")
-    con.execute("CREATE TEMP TABLE _scaling AS SELECT * FROM scaling")
-    con.execute("CREATE TEMP TABLE _report_runs AS SELECT * FROM report_runs")
+    # computed once: every section reads them, and the views of these names now read them too (a temporary
+    # view shadows the store's), so compare, fit and effects do not recompute configs per call
+    for view in ("configs", "scaling", "report_runs"):
+        con.execute(f"CREATE TEMP TABLE _{view} AS SELECT * FROM {view}")
+        con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM _{view}")
     return n
 
 

@@ -113,15 +113,15 @@ def test_dell_style_figures_and_files(written: tuple[Report, Path]) -> None:
     family = [f for f in figures if f.slug.startswith("fig-")]
     assert len(family) == 8 * 3  # 8 families × (throughput, speedup, efficiency), not one per run
     assert sum(f.slug.startswith("per-gpu") for f in figures) == 2  # inception3, resnet50 across P100/K80
-    assert all(f.png.startswith(b"\x89PNG") for f in figures)
+    assert all(f.svg.startswith(b"<?xml") and b"<svg" in f.svg[:1000] for f in figures)
     assert (out / "report.md").read_text().count("![") == len(figures)
-    assert len(list((out / "figures").glob("*.png"))) == len(figures)
+    assert len(list((out / "figures").glob("*.svg"))) == len(figures)
     prov = pd.read_csv(out / "tables" / "provenance.csv")
     assert len(prov) == 64 and prov["sha256 (prefix)"].str.len().eq(12).all()
     html = (out / "report.html").read_text()
     assert "TF 2017 &lt;sheet&gt;" in html and "<script" not in html
     # nothing fetched: anchors, data: URIs, and figures past the page's inline budget as files beside it
-    assert not re.search(r'(src|href)="(?!#|data:|figures/[\w-]+\.png")', html)
+    assert not re.search(r'(src|href)="(?!#|data:|figures/[\w-]+\.svg")', html)
     assert len(html) <= 2_000_000
     assert html.count('id="run-') == 64 and re.search(r'<a href="#run-[0-9a-f]{16}-0" title="runs: ', html)
 
@@ -172,15 +172,15 @@ def test_report_opens_in_headless_chromium(written: tuple[Report, Path], tmp_pat
     shutil.copy(shot, "/tmp/report-shot.png")
     dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
     srcs = re.findall(r'<img src="([^"]*)"', dom)
-    linked = re.findall(r'<a href="figures/([\w-]+)\.png"', dom)
+    linked = re.findall(r'<a href="figures/([\w-]+)\.svg"', dom)
     assert len(srcs) + len(linked) == sum(len(s.figures) for s in written[0].sections) and len(srcs) > 0
-    assert all((written[1] / "figures" / f"{slug}.png").is_file() for slug in linked)
+    assert all((written[1] / "figures" / f"{slug}.svg").is_file() for slug in linked)
     headings = re.findall(r"<h2[^>]*>([^<]*)</h2>", dom)
     assert headings[0] == "Findings" and "Method" in headings  # the findings come first
     for src in srcs:
-        assert src.startswith("data:image/png;base64,")
+        assert src.startswith("data:image/svg+xml;base64,")
         data = base64.b64decode(src.split(",", 1)[1], validate=True)
-        assert data.startswith(b"\x89PNG") and len(data) > 1000
+        assert data.startswith(b"<?xml") and b"<svg" in data[:1000] and len(data) > 1000
 
 
 def test_point_runs_come_in_one_order_whatever_the_group_by_returns(tmp_path: Path) -> None:
