@@ -126,16 +126,31 @@ class CompareResult:
         }
 
 
+@dataclass(frozen=True)
+class ViewRows:
+    """Every row of one view as compare reads it (Arrow schema and Python dicts), read once for the many
+    compare calls of one selection (bench report's ratio tables and findings: converting each call's
+    rows to Python was a tenth of the report on Lambda's archive), keyed by (view, where)."""
+
+    schema: pa.Schema
+    rows: list[dict[str, Any]]
+
+
+#: What a caller of many compares keeps between them: the rows read, by (view, where).
+CompareCache = dict[tuple[str, str | None], ViewRows]
+
+
 def compare(
     con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, metric: str = "images_per_sec",
-    where: str | None = None, equivalence: float | None = None,
+    where: str | None = None, equivalence: float | None = None, cache: CompareCache | None = None,
 ) -> CompareResult:
     """Pair the configurations whose ``factor`` is A with those whose factor is B; ratio = A / B.
 
     ``con`` must have the view ``configs`` (metric images_per_sec) or ``scaling`` (speedup, efficiency).
     ``where`` is a SQL boolean expression over that view's columns, applied before matching A and B.
     ``equivalence`` is the margin m of "A and B within ±m" (0.05 = 5%). Raises BenchError for an
-    unknown factor or metric, a bad --where, or an A / B that matches no value or several.
+    unknown factor or metric, a bad --where, or an A / B that matches no value or several. ``cache``: a dict
+    kept by a caller that compares many times over the same views (:class:`ViewRows`); filled here.
     """
     factor = ALIASES.get(factor, factor)
     tag = factor not in FACTORS
@@ -146,24 +161,21 @@ def compare(
     if equivalence is not None and not 0 < equivalence < 1:
         raise UsageError(f"--equivalence is a fraction such as 0.05 (for ±5%), got {equivalence}")
     view = METRICS[metric]
-    column = f"config_tags['{factor}']" if tag else factor
-    source = f"(SELECT * FROM {view} WHERE ({where}))" if where else view
-    values_table = _select(con, f"SELECT DISTINCT {column} AS v FROM {source}", view, where)
-    values = values_table.column("v").to_pylist()
+    read = None if cache is None else cache.get((view, where))
+    if read is None:
+        read = _read(con, view, where)
+        if cache is not None:
+            cache[(view, where)] = read
+    of = (lambda r: _tags(r["config_tags"]).get(factor)) if tag else (lambda r: r[factor])
+    values = list(dict.fromkeys(of(r) for r in read.rows))
     if tag and all(v is None for v in values) and values:
         raise UsageError(f"unknown factor {factor!r}: neither a factor ({', '.join(FACTORS)}) nor a tag of "
                          "the selected runs")
-    numeric = not tag and _is_numeric(values_table.schema.field("v").type)
+    numeric = not tag and _is_numeric(read.schema.field(factor).type)
     va, vb = (resolve_value(values, factor, text, numeric=numeric) for text in (a, b))
     if va == vb:
         raise UsageError(f"--a and --b both select {factor} = {va!r}; compare two different values")
-    cols = [*FACTORS, "config_tags", "num_devices", "num_nodes", metric, *(["baseline_devices"] if view == "scaling" else [])]
-    rows = _select(con, f"SELECT {', '.join(cols)}, {column} AS _factor FROM {source} WHERE ({column} IS NOT DISTINCT FROM $a "
-                        f"OR {column} IS NOT DISTINCT FROM $b)", view, where, {"a": va, "b": vb}).to_pylist()
-    for r in rows:
-        value = r.pop("_factor")
-        if tag:
-            r[factor] = value
+    rows = [dict(r) | ({factor: v} if tag else {}) for r in read.rows if (v := of(r)) == va or v == vb]
     if metric == "images_per_sec" and (factor in SYSTEM_FACTORS or factor in SYSTEM_TAGS):
         pairs, unmatched, n_base = (*pair_systems(rows, factor, va, metric), 0)
     else:
@@ -172,15 +184,18 @@ def compare(
     return CompareResult(factor, va, vb, metric, tuple(pairs), tuple(unmatched), summary)
 
 
-def _select(con: duckdb.DuckDBPyConnection, sql: str, view: str, where: str | None,
-            params: dict[str, Any] | None = None) -> pa.Table:
-    """``sql`` (over ``view``, narrowed by ``where``) as one Arrow table; a failure names them."""
+def _read(con: duckdb.DuckDBPyConnection, view: str, where: str | None) -> ViewRows:
+    """The columns compare reads of every row of ``view`` that ``where`` selects (one query; the pairing
+    is done in Python); a failure names the view and the --where."""
     import duckdb
 
+    metrics = [m for m, v in METRICS.items() if v == view] + (["baseline_devices"] if view == "scaling" else [])
+    cols = ", ".join([*FACTORS, "config_tags", "num_devices", "num_nodes", *metrics])
     try:
-        return con.sql(sql, params=params or None).to_arrow_table()
+        table = con.sql(f"SELECT {cols} FROM {view} WHERE ({where or 'true'})").to_arrow_table()
     except duckdb.Error as e:
         raise view_error(e, view, where) from e
+    return ViewRows(table.schema, table.to_pylist())
 
 
 def _is_numeric(t: pa.DataType) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from bench.analytics.compare import CompareResult, compare
+from bench.analytics.compare import CompareCache, CompareResult, compare
 from bench.analytics.results import rows
 from bench.ingest.errors import UsageError
 
@@ -61,7 +61,8 @@ class Leaderboard:
     results: tuple[CompareResult, ...]
 
 
-def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None) -> Leaderboard | None:
+def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None,
+                cache: CompareCache | None = None) -> Leaderboard | None:
     """Each device model against the baseline device model; None when fewer than two devices have values."""
     counts = rows(con, """SELECT device_model, count(DISTINCT config_id) FROM _configs
                           WHERE device_model IS NOT NULL AND images_per_sec > 0 GROUP BY ALL ORDER BY 2 DESC, 1""")
@@ -78,7 +79,7 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None) -> 
         base = hits[0]
     results = []
     for name in [n for n in names if n != base][:MAX_DEVICES]:
-        res = compare(con, "device_model", name, base)
+        res = compare(con, "device_model", name, base, cache=cache)
         if res.pairs:
             results.append(res)
     results.sort(key=lambda r: -(r.summary.geomean or 0.0))
@@ -109,11 +110,14 @@ def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]
             SELECT config_id, any_value(model) AS model, any_value(data) AS data, any_value(device_model) AS device,
                    any_value(precision) AS precision, any_value(batch_size_per_device) AS batch,
                    count(DISTINCT num_devices) AS counts, sum(n_runs) AS runs, max(num_devices) AS largest,
-                   arg_max(efficiency, num_devices) AS eff_largest, arg_max(n_ok, num_devices) AS n_largest,
+                   -- the largest count on the fewest nodes: one row, whatever order the scan gives
+                   arg_max(efficiency, num_devices * 1000000 - coalesce(num_nodes, 1)) AS eff_largest,
+                   arg_max(n_ok, num_devices * 1000000 - coalesce(num_nodes, 1)) AS n_largest,
                    min(num_devices) FILTER (WHERE efficiency < {EFFICIENCY_FLOOR}) AS below
             FROM _scaling WHERE efficiency IS NOT NULL GROUP BY config_id)
         SELECT model, data, device, precision, batch, largest, eff_largest, n_largest, below, runs
-        FROM curves WHERE counts >= 2 ORDER BY counts DESC, runs DESC, model, device""")
+        FROM curves WHERE counts >= 2
+        ORDER BY counts DESC, runs DESC, model, device, precision, data, batch, config_id  -- ties: one order""")
     out: list[Finding] = []
     seen = set()
     for model, data, device, precision, batch, largest, eff, n, below, _ in found:
@@ -129,13 +133,13 @@ def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]
     return out
 
 
-def effect_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]:
+def effect_findings(con: duckdb.DuckDBPyConnection, link: str, cache: CompareCache | None = None) -> list[Finding]:
     out = []
     for factor, a, b in EFFECTS:
         present = {str(r[0]) for r in rows(con, f"SELECT DISTINCT {factor} FROM _configs WHERE {factor} IS NOT NULL")}
         if not {a, b} <= present:
             continue
-        res = compare(con, factor, a, b)
+        res = compare(con, factor, a, b, cache=cache)
         s = res.summary
         if s.n:
             out.append(Finding("effect", f"{factor} {a} gives {s.geomean:.2f}x the images/s of {b}, all else equal "

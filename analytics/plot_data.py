@@ -33,8 +33,12 @@ from bench.analytics.store import view_error
 from bench.ingest.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import duckdb
     import pandas as pd
+
+    from bench.analytics.scaling_laws import ConfigFit
 
 #: Factors a series label may name, in the order they are written.
 LABEL_FACTORS = (
@@ -114,17 +118,20 @@ def scaling_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by: 
 
 
 def usl_frame(con: duckdb.DuckDBPyConnection, scaling: pd.DataFrame, where: str | None = None,
-              points: int = 50) -> pd.DataFrame:
+              points: int = 50, fits: Sequence[ConfigFit] | None = None) -> pd.DataFrame:
     """The fitted USL speedup curve of each configuration of ``scaling`` that ``scaling_laws.fit`` fits
     (3+ device counts): config_id, label, num_devices (float, from the baseline to the largest measured
     count), usl_speedup. S(N) = n / (1 + a(n-1) + b n(n-1)), n = N / baseline_devices; points where the
-    denominator is not positive are left out."""
+    denominator is not positive are left out. ``fits``: the fits of ``con`` when the caller has them already
+    (``where`` is then unused)."""
     import numpy as np
     import pandas as pd
 
     labels = dict(zip(scaling["config_id"], scaling["label"], strict=False))
     rows: list[dict[str, Any]] = []
-    for cf in fit(con, where=_where(where) + " AND num_devices > 0").fits:
+    if fits is None:
+        fits = fit(con, where=_where(where) + " AND num_devices > 0").fits
+    for cf in fits:
         if cf.config_id not in labels:
             continue
         f = cf.fit
@@ -153,12 +160,14 @@ def minibatch_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by
     return df.sort_values(["label", "curve_id", "batch_size_per_device"], kind="stable").reset_index(drop=True)
 
 
-def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None,
+                 tagged: list[tuple[str, dict[str, str]]] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(intervals, telemetry) of one run (see module doc for which run and x).
 
     intervals: run_id, x, x_unit ("s" or "step"), interval_images_per_sec (images/s), warmup (bool).
     telemetry: elapsed_s (s), temperature_c, utilization_pct: means over the GPUs per sample; empty when
-    the run has none. Raises BenchError when no run matching ``where`` has step rows.
+    the run has none. Raises BenchError when no run matching ``where`` has step rows. ``tagged``:
+    :func:`tagged_telemetry` of ``con`` when the caller has it already.
     """
     import numpy as np
 
@@ -181,17 +190,18 @@ def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None) -> tu
     cut = mser5(rates) if len(rates) >= MIN_INTERVALS else 0
     steps["warmup"] = np.arange(len(steps)) < cut
     t0 = float(steps["timestamp"].iloc[0]) if timed else None
-    telemetry = _run_telemetry(con, run_id, t0)
+    telemetry = _run_telemetry(con, run_id, t0, tagged_telemetry(con) if tagged is None else tagged)
     cols = ["run_id", "x", "x_unit", "interval_images_per_sec", "warmup"]
     return steps[cols], telemetry[["elapsed_s", "temperature_c", "utilization_pct"]]
 
 
-def _run_telemetry(con: duckdb.DuckDBPyConnection, run_id: str, t0: float | None) -> pd.DataFrame:
+def _run_telemetry(con: duckdb.DuckDBPyConnection, run_id: str, t0: float | None,
+                   tagged: list[tuple[str, dict[str, str]]]) -> pd.DataFrame:
     """The run's telemetry per sample (see module doc): elapsed_s on the steps' clock when ``t0`` (epoch
     seconds of the first step) is known, temperature_c and utilization_pct averaged over its GPUs."""
     cur = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
     run = dict(zip([d[0] for d in cur.description], cur.fetchall()[0], strict=True))
-    sources = _tagged_sources(con, run)
+    sources = [source for source, tags in tagged if tags_match(tags, run)]
     clock = "epoch(timestamp) - ?" if t0 is not None else "NULL"
     return con.execute(f"""
         WITH t AS (
@@ -205,17 +215,21 @@ def _run_telemetry(con: duckdb.DuckDBPyConnection, run_id: str, t0: float | None
         [run_id, sources, run["num_gpus"], run["num_gpus"], *([t0] if t0 is not None else [])]).df()
 
 
-def _tagged_sources(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> list[str]:
-    """Sources of telemetry rows without a run_id whose every tag matches ``run`` (its tag of that key,
-    else its column of that name, compared as text)."""
-    tags = dict(run.get("tags") or [])
-    rows = con.execute("SELECT DISTINCT source::VARCHAR, tags FROM telemetry WHERE run_id IS NULL AND tags IS NOT NULL").fetchall()
-    out = []
-    for source, ttags in rows:
-        want = dict(ttags)
-        if want and all(str(tags.get(k, run.get(k))) == v for k, v in want.items()):
-            out.append(source)
-    return out
+def tagged_telemetry(con: duckdb.DuckDBPyConnection) -> list[tuple[str, dict[str, str]]]:
+    """(source, tags) of every telemetry source without a run_id but with tags (joined to runs by them).
+
+    A source's tags are its file's (the ingest gives every row of a file the same), so one row per source
+    is read, not a DISTINCT over every sample's MAP (1.2 million samples in Lambda's archive)."""
+    rows = con.execute("""SELECT source::VARCHAR, tags FROM telemetry WHERE run_id IS NULL AND tags IS NOT NULL
+                          QUALIFY row_number() OVER (PARTITION BY source) = 1 ORDER BY source""").fetchall()
+    return [(source, dict(tags)) for source, tags in rows if tags]
+
+
+def tags_match(tags: dict[str, str], run: dict[str, Any]) -> bool:
+    """Whether every one of a telemetry source's ``tags`` matches ``run``: its tag of that key, else its
+    column of that name, compared as text."""
+    own = dict(run.get("tags") or [])
+    return all(str(own.get(k, run.get(k))) == v for k, v in tags.items())
 
 
 def ratio_frame(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, where: str | None = None,

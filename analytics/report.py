@@ -19,20 +19,25 @@ from typing import TYPE_CHECKING
 from bench.analytics import report_figures as figs
 from bench.analytics import report_select as sel
 from bench.analytics import report_tables as tab
-from bench.analytics.compare import compare
+from bench.analytics.compare import CompareCache, compare
 from bench.analytics.plot_data import device_noun
 from bench.analytics.report_figures import trace_figure
 from bench.analytics.report_findings import findings_section, method_section
 from bench.analytics.report_html import render_html
 from bench.analytics.report_md import render_md, unique_slugs, write_assets
 from bench.analytics.report_mlperf import mlperf_sections
-from bench.analytics.report_model import Figure, Report, Section, Table, svg_bytes, slugify
+from bench.analytics.report_model import Figure, Report, Section, Table, slugify, svg_bytes
 from bench.analytics.results import first
+from bench.analytics.scaling_laws import fit
 from bench.analytics.store import connect
 from bench.ingest.errors import BenchError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import duckdb
+
+    from bench.analytics.scaling_laws import ConfigFit
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,8 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options) -> Report:
     configs = tab.configs_frame(con)
     labels = tab.config_labels(configs)
     runs = sel.point_runs(con)
-    findings, found = findings_section(con, opts.baseline)
+    cache: CompareCache = {}  # compare's rows, read once for the findings and the ratio tables
+    findings, found = findings_section(con, opts.baseline, cache)
     selection = Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])
     mlperf = mlperf_sections(con, opts.equivalence, opts.mlperf_compare)
     throughput = bool(len(configs)) and bool(first(con, "SELECT 1 FROM _configs WHERE images_per_sec > 0 LIMIT 1"))
@@ -78,9 +84,10 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options) -> Report:
     lead = bool(mlperf) and bool(first(con, "SELECT bool_and(format = 'mlperf') FROM runs")[0])  # type: ignore[index]
     sections = [findings, *(mlperf if lead else []), selection]
     if throughput:  # without images/s (only times to train), the throughput sections are left out
-        sections += _family_sections(con, configs, runs, opts.max_families)
-        sections += _ratio_section(con, configs, runs, opts.equivalence)
-        sections += _shown(Section("Scaling laws"), [tab.fits_table(con, labels, runs)], SHOWN_FITS)
+        fits = fit(con)  # once: the scaling-law table and every family's USL curve read it
+        sections += _family_sections(con, configs, runs, opts.max_families, fits.fits)
+        sections += _ratio_section(con, configs, runs, opts.equivalence, cache)
+        sections += _shown(Section("Scaling laws"), [tab.fits_table(fits, labels, runs)], SHOWN_FITS)
     sections += _shown(Section("Flagged runs"), [sel.flags_table(con, labels)], SHOWN_FLAGS)
     if throughput:
         sections += _per_device_sections(configs, con)
@@ -127,7 +134,8 @@ def _say_what_is_left_out(findings: Section, sections: list[Section]) -> None:
             "report.md. Narrow the selection with --where to see one family's figures here.")
 
 
-def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, max_figures: int) -> list[Section]:
+def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, max_figures: int,
+                     fits: Sequence[ConfigFit]) -> list[Section]:
     """The SHOWN_FAMILIES most informative configuration families (device models x device counts x runs),
     each with its tables, the first ``max_figures`` with figures too; every family's points in one CSV
     table (tables/families-all.csv). A family measured at one device count has no speedup or efficiency
@@ -150,7 +158,7 @@ def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict
         sec = Section(name, tables=tab.family_tables(name, fam, pts, runs), level=3)
         if i < max_figures:
             ids = tuple(r for (cid, _, _), rs in runs.items() if cid in set(fam["config_id"]) for r in rs)
-            sec.figures = figs.family_figures(con, name, fam, pts, ids)
+            sec.figures = figs.family_figures(con, name, fam, pts, ids, fits)
         out.append(sec)
     if len(ranked) > SHOWN_FAMILIES:
         out[0].paragraphs.append(f"The {SHOWN_FAMILIES} of {len(ranked)} families with the most device models, device "
@@ -164,13 +172,14 @@ def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict
     return out
 
 
-def _ratio_section(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, margin: float | None) -> list[Section]:
+def _ratio_section(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, margin: float | None,
+                   cache: CompareCache) -> list[Section]:
     """The ratio tables of every factor that varies (report_tables.ratio_plan) and their summary; the first
     SHOWN_RATIOS tables on the page, the others in CSV."""
 
     results, tables = [], []
     for factor, a, b, metric in tab.ratio_plan(con):
-        res = compare(con, factor, str(a), str(b), metric=metric, equivalence=margin)
+        res = compare(con, factor, str(a), str(b), metric=metric, equivalence=margin, cache=cache)
         if res.pairs:
             results.append(res)
             tables.append(tab.ratio_table(res, configs, runs))  # type: ignore[arg-type]

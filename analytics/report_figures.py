@@ -17,13 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics import plot_data, plots
 from bench.analytics.plots import new_figure
-from bench.analytics.report_model import Figure, svg_bytes, slugify
+from bench.analytics.report_model import Figure, slugify, svg_bytes
 from bench.analytics.report_tables import label_of
 from bench.analytics.results import first
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import duckdb
     import pandas as pd
+
+    from bench.analytics.scaling_laws import ConfigFit
 
 MAX_FAMILIES = 12  #: default cap of families drawn (up to 3 figures each); tables cover every family
 MAX_SERIES = 12  #: series drawn in one family figure (the fastest); the tables hold every one
@@ -31,10 +35,11 @@ MAX_BARS = 60  #: bars in one throughput-per-device figure before it is split by
 
 
 def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFrame, points: pd.DataFrame,
-                   run_ids: tuple[str, ...]) -> list[Figure]:
+                   run_ids: tuple[str, ...], fits: Sequence[ConfigFit] | None = None) -> list[Figure]:
     """Throughput, speedup and efficiency figures of one family (``points``: report_tables.scaling_points
     of its configurations; series labelled by ``family['series']``); speedup and efficiency only when a
-    series spans two device counts or more. Empty when no point has a value."""
+    series spans two device counts or more. Empty when no point has a value. ``fits``: scaling_laws.fit of
+    ``con`` (the USL curves), computed here when not given."""
 
     df = points.merge(family[["config_id", "series"]], on="config_id").rename(columns={"series": "label"})
     if df["images_per_sec"].notna().sum() == 0:
@@ -46,7 +51,7 @@ def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFra
         note = f" (the {MAX_SERIES} fastest of {len(labels)} series; every one is in the tables)"
     df = df.sort_values(["label", "num_devices"], kind="stable").reset_index(drop=True)
     ids = ", ".join("'" + c.replace("'", "''") + "'" for c in df["config_id"].unique())
-    usl = plot_data.usl_frame(con, df, where=f"config_id IN ({ids})")
+    usl = plot_data.usl_frame(con, df, where=f"config_id IN ({ids})", fits=fits)
     out = []
     kinds: list[tuple[str, Callable[[pd.DataFrame], Any]]] = [("throughput", plots.throughput)]
     if df.groupby("label")["num_devices"].nunique().max() > 1:  # else every speedup is 1: nothing to show
@@ -107,11 +112,12 @@ def trace_figure(con: duckdb.DuckDBPyConnection, run_id: str | None) -> Figure |
     """The ``trace`` figure of ``run_id``, or by default of the first selected run (by run_id) that has
     both steps and telemetry; None when there is no such run. Raises BenchError for an unknown run_id."""
 
+    tagged = plot_data.tagged_telemetry(con)
     if run_id is None:
-        run_id = first_traced_run(con)
+        run_id = first_traced_run(con, tagged)
         if run_id is None:
             return None
-    steps, telemetry = plot_data.trace_frames(con, where=f"run_id = '{run_id.replace(chr(39), chr(39) * 2)}'")
+    steps, telemetry = plot_data.trace_frames(con, f"run_id = '{run_id.replace(chr(39), chr(39) * 2)}'", tagged)
     fig = plots.trace(steps, telemetry)
     out = Figure(slugify(f"trace-{run_id}"), f"Trace of run {run_id}: throughput per interval and GPU telemetry",
                  svg_bytes(fig), (run_id,))
@@ -119,18 +125,17 @@ def trace_figure(con: duckdb.DuckDBPyConnection, run_id: str | None) -> Figure |
     return out
 
 
-def first_traced_run(con: duckdb.DuckDBPyConnection) -> str | None:
+def first_traced_run(con: duckdb.DuckDBPyConnection, tagged: list[tuple[str, dict[str, str]]]) -> str | None:
     """The first selected run (by run_id) with steps and telemetry, joined by run_id or else by tags
-    (every telemetry tag equal to the run's tag or column of that name, as in plot_data)."""
+    (``tagged``: plot_data.tagged_telemetry; every tag equal to the run's tag or column of that name)."""
     found = first(con, """SELECT min(run_id) FROM runs WHERE run_id IN (SELECT run_id FROM steps)
                           AND run_id IN (SELECT run_id FROM telemetry)""")
     if found and found[0] is not None:
         return str(found[0])
-    sets: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
-    for (tags,) in con.execute("SELECT DISTINCT tags FROM telemetry WHERE run_id IS NULL AND tags IS NOT NULL").fetchall():
-        t = dict(tags)
-        keys = tuple(sorted(t))
-        sets.setdefault(keys, set()).add(tuple(t[k] for k in keys))
+    sets: dict[tuple[str, ...], set[tuple[str, ...]]] = {}  # the sources' tag values, by their keys
+    for _, tags in tagged:
+        keys = tuple(sorted(tags))
+        sets.setdefault(keys, set()).add(tuple(tags[k] for k in keys))
     if not sets:
         return None
     cur = con.execute("SELECT * FROM runs WHERE run_id IN (SELECT run_id FROM steps) ORDER BY run_id")

@@ -15,16 +15,19 @@ from bench.analytics.results import rows
 if TYPE_CHECKING:
     import duckdb
 
+    from bench.analytics.compare import CompareCache
+
 LEADERBOARD = "leaderboard"
 SCALING = "scaling-summary"
 
 
-def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None) -> tuple[Section, list[fd.Finding]]:
-    """The Findings section and its sentences (at most findings.MAX_FINDINGS)."""
-    board = fd.leaderboard(con, baseline)
+def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None,
+                     cache: CompareCache | None = None) -> tuple[Section, list[fd.Finding]]:
+    """The Findings section and its sentences (at most findings.MAX_FINDINGS); ``cache``: compare's."""
+    board = fd.leaderboard(con, baseline, cache)
     found = fd.leaderboard_findings(board, LEADERBOARD)
     found += fd.scaling_findings(con, SCALING)
-    found += fd.effect_findings(con, "ratio-summary")
+    found += fd.effect_findings(con, "ratio-summary", cache)
     found += fd.trust_findings(con, "status", "flags")
     found = found[:fd.MAX_FINDINGS]
     sec = Section("Findings", findings=[(f.text, f.link) for f in found])

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from bench.analytics.compare_text import summary_text
 from bench.analytics.plot_data import device_noun
 from bench.analytics.report_model import Table, slugify
-from bench.analytics.scaling_laws import fit
 from bench.analytics.selection import FACTORS
 
 if TYPE_CHECKING:
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from bench.analytics.compare import CompareResult
+    from bench.analytics.scaling_laws import FitReport
 
 FAMILY_FACTORS = ("model", "dataset", "data", "mode", "precision", "variable_update", "batch_size_per_device")
 RATIO_FACTORS = ("device_model", "model", "data", "batch_size_per_device", "variable_update")
@@ -217,12 +217,12 @@ def ratio_summary_table(results: list[CompareResult]) -> Table:
                  pd.DataFrame(rows, columns=cols), fmt)
 
 
-def fits_table(con: duckdb.DuckDBPyConnection, labels: dict[str, str], runs: PointRuns) -> Table:
+def fits_table(report: FitReport, labels: dict[str, str], runs: PointRuns) -> Table:
     """Amdahl and USL fits (scaling_laws.fit) of every configuration with 3+ device counts: estimates with
-    their Student-t 95% CIs (— where undefined: 0 residual degrees of freedom), R², USL peak (devices)."""
+    their Student-t 95% CIs (— where undefined: 0 residual degrees of freedom), R², USL peak (devices).
+    ``report``: scaling_laws.fit of the selection."""
     import pandas as pd
 
-    report = fit(con)
     rows = []
     for c in report.fits:
         f = c.fit
