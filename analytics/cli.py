@@ -196,6 +196,7 @@ def report_command(
     mlperf_compare: Annotated[str | None, typer.Option("--mlperf-compare", help="The MLPerf speedup table's FACTOR:A:B, e.g. device_model:A100:V100 [default: chosen from the selection]")] = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="Device model the leaderboard is relative to [default: the one measured on the most workloads]")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings and the report's path as one JSON object")] = False,
+    workers: Annotated[int | None, typer.Option("--workers", min=0, help="Processes that draw the figures while the tables are computed (0: draw them in this process) [default: one per core beyond the first]")] = None,
     store: StoreOpt = None,
 ) -> None:
     """Write an HTML + Markdown report (tables as CSV) of the selected runs, led by its findings; prints the
@@ -205,8 +206,8 @@ def report_command(
     """
     import json
 
-    from bench.analytics.report import Options, build_report, write_report
-    from bench.analytics.store import connect
+    from bench.analytics.report import Options, make_report
+    from bench.analytics.report_render import DEFAULT_WORKERS
     from bench.ingest.errors import UsageError
     from bench.ingest.store import default_store
 
@@ -215,8 +216,7 @@ def report_command(
         raise UsageError(f"--mlperf-compare takes FACTOR:A:B (e.g. device_model:A100:V100), got {mlperf_compare!r}")
     opts = Options(where=where, ignore=tuple(ignore or ()), title=title, equivalence=equivalence, trace=trace,
                    max_families=max_figures, mlperf_compare=ab, baseline=baseline)  # type: ignore[arg-type]
-    report = build_report(connect(store or default_store()), opts)
-    path = write_report(report, out)
+    report, path = make_report(store or default_store(), out, opts, DEFAULT_WORKERS if workers is None else workers)
     if as_json:
         typer.echo(json.dumps({"report": str(path), "findings": [f.to_json() for f in report.findings]}, indent=2))
         return

@@ -129,8 +129,8 @@ class CompareResult:
 @dataclass(frozen=True)
 class ViewRows:
     """Every row of one view as compare reads it (Arrow schema and Python dicts), read once for the many
-    compare calls of one selection (bench report's ratio tables and findings: converting each call's
-    rows to Python was a tenth of the report on Lambda's archive), keyed by (view, where)."""
+    compare calls of one selection (bench report's ratio tables and findings convert the rows to Python
+    once, not once per call), keyed by (view, where)."""
 
     schema: pa.Schema
     rows: list[dict[str, Any]]

@@ -108,6 +108,7 @@ def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]
     found = rows(con, f"""
         WITH curves AS (
             SELECT config_id, any_value(model) AS model, any_value(data) AS data, any_value(device_model) AS device,
+                   any_value(config_tags['system']) AS system, any_value(mode) AS mode,
                    any_value(precision) AS precision, any_value(batch_size_per_device) AS batch,
                    count(DISTINCT num_devices) AS counts, sum(n_runs) AS runs, max(num_devices) AS largest,
                    -- the largest count on the fewest nodes: one row, whatever order the scan gives
@@ -115,20 +116,21 @@ def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]
                    arg_max(n_ok, num_devices * 1000000 - coalesce(num_nodes, 1)) AS n_largest,
                    min(num_devices) FILTER (WHERE efficiency < {EFFICIENCY_FLOOR}) AS below
             FROM _scaling WHERE efficiency IS NOT NULL GROUP BY config_id)
-        SELECT model, data, device, precision, batch, largest, eff_largest, n_largest, below, runs
+        SELECT model, mode, data, device, system, precision, batch, largest, eff_largest, n_largest, below, runs
         FROM curves WHERE counts >= 2
-        ORDER BY counts DESC, runs DESC, model, device, precision, data, batch, config_id  -- ties: one order""")
+        ORDER BY counts DESC, runs DESC, model, mode, device, system, precision, data, batch, config_id  -- ties: one order""")
     out: list[Finding] = []
     seen = set()
-    for model, data, device, precision, batch, largest, eff, n, below, _ in found:
+    for model, mode, data, device, system, precision, batch, largest, eff, n, below, _ in found:
         if (model, device, precision) in seen or len(out) == MAX_SCALING:
             continue
         seen.add((model, device, precision))
-        what = " ".join(str(v) for v in (model, precision, f"{data} data" if data else None,
+        what = " ".join(str(v) for v in (model, mode if mode != "train" else None, precision, f"{data} data" if data else None,
                                          f"batch {batch}" if batch else None) if v)
         drop = (f"it falls below {EFFICIENCY_FLOOR:.0%} from {below} devices" if below is not None
                 else f"it stays at or above {EFFICIENCY_FLOOR:.0%} throughout")
-        out.append(Finding("scaling", f"{what} on {device or 'its devices'} scales to {largest} devices at "
+        where = f"{device or 'its devices'}" + (f" (system {system})" if system else "")
+        out.append(Finding("scaling", f"{what} on {where} scales to {largest} devices at "
                                       f"{eff:.0%} efficiency ({n} ok run{'s' if n != 1 else ''} there); {drop}.", eff, None, int(n or 0), link))
     return out
 

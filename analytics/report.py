@@ -26,7 +26,8 @@ from bench.analytics.report_findings import findings_section, method_section
 from bench.analytics.report_html import render_html
 from bench.analytics.report_md import render_md, unique_slugs, write_assets
 from bench.analytics.report_mlperf import mlperf_sections
-from bench.analytics.report_model import Figure, Report, Section, Table, slugify, svg_bytes
+from bench.analytics.report_model import Figure, Report, Section, Table, slugify
+from bench.analytics.report_render import DEFAULT_WORKERS, Renderer
 from bench.analytics.results import first
 from bench.analytics.scaling_laws import fit
 from bench.analytics.store import connect
@@ -64,36 +65,38 @@ SHOWN_FITS = 40
 SHOWN_RUNS = 300  # provenance rows on the page
 
 
-def build_report(con: duckdb.DuckDBPyConnection, opts: Options) -> Report:
+def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Renderer | None = None) -> Report:
     """The report of the runs of ``con`` (report_select.connect-style views) selected by ``opts.where``.
 
     Changes ``con`` (the selection replaces the view ``runs``). Raises BenchError for a bad --where, an
-    empty selection, a bad --equivalence or an unknown --trace run.
+    empty selection, a bad --equivalence or an unknown --trace run. ``renderer``: where the figures are
+    drawn (report_render; here by default).
     """
+    renderer = renderer or Renderer()
 
     n = sel.select_runs(con, opts.where, opts.ignore)
     configs = tab.configs_frame(con)
     labels = tab.config_labels(configs)
     runs = sel.point_runs(con)
     cache: CompareCache = {}  # compare's rows, read once for the findings and the ratio tables
-    findings, found = findings_section(con, opts.baseline, cache)
+    findings, found = findings_section(con, opts.baseline, cache, renderer)
     selection = Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])
-    mlperf = mlperf_sections(con, opts.equivalence, opts.mlperf_compare)
+    mlperf = mlperf_sections(con, opts.equivalence, opts.mlperf_compare, renderer)
     throughput = bool(len(configs)) and bool(first(con, "SELECT 1 FROM _configs WHERE images_per_sec > 0 LIMIT 1"))
     # an MLPerf selection leads with its scores (its ResNet logs also give images/s: those sections follow)
     lead = bool(mlperf) and bool(first(con, "SELECT bool_and(format = 'mlperf') FROM runs")[0])  # type: ignore[index]
     sections = [findings, *(mlperf if lead else []), selection]
     if throughput:  # without images/s (only times to train), the throughput sections are left out
         fits = fit(con)  # once: the scaling-law table and every family's USL curve read it
-        sections += _family_sections(con, configs, runs, opts.max_families, fits.fits)
+        sections += _family_sections(con, configs, runs, opts.max_families, fits.fits, renderer)
         sections += _ratio_section(con, configs, runs, opts.equivalence, cache)
         sections += _shown(Section("Scaling laws"), [tab.fits_table(fits, labels, runs)], SHOWN_FITS)
     sections += _shown(Section("Flagged runs"), [sel.flags_table(con, labels)], SHOWN_FLAGS)
     if throughput:
-        sections += _per_device_sections(configs, con)
+        sections += _per_device_sections(configs, con, renderer)
     if not lead:
         sections += mlperf
-    sections += _trace_sections(con, opts.trace)
+    sections += _trace_sections(con, opts.trace, renderer)
     sections.append(method_section())
     sections += _provenance(con, labels, sections)
     _say_what_is_left_out(findings, sections)
@@ -135,7 +138,7 @@ def _say_what_is_left_out(findings: Section, sections: list[Section]) -> None:
 
 
 def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, max_figures: int,
-                     fits: Sequence[ConfigFit]) -> list[Section]:
+                     fits: Sequence[ConfigFit], renderer: Renderer) -> list[Section]:
     """The SHOWN_FAMILIES most informative configuration families (device models x device counts x runs),
     each with its tables, the first ``max_figures`` with figures too; every family's points in one CSV
     table (tables/families-all.csv). A family measured at one device count has no speedup or efficiency
@@ -154,11 +157,12 @@ def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict
         ranked.append((-score, name, fam, pts))
         every.append(pts.merge(fam[["config_id", "series"]], on="config_id").assign(family=name))
     ranked.sort(key=lambda r: (r[0], r[1]))
+    by_config = tab.runs_by_config(runs)
     for i, (_, name, fam, pts) in enumerate(ranked[:SHOWN_FAMILIES]):
         sec = Section(name, tables=tab.family_tables(name, fam, pts, runs), level=3)
         if i < max_figures:
-            ids = tuple(r for (cid, _, _), rs in runs.items() if cid in set(fam["config_id"]) for r in rs)
-            sec.figures = figs.family_figures(con, name, fam, pts, ids, fits)
+            ids = tuple(r for cid in fam["config_id"] for r in by_config.get(cid, ()))
+            sec.figures = figs.family_figures(con, name, fam, pts, ids, fits, renderer)
         out.append(sec)
     if len(ranked) > SHOWN_FAMILIES:
         out[0].paragraphs.append(f"The {SHOWN_FAMILIES} of {len(ranked)} families with the most device models, device "
@@ -178,11 +182,12 @@ def _ratio_section(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, 
     SHOWN_RATIOS tables on the page, the others in CSV."""
 
     results, tables = [], []
+    ids = tab.config_ids(configs)  # type: ignore[arg-type]
     for factor, a, b, metric in tab.ratio_plan(con):
         res = compare(con, factor, str(a), str(b), metric=metric, equivalence=margin, cache=cache)
         if res.pairs:
             results.append(res)
-            tables.append(tab.ratio_table(res, configs, runs))  # type: ignore[arg-type]
+            tables.append(tab.ratio_table(res, ids, runs))
     text = ["Rows are device counts, columns the matched configurations (equal in everything but the factor); "
             "each row ends with its median. Speedup ratios leave out the baseline device count (1 / 1)."]
     if not results:
@@ -192,7 +197,7 @@ def _ratio_section(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, 
     return [shown, *([Section("Ratios: the other tables", tables=rest, detail=True)] if rest else [])]
 
 
-def _per_device_sections(configs: object, con: duckdb.DuckDBPyConnection) -> list[Section]:
+def _per_device_sections(configs: object, con: duckdb.DuckDBPyConnection, renderer: Renderer) -> list[Section]:
     """Throughput per device across device models / systems, one figure and table per (model, precision);
     "device" is written as the selection's one device type (GPU, TPU, ...) when it has one."""
     import pandas as pd
@@ -208,9 +213,8 @@ def _per_device_sections(configs: object, con: duckdb.DuckDBPyConnection) -> lis
     for i, (title, df) in enumerate(frames):
         slug = slugify(f"per-{noun.lower()}-{title}")
         if i < SHOWN_PER_DEVICE:
-            fig = figs.per_device_figure(df, title, noun)
-            sec.figures.append(Figure(slug, f"Throughput per {noun}: {title}", svg_bytes(fig)))
-            fig.clear()
+            sec.figures.append(Figure(slug, f"Throughput per {noun}: {title}",
+                                      renderer.svg(figs.per_device_figure, df, title, noun)))
         wide = df.pivot_table(index="label", columns="num_devices", values="images_per_device", aggfunc="first")
         wide.columns = [f"{int(c)} {noun} [images/s per {noun}]" for c in wide.columns]
         wide = wide.reset_index().rename(columns={"label": "configuration"})
@@ -223,9 +227,9 @@ def _per_device_sections(configs: object, con: duckdb.DuckDBPyConnection) -> lis
     return [sec, *([rest] if rest.tables else [])]
 
 
-def _trace_sections(con: duckdb.DuckDBPyConnection, run_id: str | None) -> list[Section]:
+def _trace_sections(con: duckdb.DuckDBPyConnection, run_id: str | None, renderer: Renderer) -> list[Section]:
 
-    fig = trace_figure(con, run_id)
+    fig = trace_figure(con, run_id, renderer)
     return [] if fig is None else [Section("Trace", ["Per-interval throughput of one run with its warm-up cut, "
                                                      "and its GPUs' mean temperature on the same clock."],
                                            figures=[fig])]
@@ -247,7 +251,10 @@ def write_report(report: Report, out: Path) -> Path:
     return html
 
 
-def make_report(store: Path, out: Path, opts: Options) -> Path:
-    """Build the report of ``store`` and write it into ``out``; returns the path of report.html."""
+def make_report(store: Path, out: Path, opts: Options, workers: int = DEFAULT_WORKERS) -> tuple[Report, Path]:
+    """Build the report of ``store`` and write it into ``out``, its figures drawn by ``workers`` processes
+    while it computes its tables (0: in this process); returns the report and the path of report.html."""
 
-    return write_report(build_report(connect(store), opts), out)
+    with Renderer(workers) as renderer:
+        report = build_report(connect(store), opts, renderer)
+        return report, write_report(report, out)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics import plot_data, plots
 from bench.analytics.plots import new_figure
-from bench.analytics.report_model import Figure, slugify, svg_bytes
+from bench.analytics.report_model import Figure, slugify
+from bench.analytics.report_render import Renderer
 from bench.analytics.report_tables import label_of
 from bench.analytics.results import first
 
@@ -35,11 +36,14 @@ MAX_BARS = 60  #: bars in one throughput-per-device figure before it is split by
 
 
 def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFrame, points: pd.DataFrame,
-                   run_ids: tuple[str, ...], fits: Sequence[ConfigFit] | None = None) -> list[Figure]:
+                   run_ids: tuple[str, ...], fits: Sequence[ConfigFit] | None = None,
+                   renderer: Renderer | None = None) -> list[Figure]:
     """Throughput, speedup and efficiency figures of one family (``points``: report_tables.scaling_points
     of its configurations; series labelled by ``family['series']``); speedup and efficiency only when a
     series spans two device counts or more. Empty when no point has a value. ``fits``: scaling_laws.fit of
-    ``con`` (the USL curves), computed here when not given."""
+    ``con`` (the USL curves), computed here when not given; ``renderer``: where they are drawn (here by
+    default)."""
+    renderer = renderer or Renderer()
 
     df = points.merge(family[["config_id", "series"]], on="config_id").rename(columns={"series": "label"})
     if df["images_per_sec"].notna().sum() == 0:
@@ -53,14 +57,12 @@ def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFra
     ids = ", ".join("'" + c.replace("'", "''") + "'" for c in df["config_id"].unique())
     usl = plot_data.usl_frame(con, df, where=f"config_id IN ({ids})", fits=fits)
     out = []
-    kinds: list[tuple[str, Callable[[pd.DataFrame], Any]]] = [("throughput", plots.throughput)]
+    kinds: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = [("throughput", plots.throughput, (df,))]
     if df.groupby("label")["num_devices"].nunique().max() > 1:  # else every speedup is 1: nothing to show
-        kinds += [("speedup", lambda d: plots.speedup(d, usl)), ("efficiency", plots.efficiency)]
-    for kind, draw in kinds:
-        fig = draw(df)
-        fig.suptitle(plots.wrap(name, 90), fontsize=9)
-        out.append(Figure(f"fig-{slugify(name)[:60]}-{kind}", f"{kind.capitalize()}: {name}{note}", svg_bytes(fig), run_ids))
-        _close(fig)
+        kinds += [("speedup", plots.speedup, (df, usl)), ("efficiency", plots.efficiency, (df,))]
+    for kind, draw, args in kinds:
+        out.append(Figure(f"fig-{slugify(name)[:60]}-{kind}", f"{kind.capitalize()}: {name}{note}",
+                          renderer.svg(draw, *args, title=name), run_ids))
     return out
 
 
@@ -108,9 +110,10 @@ def per_device_figure(df: pd.DataFrame, title: str, noun: str = "device") -> Any
     return fig
 
 
-def trace_figure(con: duckdb.DuckDBPyConnection, run_id: str | None) -> Figure | None:
+def trace_figure(con: duckdb.DuckDBPyConnection, run_id: str | None, renderer: Renderer | None = None) -> Figure | None:
     """The ``trace`` figure of ``run_id``, or by default of the first selected run (by run_id) that has
     both steps and telemetry; None when there is no such run. Raises BenchError for an unknown run_id."""
+    renderer = renderer or Renderer()
 
     tagged = plot_data.tagged_telemetry(con)
     if run_id is None:
@@ -118,11 +121,8 @@ def trace_figure(con: duckdb.DuckDBPyConnection, run_id: str | None) -> Figure |
         if run_id is None:
             return None
     steps, telemetry = plot_data.trace_frames(con, f"run_id = '{run_id.replace(chr(39), chr(39) * 2)}'", tagged)
-    fig = plots.trace(steps, telemetry)
-    out = Figure(slugify(f"trace-{run_id}"), f"Trace of run {run_id}: throughput per interval and GPU telemetry",
-                 svg_bytes(fig), (run_id,))
-    _close(fig)
-    return out
+    return Figure(slugify(f"trace-{run_id}"), f"Trace of run {run_id}: throughput per interval and GPU telemetry",
+                  renderer.svg(plots.trace, steps, telemetry), (run_id,))
 
 
 def first_traced_run(con: duckdb.DuckDBPyConnection, tagged: list[tuple[str, dict[str, str]]]) -> str | None:
@@ -147,8 +147,3 @@ def first_traced_run(con: duckdb.DuckDBPyConnection, tagged: list[tuple[str, dic
             if tuple(str(tags.get(k, run.get(k))) for k in keys) in seen:
                 return str(run["run_id"])
     return None
-
-
-def _close(fig: Any) -> None:
-    """Free a figure's memory now (figures here are not pyplot-managed; clearing drops the artists)."""
-    fig.clear()

@@ -5,11 +5,12 @@ mean used for ratios, the baseline, and what was left out and why)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench.analytics import findings as fd
 from bench.analytics.plots import new_figure
-from bench.analytics.report_model import Figure, Section, Table, svg_bytes
+from bench.analytics.report_model import Figure, Section, Table
+from bench.analytics.report_render import Renderer
 from bench.analytics.results import rows
 
 if TYPE_CHECKING:
@@ -21,9 +22,10 @@ LEADERBOARD = "leaderboard"
 SCALING = "scaling-summary"
 
 
-def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None,
-                     cache: CompareCache | None = None) -> tuple[Section, list[fd.Finding]]:
-    """The Findings section and its sentences (at most findings.MAX_FINDINGS); ``cache``: compare's."""
+def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache: CompareCache | None = None,
+                     renderer: Renderer | None = None) -> tuple[Section, list[fd.Finding]]:
+    """The Findings section and its sentences (at most findings.MAX_FINDINGS); ``cache``: compare's;
+    ``renderer``: where the leaderboard's dot plot is drawn (here by default)."""
     board = fd.leaderboard(con, baseline, cache)
     found = fd.leaderboard_findings(board, LEADERBOARD)
     found += fd.scaling_findings(con, SCALING)
@@ -36,7 +38,7 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None,
                               "device counts, and no factor that varies with matched pairs.")
     if board is not None and board.results:
         sec.tables.append(_leaderboard_table(board))
-        sec.figures.append(_leaderboard_figure(board))
+        sec.figures.append(_leaderboard_figure(board, renderer or Renderer()))
     scaling = _scaling_table(con)
     if scaling is not None:
         sec.tables.append(scaling)
@@ -56,36 +58,45 @@ def _leaderboard_table(board: fd.Leaderboard) -> Table:
                         "the CI is a bootstrap percentile interval of the geometric mean (10,000 resamples)."])
 
 
-def _leaderboard_figure(board: fd.Leaderboard) -> Figure:
-    fig = new_figure(7.0, 0.6 + 0.45 * len(board.results))
-    ax = fig.subplots()
+def _leaderboard_figure(board: fd.Leaderboard, renderer: Renderer) -> Figure:
     names = [str(r.a) for r in board.results][::-1]
     means = [r.summary.geomean or 0.0 for r in board.results][::-1]
     lows = [m - (r.summary.ci95_low or m) for m, r in zip(means, board.results[::-1], strict=True)]
     highs = [(r.summary.ci95_high or m) - m for m, r in zip(means, board.results[::-1], strict=True)]
+    return Figure(f"{LEADERBOARD}-figure", f"Device leaderboard against {board.baseline}",
+                  renderer.svg(leaderboard_plot, names, means, lows, highs, board.baseline))
+
+
+def leaderboard_plot(names: list[str], means: list[float], lows: list[float], highs: list[float], baseline: str) -> Any:
+    """The leaderboard's dot plot: each device's geometric-mean ratio to ``baseline`` with its 95% CI
+    (``lows`` / ``highs``: the distances below and above the mean), bottom to top as given."""
+    fig = new_figure(7.0, 0.6 + 0.45 * len(names))
+    ax = fig.subplots()
     ax.errorbar(means, range(len(names)), xerr=[lows, highs], fmt="o", capsize=3)
     ax.axvline(1.0, color="grey", linewidth=0.8)
     ax.set_yticks(range(len(names)), names)
-    ax.set_xlabel(f"images/s relative to {board.baseline} (geometric mean, 95% CI)")
-    out = Figure(f"{LEADERBOARD}-figure", f"Device leaderboard against {board.baseline}", svg_bytes(fig))
-    fig.clear()
-    return out
+    ax.set_xlabel(f"images/s relative to {baseline} (geometric mean, 95% CI)")
+    return fig
 
 
 def _scaling_table(con: duckdb.DuckDBPyConnection) -> Table | None:
     import pandas as pd
 
     found = rows(con, f"""
-        SELECT any_value(model), any_value(mode), any_value(data), any_value(device_model), any_value(precision),
-               any_value(batch_size_per_device), count(DISTINCT num_devices), max(num_devices),
-               arg_max(efficiency, num_devices), min(num_devices) FILTER (WHERE efficiency < {fd.EFFICIENCY_FLOOR}),
-               sum(n_runs)
+        SELECT any_value(model), any_value(mode), any_value(data), any_value(device_model),
+               any_value(config_tags['system']), any_value(precision), any_value(batch_size_per_device),
+               count(DISTINCT num_devices), max(num_devices),
+               arg_max(efficiency, num_devices * 1000000 - coalesce(num_nodes, 1)),
+               min(num_devices) FILTER (WHERE efficiency < {fd.EFFICIENCY_FLOOR}), sum(n_runs)
         FROM _scaling WHERE efficiency IS NOT NULL GROUP BY config_id HAVING count(DISTINCT num_devices) >= 2
-        ORDER BY 11 DESC, 1, 2, 3, 4 LIMIT 30""")
+        ORDER BY 12 DESC, 1, 2, 3, 4, 5, 6, 7, config_id LIMIT 30  -- ties: one order""")
     if not found:
         return None
-    df = pd.DataFrame(found, columns=["model", "mode", "data", "device", "precision", "batch/device", "device counts",
-                                      "largest count", "efficiency at largest [%]", "first count below 80%", "runs"])
+    df = pd.DataFrame(found, columns=["model", "mode", "data", "device", "system", "precision", "batch/device",
+                                      "device counts", "largest count", "efficiency at largest [%]",
+                                      "first count below 80%", "runs"])
+    if df["system"].isna().all():  # no run of the selection names its system
+        df = df.drop(columns="system")
     df["efficiency at largest [%]"] = df["efficiency at largest [%]"] * 100.0
     return Table(SCALING, "Scaling: efficiency at each curve's largest device count (the 30 with the most runs)",
                  df, {"efficiency at largest [%]": ".1f"})

@@ -21,7 +21,8 @@ from bench.analytics.compare import CompareResult
 from bench.analytics.compare_mlperf import compare_scores
 from bench.analytics.compare_text import summary_text
 from bench.analytics.plots import new_figure
-from bench.analytics.report_model import Figure, Section, Table, svg_bytes
+from bench.analytics.report_model import Figure, Section, Table
+from bench.analytics.report_render import Renderer
 
 if TYPE_CHECKING:
     import duckdb
@@ -37,9 +38,10 @@ FROM mlperf_runs GROUP BY ALL
 
 
 def mlperf_sections(con: duckdb.DuckDBPyConnection, margin: float | None = None,
-                    ab: tuple[str, str, str] | None = None) -> list[Section]:
+                    ab: tuple[str, str, str] | None = None, renderer: Renderer | None = None) -> list[Section]:
     """The MLPerf section (scores, the A/B speedup table, time to train against devices), or nothing
-    when the selection has no run of a results tree."""
+    when the selection has no run of a results tree. ``renderer``: where the figure is drawn (here by
+    default)."""
     sets = {tuple(r[:5]): tuple(r[5]) for r in con.execute(_SET_RUNS).fetchall()}
     if not sets:
         return []
@@ -56,7 +58,7 @@ def mlperf_sections(con: duckdb.DuckDBPyConnection, margin: float | None = None,
     elif ab:
         sec.paragraphs.append(f"No scored result sets of {ab[0]} {ab[1]!r} and {ab[2]!r} pair (same benchmark, "
                               "framework family, devices, nodes and division): no speedup table.")
-    fig = _time_to_train_figure(con)
+    fig = _time_to_train_figure(con, renderer or Renderer())
     if fig is not None:
         sec.figures.append(fig)
     return [sec]
@@ -129,7 +131,7 @@ def _speedup_table(res: CompareResult, scores: pd.DataFrame, sets: dict[tuple[An
                  frame, fmt, cells, notes)
 
 
-def _time_to_train_figure(con: duckdb.DuckDBPyConnection) -> Figure | None:
+def _time_to_train_figure(con: duckdb.DuckDBPyConnection, renderer: Renderer) -> Figure | None:
     """Score against devices on log-log axes (see the module docstring); None without a scored set with
     devices."""
     pts = con.sql("""SELECT benchmark, num_devices, score_min FROM mlperf_scores
@@ -138,6 +140,13 @@ def _time_to_train_figure(con: duckdb.DuckDBPyConnection) -> Figure | None:
         return None
     lines = con.sql("SELECT config_id, benchmark, num_devices, score_min FROM mlperf_scaling "
                     "ORDER BY config_id, num_devices").df()
+    return Figure("mlperf-time-to-train", "MLPerf time to train against devices, log-log",
+                  renderer.svg(time_to_train_plot, pts, lines))
+
+
+def time_to_train_plot(pts: pd.DataFrame, lines: pd.DataFrame) -> Any:
+    """Scores (``pts``: benchmark, num_devices, score_min) as dots, one colour per benchmark, and each
+    mlperf_scaling configuration of ``lines`` as a line, on log-log axes."""
     fig = new_figure(8.0, 5.0)
     ax = fig.add_subplot()
     colours = {b: f"C{i % 10}" for i, b in enumerate(sorted(pts["benchmark"].unique()))}
@@ -153,6 +162,4 @@ def _time_to_train_figure(con: duckdb.DuckDBPyConnection) -> Figure | None:
     ax.set_title("MLPerf time to train against devices (a line: one submitter's sets of a benchmark)", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
     ax.grid(which="both", linestyle=":", alpha=0.4)
-    out = Figure("mlperf-time-to-train", "MLPerf time to train against devices, log-log", svg_bytes(fig))
-    fig.clear()
-    return out
+    return fig

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     import pandas as pd
 
 NULL_TEXT = "—"
@@ -43,12 +45,20 @@ class Table:
 
 @dataclass
 class Figure:
-    """One figure as SVG bytes. ``slug``: file name (figures/<slug>.svg) and anchor."""
+    """One figure as SVG bytes. ``slug``: file name (figures/<slug>.svg) and anchor; ``image``: the bytes, or
+    a Future of them from report_render's workers, read through :attr:`svg`."""
 
     slug: str
     caption: str
-    svg: bytes
+    image: bytes | Future[bytes]
     run_ids: tuple[str, ...] = ()
+
+    @property
+    def svg(self) -> bytes:
+        """The figure's SVG bytes (waits for a worker still drawing it)."""
+        if not isinstance(self.image, bytes):
+            self.image = self.image.result()
+        return self.image
 
 
 @dataclass
@@ -103,9 +113,8 @@ def svg_bytes(fig: Any) -> bytes:
     """A matplotlib Figure as SVG bytes (written once; the HTML inlines them, the Markdown links a file).
 
     SVG, not PNG: its text stays text (``svg.fonttype`` none: the viewer's sans-serif draws it), so a figure
-    is a third of a 100-dpi PNG's bytes, sharp at any zoom, and written in half the time (rasterising the
-    glyphs was a third of ``bench report`` on Lambda's 3,949 runs). No date and a fixed id salt: the same
-    store gives the same bytes."""
+    is smaller than a 100-dpi PNG, sharp at any zoom, and written without rasterising its glyphs. No date
+    and a fixed id salt: the same store gives the same bytes."""
     import io
 
     import matplotlib

@@ -62,6 +62,14 @@ def label_of(df: pd.DataFrame, among: list[str], fallback: str = "model") -> lis
             for row in df[varying].astype(str).itertuples(index=False)]
 
 
+def runs_by_config(runs: PointRuns) -> dict[str, tuple[str, ...]]:
+    """config_id -> the run_ids of all its points, in ``runs``' order."""
+    out: dict[str, list[str]] = {}
+    for (cid, _, _), ids in runs.items():
+        out.setdefault(cid, []).extend(ids)
+    return {cid: tuple(ids) for cid, ids in out.items()}
+
+
 def _tag_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in df.columns if c.startswith("tag:")]
 
@@ -72,14 +80,25 @@ def config_labels(configs: pd.DataFrame) -> dict[str, str]:
 
 
 def families(configs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(family label, its configurations with a ``series`` label column) per family, in label order."""
+    """(family label, its configurations with a ``series`` label column) per family, in label order: a
+    series is labelled, as :func:`label_of` would within its family, by the columns that vary there
+    (whether one varies is found for every family by one groupby, not per family)."""
     keys = [c for c in FAMILY_FACTORS if c in configs.columns]
-    labelled = configs.assign(_family=label_of(configs, keys))
-    out = []
+    family = label_of(configs, keys)
     series_cols = [c for c in configs.columns if c not in (*keys, "config_id")]
-    for name, g in labelled.groupby("_family", sort=True, dropna=False):
-        g = g.drop(columns="_family")
-        out.append((str(name), g.assign(series=label_of(g, series_cols, fallback="device_model"))))
+    text = configs[series_cols].astype(str)
+    varies = text.groupby(family, sort=False).nunique(dropna=False) > 1  # one row per family
+    out = []
+    for name, index in sorted(text.groupby(family, sort=False).groups.items()):
+        g = configs.loc[index]
+        varying = [c for c in series_cols if varies.at[name, c]]
+        if not varying:
+            series = [str(v) for v in g["device_model"]] if "device_model" in g.columns else ["all"] * len(g)
+        else:
+            series = [", ".join(f"{c.removeprefix('tag:')}={v}" for c, v in zip(varying, row, strict=True)
+                                if v not in ("nan", "None", "<NA>"))
+                      for row in text.loc[index, varying].itertuples(index=False)]
+        out.append((str(name), g.assign(series=series)))
     return out
 
 
@@ -143,10 +162,11 @@ def ratio_plan(con: duckdb.DuckDBPyConnection) -> list[tuple[str, Any, Any, str]
     return plan
 
 
-def ratio_table(res: CompareResult, configs: pd.DataFrame, runs: PointRuns) -> Table:
+def ratio_table(res: CompareResult, ids: dict[tuple[Any, ...], str], runs: PointRuns) -> Table:
     """One compare result laid out like the sheet: rows = device counts, columns = matched configurations
     (the other factors that vary among the pairs), each row ending with its median; the summary (n,
-    median, geometric mean with its bootstrap 95% CI, equivalence) is the table's note."""
+    median, geometric mean with its bootstrap 95% CI, equivalence) is the table's note. ``ids``:
+    :func:`config_ids` of the selection."""
     import pandas as pd
 
     rows = [{**{k: v for k, v in p.config.items() if k in FACTORS},
@@ -162,7 +182,6 @@ def ratio_table(res: CompareResult, configs: pd.DataFrame, runs: PointRuns) -> T
     wide["median"] = wide.median(axis=1)
     wide = wide.rename(columns=lambda c: f"{c} [×]").reset_index()
     wide.columns.name = None
-    ids = _config_ids(configs)
     cell_runs = {}
     for p, col in zip(res.pairs, df.get("column", []), strict=True):
         i = int((wide[head] == p.num_devices).to_numpy().nonzero()[0][0])
@@ -182,7 +201,7 @@ def _key(cfg: dict[str, Any]) -> tuple[Any, ...]:
     return (*(cfg.get(f) for f in FACTORS), tuple(sorted(tags.items())))
 
 
-def _config_ids(configs: pd.DataFrame) -> dict[tuple[Any, ...], str]:
+def config_ids(configs: pd.DataFrame) -> dict[tuple[Any, ...], str]:
     """Configuration key (factors, sorted tags) -> config_id, to find the runs of a compare pair."""
     tags = _tag_columns(configs)
     out = {}
@@ -235,9 +254,10 @@ def fits_table(report: FitReport, labels: dict[str, str], runs: PointRuns) -> Ta
         rows.append(row)
     df = pd.DataFrame(rows)
     ids = {labels.get(c.config_id, str(c.config_id)): c.config_id for c in report.fits}
+    by_config = runs_by_config(runs)
     cell_runs = {}
     for i, label in enumerate(df.get("configuration", [])):
-        mine = tuple(r for (cid, _, _), rs in runs.items() if cid == ids[label] for r in rs)
+        mine = by_config.get(ids[label], ())
         cell_runs.update({(i, col): mine for col in df.columns if col not in ("configuration", "device counts")})
     notes = [f"{len(report.skipped)} configuration(s) with fewer than 3 device counts are not fitted."] if report.skipped else []
     notes.append("Speedups are relative to each configuration's smallest device count (n = devices / baseline).")

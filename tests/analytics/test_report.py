@@ -211,3 +211,20 @@ def test_a_baseline_that_names_no_device_is_a_usage_error(written: tuple[Report,
     first = doc["findings"][0]
     assert first["kind"] == "leaderboard" and first["text"].startswith("Tesla K80 is 0.23x Tesla P100-SXM2-16GB")
     assert first["n"] == 32 and first["ci95"][0] < first["value"] < first["ci95"][1]
+
+
+def test_figures_drawn_by_workers_are_the_bytes_drawn_here(written: tuple[Report, Path], tmp_path: Path) -> None:
+    """The fast path (report_render's spawned workers draw while the tables compute) gives the plain path's
+    bytes: every figure, and the written files."""
+    from bench.analytics.report import make_report
+
+    store = written[1].parent / "store"
+    opts = Options(title="TF 2017 <sheet>", equivalence=0.05, max_families=8)
+    plain, plain_html = make_report(store, tmp_path / "plain", opts, workers=0)
+    fast, fast_html = make_report(store, tmp_path / "fast", opts, workers=2)
+    figures = [(f.slug, f.svg) for s in plain.sections for f in s.figures]
+    assert len(figures) > 20 and all(isinstance(f.image, bytes) for s in plain.sections for f in s.figures)
+    assert figures == [(f.slug, f.svg) for s in fast.sections for f in s.figures]
+    assert plain_html.read_bytes() == fast_html.read_bytes()
+    assert [p.read_bytes() for p in sorted((tmp_path / "plain" / "figures").iterdir())] == \
+           [p.read_bytes() for p in sorted((tmp_path / "fast" / "figures").iterdir())]

@@ -1,0 +1,68 @@
+"""``bench report``'s figures, drawn while the report computes its tables.
+
+A figure is a *drawing*: a module-level function of plain data (DataFrames, lists, text) that returns a
+matplotlib Figure, and its arguments. :meth:`Renderer.svg` gives the drawing's SVG bytes
+(report_model.svg_bytes), either drawn at once in this process (``workers=0``, the plain path) or in
+worker processes while the report goes on computing tables (the fast path; the same function on the same
+data, so the same bytes, which a test checks). A report's figures draw as fast as its tables compute:
+with workers, the slower of the two decides how long ``bench report`` takes, not their sum.
+
+Workers are spawned, not forked: the report process holds DuckDB's threads, and a forked child of a
+threaded process may deadlock. They start when the renderer opens, so their imports overlap the report's
+first queries. A worker's failure is raised where the report reads the figure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
+
+from bench.analytics.report_model import svg_bytes
+
+#: The default number of drawing processes: one per core beyond the report's own, at least one.
+DEFAULT_WORKERS = max(1, (os.cpu_count() or 1) - 1)
+
+
+def draw_svg(draw: Callable[..., Any], args: tuple[Any, ...], title: str | None = None) -> bytes:
+    """``draw(*args)`` as SVG bytes, with ``title`` as the figure's title (wrapped) when given."""
+    from bench.analytics.plots import wrap
+
+    fig = draw(*args)
+    if title:
+        fig.suptitle(wrap(title, 90), fontsize=9)
+    try:
+        return svg_bytes(fig)
+    finally:
+        fig.clear()  # free the artists now: figures here are not pyplot-managed
+
+
+class Renderer:
+    """Draws figures here (``workers=0``) or in ``workers`` spawned processes; a context manager that
+    waits for and stops its workers on exit."""
+
+    def __init__(self, workers: int = 0):
+        self._pool = None
+        if workers > 0:
+            import multiprocessing
+
+            self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+            self._pool.submit(_warm)  # start a worker and its imports now, not at the first figure
+
+    def svg(self, draw: Callable[..., Any], *args: Any, title: str | None = None) -> bytes | Future[bytes]:
+        """The SVG bytes of ``draw(*args)``: bytes, or a Future of them from a worker."""
+        if self._pool is None:
+            return draw_svg(draw, args, title)
+        return self._pool.submit(draw_svg, draw, args, title)
+
+    def __enter__(self) -> Renderer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _warm() -> None:
+    import matplotlib.figure  # noqa: F401  (the worker's first figure need not wait for matplotlib)
