@@ -1,7 +1,8 @@
 """``bench report``'s Findings: the few sentences a reader wants first, each with its number, its 95% CI,
 its n and the table behind it. Computed over a connection narrowed by ``report_select.select_runs``.
 
-Kinds, in order (at most :data:`MAX_FINDINGS` sentences):
+Kinds, in order (at most :data:`MAX_FINDINGS` sentences, every kind that has one keeping at least its first:
+:func:`keep`):
 - the device leaderboard: each device model's images/s relative to a baseline device (``--baseline``; by
   default the device model measured on the most workloads), paired per workload by ``bench compare``'s
   system pairing (each side at its own best batch size where they share none), summarised by the
@@ -59,6 +60,20 @@ class Leaderboard:
 
     baseline: str
     results: tuple[CompareResult, ...]
+
+
+def keep(found: list[Finding]) -> list[Finding]:
+    """At most MAX_FINDINGS of ``found``, in their order: the last sentence of the kind with the most is
+    dropped until they fit, so every kind keeps at least its first (what not to trust is never crowded out
+    by a long leaderboard)."""
+    found = list(found)
+    while len(found) > MAX_FINDINGS:
+        counts: dict[str, int] = {}
+        for f in found:
+            counts[f.kind] = counts.get(f.kind, 0) + 1
+        most = max(counts, key=lambda k: (counts[k], -list(counts).index(k)))  # ties: the earlier kind
+        found.pop(max(i for i, f in enumerate(found) if f.kind == most))
+    return found
 
 
 def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None,

@@ -31,7 +31,7 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
     found += fd.scaling_findings(con, SCALING)
     found += fd.effect_findings(con, "ratio-summary", cache)
     found += fd.trust_findings(con, "status", "flags")
-    found = found[:fd.MAX_FINDINGS]
+    found = fd.keep(found)
     sec = Section("Findings", findings=[(f.text, f.link) for f in found])
     if not found:
         sec.paragraphs.append("Nothing to compare in this selection: one device model, no family measured at two "

@@ -5,7 +5,12 @@
 -- entries sorted by key; {} when a run has no other tags, so NULL tags and {} group together), less the
 -- bookkeeping tags, which never split a configuration: `repeat`, `sweep` and `cell` (bench sweep's: a
 -- sweep's cells at 1 and 2 devices are one configuration's scaling curve), `run` / `run_id`, and `device`
--- (which device_type states). NULL factors group together (GROUP BY).
+-- (which device_type states). A tag that restates a workload column (model ... batch_size_per_device,
+-- num_devices, num_nodes) is bookkeeping too: across the selected runs its values map one to one onto the
+-- column's, each the column's value or, for text, its abbreviation (a prefix, case aside). A path
+-- pattern's `{data_mode}` (syn, real) beside the `data` column (synthetic, real) restates it: kept, it would
+-- split every synthetic-against-real pair. Such a tag never merges configurations the column keeps apart;
+-- a tag with one value restates nothing. NULL factors group together (GROUP BY).
 -- This is the one place that says what a configuration is. The factors split into the workload (model,
 -- dataset, data, mode, precision, data_format, variable_update, all_reduce, batch_size_per_device and the
 -- scale point below) and the system (framework, framework_version, device_type, device_model, and tags
@@ -32,14 +37,34 @@ WITH t975(df, t) AS (
            (21, 2.079614), (22, 2.073873), (23, 2.068658), (24, 2.063899), (25, 2.059539),
            (26, 2.055529), (27, 2.051831), (28, 2.048407), (29, 2.045230), (30, 2.042272)
 ),
+tag_rows AS (
+    SELECT unnest(map_entries(tags)) AS e, model, dataset, data, mode, precision, data_format, variable_update,
+           all_reduce, batch_size_per_device::VARCHAR AS batch_size_per_device, num_devices::VARCHAR AS num_devices,
+           num_nodes::VARCHAR AS num_nodes
+    FROM runs WHERE tags IS NOT NULL
+),
+tag_pairs AS (
+    UNPIVOT tag_rows ON model, dataset, data, mode, precision, data_format, variable_update, all_reduce,
+                        batch_size_per_device, num_devices, num_nodes INTO NAME col VALUE val
+),
+restating AS (  -- the tag keys that restate a workload column (see the header), as one list
+    SELECT coalesce(list(DISTINCT key), []) AS keys FROM (
+        SELECT e.key AS key FROM tag_pairs GROUP BY e.key, col
+        HAVING count(DISTINCT e.value) >= 2 AND count(DISTINCT e.value) = count(DISTINCT val)
+           AND count(DISTINCT (e.value, val)) = count(DISTINCT e.value)
+           AND bool_and(lower(val) = lower(e.value)
+                        OR (NOT regexp_full_match(e.value, '[0-9.]+') AND starts_with(lower(val), lower(e.value)))))
+),
 keyed AS (
     SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,
            variable_update, all_reduce, batch_size_per_device, device_type, device_model,
            -- grouped as a sorted list of entries and made a MAP once per group: cheaper than per run
-           list_sort([e FOR e IN map_entries(coalesce(tags, MAP {}::MAP(VARCHAR, VARCHAR))) IF e.key NOT IN ('repeat', 'device', 'sweep', 'cell', 'run', 'run_id')])
+           list_sort([e FOR e IN map_entries(coalesce(tags, MAP {}::MAP(VARCHAR, VARCHAR)))
+                      IF e.key NOT IN ('repeat', 'device', 'sweep', 'cell', 'run', 'run_id')
+                         AND NOT list_contains(restating.keys, e.key)])
                AS config_tags,
            num_devices, num_nodes, status, images_per_sec, wall_time_s
-    FROM runs
+    FROM runs, restating
 ),
 grouped AS (
     SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,

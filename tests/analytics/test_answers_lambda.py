@@ -77,6 +77,20 @@ def test_one_a100_system_family_scales_from_1_to_8_gpus_with_ignore_system(store
     assert rows(con, "SELECT count(DISTINCT config_id), max(speedup) FROM scaling") == [(4, 1.0)]
 
 
+def test_synthetic_against_real_data_pairs_although_the_path_restates_data(store: Path) -> None:
+    """The path pattern's {data_mode} tag (syn, real) restates the data column (synthetic, real): it is
+    bookkeeping, so the same system's synthetic and real runs pair."""
+    syn = total(f"{A100_1}.logs/syn-replicated-fp16-1gpus/resnet50-448/throughput/1")
+    real = total(f"{A100_1}.logs/real-replicated-fp16-1gpus/resnet50-448/throughput/1")
+    con = connect(store)
+    narrow(con, f"model = 'resnet50' AND precision = 'fp16' AND mode = 'train' AND tags['variant'] IS NULL "
+                f"AND tags['system'] = '{A100_1}' AND num_gpus = 1")
+    assert rows(con, "SELECT DISTINCT tags['data_mode'] FROM runs ORDER BY 1") == [("real",), ("syn",)]
+    r = compare(con, "data", "synthetic", "real")
+    (pair,) = r.pairs
+    assert pair.ratio == pytest.approx(syn / real) and "data_mode" not in pair.config["config_tags"]
+
+
 def test_the_report_leads_with_findings_and_stays_small(store: Path, tmp_path: Path) -> None:
     from bench.analytics.report import Options, build_report, write_report
 

@@ -228,3 +228,16 @@ def test_figures_drawn_by_workers_are_the_bytes_drawn_here(written: tuple[Report
     assert plain_html.read_bytes() == fast_html.read_bytes()
     assert [p.read_bytes() for p in sorted((tmp_path / "plain" / "figures").iterdir())] == \
            [p.read_bytes() for p in sorted((tmp_path / "fast" / "figures").iterdir())]
+
+
+def test_findings_keep_every_kind_when_there_are_too_many() -> None:
+    from bench.analytics.findings import MAX_FINDINGS, Finding, keep
+
+    kinds = ["leaderboard"] * 8 + ["scaling"] * 3 + ["effect"] * 2 + ["trust"] * 2
+    found = [Finding(k, f"{k} {i}", None, None, 1, "x") for i, k in enumerate(kinds)]
+    kept = keep(found)
+    assert len(kept) == MAX_FINDINGS == 10
+    # the longest kind gives way first; every kind keeps its first sentences, in their order
+    assert [f.text for f in kept] == ["leaderboard 0", "leaderboard 1", "leaderboard 2", "scaling 8", "scaling 9",
+                                      "scaling 10", "effect 11", "effect 12", "trust 13", "trust 14"]
+    assert keep(found[:5]) == found[:5]

@@ -94,3 +94,23 @@ def test_t_quantile_matches_scipy_beyond_the_table() -> None:
         assert mean == pytest.approx((n + 1) / 2)
         sd = (n * (n + 1) / 12) ** 0.5
         assert (high - mean) / (sd / n**0.5) == pytest.approx(t.ppf(0.975, n - 1), abs=3e-6), n
+
+
+def test_a_tag_that_restates_a_workload_column_never_splits_a_configuration() -> None:
+    """{data_mode} (syn, real) restates data and {gpus} (1, 2) num_devices: left out of config_tags. The
+    `system` tag maps one to one onto the batch sizes here too, but its values are not theirs: it stays, as
+    does a tag with one value (optimizer), which restates nothing."""
+    rows = [{**INCEPTION, "data": data, "num_gpus": n, "batch_size_per_device": batch, "images_per_sec": 100.0 * n,
+             "tags": {"data_mode": mode, "gpus": str(n), "system": system, "optimizer": "sgd"}}
+            for data, mode in (("synthetic", "syn"), ("real", "real"))
+            for n in (1, 2)
+            for batch, system in ((64, "box-a"), (128, "box-b"))]
+    got = query(rows, "data, batch_size_per_device, num_devices, config_tags")
+    assert len(got) == 8
+    assert {tuple(sorted(r[3].items())) for r in got} == {(("optimizer", "sgd"), ("system", "box-a")),
+                                                          (("optimizer", "sgd"), ("system", "box-b"))}
+    # 1 and 2 devices are one configuration (one config_id) for each data and batch size: 4 curves
+    assert len(query(rows, "DISTINCT config_id")) == 4
+    # a tag value that is a number must equal the column's: "1" is not an abbreviation of 16
+    odd = [{**INCEPTION, "num_gpus": n, "tags": {"gpus": g}} for n, g in ((16, "1"), (2, "2"))]
+    assert len(query(odd, "DISTINCT config_id")) == 2
