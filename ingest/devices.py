@@ -25,14 +25,15 @@ _KINDS = (
 
 def devices_to_fill(run: Run) -> dict[str, Any]:
     """num_devices, device_type and device_model for the row of ``run`` where its parser left them open, by
-    :func:`device_columns` (empty when it set them or nothing is known). Applied to the run's row, after
+    :func:`device_columns` (empty when it set the type or nothing is known; a count it set is kept). Applied to the run's row, after
     run.json and --path-pattern values are in, rather than to a copy of the run: nearly every run gets them."""
-    if run.device_type is not None or run.num_devices is not None:
+    if run.device_type is not None:
         return {}
     num, kind, model = device_columns(run.num_gpus, run.gpu_model, run.tags, run.num_ranks)
     if kind is None:
         return {}
-    return {"num_devices": num, "device_type": kind, "device_model": run.device_model or model}
+    return {"num_devices": num if run.num_devices is None else run.num_devices, "device_type": kind,
+            "device_model": run.device_model or model}
 
 
 def device_columns(

@@ -166,8 +166,11 @@ def run_columns(meta: dict[str, Any]) -> dict[str, Any]:
         "precision": _text(spec.get("precision")),
         "batch_size_per_device": _int(spec.get("batch_size")),
         "num_gpus": None if cpu else _int(spec.get("num_gpus")),
+        # N logical CPU devices in one process (more processes: the log counts them, one per rank)
+        "num_devices": _int(spec.get("num_gpus")) if cpu and spec.get("np") is None else None,
         "data": ("real" if spec.get("data_dir") else "synthetic") if spec else None,
-        "num_nodes": len([h for h in str(spec["hosts"]).split(",") if h.strip()]) if spec.get("hosts") else None,
+        "num_nodes": (len([h for h in str(spec["hosts"]).split(",") if h.strip()]) if spec.get("hosts")
+                      else 1 if spec.get("launcher") == "local" else None),  # local: this machine
         "num_ranks": _int(spec.get("np")),
     }
     return {k: v for k, v in cols.items() if v is not None}

@@ -10,7 +10,11 @@
 -- column's, each the column's value or, for text, its abbreviation (a prefix, case aside). A path
 -- pattern's `{data_mode}` (syn, real) beside the `data` column (synthetic, real) restates it: kept, it would
 -- split every synthetic-against-real pair. Such a tag never merges configurations the column keeps apart;
--- a tag with one value restates nothing. NULL factors group together (GROUP BY).
+-- a tag with one value restates nothing. A run without a result (failed, interrupted, ...) whose log
+-- ended before it said everything belongs to the configuration it was meant to be: where exactly one
+-- configuration of ok runs agrees with every factor it has (a NULL one is unknown) and holds every tag it
+-- has, the run is counted there (n_runs), not as an all-NULL configuration of its own; where none or
+-- several agree, it keeps its own. NULL factors group together (GROUP BY).
 -- This is the one place that says what a configuration is. The factors split into the workload (model,
 -- dataset, data, mode, precision, data_format, variable_update, all_reduce, batch_size_per_device and the
 -- scale point below) and the system (framework, framework_version, device_type, device_model, and tags
@@ -55,9 +59,9 @@ restating AS (  -- the tag keys that restate a workload column (see the header),
            AND bool_and(lower(val) = lower(e.value)
                         OR (NOT regexp_full_match(e.value, '[0-9.]+') AND starts_with(lower(val), lower(e.value)))))
 ),
-keyed AS (
-    SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,
-           variable_update, all_reduce, batch_size_per_device, device_type, device_model,
+own AS (
+    SELECT row_number() OVER () AS _row, framework, framework_version, model, dataset, data, mode, precision,
+           data_format, variable_update, all_reduce, batch_size_per_device, device_type, device_model,
            -- grouped as a sorted list of entries and made a MAP once per group: cheaper than per run
            list_sort([e FOR e IN map_entries(coalesce(tags, MAP {}::MAP(VARCHAR, VARCHAR)))
                       IF e.key NOT IN ('repeat', 'device', 'sweep', 'cell', 'run', 'run_id')
@@ -65,6 +69,44 @@ keyed AS (
                AS config_tags,
            num_devices, num_nodes, status, images_per_sec, wall_time_s
     FROM runs, restating
+),
+complete AS (
+    SELECT DISTINCT framework, framework_version, model, dataset, data, mode, precision, data_format,
+           variable_update, all_reduce, batch_size_per_device, device_type, device_model, config_tags
+    FROM own WHERE status = 'ok'
+),
+adopted AS (  -- a run without a result, in the one configuration of ok runs it agrees with (see the header)
+    SELECT o._row, any_value(c) AS c
+    FROM own o JOIN complete c
+      ON (o.framework IS NULL OR o.framework = c.framework)
+     AND (o.framework_version IS NULL OR o.framework_version = c.framework_version)
+     AND (o.model IS NULL OR o.model = c.model) AND (o.dataset IS NULL OR o.dataset = c.dataset)
+     AND (o.data IS NULL OR o.data = c.data) AND (o.mode IS NULL OR o.mode = c.mode)
+     AND (o.precision IS NULL OR o.precision = c.precision)
+     AND (o.data_format IS NULL OR o.data_format = c.data_format)
+     AND (o.variable_update IS NULL OR o.variable_update = c.variable_update)
+     AND (o.all_reduce IS NULL OR o.all_reduce = c.all_reduce)
+     AND (o.batch_size_per_device IS NULL OR o.batch_size_per_device = c.batch_size_per_device)
+     AND (o.device_type IS NULL OR o.device_type = c.device_type)
+     AND (o.device_model IS NULL OR o.device_model = c.device_model)
+     AND list_has_all(c.config_tags, o.config_tags)
+    WHERE o.status IS DISTINCT FROM 'ok'
+    GROUP BY o._row HAVING count(*) = 1
+),
+keyed AS (
+    SELECT coalesce(a.c.framework, o.framework) AS framework,
+           coalesce(a.c.framework_version, o.framework_version) AS framework_version,
+           coalesce(a.c.model, o.model) AS model, coalesce(a.c.dataset, o.dataset) AS dataset,
+           coalesce(a.c.data, o.data) AS data, coalesce(a.c.mode, o.mode) AS mode,
+           coalesce(a.c.precision, o.precision) AS precision, coalesce(a.c.data_format, o.data_format) AS data_format,
+           coalesce(a.c.variable_update, o.variable_update) AS variable_update,
+           coalesce(a.c.all_reduce, o.all_reduce) AS all_reduce,
+           coalesce(a.c.batch_size_per_device, o.batch_size_per_device) AS batch_size_per_device,
+           coalesce(a.c.device_type, o.device_type) AS device_type,
+           coalesce(a.c.device_model, o.device_model) AS device_model,
+           CASE WHEN a._row IS NULL THEN o.config_tags ELSE a.c.config_tags END AS config_tags,
+           o.num_devices, o.num_nodes, o.status, o.images_per_sec, o.wall_time_s
+    FROM own o LEFT JOIN adopted a ON a._row = o._row
 ),
 grouped AS (
     SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,

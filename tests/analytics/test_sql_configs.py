@@ -114,3 +114,20 @@ def test_a_tag_that_restates_a_workload_column_never_splits_a_configuration() ->
     # a tag value that is a number must equal the column's: "1" is not an abbreviation of 16
     odd = [{**INCEPTION, "num_gpus": n, "tags": {"gpus": g}} for n, g in ((16, "1"), (2, "2"))]
     assert len(query(odd, "DISTINCT config_id")) == 2
+
+
+def test_a_run_cut_short_counts_in_the_one_configuration_it_agrees_with() -> None:
+    """An interrupted run whose log never printed its model nor its tags joins the configuration of ok runs
+    that agrees with every factor it has; one that agrees with two, or contradicts a factor, keeps its own."""
+    ok = {**INCEPTION, "num_gpus": 2, "tags": {"num_batches": "10", "optimizer": "sgd"}}
+    rows = [
+        {**ok, "images_per_sec": 100.0}, {**ok, "images_per_sec": 110.0},
+        {**ok, "model": None, "tags": {"cell": "x"}, "status": "interrupted"},  # adopted
+        {**ok, "batch_size_per_device": 32, "tags": {}, "status": "failed"},    # no ok run at batch 32
+    ]
+    got = query(rows, "batch_size_per_device, model, n_runs, n_ok, images_per_sec")
+    assert got == [(32, "inception3", 1, 0, None), (64, "inception3", 3, 2, 105.0)]
+    # two ok configurations (optimizer sgd, momentum) hold the failed run's tags: it is not guessed
+    other = {**ok, "tags": {"num_batches": "10", "optimizer": "momentum"}, "images_per_sec": 90.0}
+    got = query([*rows[:3], other], "config_tags['optimizer'], n_runs, n_ok")
+    assert got == [("momentum", 1, 1), ("sgd", 2, 2), (None, 1, 0)]

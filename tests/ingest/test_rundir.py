@@ -195,6 +195,22 @@ def test_empty_log_of_a_failed_run_still_gives_a_run(tmp_path: Path) -> None:
     assert [p["kind"] for p in read(tmp_path / "st", "problems")] == ["empty"]
 
 
+def test_a_cpu_run_cut_short_keeps_its_logical_devices_and_node(tmp_path: Path) -> None:
+    """A sweep cell on 2 logical CPU devices, interrupted before its log said anything: run.json's spec
+    gives its 2 devices (not 1 per process) and its one node (the local launcher), so it lands on its
+    configuration's 2-device point."""
+    run_dir = tmp_path / "r2"
+    run_dir.mkdir()
+    (run_dir / "output.log").write_bytes(b"")
+    meta = {"schema_version": 1, "run_id": "r2", "status": "interrupted", "exit_code": 130,
+            "spec": {"model": "trivial", "batch_size": 8, "num_gpus": 2, "device": "cpu", "launcher": "local"}}
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    ingest([str(run_dir)], tmp_path / "st", workers=0)
+    run = only_run(tmp_path / "st")
+    assert (run["status"], run["num_devices"], run["device_type"], run["num_gpus"], run["num_nodes"]) == \
+           ("interrupted", 2, "cpu", None, 1)
+
+
 def _meta(**kw: object) -> dict:
     return {"schema_version": 1, "run_id": "r", "status": "ok", **kw}
 
