@@ -78,10 +78,10 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
     configs = tab.configs_frame(con)
     labels = tab.config_labels(configs)
     runs = sel.point_runs(con)
+    mlperf, mlperf_found = mlperf_sections(con, opts.equivalence, opts.mlperf_compare, renderer)
     cache: CompareCache = {}  # compare's rows, read once for the findings and the ratio tables
-    findings, found = findings_section(con, opts.baseline, cache, renderer)
+    findings, found = findings_section(con, opts.baseline, cache, renderer, mlperf_found)
     selection = Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])
-    mlperf = mlperf_sections(con, opts.equivalence, opts.mlperf_compare, renderer)
     throughput = bool(len(configs)) and bool(first(con, "SELECT 1 FROM _configs WHERE images_per_sec > 0 LIMIT 1"))
     # an MLPerf selection leads with its scores (its ResNet logs also give images/s: those sections follow)
     lead = bool(mlperf) and bool(first(con, "SELECT bool_and(format = 'mlperf') FROM runs")[0])  # type: ignore[index]

@@ -23,11 +23,13 @@ SCALING = "scaling-summary"
 
 
 def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache: CompareCache | None = None,
-                     renderer: Renderer | None = None) -> tuple[Section, list[fd.Finding]]:
+                     renderer: Renderer | None = None,
+                     mlperf: list[fd.Finding] | None = None) -> tuple[Section, list[fd.Finding]]:
     """The Findings section and its sentences (at most findings.MAX_FINDINGS); ``cache``: compare's;
-    ``renderer``: where the leaderboard's dot plot is drawn (here by default)."""
+    ``renderer``: where the leaderboard's dot plot is drawn (here by default); ``mlperf``: the MLPerf
+    section's findings (report_mlperf), after the leaderboard."""
     board = fd.leaderboard(con, baseline, cache)
-    found = fd.leaderboard_findings(board, LEADERBOARD)
+    found = fd.leaderboard_findings(board, LEADERBOARD) + list(mlperf or [])
     found += fd.scaling_findings(con, SCALING)
     found += fd.effect_findings(con, "ratio-summary", cache)
     found += fd.trust_findings(con, "status", "flags")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from bench.analytics.compare import CompareResult
 from bench.analytics.compare_mlperf import compare_scores
 from bench.analytics.compare_text import summary_text
+from bench.analytics.findings import Finding
 from bench.analytics.plots import new_figure
 from bench.analytics.report_model import Figure, Section, Table
 from bench.analytics.report_render import Renderer
@@ -38,13 +39,14 @@ FROM mlperf_runs GROUP BY ALL
 
 
 def mlperf_sections(con: duckdb.DuckDBPyConnection, margin: float | None = None,
-                    ab: tuple[str, str, str] | None = None, renderer: Renderer | None = None) -> list[Section]:
-    """The MLPerf section (scores, the A/B speedup table, time to train against devices), or nothing
-    when the selection has no run of a results tree. ``renderer``: where the figure is drawn (here by
-    default)."""
+                    ab: tuple[str, str, str] | None = None,
+                    renderer: Renderer | None = None) -> tuple[list[Section], list[Finding]]:
+    """The MLPerf section (scores, the A/B speedup table, time to train against devices) and its findings
+    (:func:`mlperf_findings`), or nothing when the selection has no run of a results tree. ``renderer``:
+    where the figure is drawn (here by default)."""
     sets = {tuple(r[:5]): tuple(r[5]) for r in con.execute(_SET_RUNS).fetchall()}
     if not sets:
-        return []
+        return [], []
     scores = con.sql("SELECT * FROM mlperf_scores").df()
     sec = Section("MLPerf Training", [
         "Scores as MLCommons' result summarizer computes them (rule in the column rule: olympic = the mean of "
@@ -61,7 +63,38 @@ def mlperf_sections(con: duckdb.DuckDBPyConnection, margin: float | None = None,
     fig = _time_to_train_figure(con, renderer or Renderer())
     if fig is not None:
         sec.figures.append(fig)
-    return [sec]
+    return [sec], mlperf_findings(scores, res if res is not None and res.pairs else None)
+
+
+#: Benchmarks whose fastest score is a finding (those with the most scored result sets).
+MAX_BENCHMARKS = 3
+
+
+def mlperf_findings(scores: pd.DataFrame, speedup: CompareResult | None) -> list[Finding]:
+    """The speedup of A over B (the speedup table's geometric mean, with its CI and n), and the fastest
+    score of the benchmarks with the most scored sets (closed division first: that is where results
+    compare), naming who reached it on what."""
+    out = []
+    if speedup is not None:
+        s = speedup.summary
+        ci = f"95% CI {s.ci95_low:.2f}-{s.ci95_high:.2f}" if s.ci95_low is not None else "no CI with one pair"
+        out.append(Finding("mlperf", f"MLPerf: {speedup.factor} {speedup.a} trains {s.geomean:.2f}x as fast as "
+                                     f"{speedup.b} (geometric mean of score ratios over {s.n} benchmark pairs at "
+                                     f"equal devices and nodes, {ci}; median {s.median:.2f}x).",
+                           s.geomean, (s.ci95_low, s.ci95_high), s.n, "mlperf-speedup"))
+    scored = scores[(scores["verdict"] == "scored") & scores["score_min"].notna()]
+    counts = scored["benchmark"].value_counts()
+    for bench in sorted(counts.index, key=lambda b: (-counts[b], str(b)))[:MAX_BENCHMARKS]:
+        sets = scored[scored["benchmark"] == bench]
+        closed = sets[sets["division"] == "closed"]
+        best = (closed if len(closed) else sets).sort_values(["score_min", "submitter", "system"]).iloc[0]
+        on = (f"{int(best['num_devices'])} x {best['device_model']}" if best["num_devices"] == best["num_devices"]
+              else "devices its system description does not give")
+        out.append(Finding("mlperf", f"MLPerf {best['round']} {bench}: the fastest {best['division']} score is "
+                                     f"{best['score_min']:.2f} min, {best['submitter']}'s {best['system']} on {on} "
+                                     f"(of {len(sets)} scored result sets).",
+                           float(best["score_min"]), None, len(sets), "mlperf-scores"))
+    return out
 
 
 def _set_key(row: dict[str, Any] | pd.Series) -> tuple[Any, ...]:

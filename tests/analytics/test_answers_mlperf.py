@@ -76,3 +76,30 @@ def test_an_mlperf_report_leads_with_its_scores(store: Path, tmp_path: Path) -> 
     titles = [s.title for s in report.sections if s.level == 2 and not s.detail]
     assert titles[0] == "Findings" and titles[1].startswith("MLPerf"), titles[:4]
     assert titles.index("Selection") > 1
+
+
+def test_mlperf_findings_name_the_fastest_score_and_the_speedup(store: Path) -> None:
+    """The fastest closed ResNet score of v1.0 is Google's TPU v4 pod: its olympic mean, worked out here from
+    the run_start / run_stop lines of its five result files (drop the fastest and the slowest, average
+    the other three), is the finding's number."""
+    import re
+
+    from bench.analytics.compare_mlperf import compare_scores
+    from bench.analytics.report import Options, build_report
+
+    times = []
+    with tarfile.open(TARBALL) as tar:
+        for i in range(5):
+            text = tar.extractfile(f"training_results_v1.0/Google/results/tpu-v4-6912-TF/resnet/result_{i}.txt").read()  # type: ignore[union-attr]
+            stamp = {k.decode(): int(v) for v, k in re.findall(rb'"time_ms": (\d+), "key": "(run_start|run_stop)"', text)}
+            times.append((stamp["run_stop"] - stamp["run_start"]) / 60000)
+    olympic = sum(sorted(times)[1:-1]) / 3
+    found = build_report(connect(store), Options()).findings
+    resnet = [f for f in found if f.kind == "mlperf" and " resnet: " in f.text]
+    assert len(resnet) == 1 and "Google's tpu-v4-6912-TF on 3456 x" in resnet[0].text
+    assert resnet[0].value == pytest.approx(olympic) and f"{olympic:.2f} min" in resnet[0].text
+    (speedup,) = [f for f in found if f.kind == "mlperf" and " as fast as " in f.text]
+    factor, a, b = re.match(r"MLPerf: (\w+) (.+) trains [0-9.]+x as fast as (.+?) \(", speedup.text).groups()  # type: ignore[union-attr]
+    res = compare_scores(connect(store), factor, a, b, best=True)
+    assert speedup.value == pytest.approx(res.summary.geomean) and speedup.n == res.summary.n > 0
+    assert [f.kind for f in found][:2] == ["mlperf", "mlperf"]  # an MLPerf selection leads with them
