@@ -12,11 +12,9 @@ import math
 import numbers
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
     import pandas as pd
 
 NULL_TEXT = "—"
@@ -43,14 +41,20 @@ class Table:
         return list(zip(*columns, strict=True)) if columns else [() for _ in range(len(self.frame))]
 
 
+class Drawing(Protocol):
+    """A figure being drawn elsewhere (report_render.Pending): its SVG bytes once done."""
+
+    def result(self) -> bytes: ...
+
+
 @dataclass
 class Figure:
     """One figure as SVG bytes. ``slug``: file name (figures/<slug>.svg) and anchor; ``image``: the bytes, or
-    a Future of them from report_render's workers, read through :attr:`svg`."""
+    a :class:`Drawing` of them (report_render's workers), read through :attr:`svg`."""
 
     slug: str
     caption: str
-    image: bytes | Future[bytes]
+    image: bytes | Drawing
     run_ids: tuple[str, ...] = ()
 
     @property

@@ -9,7 +9,8 @@ with workers, the slower of the two decides how long ``bench report`` takes, not
 
 Workers are spawned, not forked: the report process holds DuckDB's threads, and a forked child of a
 threaded process may deadlock. They start when the renderer opens, so their imports overlap the report's
-first queries. A worker's failure is raised where the report reads the figure.
+first queries. A drawing's own error is raised where the report reads the figure; workers that could
+not start at all leave the drawing to this process.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from bench.analytics.report_model import svg_bytes
@@ -50,11 +52,14 @@ class Renderer:
             self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
             self._pool.submit(_warm)  # start a worker and its imports now, not at the first figure
 
-    def svg(self, draw: Callable[..., Any], *args: Any, title: str | None = None) -> bytes | Future[bytes]:
-        """The SVG bytes of ``draw(*args)``: bytes, or a Future of them from a worker."""
-        if self._pool is None:
-            return draw_svg(draw, args, title)
-        return self._pool.submit(draw_svg, draw, args, title)
+    def svg(self, draw: Callable[..., Any], *args: Any, title: str | None = None) -> bytes | Pending:
+        """The SVG bytes of ``draw(*args)``: bytes, or a :class:`Pending` drawing in a worker."""
+        if self._pool is not None:
+            try:
+                return Pending(self._pool.submit(draw_svg, draw, args, title), draw, args, title)
+            except BrokenProcessPool:  # the workers could not start (below): draw here from now on
+                self._pool = None
+        return draw_svg(draw, args, title)
 
     def __enter__(self) -> Renderer:
         return self
@@ -62,6 +67,21 @@ class Renderer:
     def __exit__(self, *exc: object) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class Pending:
+    """A figure a worker is drawing. :meth:`result` waits for its bytes; when the pool broke (a worker
+    could not start: spawning re-imports the main module, which a program read from stdin does not have),
+    it draws the figure here instead."""
+
+    def __init__(self, future: Future[bytes], draw: Callable[..., Any], args: tuple[Any, ...], title: str | None):
+        self._future, self._drawing = future, (draw, args, title)
+
+    def result(self) -> bytes:
+        try:
+            return self._future.result()
+        except BrokenProcessPool:
+            return draw_svg(*self._drawing)
 
 
 def _warm() -> None:

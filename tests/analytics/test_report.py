@@ -241,3 +241,28 @@ def test_findings_keep_every_kind_when_there_are_too_many() -> None:
     assert [f.text for f in kept] == ["leaderboard 0", "leaderboard 1", "leaderboard 2", "scaling 8", "scaling 9",
                                       "scaling 10", "effect 11", "effect 12", "trust 13", "trust 14"]
     assert keep(found[:5]) == found[:5]
+
+
+def _dies_in_a_worker() -> object:
+    """A drawing whose worker process dies (as one that cannot start does); here it draws."""
+    import multiprocessing
+    import os
+
+    if multiprocessing.parent_process() is not None:
+        os._exit(1)
+    from bench.analytics.plots import new_figure
+
+    fig = new_figure(2, 2)
+    fig.add_subplot().plot([0, 1], [1, 0])
+    return fig
+
+
+def test_a_figure_whose_worker_died_is_drawn_here() -> None:
+    from bench.analytics.report_render import Renderer
+
+    with Renderer(0) as here:
+        plain = here.svg(_dies_in_a_worker)
+    with Renderer(1) as pool:
+        pending = pool.svg(_dies_in_a_worker)
+        assert not isinstance(pending, bytes) and pending.result() == plain
+        assert isinstance(pool.svg(_dies_in_a_worker), bytes)  # the broken pool is not used again
