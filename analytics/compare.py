@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.ratio_stats import Summary, summarize
@@ -128,16 +128,20 @@ class CompareResult:
 
 @dataclass(frozen=True)
 class ViewRows:
-    """Every row of one view as compare reads it (Arrow schema and Python dicts), read once for the many
-    compare calls of one selection (bench report's ratio tables and findings convert the rows to Python
-    once, not once per call), keyed by (view, where)."""
+    """Every row of one view as compare reads it (Arrow schema and Python dicts)."""
 
     schema: pa.Schema
     rows: list[dict[str, Any]]
 
 
-#: What a caller of many compares keeps between them: the rows read, by (view, where).
-CompareCache = dict[tuple[str, str | None], ViewRows]
+@dataclass
+class CompareCache:
+    """What a caller of many compares on one selection keeps between them (bench report's findings and
+    ratio tables): each view's rows, converted to Python once, by (view, where); and each result, by its
+    arguments (the leaderboard and the ratio tables ask for some of the same comparisons)."""
+
+    views: dict[tuple[str, str | None], ViewRows] = field(default_factory=dict)
+    results: dict[tuple[Any, ...], CompareResult] = field(default_factory=dict)
 
 
 def compare(
@@ -149,8 +153,8 @@ def compare(
     ``con`` must have the view ``configs`` (metric images_per_sec) or ``scaling`` (speedup, efficiency).
     ``where`` is a SQL boolean expression over that view's columns, applied before matching A and B.
     ``equivalence`` is the margin m of "A and B within ±m" (0.05 = 5%). Raises BenchError for an
-    unknown factor or metric, a bad --where, or an A / B that matches no value or several. ``cache``: a dict
-    kept by a caller that compares many times over the same views (:class:`ViewRows`); filled here.
+    unknown factor or metric, a bad --where, or an A / B that matches no value or several. ``cache``: kept
+    by a caller that compares many times on one selection (:class:`CompareCache`); filled here.
     """
     factor = ALIASES.get(factor, factor)
     tag = factor not in FACTORS
@@ -161,11 +165,14 @@ def compare(
     if equivalence is not None and not 0 < equivalence < 1:
         raise UsageError(f"--equivalence is a fraction such as 0.05 (for ±5%), got {equivalence}")
     view = METRICS[metric]
-    read = None if cache is None else cache.get((view, where))
+    asked = (factor, a, b, metric, where, equivalence)
+    if cache is not None and asked in cache.results:
+        return cache.results[asked]
+    read = None if cache is None else cache.views.get((view, where))
     if read is None:
         read = _read(con, view, where)
         if cache is not None:
-            cache[(view, where)] = read
+            cache.views[(view, where)] = read
     of = (lambda r: _tags(r["config_tags"]).get(factor)) if tag else (lambda r: r[factor])
     values = list(dict.fromkeys(of(r) for r in read.rows))
     if tag and all(v is None for v in values) and values:
@@ -181,7 +188,10 @@ def compare(
     else:
         pairs, unmatched, n_base = pair_rows(rows, factor, va, metric)
     summary = summarize([p.ratio for p in pairs], equivalence, n_baseline_excluded=n_base)
-    return CompareResult(factor, va, vb, metric, tuple(pairs), tuple(unmatched), summary)
+    result = CompareResult(factor, va, vb, metric, tuple(pairs), tuple(unmatched), summary)
+    if cache is not None:
+        cache.results[asked] = result
+    return result
 
 
 def _read(con: duckdb.DuckDBPyConnection, view: str, where: str | None) -> ViewRows:

@@ -79,7 +79,7 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
     labels = tab.config_labels(configs)
     runs = sel.point_runs(con)
     mlperf, mlperf_found = mlperf_sections(con, opts.equivalence, opts.mlperf_compare, renderer)
-    cache: CompareCache = {}  # compare's rows, read once for the findings and the ratio tables
+    cache = CompareCache()  # compare's rows and results, shared by the findings and the ratio tables
     findings, found = findings_section(con, opts.baseline, cache, renderer, mlperf_found)
     selection = Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])
     throughput = bool(len(configs)) and bool(first(con, "SELECT 1 FROM _configs WHERE images_per_sec > 0 LIMIT 1"))
