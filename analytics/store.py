@@ -65,20 +65,41 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
 
 #: ``runs`` with the devices of an MLPerf run filled from its system description (the ``systems`` row of its
 #: round, submitter and system, as sql/mlperf_runs.sql finds it), where its log does not say them: every
-#: generic view and the report then see an MLPerf run's device count, type and model.
+#: generic view and the report then see an MLPerf run's device count, type and model. Any other run takes
+#: the facts of the machine metadata file (formats/host_metadata) deepest among the folders above it: its
+#: GPU model where the log names none (a GPU run), its TensorFlow version where the log's is missing or a
+#: prefix of it (1.15 -> 1.15.4), and its details (CUDA, driver, ...) under the run's own.
 _RUNS_WITH_DEVICES = r"""
 SELECT r.* REPLACE (
-           coalesce(r.num_devices, d.num_devices) AS num_devices, coalesce(r.device_type, d.device_type) AS device_type,
-           coalesce(r.device_model, d.device_model) AS device_model, coalesce(r.num_nodes, d.num_nodes) AS num_nodes,
+           coalesce(r.num_devices, d.num_devices) AS num_devices,
+           coalesce(r.device_type, d.device_type, CASE WHEN m.f.device_model IS NOT NULL AND r.num_gpus > 0 THEN 'gpu' END)
+               AS device_type,
+           coalesce(r.device_model, d.device_model, CASE WHEN coalesce(r.device_type, 'gpu') = 'gpu' THEN m.f.device_model END)
+               AS device_model,
+           coalesce(r.num_nodes, d.num_nodes) AS num_nodes,
            coalesce(r.num_gpus, CASE WHEN d.device_type = 'gpu' THEN d.num_devices END) AS num_gpus,
-           coalesce(r.gpu_model, CASE WHEN d.device_type = 'gpu' THEN d.device_model END) AS gpu_model)
+           coalesce(r.gpu_model, CASE WHEN d.device_type = 'gpu' THEN d.device_model END,
+                    CASE WHEN coalesce(r.device_type, 'gpu') = 'gpu' THEN m.f.device_model END) AS gpu_model,
+           CASE WHEN m.f.tf <> '' AND coalesce(r.framework, 'tensorflow') = 'tensorflow'
+                     AND (r.framework_version IS NULL OR starts_with(m.f.tf, r.framework_version || '.'))
+                THEN m.f.tf ELSE r.framework_version END AS framework_version,
+           CASE WHEN m.f.details IS NULL THEN r.details
+                ELSE map_concat(m.f.details, coalesce(r.details, MAP {}::MAP(VARCHAR, VARCHAR))) END AS details)
 FROM all_runs r
 LEFT JOIN (SELECT round, submitter, system, any_value(num_devices) AS num_devices, any_value(device_type) AS device_type,
                   any_value(device_model) AS device_model, any_value(num_nodes) AS num_nodes
            FROM systems GROUP BY ALL) d
        ON r.format = 'mlperf' AND d.submitter = r.tags['submitter'] AND d.system = r.tags['system']
       AND d.round IS NOT DISTINCT FROM coalesce(r.tags['round'],
-                                                nullif(regexp_extract(r.tags['mlperf_version'], '^(\d+\.\d+)', 1), ''))"""
+                                                nullif(regexp_extract(r.tags['mlperf_version'], '^(\d+\.\d+)', 1), ''))
+LEFT JOIN (SELECT s.source, arg_max(h, length(h.folder)) AS f
+           FROM (SELECT DISTINCT source FROM all_runs WHERE format IS DISTINCT FROM 'mlperf') s
+           JOIN (SELECT regexp_replace(source, '[^/:]*$', '') AS folder, device_model, details,
+                        regexp_extract(framework, '^TensorFlow (\S+)$', 1) AS tf
+                 FROM systems WHERE round IS NULL AND submitter IS NULL) h
+             ON h.folder <> '' AND starts_with(s.source, h.folder)
+           GROUP BY s.source) m
+       ON m.source = r.source"""
 _GONE = "(SELECT supersedes FROM sources WHERE supersedes IS NOT NULL)"
 _GONE_IDS = "(SELECT left(supersedes, 16) FROM sources WHERE supersedes IS NOT NULL)"  # a run id's first 16 hex
 #: Which rows of a table belong to a version no later version supersedes.

@@ -187,6 +187,8 @@ def _read_item(item: Item, ctx: _Context) -> Job | None:
     if item.match_path.endswith(".json"):  # an MLPerf JSON means what its place says: the place is its identity too
         found = pat.match_first([*pat.SCALING_TREE, *pat.SYSTEMS_TREE], item.match_path)
         meaning = repr(sorted(found.items())).encode() if found else b""
+    elif item.match_path.rsplit("/", 1)[-1] == "metadata":  # a machine's metadata describes its folder, by name
+        meaning = b"folder " + item.match_path.rsplit("/", 2)[-2].encode() if "/" in item.match_path else b""
     sha = hashing.finish(item.sidecar, meaning)  # a bench run directory: output.log + run.json is one source
     _note_run_dir(item, sha, ctx)
     if _is_duplicate(sha, ctx):

@@ -20,9 +20,9 @@ from bench.ingest.telemetry_columns import TelemetrySample, TelemetryTable
 __all__ = ["PROBLEM_KINDS", "SCHEMA_VERSION", "STATUSES", "ParseResult", "Problem", "Run", "ScoreScale", "StepTable", "System",
            "TelemetrySample", "TelemetryTable"]
 
-SCHEMA_VERSION = 4  # 2: MANIFEST.json per batch, status "invalid", problem kinds invalid_value and store_error;
+SCHEMA_VERSION = 5  # 2: MANIFEST.json per batch, status "invalid", problem kinds invalid_value and store_error;
 #                     3: runs.num_devices/device_type/device_model, throughput/_unit/_derived, tables systems
-#                        and score_scales; 4: sources.content_sha256 and supersedes
+#                        and score_scales; 4: sources.content_sha256 and supersedes; 5: systems.details
 
 #: Allowed values of ``Run.status``. ``timeout`` and ``interrupted`` come from ``bench run``.
 #: ``invalid``: the log printed a result no run can have (NaN, infinite, zero, negative or beyond the
@@ -125,8 +125,10 @@ class Problem:
 
 @dataclass(frozen=True, slots=True)
 class System:
-    """An MLPerf system description (``<submitter>/systems/<system>.json``): what a result's runs ran on.
-    Counts are per node; ``None`` where the description does not say (or says it in a way no count is)."""
+    """A system description: an MLPerf one (``<submitter>/systems/<system>.json``), what a result's runs ran
+    on, or a machine's metadata file (formats/host_metadata), which describes the runs below its folder.
+    Counts are per node; ``None`` where the description does not say (or says it in a way no count is).
+    ``details``: other facts (cuda_version, gpu_driver, ...), added to its runs' details."""
 
     submitter_name: str | None = None  # as the description spells it ("PCL & PKU"), not the folder
     division: str | None = None
@@ -138,6 +140,7 @@ class System:
     host_processor_model: str | None = None
     host_processors_per_node: int | None = None
     framework: str | None = None
+    details: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ FORMAT_MODULES: tuple[str, ...] = (
     "caffe",
     "mxnet",
     "convnet",
+    "host_metadata",
     "telemetry",
 )
 

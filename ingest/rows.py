@@ -64,7 +64,9 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
         run = pat.apply(run, values, res.problems)
         out.runs.append(run_row(run, source=ref.source, sha=ref.sha, ingested_at=now))
     place = pat.match_first(pat.SYSTEMS_TREE, ref.match_path) if res.systems else {}
-    out.systems = [system_row(s, source=ref.source, sha=ref.sha, place=place, ingested_at=now) for s in res.systems]
+    out.systems = [system_row(s, source=ref.source, sha=ref.sha, ingested_at=now,
+                              place={"system": s.system_name} if parsed.format == "host_metadata" and s.system_name else place)
+                   for s in res.systems]  # a machine's metadata: its folder is its system
     place = pat.match_first(pat.SCALING_TREE, ref.match_path) if res.score_scales else {}
     out.score_scales = [score_scale_row(s, source=ref.source, sha=ref.sha, place=place, ingested_at=now)
                         for s in res.score_scales]

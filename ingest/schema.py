@@ -142,8 +142,9 @@ SOURCES = pa.schema(
     ]
 )
 
-#: One row per MLPerf system description: what its results ran on, joined to them by (round, submitter,
-#: system), the folder names of the results repository. num_devices = num_nodes x accelerators_per_node;
+#: One row per system description. An MLPerf one says what its results ran on, joined to them by (round,
+#: submitter, system), the folder names of the results repository; a machine's metadata file (no round nor
+#: submitter; system: its folder's name) describes the runs below its folder (analytics.store's runs view). num_devices = num_nodes x accelerators_per_node;
 #: for a system without accelerators (accelerators_per_node 0) the devices are its CPU sockets:
 #: num_nodes x host_processors_per_node, device_type cpu, device_model the host processor.
 SYSTEMS = pa.schema(
@@ -165,6 +166,7 @@ SYSTEMS = pa.schema(
         ("host_processor_model", pa.string()),
         ("host_processors_per_node", pa.int64()),
         ("framework", pa.string()),
+        ("details", TAGS),  # other facts of a machine's metadata (cuda_version, gpu_driver, ...)
         ("ingested_at", TS),
     ]
 )
@@ -264,7 +266,8 @@ def system_row(system: System, *, source: str, sha: str, place: dict[str, str], 
     else:
         kind = device_type(model)
     row.update(source=source, source_sha256=sha, round=place.get("round"), submitter=place.get("submitter"),
-               system=place.get("system"), num_devices=nodes * per_node if nodes and per_node else None,
+               system=place.get("system"),
+               details=list(system.details.items()), num_devices=nodes * per_node if nodes and per_node else None,
                device_type=kind, device_model=model, ingested_at=_ts(ingested_at))
     return row
 

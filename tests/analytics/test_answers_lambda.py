@@ -44,7 +44,8 @@ def test_a100_against_v100_each_at_its_own_batch(store: Path) -> None:
     one = [p for p in r.pairs if p.num_devices == 1]
     assert len(one) == 1 and one[0].ratio == pytest.approx(a / b)  # 1990.02 / 1276.24 = 1.559
     assert (one[0].a_batch, one[0].b_batch, one[0].own_batch) == (448, 384, True)
-    assert one[0].differs == {"framework_version": ("2.3", "2.2"), "system": (A100_1, V100)}
+    # the versions as each folder's metadata file gives them (TF 2.3.0, 2.2.0), refining the logs' 2.3 and 2.2
+    assert one[0].differs == {"framework_version": ("2.3.0", "2.2.0"), "system": (A100_1, V100)}
 
 
 def test_rtx_3090_against_rtx_3070_takes_each_sides_fastest_system(store: Path) -> None:
@@ -89,6 +90,30 @@ def test_synthetic_against_real_data_pairs_although_the_path_restates_data(store
     r = compare(con, "data", "synthetic", "real")
     (pair,) = r.pairs
     assert pair.ratio == pytest.approx(syn / real) and "data_mode" not in pair.config["config_tags"]
+
+
+def test_each_system_folders_metadata_fills_its_runs_facts(store: Path) -> None:
+    """Lambda's <system>.logs/metadata (CUDA, driver, TF, GPUs) describes the runs below it; the 4 folders
+    of 7742-{1,2,4,8}xA100 hold the same bytes and each describes its own runs. A log's TF version is refined
+    by the metadata's (2.3 -> 2.3.0) but never replaced: one log of Processor-LambdaCloud_4xQuadro_RTX_6000
+    says `TensorFlow:  2.2` while its folder's metadata says 1.15.3 (72 others say 1.15, one says none)."""
+    def meta(system: str) -> dict[str, str]:
+        with tarfile.open(TARBALL) as tar:
+            text = tar.extractfile(f"{system}.logs/metadata").read().decode()  # type: ignore[union-attr]
+        return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
+
+    con = connect(store)
+    for n in (1, 2, 4, 8):
+        system = f"7742-{n}xA100-SXM4-40GB_TF2_3"
+        m = meta(system)
+        got = rows(con, "SELECT DISTINCT framework_version, details['cuda_version'], device_model FROM runs "
+                        "WHERE tags['system'] = ?", [system])
+        assert got == [(m["TF"], m["CUDA"].removeprefix("V"), m["GPU 0"])] == [("2.3.0", "11.0.221", "A100-SXM4-40GB")]
+    cloud = "Processor-LambdaCloud_4xQuadro_RTX_6000"
+    assert meta(cloud)["TF"] == "1.15.3"
+    assert rows(con, "SELECT framework_version, count(*) FROM runs WHERE tags['system'] = ? GROUP BY 1 ORDER BY 1",
+                [cloud]) == [("1.15.3", 73), ("2.2", 1)]
+    assert rows(con, "SELECT count(*) FROM problems WHERE kind = 'unrecognized_format'") == [(0,)]
 
 
 def test_the_report_leads_with_findings_and_stays_small(store: Path, tmp_path: Path) -> None:

@@ -106,7 +106,7 @@ def test_a_schema_1_store_is_refused_then_migrated_by_rebuild(tmp_path: Path) ->
     assert refused.exit_code == 1 and "bench ingest --rebuild" in refused.output
     migrated = runner.invoke(app, ["ingest", "--rebuild", "--store", str(st)])
     assert migrated.exit_code == 0, migrated.output
-    assert json.loads(meta.read_text())["schema_version"] == SCHEMA_VERSION == 4
+    assert json.loads(meta.read_text())["schema_version"] == SCHEMA_VERSION == 5
     assert _totals(st) == (0, sorted(total_of(t) for t in texts), "")
     assert len(list(st.glob("batches/*/MANIFEST.json"))) == len(list(st.glob("batches/*")))
 

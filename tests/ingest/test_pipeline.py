@@ -422,7 +422,7 @@ def test_store_opens_without_bench_as_the_readme_shows(tmp_path: Path) -> None:
     telemetry = ds.dataset(sorted(glob.glob(f"{st}/batches/*/telemetry-*.parquet"))).to_table()
     assert telemetry.column("temperature_c").to_pylist() == [40.0, 38.0]
     meta = pq.read_metadata(table_files(st, "runs")[0]).metadata
-    assert meta[b"bench.schema_version"] == b"4"
+    assert meta[b"bench.schema_version"] == b"5"
 
 
 def test_forked_workers_read_their_chunks_from_the_job_area(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

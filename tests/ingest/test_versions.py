@@ -126,7 +126,7 @@ def test_a_store_of_schema_3_is_migrated_by_rebuild(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="bench ingest --rebuild"):
         connect(st)
     rebuild(st)
-    assert json.loads(meta.read_text())["schema_version"] == SCHEMA_VERSION == 4
+    assert json.loads(meta.read_text())["schema_version"] == SCHEMA_VERSION == 5
     assert _q(st, "SELECT count(*), count(content_sha256), count(supersedes) FROM sources") == [(2, 0, 0)]
     ingest([str(log)], st, workers=0)  # reads every batch's sources, the carried-over one's too
     rates = sorted(r[0] for r in _q(st, "SELECT images_per_sec FROM runs"))
