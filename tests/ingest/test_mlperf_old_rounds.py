@@ -40,6 +40,20 @@ def test_text_log_is_detected_though_its_last_line_is_no_event() -> None:
     assert evals == [(3, 0.14488), (79, 0.7598)]  # percentages as fractions, with their epochs
 
 
+def test_run_starts_printed_by_each_rank_start_the_clock_at_the_first() -> None:
+    """Four ranks print run_start, one after the other (00:30:56 to 00:30:59), with nothing between them: one
+    start, whose clock is the first. A run_start after another event still restarts it (above)."""
+    ranks = "".join(f"MLPerf: resnet [06/13/19 00:30:5{6 + r}], run_start\n" for r in range(4))
+    log = ranks + TEXT_LOG.split("\n", 3)[3]  # TEXT_LOG from its train_epoch line: no second run_start
+    (run,) = parse_bytes(log.encode(), source="result_0.txt").result.runs
+    assert (run.status, run.time_to_train_s) == ("ok", 1465.0)  # 00:30:56 -> 00:55:21 = 24 min 25 s
+    prefixed = [f"[1,{r}]<stdout>::::MLLOG " + '{"key": "run_start", "value": null, "time_ms": %d, "metadata": {}}'
+                % (1000 + 500 * r) for r in range(2)]
+    stop = ':::MLLOG {"key": "run_stop", "value": null, "time_ms": 61000, "metadata": {"status": "success"}}'
+    (run,) = mlperf.parse_lines([*prefixed, stop], source="test").runs
+    assert run.time_to_train_s == 60.0  # from rank 0's 1000 ms, not rank 1's 1500
+
+
 MLL_LOG = """\
 :::MLL 1000.5 submission_benchmark: {"value": "minigo", "metadata": {"lineno": 0, "file": "manual"}}
 :::MLL 1000.75 cache_clear: {value: true, metadata: {lineno: 0, file: manual}}
