@@ -85,18 +85,19 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
     throughput = bool(len(configs)) and bool(first(con, "SELECT 1 FROM _configs WHERE images_per_sec > 0 LIMIT 1"))
     # an MLPerf selection leads with its scores (its ResNet logs also give images/s: those sections follow)
     lead = bool(mlperf) and bool(first(con, "SELECT bool_and(format = 'mlperf') FROM runs")[0])  # type: ignore[index]
-    sections = [findings, *(mlperf if lead else []), selection]
+    # the sections with figures are built first, so the renderer's workers draw while the tables compute
+    families, per_device, ratios, laws = [], [], [], []
     if throughput:  # without images/s (only times to train), the throughput sections are left out
         fits = fit(con)  # once: the scaling-law table and every family's USL curve read it
-        sections += _family_sections(con, configs, runs, opts.max_families, fits.fits, renderer)
-        sections += _ratio_section(con, configs, runs, opts.equivalence, cache)
-        sections += _shown(Section("Scaling laws"), [tab.fits_table(fits, labels, runs)], SHOWN_FITS)
-    sections += _shown(Section("Flagged runs"), [sel.flags_table(con, labels)], SHOWN_FLAGS)
+        families = _family_sections(con, configs, runs, opts.max_families, fits.fits, renderer)
+        per_device = _per_device_sections(configs, con, renderer)
+    trace = _trace_sections(con, opts.trace, renderer)
     if throughput:
-        sections += _per_device_sections(configs, con, renderer)
-    if not lead:
-        sections += mlperf
-    sections += _trace_sections(con, opts.trace, renderer)
+        ratios = _ratio_section(con, configs, runs, opts.equivalence, cache)
+        laws = _shown(Section("Scaling laws"), [tab.fits_table(fits, labels, runs)], SHOWN_FITS)
+    flagged = _shown(Section("Flagged runs"), [sel.flags_table(con, labels)], SHOWN_FLAGS)
+    sections = [findings, *(mlperf if lead else []), selection, *families, *ratios, *laws, *flagged, *per_device,
+                *([] if lead else mlperf), *trace]
     sections.append(method_section())
     sections += _provenance(con, labels, sections)
     _say_what_is_left_out(findings, sections)
