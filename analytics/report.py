@@ -1,7 +1,7 @@
 """``bench report``: selection -> sections -> writers.
 
 :func:`build_report` narrows a store connection to the selection and builds the report as plain data
-(report_model: tables of unformatted numbers with the runs behind each, figures as PNG bytes);
+(report_model: tables of unformatted numbers with the runs behind each, figures as SVG bytes);
 :func:`write_report` writes it into a folder: ``report.html`` (one self-contained file: CSS inline, SVGs
 as data: URIs, no script, no network), ``report.md`` with ``figures/*.svg`` beside it, and every table
 as ``tables/<slug>.csv``. Section order: findings, (an MLPerf selection's scores), selection, families (the

@@ -1,4 +1,4 @@
-"""``bench report`` writer: report.html, one self-contained file (CSS inline, figures as base64 PNG data:
+"""``bench report`` writer: report.html, one self-contained file (CSS inline, figures as base64 SVG data:
 URIs, no script, no network access). All text from the store (labels, sources, status details, tags) is
 escaped with ``html.escape``. A number with runs behind it links to ``#run-<first run_id>`` in the
 provenance table (the runs of one configuration point are adjacent there) and lists every run_id in its
