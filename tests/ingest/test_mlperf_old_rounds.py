@@ -47,8 +47,8 @@ def test_run_starts_printed_by_each_rank_start_the_clock_at_the_first() -> None:
     log = ranks + TEXT_LOG.split("\n", 3)[3]  # TEXT_LOG from its train_epoch line: no second run_start
     (run,) = parse_bytes(log.encode(), source="result_0.txt").result.runs
     assert (run.status, run.time_to_train_s) == ("ok", 1465.0)  # 00:30:56 -> 00:55:21 = 24 min 25 s
-    prefixed = [f"[1,{r}]<stdout>::::MLLOG " + '{"key": "run_start", "value": null, "time_ms": %d, "metadata": {}}'
-                % (1000 + 500 * r) for r in range(2)]
+    prefixed = [f'[1,{r}]<stdout>::::MLLOG {{"key": "run_start", "value": null, "time_ms": {1000 + 500 * r}, "metadata": {{}}}}'
+                for r in range(2)]
     stop = ':::MLLOG {"key": "run_stop", "value": null, "time_ms": 61000, "metadata": {"status": "success"}}'
     (run,) = mlperf.parse_lines([*prefixed, stop], source="test").runs
     assert run.time_to_train_s == 60.0  # from rank 0's 1000 ms, not rank 1's 1500
