@@ -24,6 +24,7 @@ FORMAT_MODULES: tuple[str, ...] = (
     "mlperf",
     "mlperf_system",
     "mlperf_scaling",
+    "bench_sweep",
     "dllogger",
     "tf_cnn",
     "horovod",

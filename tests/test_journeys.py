@@ -80,6 +80,14 @@ def test_bench_sweep_then_resume_scaling_and_report(tmp_path: Path) -> None:
     assert res.returncode == 0 and "fewer than 3 device counts" in res.stdout
     res = bench("report", "--store", str(store), "--out", str(tmp_path / "report"))
     assert res.returncode == 0, res.stderr
+    # the sweep's folder ingested again, as a user might: its runs are already in the store, and the sweep's
+    # own record (sweep-cpu-smoke-<stamp>.json) is known, not a log of an unknown format
+    res = bench("ingest", str(out), "--store", str(store), "--json")
+    summary = json.loads(res.stdout)
+    assert res.returncode == 0 and summary["runs_added"] == 0, res.stdout
+    assert sql(store, "SELECT format, n_runs FROM sources WHERE source LIKE '%sweep-cpu-smoke-%.json'") == \
+           [{"format": "bench_sweep", "n_runs": 0}]
+    assert sql(store, "SELECT count(*) AS n FROM problems WHERE kind = 'unrecognized_format'") == [{"n": 0}]
 
 
 @pytest.mark.slow
