@@ -120,9 +120,10 @@ def leaderboard_findings(board: Leaderboard | None, link: str) -> list[Finding]:
     return out
 
 
-def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]:
-    """The families with the most runs that were measured at two or more device counts."""
-    found = rows(con, f"""
+#: One row per scaling curve (a configuration measured at two or more device counts) of ``_scaling``, with
+#: its efficiency at the largest count and the first count below EFFICIENCY_FLOOR: the scaling findings and
+#: the report's scaling table read it.
+CURVES = f"""
         WITH curves AS (
             SELECT config_id, any_value(model) AS model, any_value(data) AS data, any_value(device_model) AS device,
                    any_value(config_tags['system']) AS system, any_value(mode) AS mode,
@@ -132,9 +133,14 @@ def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]
                    arg_max(efficiency, num_devices * 1000000 - coalesce(num_nodes, 1)) AS eff_largest,
                    arg_max(n_ok, num_devices * 1000000 - coalesce(num_nodes, 1)) AS n_largest,
                    min(num_devices) FILTER (WHERE efficiency < {EFFICIENCY_FLOOR}) AS below
-            FROM _scaling WHERE efficiency IS NOT NULL GROUP BY config_id)
+            FROM _scaling WHERE efficiency IS NOT NULL GROUP BY config_id HAVING count(DISTINCT num_devices) >= 2)"""
+
+
+def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]:
+    """The families with the most runs that were measured at two or more device counts."""
+    found = rows(con, f"""{CURVES}
         SELECT model, mode, data, device, system, precision, batch, largest, eff_largest, n_largest, below, runs
-        FROM curves WHERE counts >= 2
+        FROM curves
         ORDER BY counts DESC, runs DESC, model, mode, device, system, precision, data, batch, config_id  -- ties: one order""")
     out: list[Finding] = []
     seen = set()

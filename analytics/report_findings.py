@@ -84,14 +84,9 @@ def leaderboard_plot(names: list[str], means: list[float], lows: list[float], hi
 def _scaling_table(con: duckdb.DuckDBPyConnection) -> Table | None:
     import pandas as pd
 
-    found = rows(con, f"""
-        SELECT any_value(model), any_value(mode), any_value(data), any_value(device_model),
-               any_value(config_tags['system']), any_value(precision), any_value(batch_size_per_device),
-               count(DISTINCT num_devices), max(num_devices),
-               arg_max(efficiency, num_devices * 1000000 - coalesce(num_nodes, 1)),
-               min(num_devices) FILTER (WHERE efficiency < {fd.EFFICIENCY_FLOOR}), sum(n_runs)
-        FROM _scaling WHERE efficiency IS NOT NULL GROUP BY config_id HAVING count(DISTINCT num_devices) >= 2
-        ORDER BY 12 DESC, 1, 2, 3, 4, 5, 6, 7, config_id LIMIT 30  -- ties: one order""")
+    found = rows(con, f"""{fd.CURVES}
+        SELECT model, mode, data, device, system, precision, batch, counts, largest, eff_largest, below, runs
+        FROM curves ORDER BY runs DESC, model, mode, data, device, system, precision, batch, config_id LIMIT 30""")
     if not found:
         return None
     df = pd.DataFrame(found, columns=["model", "mode", "data", "device", "system", "precision", "batch/device",
