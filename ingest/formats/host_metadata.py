@@ -40,6 +40,8 @@ _DETAILS = {"CUDA": "cuda_version", "Nvidia": "gpu_driver", "Kernel": "kernel", 
 
 def sniff(head: str) -> bool:
     """Only Key<TAB>Value lines, among them ``GPU 0`` and a CUDA or TF version."""
+    if "GPU 0\t" not in head:  # one search first: every unrecognized file's head comes here
+        return False
     lines = [line for line in head.splitlines() if line.strip()]
     if not lines or not all(_LINE.fullmatch(line) for line in lines):
         return False
