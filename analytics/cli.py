@@ -125,7 +125,7 @@ def fit_command(
     if as_json:
         typer.echo(json.dumps(dataclasses.asdict(report), indent=2, default=str))
     else:
-        from bench.analytics.scaling_laws import print_fits
+        from bench.analytics.scaling_text import print_fits
 
         print_fits(report)
 

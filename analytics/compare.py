@@ -14,7 +14,7 @@ share none, each side's best batch size is paired with the other's, marked ``own
 sizes (as Lambda's tables compare GPUs, each at the batch it fits). Where a side has several rows for one
 pair (two systems with the same GPU), its fastest is taken. A different framework never pairs: ``--ignore
 framework`` lets it (bench.analytics.selection). The summary gives n, median, geometric mean (the mean for ratios), min, max and a
-bootstrap 95% CI of the geometric mean; ``equivalence`` adds a paired TOST on the log ratios.
+t-interval 95% CI of the geometric mean (bench.analytics.ratio_stats); ``equivalence`` adds a paired TOST on the log ratios.
 
 Decisions (the issue is silent on these):
 - A value is usable when it is a finite number > 0. A configuration without one (only failed runs,
@@ -24,8 +24,7 @@ Decisions (the issue is silent on these):
   1 / 1 by construction (a tautology, not evidence): they are left out of the pairs and the summary,
   and counted in ``Summary.n_baseline_excluded``. A row at the baseline device count on more nodes has a
   measured speedup (not exactly 1) and stays a pair.
-- Bootstrap: 10,000 resamples (numpy PCG64, seed 2017) of the log ratios, the mean of each, and the
-  2.5 and 97.5 percentiles, exponentiated (percentile interval). No CI for fewer than 2 pairs.
+- The CI: a t-interval on the log ratios, exponentiated (bench.analytics.ratio_stats). No CI for one pair.
 - Equivalence within ±m: the bounds are ±log(1 + m) on the log ratio (symmetric, so swapping A and B
   gives the same verdict), tested with statsmodels ``ttost_paired(log a, log b)``: one-sample TOST on
   the paired log differences. Pairing matters: between configurations the speed varies 50-fold, an

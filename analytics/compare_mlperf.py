@@ -12,7 +12,7 @@ JAX); the other columns (submitter, system, ...) may differ, and each pair lists
 its two sets (``Pair.differs``: both sides' systems). A side with two rows for one such key is
 a user error: narrow it with --where (e.g. ``tags['submitter'] = 'NVIDIA'``) or use ``best``. Rows without a score (a verdict
 other than ``scored``) are listed as unmatched with their verdict. Statistics are those of
-``bench.analytics.compare`` (median, geometric mean with a bootstrap CI, TOST).
+``bench.analytics.compare`` (median, geometric mean with its t CI, TOST).
 """
 
 from __future__ import annotations

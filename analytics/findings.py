@@ -6,7 +6,7 @@ Kinds, in order (at most :data:`MAX_FINDINGS` sentences, every kind that has one
 - the device leaderboard: each device model's images/s relative to a baseline device (``--baseline``; by
   default the device model measured on the most workloads), paired per workload by ``bench compare``'s
   system pairing (each side at its own best batch size where they share none), summarised by the
-  geometric mean over workloads with its bootstrap 95% CI;
+  geometric mean over workloads with its 95% CI (t on the log ratios);
 - MLPerf (report_mlperf.mlperf_findings, when the selection holds results of a round): the speedup of the
   MLPerf section's A over B, and the fastest score of the benchmarks with the most scored result sets;
 - scaling: per configuration family measured at two or more device counts, the efficiency at its largest

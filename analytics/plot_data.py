@@ -120,7 +120,7 @@ def scaling_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by: 
 def usl_frame(con: duckdb.DuckDBPyConnection, scaling: pd.DataFrame, where: str | None = None,
               points: int = 50, fits: Sequence[ConfigFit] | None = None) -> pd.DataFrame:
     """The fitted USL speedup curve of each configuration of ``scaling`` that ``scaling_laws.fit`` fits
-    (3+ device counts): config_id, label, num_devices (float, from the baseline to the largest measured
+    (4+ device counts, so that the law is tested): config_id, label, num_devices (float, from the baseline to the largest measured
     count), usl_speedup. S(N) = n / (1 + a(n-1) + b n(n-1)), n = N / baseline_devices; points where the
     denominator is not positive are left out. ``fits``: the fits of ``con`` when the caller has them already
     (``where`` is then unused)."""
@@ -135,6 +135,8 @@ def usl_frame(con: duckdb.DuckDBPyConnection, scaling: pd.DataFrame, where: str 
         if cf.config_id not in labels:
             continue
         f = cf.fit
+        if not f.testable:  # the curve passes through the points whatever the law: it shows nothing
+            continue
         gpus = np.linspace(f.baseline_devices, max(f.device_counts), points)
         n = gpus / f.baseline_devices
         denom = 1 + f.alpha.estimate * (n - 1) + f.beta.estimate * n * (n - 1)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics import findings as fd
 from bench.analytics.plots import new_figure
+from bench.analytics.ratio_stats import CI_METHOD
 from bench.analytics.report_model import Figure, Section, Table
 from bench.analytics.report_render import Renderer
 from bench.analytics.results import rows
@@ -57,7 +58,7 @@ def _leaderboard_table(board: fd.Leaderboard) -> Table:
     return Table(LEADERBOARD, f"Device leaderboard: images/s relative to {board.baseline}, paired per workload",
                  df, dict.fromkeys(df.columns[1:5], ".2f"),
                  notes=["Each workload pairs the two devices at a batch size both ran, else each at its own fastest; "
-                        "the CI is a bootstrap percentile interval of the geometric mean (10,000 resamples)."])
+                        f"the CI of the geometric mean is a {CI_METHOD}."])
 
 
 def _leaderboard_figure(board: fd.Leaderboard, renderer: Renderer) -> Figure:
@@ -107,7 +108,7 @@ def method_section() -> Section:
         "as its spread; within a run, the spread of its step rates after the MSER-5 warm-up cut gives its CV.",
         "Ratios (device leaderboard, effects, ratio tables) pair configurations that are equal in everything but "
         "the factor compared and are summarised by the geometric mean, the mean that is the same whichever side is "
-        "the baseline, with a bootstrap percentile 95% CI (10,000 resamples, fixed seed); the median is given "
+        f"the baseline, with a 95% CI: a {CI_METHOD}; the median is given "
         "beside it. Speedup and efficiency are relative to each configuration's smallest device count.",
         "What is a configuration is said once (sql/configs.sql): bookkeeping tags (sweep, cell, repeat, run ids) "
         "never split one. Left out: rows of a log version a longer version of the same file supersedes, and runs "

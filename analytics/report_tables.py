@@ -165,7 +165,7 @@ def ratio_plan(con: duckdb.DuckDBPyConnection) -> list[tuple[str, Any, Any, str]
 def ratio_table(res: CompareResult, ids: dict[tuple[Any, ...], str], runs: PointRuns) -> Table:
     """One compare result laid out like the sheet: rows = device counts, columns = matched configurations
     (the other factors that vary among the pairs), each row ending with its median; the summary (n,
-    median, geometric mean with its bootstrap 95% CI, equivalence) is the table's note. ``ids``:
+    median, geometric mean with its 95% CI, equivalence) is the table's note. ``ids``:
     :func:`config_ids` of the selection."""
     import pandas as pd
 
@@ -232,7 +232,7 @@ def ratio_summary_table(results: list[CompareResult]) -> Table:
     cols = ["factor", "A", "B", "metric", "pairs (count)", "median (×)", "geomean (×)", "geomean 95% CI low (×)",
             "geomean 95% CI high (×)", "equivalent within ±margin", "TOST p"]
     fmt = {c: ".3f" for c in cols if "(×)" in c} | {"TOST p": ".3g"}
-    return Table("ratio-summary", "Ratios A / B: median and geometric mean with its bootstrap 95% CI",
+    return Table("ratio-summary", "Ratios A / B: median and geometric mean with its 95% CI",
                  pd.DataFrame(rows, columns=cols), fmt)
 
 
@@ -251,6 +251,7 @@ def fits_table(report: FitReport, labels: dict[str, str], runs: PointRuns) -> Ta
             row[name] = e.estimate
             row[f"{name} 95% CI low"], row[f"{name} 95% CI high"] = e.ci95_low, e.ci95_high
         row["Amdahl R²"], row["USL R²"], row["USL peak (devices)"] = f.amdahl_r2, f.usl_r2, f.peak_devices
+        row["note"] = "; ".join(f.notes + (("superlinear beyond its CI",) if f.superlinear else ()))
         rows.append(row)
     df = pd.DataFrame(rows)
     ids = {labels.get(c.config_id, str(c.config_id)): c.config_id for c in report.fits}
@@ -260,6 +261,8 @@ def fits_table(report: FitReport, labels: dict[str, str], runs: PointRuns) -> Ta
         mine = by_config.get(ids[label], ())
         cell_runs.update({(i, col): mine for col in df.columns if col not in ("configuration", "device counts")})
     notes = [f"{len(report.skipped)} configuration(s) with fewer than 3 device counts are not fitted."] if report.skipped else []
-    notes.append("Speedups are relative to each configuration's smallest device count (n = devices / baseline).")
+    notes.append("Speedups are relative to each configuration's smallest device count (n = devices / baseline); "
+                 "R² is on the speedup scale; s, α and β are held >= 0 as the laws define them (a held one has no "
+                 "CI); with 3 device counts USL passes through every point, so the law is not tested.")
     return Table("scaling-laws", "Scaling-law fits: Amdahl serial fraction and USL (95% CIs)", df,
-                 dict.fromkeys(df.columns, ".3g"), cell_runs, notes)
+                 dict.fromkeys([c for c in df.columns if c != "note"], ".3g"), cell_runs, notes)

@@ -11,7 +11,7 @@ Columns (see :data:`SCHEMA`):
 - ``steady_mean``: mean rate after the cut, images/s;
 - ``cv``: sample standard deviation / mean of the steady rates (dimensionless);
 - ``stable``: ``cv <= 0.02``, the stability criterion of the Dell EMC benchmark studies;
-- ``ci95_low``/``ci95_high``: 95% CI of the steady mean, images/s, with a Newey-West (HAC) standard error.
+- ``ci95_low``/``ci95_high``: 95% CI of the steady mean, images/s, by non-overlapping batch means.
 
 Everything but ``n_intervals`` is NULL below :data:`MIN_INTERVALS` intervals: MSER-5 needs at least two
 batches of five, and a CI from fewer than ten autocorrelated points would be decoration.
@@ -24,12 +24,13 @@ the mean of the batch means left; d* minimises it over the first half, 0 <= d < 
 two batch means remain and the statistic is never a trivial 0); ties go to the smallest d. The warm-up is
 5*d* intervals; the steady state is every interval after it (the partial last batch included).
 
-CI: OLS of the steady rates on a constant with ``cov_type='HAC'`` (Bartlett kernel, small-sample
-correction m/(m-1), Student t with m-1 df) and maxlags = floor(4 (m/100)^(2/9)) (Newey & West 1994,
-the rule statsmodels uses by default). The kernel sum is statsmodels' ``S_hac_simple``, the same function
-``OLS.fit(cov_type='HAC')`` calls (a test checks they agree); calling it directly skips the per-run model
-set-up (~150 us per run). Measured on a 2-core machine: 10,000 runs x 100 intervals in ~1 s, 100,000 runs x 30
-intervals in ~6 s, plus ~1 s to import scipy.stats once.
+CI: non-overlapping batch means (Schmeiser 1982, "Batch size effects in the analysis of simulation output",
+Operations Research 30(3)): the steady rates form b = min(5, m) batches of floor(m/b) consecutive rates (the
+first m mod b rates, nearest the warm-up, are left out), and the CI is the Student t-interval of the b batch
+means (b-1 df). Few large batches absorb the autocorrelation of step rates that a per-step standard error
+ignores: on an AR(1) series with phi = 0.5 it covers 95% from about 20 steady rates on, where the
+Newey-West HAC interval this replaced covered 77% at 10 and 89% at 100, and 88% on independent rates at 5
+(tests/analytics/test_coverage.py).
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def compute_run_stats(con: duckdb.DuckDBPyConnection) -> pa.Table:
             cols[name].append(value)
         cut = row["warmup_intervals"]
         steady.append(None if cut is None else rates[s + cut:e])
-    cols["ci95_low"], cols["ci95_high"] = hac_mean_ci(steady)
+    cols["ci95_low"], cols["ci95_high"] = batch_means_ci(steady)
     return pa.table(cols, schema=schema())
 
 
@@ -134,34 +135,28 @@ def mser5(x: np.ndarray) -> int:
     return int(np.argmin(mser[:first_half])) * BATCH
 
 
-def newey_west_lags(m: int) -> int:
-    """HAC truncation lag for m observations: floor(4 (m/100)^(2/9)) (Newey & West 1994)."""
-    return math.floor(4 * (m / 100.0) ** (2.0 / 9.0))
+#: batches of the CI (see the module doc)
+CI_BATCHES = 5
 
 
-def hac_mean_ci(series: list[np.ndarray | None]) -> tuple[list[float | None], list[float | None]]:
-    """95% CIs (low, high lists) of the mean of each series with a Newey-West standard error.
-
-    Equal to ``OLS(y, 1).fit(cov_type='HAC', cov_kwds={'maxlags': L, 'use_correction': True}, use_t=True)``
-    with L = :func:`newey_west_lags`; NULL for ``None`` or fewer than 2 points (and when the kernel sum is
-    negative, which the Bartlett kernel rules out).
-    """
+def batch_means_ci(series: list[np.ndarray | None]) -> tuple[list[float | None], list[float | None]]:
+    """95% CIs (low, high lists) of the mean of each series by non-overlapping batch means (module doc);
+    NULL for ``None`` or fewer than 2 points."""
     import numpy as np
     from scipy import stats
-    from statsmodels.stats.sandwich_covariance import S_hac_simple
 
-    means, ses, dfs = np.full(len(series), np.nan), np.full(len(series), np.nan), np.ones(len(series))
-    for i, y in enumerate(series):
+    t = {b: float(stats.t.ppf(0.975, b - 1)) for b in range(2, CI_BATCHES + 1)}
+    low: list[float | None] = []
+    high: list[float | None] = []
+    for y in series:
         if y is None or len(y) < 2:
+            low.append(None)
+            high.append(None)
             continue
-        m = len(y)
-        means[i] = y.mean()
-        s = float(S_hac_simple(y - means[i], nlags=newey_west_lags(m))[0, 0])
-        # Sandwich for X = 1: (X'X)^-1 S (X'X)^-1 = S / m^2, times the correction m / (m - 1).
-        ses[i] = math.sqrt(s / m**2 * m / (m - 1)) if s >= 0 else np.nan
-        dfs[i] = m - 1
-    half = stats.t.ppf(0.975, dfs) * ses
-    low, high = means - half, means + half
-    ok = np.isfinite(half)
-    return ([float(v) if k else None for v, k in zip(low, ok, strict=True)],
-            [float(v) if k else None for v, k in zip(high, ok, strict=True)])
+        b = min(CI_BATCHES, len(y))
+        size = len(y) // b
+        z = np.asarray(y[len(y) - b * size:], dtype=np.float64).reshape(b, size).mean(axis=1)
+        mean, half = float(z.mean()), t[b] * float(z.std(ddof=1)) / math.sqrt(b)
+        low.append(mean - half)
+        high.append(mean + half)
+    return low, high

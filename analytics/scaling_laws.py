@@ -1,5 +1,6 @@
 """Scaling laws fitted to a configuration's speedups: Amdahl's serial fraction and the Universal
-Scalability Law (USL), each by plain OLS through the origin on a linearising transform.
+Scalability Law (USL), each by least squares through the origin on a linearising transform, with the
+parameters held to the laws' own domain (s, alpha, beta >= 0).
 
 Units and normalisation. Speedups come from the ``scaling`` view: S = throughput(N) / throughput(b),
 where b = ``baseline_devices`` is the configuration's smallest device count. The laws are stated relative to
@@ -12,25 +13,34 @@ Results (the peak, the extrapolated count) are converted back to devices.
 - USL (Gunther): S(n) = n / (1 + a(n-1) + b n(n-1))  <=>  n/S - 1 = a (n-1) + b n(n-1): two regressors,
   no intercept. Peak at n* = sqrt((1 - a)/b) when b > 0 and a < 1, else none.
 
-The baseline point (n = 1) is left out of both regressions: it is 1 by construction, both sides of each
-transform are 0 there, and counting it would add a residual degree of freedom that measures nothing. So a
-configuration needs at least 3 device counts (the baseline and two more); with exactly 3, USL has 0 residual
-degrees of freedom and its standard errors and CIs are None. R² is statsmodels' R² for a model without a
-constant, i.e. uncentered (1 - SSR / sum y²) on the transformed scale; None when sum y² = 0 (exactly linear).
+Constraints. The laws define s, a, b >= 0; a negative value describes a curve that rises faster than the law
+allows. The fit is non-negative least squares: where the unconstrained optimum has a negative parameter,
+that parameter is *held at 0* (its estimate is 0, with no CI) and the others are refitted, and the fit says
+so: USL with b held at 0 is Amdahl (S = n / (1 + a(n-1)) is Amdahl with s = a); USL with a held at 0, or
+Amdahl with s held at 0, is "the law does not describe these points". The CIs of the free parameters are
+the Student-t intervals of the refitted model (residual df = points - free parameters).
 
-:func:`fit_scaling` fits one configuration with statsmodels. :func:`fit` fits every configuration of the
-``scaling`` view with the same OLS in closed form, vectorised with numpy (tested equal to statsmodels):
-50,000 configurations take ~0.7 s on a 2-core machine (half of it building the result dataclasses),
-where statsmodels takes ~1 ms per configuration.
+The baseline point (n = 1) is left out of both regressions: it is 1 by construction, both sides of each
+transform are 0 there. So a configuration needs at least 3 device counts (the baseline and two more). With
+no more points than USL's two parameters, the curve passes through every point whatever the law: there is
+no test of the law, and USL gets no CI, no peak and no extrapolation (Amdahl, with one parameter, still
+has one residual df). R² is on the speedup scale: 1 - sum (S - S_fit)² / sum (S - mean S)² over the
+non-baseline points; None where the speedups do not vary.
+
+Superlinear is a measured fact, not a fitted one: a point whose efficiency exceeds 1 beyond its CI (the
+view's ``ci95_low`` of the point's throughput over the baseline's mean). A view without CIs
+(``mlperf_scaling``) never claims it.
+
+:func:`fit_scaling` fits one configuration with scipy's NNLS and statsmodels' OLS. :func:`fit` fits every
+configuration of a view with the same estimator in closed form, vectorised with numpy (tested equal).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from bench.analytics import render
 from bench.analytics.store import view_error
 from bench.ingest.errors import UsageError
 
@@ -39,6 +49,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 MIN_DEVICE_COUNTS = 3  #: the baseline and at least two more counts
+FEASIBLE_TOL = 1e-12  #: an unconstrained estimate above -FEASIBLE_TOL is within the law's domain (rounding)
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,13 @@ class Prediction:
     extrapolation: bool
 
 
+#: What a fit says when the law cannot be tested or does not describe the points (``ScalingFit.notes``).
+NO_TEST = "no test of the law possible: {k} points for USL's 2 parameters"
+USL_IS_AMDAHL = "USL reduces to Amdahl (β would be negative; held at 0)"
+USL_DOES_NOT_DESCRIBE = "USL does not describe these points (α would be negative; held at 0)"
+AMDAHL_DOES_NOT_DESCRIBE = "Amdahl does not describe these points (s would be negative; held at 0)"
+
+
 @dataclass(frozen=True)
 class ScalingFit:
     """Amdahl and USL fitted to one configuration. ``n_points`` counts the non-baseline points used."""
@@ -71,18 +89,20 @@ class ScalingFit:
     device_counts: tuple[int, ...]
     n_points: int
     serial_fraction: Estimate  # Amdahl s, per baseline group
-    amdahl_r2: float | None
+    amdahl_r2: float | None  # on the speedup scale
     alpha: Estimate  # USL contention
     beta: Estimate  # USL coherency
-    usl_r2: float | None
-    peak_devices: float | None  # where USL peaks, in devices (b * n*)
+    usl_r2: float | None  # on the speedup scale
+    peak_devices: float | None  # where USL peaks, in devices (b * n*); None without a test of the law
     predicted: Prediction  # at twice the largest measured count: always an extrapolation
-    #: USL α < 0 or β < 0: the points rise faster than linear (efficiency above 1, or growing), a curve
-    #: the law cannot hold beyond the measured counts; its extrapolation is not evidence.
-    superlinear: bool = field(init=False)
+    notes: tuple[str, ...] = ()  # NO_TEST, USL_IS_AMDAHL, ... (see the module doc)
+    #: a point's efficiency exceeds 1 beyond its CI (measured, see the module doc)
+    superlinear: bool = False
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "superlinear", self.alpha.estimate < 0 or self.beta.estimate < 0)
+    @property
+    def testable(self) -> bool:
+        """More points than USL's parameters: the residuals test the law."""
+        return self.n_points > 2
 
 
 @dataclass(frozen=True)
@@ -103,15 +123,16 @@ class FitReport:
 
 
 class _Ols(NamedTuple):
-    """OLS fits through the origin of k groups: params (k, p), cov (k, p, p), df (k,), uncentered R² (k,).
+    """Non-negative least-squares fits through the origin of k groups: params (k, p), cov (k, p, p), df (k,),
+    held (k, p): the parameter was held at 0 because the unconstrained optimum is infeasible.
 
-    cov is NaN where df = 0 and R² is NaN where sum y² = 0: both undefined, reported as None.
+    cov is NaN where df = 0 and on the rows and columns of held parameters: undefined, reported as None.
     """
 
     params: np.ndarray
     cov: np.ndarray
     df: np.ndarray
-    r2: np.ndarray
+    held: np.ndarray
 
 
 def _transform(num_devices: np.ndarray, speedup: np.ndarray, baseline: np.ndarray | float) -> dict[str, Any]:
@@ -122,7 +143,9 @@ def _transform(num_devices: np.ndarray, speedup: np.ndarray, baseline: np.ndarra
 
 
 def fit_scaling(points: Sequence[tuple[float, float]], baseline_devices: int | None = None) -> ScalingFit:
-    """Fit Amdahl and USL with statsmodels to (num_devices, speedup relative to the baseline) points.
+    """Fit Amdahl and USL to (num_devices, speedup relative to the baseline) points with scipy's NNLS (the
+    estimates) and statsmodels' OLS (the unconstrained optimum and its covariance): the reference for
+    :func:`fit`. ``superlinear`` is False: the points carry no CI.
 
     ``baseline_devices`` defaults to the smallest num_devices; points at the baseline are not used (see module
     doc). Raises ValueError with fewer than 3 distinct device counts, or a non-positive count or speedup.
@@ -139,32 +162,45 @@ def fit_scaling(points: Sequence[tuple[float, float]], baseline_devices: int | N
     if len(counts) < MIN_DEVICE_COUNTS:
         raise ValueError(f"need at least {MIN_DEVICE_COUNTS} device counts (baseline included), got {counts}")
     t = _transform(gpus[keep], speedup[keep], base)
-    amdahl = _sm_ols(t["amdahl_y"], t["amdahl_x"][:, None])
-    usl = _sm_ols(t["usl_y"], np.column_stack([t["usl_x1"], t["usl_x2"]]))
-    return _assemble(np.array([base]), [tuple(counts)], [int(keep.sum())], amdahl, usl)[0]
+    amdahl = _sm_nnls(t["amdahl_y"], t["amdahl_x"][:, None])
+    usl = _sm_nnls(t["usl_y"], np.column_stack([t["usl_x1"], t["usl_x2"]]))
+    g = np.zeros(int(keep.sum()), dtype=np.int64)
+    r2 = _speedup_r2(g, 1, gpus[keep] / base, speedup[keep], amdahl.params, usl.params)
+    return _assemble(np.array([base]), [tuple(counts)], [int(keep.sum())], amdahl, usl, r2, np.zeros(1, bool))[0]
 
 
-def _sm_ols(y: np.ndarray, x: np.ndarray) -> _Ols:
-    """statsmodels OLS without a constant, as one group; reads cov/R² only where defined (a 0/0 there
-    would warn, and warnings are errors in the tests)."""
+def _sm_nnls(y: np.ndarray, x: np.ndarray) -> _Ols:
+    """One group: statsmodels OLS without a constant where its optimum is feasible (>= 0), else scipy's NNLS
+    with sigma² = SSR / (points - parameters) and the covariance of the free columns."""
     import numpy as np
     import statsmodels.api as sm
+    from scipy.optimize import nnls
 
+    n, p = x.shape
+    df = n - p
     res = sm.OLS(y, x).fit()
-    df = round(float(res.df_resid))
-    p = x.shape[1]
-    cov = res.cov_params() if df > 0 else np.full((p, p), np.nan)
-    r2 = float(res.rsquared) if float(np.dot(y, y)) > 0 else np.nan
-    return _Ols(np.asarray(res.params)[None, :], np.asarray(cov)[None, :, :], np.array([df]), np.array([r2]))
+    free = np.ones(p, dtype=bool)
+    if np.all(np.asarray(res.params) >= -FEASIBLE_TOL):
+        params = np.maximum(np.asarray(res.params), 0.0)
+        cov = np.asarray(res.cov_params()) if df > 0 else np.full((p, p), np.nan)
+    else:
+        params = nnls(x, y)[0]
+        free = params > 0
+        resid = y - x @ params
+        cov = np.full((p, p), np.nan)
+        if df > 0 and free.any():
+            xf = x[:, free]
+            cov[np.ix_(free, free)] = float(resid @ resid) / df * np.linalg.inv(xf.T @ xf)
+    return _Ols(params[None, :], cov[None, :, :], np.array([df]), ~free[None, :])
 
 
 def _estimates(ols: _Ols, i: int) -> list[Estimate]:
-    """Parameter i of every group, with a Student-t 95% CI."""
+    """Parameter i of every group, with a Student-t 95% CI (None where held at 0 or with df = 0)."""
     import numpy as np
     from scipy import stats
 
     est = ols.params[:, i]
-    se = np.sqrt(np.maximum(ols.cov[:, i, i], 0.0))
+    se = np.sqrt(np.maximum(ols.cov[:, i, i], 0.0))  # NaN stays NaN
     half = stats.t.ppf(0.975, np.maximum(ols.df, 1)) * se
     return [Estimate(*row) for row in zip(est.tolist(), *map(_none, (se, est - half, est + half)), strict=True)]
 
@@ -174,32 +210,62 @@ def _none(a: np.ndarray) -> list[float | None]:
     return [None if v != v else v for v in a.tolist()]
 
 
+def _speedup_r2(g: np.ndarray, k: int, n: np.ndarray, speedup: np.ndarray, amdahl: np.ndarray,
+                usl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """R² on the speedup scale of both laws for groups 0..k-1 (points n = N / baseline, group g): NaN where
+    the group's speedups do not vary."""
+    import numpy as np
+
+    s, a, b = amdahl[g, 0], usl[g, 0], usl[g, 1]
+    count = np.bincount(g, minlength=k)
+    mean = np.bincount(g, speedup, minlength=k) / np.maximum(count, 1)
+    sst = np.bincount(g, (speedup - mean[g]) ** 2, minlength=k)
+    out = []
+    for fitted in (1 / (s + (1 - s) / n), n / (1 + a * (n - 1) + b * n * (n - 1))):
+        ssr = np.bincount(g, (speedup - fitted) ** 2, minlength=k)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out.append(np.where(sst > 1e-12 * np.maximum(mean * mean, 1.0), 1 - ssr / sst, np.nan))
+    return out[0], out[1]
+
+
 def _assemble(base: np.ndarray, counts: list[tuple[int, ...]], n_points: list[int], amdahl: _Ols,
-              usl: _Ols) -> list[ScalingFit]:
-    """The result dataclasses of k groups: estimates, peak and the extrapolated prediction (vectorised)."""
+              usl: _Ols, r2: tuple[np.ndarray, np.ndarray], superlinear: np.ndarray) -> list[ScalingFit]:
+    """The result dataclasses of k groups: estimates, peak, the extrapolated prediction and the notes
+    (vectorised). USL's peak and prediction are None where the law has no test (n_points <= 2)."""
     import numpy as np
     from scipy import stats
 
     s, alpha, beta = amdahl.params[:, 0], usl.params[:, 0], usl.params[:, 1]
+    testable = np.asarray(n_points) > 2
     with np.errstate(divide="ignore", invalid="ignore"):
-        peak = np.where((beta > 0) & (alpha < 1), base * np.sqrt((1 - alpha) / beta), np.nan)
+        peak = np.where(testable & (beta > 0) & (alpha < 1), base * np.sqrt((1 - alpha) / beta), np.nan)
         target = 2 * np.array([c[-1] for c in counts], dtype=np.int64)
         n2 = target / base
         x1, x2 = n2 - 1, n2 * (n2 - 1)
         denom = 1 + alpha * x1 + beta * x2
-        # CI of the fitted mean of y = n/S - 1 (linear in alpha, beta), mapped through S = n / (1 + y).
-        var = x1 * x1 * usl.cov[:, 0, 0] + 2 * x1 * x2 * usl.cov[:, 0, 1] + x2 * x2 * usl.cov[:, 1, 1]
-        half = stats.t.ppf(0.975, np.maximum(usl.df, 1)) * np.sqrt(np.maximum(var, 0.0))
-        ok = denom - half > 0
+        # CI of the fitted mean of y = n/S - 1 (linear in alpha, beta), mapped through S = n / (1 + y); a held
+        # parameter is a constant 0 (its variance NaN counts as 0), the CI needs the free ones' covariance.
+        cov = np.nan_to_num(usl.cov)
+        var = x1 * x1 * cov[:, 0, 0] + 2 * x1 * x2 * cov[:, 0, 1] + x2 * x2 * cov[:, 1, 1]
+        half = np.where(usl.df > 0, stats.t.ppf(0.975, np.maximum(usl.df, 1)) * np.sqrt(np.maximum(var, 0.0)), np.nan)
+        ok = testable & (denom - half > 0)
         low, high = np.where(ok, n2 / (denom + half), np.nan), np.where(ok, n2 / (denom - half), np.nan)
-        usl_s = np.where(denom > 0, n2 / denom, np.nan)
+        usl_s = np.where(testable & (denom > 0), n2 / denom, np.nan)
         amdahl_denom = s + (1 - s) / n2
         amdahl_s = np.where(amdahl_denom > 0, 1 / amdahl_denom, np.nan)
     preds = [Prediction(t, u, lo, hi, a, extrapolation=True) for t, u, lo, hi, a in
              zip(target.tolist(), *map(_none, (usl_s, low, high, amdahl_s)), strict=True)]
+    notes = []
+    for k, held_a, held_b, held_s in zip(n_points, usl.held[:, 0].tolist(), usl.held[:, 1].tolist(),
+                                         amdahl.held[:, 0].tolist(), strict=True):
+        why = [NO_TEST.format(k=k)] if k <= 2 else []
+        why += [USL_DOES_NOT_DESCRIBE] if held_a else [USL_IS_AMDAHL] if held_b else []
+        why += [AMDAHL_DOES_NOT_DESCRIBE] if held_s else []
+        notes.append(tuple(why))
     return [ScalingFit(*row) for row in zip(
-        base.astype(int).tolist(), counts, n_points, _estimates(amdahl, 0), _none(amdahl.r2),
-        _estimates(usl, 0), _estimates(usl, 1), _none(usl.r2), _none(peak), preds, strict=True)]
+        base.astype(int).tolist(), counts, n_points, _estimates(amdahl, 0), _none(r2[0]),
+        _estimates(usl, 0), _estimates(usl, 1), _none(r2[1]), _none(peak), preds, notes,
+        superlinear.tolist(), strict=True)]
 
 
 #: Columns of ``scaling`` that are measurements of one device count, not factors of the configuration.
@@ -242,15 +308,32 @@ def fit(con: duckdb.DuckDBPyConnection, where: str | None = None, view: str = "s
     valid = np.isfinite(speedup) & (speedup > 0) & (gpus > 0) & (base > 0)
     new_cfg = np.r_[True, cfg[1:] != cfg[:-1]] if len(cfg) else np.zeros(0, bool)
     starts, group = np.flatnonzero(new_cfg), np.cumsum(new_cfg) - 1
-    fitted, bases, counts, n_points, amdahl, usl = _fit_groups(group, len(starts), gpus, base, speedup, valid)
+    fitted, bases, counts, n_points, amdahl, usl, r2 = _fit_groups(group, len(starts), gpus, base, speedup, valid)
+    superlinear = _superlinear(tab, group, gpus, base, fitted)
     names = [c for c in tab.column_names if c not in MEASURES]
     factors = _factor_rows(tab.select(names).take(starts[fitted])) if names else [{} for _ in fitted]
-    fits = _assemble(bases, counts, n_points, amdahl, usl)
+    fits = _assemble(bases, counts, n_points, amdahl, usl, r2, superlinear)
     ids = cfg[starts].tolist()
     return FitReport(
         tuple(ConfigFit(ids[g], f, r) for g, f, r in zip(fitted.tolist(), factors, fits, strict=True)),
         tuple(ids[g] for g in np.flatnonzero(~np.isin(np.arange(len(starts)), fitted)).tolist()),
     )
+
+
+def _superlinear(tab: Any, group: np.ndarray, gpus: np.ndarray, base: np.ndarray, fitted: np.ndarray) -> np.ndarray:
+    """Per fitted group: does a point's efficiency exceed 1 beyond its CI (ci95_low / baseline images/s /
+    (N / baseline) > 1)? All False for a view without those columns."""
+    import numpy as np
+
+    if not {"ci95_low", "baseline_images_per_sec"} <= set(tab.column_names):
+        return np.zeros(len(fitted), bool)
+    low, ref = (tab.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
+                for c in ("ci95_low", "baseline_images_per_sec"))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        above = np.nan_to_num(low / ref / (gpus / base)) > 1
+    hit = np.zeros(int(group.max()) + 1 if len(group) else 0, bool)
+    np.logical_or.at(hit, group[above], True)
+    return hit[fitted]
 
 
 def _factor_rows(tab: Any) -> list[dict[str, Any]]:
@@ -267,10 +350,10 @@ def _factor_rows(tab: Any) -> list[dict[str, Any]]:
 
 def _fit_groups(group: np.ndarray, k: int, gpus: np.ndarray, base: np.ndarray, speedup: np.ndarray,
                 valid: np.ndarray) -> tuple[Any, ...]:
-    """OLS of both laws for the groups 0..k-1 that have >= 2 non-baseline device counts.
+    """Both laws for the groups 0..k-1 that have >= 2 non-baseline device counts.
 
     Returns (fitted group indices, their baselines, device counts (baseline first), n_points, amdahl _Ols,
-    usl _Ols), rows aligned with the fitted indices. Rows are sorted by (group, num_devices).
+    usl _Ols, speedup-scale R²s), rows aligned with the fitted indices. Rows are sorted by (group, num_devices).
     """
     import numpy as np
 
@@ -282,86 +365,63 @@ def _fit_groups(group: np.ndarray, k: int, gpus: np.ndarray, base: np.ndarray, s
     g = np.searchsorted(fitted, group[keep])  # renumber the fitted groups 0..len(fitted)-1
     t = _transform(gpus[keep], speedup[keep], base[keep])
     npts = np.bincount(g, minlength=len(fitted))
-    amdahl = _ols_origin(g, len(fitted), t["amdahl_y"], [t["amdahl_x"]], npts)
-    usl = _ols_origin(g, len(fitted), t["usl_y"], [t["usl_x1"], t["usl_x2"]], npts)
+    amdahl = _nnls_origin(g, len(fitted), t["amdahl_y"], [t["amdahl_x"]], npts)
+    usl = _nnls_origin(g, len(fitted), t["usl_y"], [t["usl_x1"], t["usl_x2"]], npts)
+    r2 = _speedup_r2(g, len(fitted), gpus[keep] / base[keep], speedup[keep], amdahl.params, usl.params)
     bases = np.zeros(len(fitted))
     bases[g] = base[keep]
     counts: list[list[int]] = [[int(b)] for b in bases.tolist()]
     distinct = np.r_[True, (g[1:] != g[:-1]) | (gpus[keep][1:] != gpus[keep][:-1])] if len(g) else g > 0
     for gi, ni in zip(g[distinct].tolist(), gpus[keep][distinct].tolist(), strict=True):
         counts[gi].append(int(ni))
-    return fitted, bases, [tuple(c) for c in counts], npts.tolist(), amdahl, usl
+    return fitted, bases, [tuple(c) for c in counts], npts.tolist(), amdahl, usl, r2
 
 
-def _ols_origin(g: np.ndarray, k: int, y: np.ndarray, xs: list[np.ndarray], npts: np.ndarray) -> _Ols:
-    """Per-group OLS of y on 1 or 2 regressors without a constant, for groups 0..k-1.
+def _nnls_origin(g: np.ndarray, k: int, y: np.ndarray, xs: list[np.ndarray], npts: np.ndarray) -> _Ols:
+    """Per-group least squares of y on 1 or 2 regressors without a constant, parameters >= 0, groups 0..k-1.
 
-    Same estimator as statsmodels OLS: beta = (X'X)^-1 X'y, sigma² = SSR/(n-p), cov = sigma² (X'X)^-1,
-    uncentered R² = 1 - SSR / y'y. Residuals are formed explicitly so a near-exact fit keeps its accuracy.
+    The unconstrained optimum (X'X)^-1 X'y where it is feasible; else the feasible optimum of each face
+    (every subset of free parameters, the others 0) with the least SSR, which is the NNLS solution of a
+    convex quadratic. sigma² = SSR / (n - p), p the law's parameter count; cov = sigma² (X_f'X_f)^-1 on
+    the free parameters. Residuals are formed explicitly so a near-exact fit keeps its accuracy.
     """
+    import itertools
+
     import numpy as np
 
     p = len(xs)
     xx = np.stack([np.stack([np.bincount(g, xs[i] * xs[j], minlength=k) for j in range(p)], -1)
                    for i in range(p)], -2)  # (k, p, p)
     xy = np.stack([np.bincount(g, xs[i] * y, minlength=k) for i in range(p)], -1)  # (k, p)
-    inv = np.linalg.inv(xx)  # every fitted group has >= 2 distinct n != 1: X'X is regular
-    params = np.einsum("kij,kj->ki", inv, xy)
+    yy = np.bincount(g, y * y, minlength=k)
+    # faces, the full one first; every fitted group has >= 2 distinct n != 1, so each sub-X'X is regular
+    faces = [list(c) for r in range(p, 0, -1) for c in itertools.combinations(range(p), r)]
+    params, free = np.zeros((k, p)), np.zeros((k, p), bool)
+    best = yy.copy()  # the empty face: every parameter 0
+    feasible_full = np.zeros(k, bool)
+    for face in faces:
+        sub = np.zeros((k, p))
+        sub[:, face] = np.einsum("kij,kj->ki", np.linalg.inv(xx[:, face][:, :, face]), xy[:, face])
+        ssr = yy - 2 * (sub * xy).sum(1) + np.einsum("ki,kij,kj->k", sub, xx, sub)
+        feasible = np.all(sub[:, face] >= -FEASIBLE_TOL, axis=1)
+        if len(face) == p:
+            take = feasible_full = feasible
+        else:
+            take = ~feasible_full & feasible & (ssr < best)
+        params[take], best[take] = np.maximum(sub[take], 0.0), ssr[take]
+        free[take] = np.isin(np.arange(p), face)
+    free[feasible_full] = True
     resid = y - sum(params[g, i] * xs[i] for i in range(p))
     ssr = np.bincount(g, resid * resid, minlength=k)
-    yy = np.bincount(g, y * y, minlength=k)
     df = npts - p
     with np.errstate(divide="ignore", invalid="ignore"):
         sigma2 = np.where(df > 0, ssr / df, np.nan)
-        r2 = np.where(yy > 0, 1 - ssr / yy, np.nan)
-    return _Ols(params, sigma2[:, None, None] * inv, df, r2)
-
-
-def print_fits(report: FitReport) -> None:
-    """One table row per configuration: parameters with their 95% CIs, the USL peak, the extrapolation."""
-
-    if report.skipped:
-        print(f"{len(report.skipped)} configuration(s) with fewer than 3 device counts not fitted.")
-    if not report.fits:
-        if not report.skipped:
-            print("No configuration to fit: the selection has no speedups (an empty store, or a --where that "
-                  "selects nothing).")
-        return
-    first = report.fits[0].factors
-    # Label a configuration by the factors that differ between the fitted ones (all of them if one); an
-    # MLPerf row always names its submitter, framework and benchmark.
-    always = _ALWAYS if "submitter" in first else ()
-    names = [k for k in first if len({repr(c.factors.get(k)) for c in report.fits}) > 1 or k in always] or \
-        [k for k, v in first.items() if v not in (None, {})]
-    rows = []
-    for c in report.fits:
-        f, p = c.fit, c.fit.predicted
-        rows.append((" ".join(str(c.factors.get(k)) for k in names), ",".join(map(str, f.device_counts)),
-                     _fmt_estimate(f.serial_fraction), _fmt_num(f.amdahl_r2), _fmt_estimate(f.alpha),
-                     _fmt_estimate(f.beta), _fmt_num(f.usl_r2), _fmt_num(f.peak_devices),
-                     f"{_fmt_num(p.usl_speedup)} at {p.num_devices} devices"
-                     + (" (superlinear fit)" if f.superlinear else "")))
-    cols = ["configuration", "devices", "Amdahl s [95% CI]", "Amdahl R²", "USL α [95% CI]", "USL β [95% CI]",
-            "USL R²", "USL peak (devices)", "USL speedup, extrapolated"]
-    render.print_table(cols, rows, title="Scaling laws (speedup relative to each configuration's smallest device count)")
-    largest = max(max(c.fit.device_counts) for c in report.fits)
-    print(f"Each extrapolation is at twice the configuration's largest measured device count (at most {largest} "
-          "measured here): beyond the data, a prediction of the fitted law, not a measurement.")
-    superlinear = [c for c in report.fits if c.fit.superlinear]
-    if superlinear:
-        print(f"{len(superlinear)} fit(s) are superlinear (USL α < 0 or β < 0: speedup grows faster than the "
-              "device count): the law cannot hold past the measured counts, so their extrapolations say nothing; "
-              "check those runs (bench report flags superlinear points).")
-
-
-#: factors an MLPerf fit row always names (columns of mlperf_scaling)
-_ALWAYS = ("submitter", "framework", "benchmark")
-
-
-def _fmt_num(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3g}"
-
-
-def _fmt_estimate(e: Estimate) -> str:
-    ci = "" if e.ci95_low is None else f" [{_fmt_num(e.ci95_low)}, {_fmt_num(e.ci95_high)}]"
-    return _fmt_num(e.estimate) + ci
+    cov = np.full((k, p, p), np.nan)
+    for face in faces:
+        rows = np.all(free == np.isin(np.arange(p), face), axis=1)
+        inv = np.linalg.inv(xx[rows][:, face][:, :, face])
+        block = sigma2[rows, None, None] * inv
+        for a, i in enumerate(face):
+            for b, j in enumerate(face):
+                cov[rows, i, j] = block[:, a, b]
+    return _Ols(params, cov, df, ~free)

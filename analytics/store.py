@@ -113,7 +113,7 @@ _CURRENT = {
 
 def register_python_views(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     """Register the Python-computed views that ``sql`` mentions (``run_stats``: per-run warm-up, CV and a
-    HAC confidence interval from the steps; see bench.analytics.run_stats)."""
+    batch-means confidence interval from the steps; see bench.analytics.run_stats)."""
     import re
 
     if re.search(r"\brun_stats\b", sql, re.IGNORECASE):

@@ -276,15 +276,17 @@ def test_tost_says_yes_within_one_percent_and_no_at_ten_percent() -> None:
     assert same is not None and same.verdict == "yes"
 
 
-def test_bootstrap_ci_contains_the_geomean_is_reproducible_and_about_the_normal_width() -> None:
-    ratios = list(np.exp(np.random.Generator(np.random.PCG64(7)).normal(0.3, 0.1, 50)))
-    s1, s2 = cmp.summarize(ratios), cmp.summarize(ratios)
-    assert (s1.ci95_low, s1.ci95_high) == (s2.ci95_low, s2.ci95_high)
-    assert s1.ci95_low is not None and s1.ci95_high is not None and s1.geomean is not None
-    assert s1.ci95_low < s1.geomean < s1.ci95_high
-    logs = np.log(ratios)
-    half = 1.96 * logs.std(ddof=1) / math.sqrt(len(logs))  # the normal-theory half-width in log space
-    assert math.log(s1.ci95_high / s1.ci95_low) / 2 == pytest.approx(half, rel=0.15)
+def test_ci_is_the_t_interval_of_the_log_ratios_worked_by_hand() -> None:
+    # logs of 1.3, 1.5: mean 0.33383, sd 0.10119, t(0.975, 1) = 12.7062; half = 12.7062 * 0.10119 / sqrt(2)
+    s = cmp.summarize([1.3, 1.5])
+    logs = [math.log(1.3), math.log(1.5)]
+    mean, sd = sum(logs) / 2, abs(logs[1] - logs[0]) / math.sqrt(2)
+    half = 12.706205 * sd / math.sqrt(2)
+    assert (s.ci95_low, s.ci95_high) == (pytest.approx(math.exp(mean - half), rel=1e-6),
+                                         pytest.approx(math.exp(mean + half), rel=1e-6))
+    assert s.ci95_low is not None and s.ci95_low < 1.3 and s.ci95_high is not None and s.ci95_high > 1.5  # not [min, max]
+    one = cmp.summarize([1.4])
+    assert (one.ci95_low, one.ci95_high) == (None, None)
 
 
 def _app() -> typer.Typer:

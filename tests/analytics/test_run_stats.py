@@ -1,4 +1,4 @@
-"""run_stats: MSER-5 warm-up cut, CV stability, and the HAC (Newey-West) CI of a run's mean throughput."""
+"""run_stats: MSER-5 warm-up cut, CV stability, and the batch-means CI of a run's mean throughput."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
-import statsmodels.api as sm
 from scipy import stats
 
-from bench.analytics.run_stats import compute_run_stats, hac_mean_ci, mser5, newey_west_lags, schema
+from bench.analytics.run_stats import batch_means_ci, compute_run_stats, mser5, schema
 from bench.ingest.schema import STEPS
 
 
@@ -66,28 +65,26 @@ def test_white_noise_with_cv_one_percent_is_stable_and_five_percent_is_not() -> 
     assert out["noisy"]["stable"] is False
 
 
-def test_hac_ci_of_an_ar1_series_is_wider_than_the_naive_one() -> None:
+def test_batch_means_ci_of_an_ar1_series_is_wider_than_the_naive_one() -> None:
     rng = random.Random(42)
     y, e = [], 0.0
     for _ in range(200):
         e = 0.8 * e + rng.gauss(0, 10)
         y.append(1000.0 + e)
-    (low,), (high,) = hac_mean_ci([np.array(y)])
+    (low,), (high,) = batch_means_ci([np.array(y)])
     naive_low, naive_high = _naive_ci(y)
     assert low is not None and high is not None
     assert (high - low) > 1.5 * (naive_high - naive_low)  # positive autocorrelation: far less information
-    assert (low + high) / 2 == pytest.approx(statistics.fmean(y))
+    assert (low + high) / 2 == pytest.approx(statistics.fmean(y))  # 200 = 5 batches of 40: nothing left out
 
 
-def test_hac_ci_equals_the_full_statsmodels_ols_hac_fit() -> None:
-    rng = random.Random(7)
-    y = np.array([500.0 + rng.gauss(0, 5) for _ in range(37)])
-    lags = newey_west_lags(len(y))
-    assert lags == math.floor(4 * (37 / 100) ** (2 / 9)) == 3
-    res = sm.OLS(y, np.ones((len(y), 1))).fit(
-        cov_type="HAC", cov_kwds={"maxlags": lags, "use_correction": True}, use_t=True)
-    (low,), (high,) = hac_mean_ci([y])
-    assert (low, high) == pytest.approx(tuple(res.conf_int()[0]), rel=1e-12)
+def test_batch_means_ci_by_hand() -> None:
+    # 12 rates, 5 batches of 2 after leaving out the first 2: means 2, 4, 6, 8, 10 -> mean 6, sd sqrt(10)
+    y = np.array([100.0, -100.0, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11])
+    (low,), (high,) = batch_means_ci([y])
+    half = stats.t.ppf(0.975, 4) * math.sqrt(10) / math.sqrt(5)
+    assert (low, high) == (pytest.approx(6 - half), pytest.approx(6 + half))
+    assert batch_means_ci([None, np.array([1.0])]) == ([None, None], [None, None])
 
 
 def test_run_stats_given_expect() -> None:
@@ -102,9 +99,8 @@ def test_run_stats_given_expect() -> None:
     )
     got = compute_run_stats(_steps(rows)).to_pylist()
     # By hand for "a": MSER-5 batch means 99.8, 100.2 (k=2, only d=0 allowed), so no warm-up; mean 100;
-    # sd = sqrt(10/9); HAC with L = floor(4*0.1^(2/9)) = 2, Bartlett weights 2/3, 1/3 on the residuals
-    # +-1: S = 10 + 2*(2/3*(-9) + 1/3*8) = 10/3; var = S/10^2 * 10/9; half-width = t(0.975, 9) * sqrt(var).
-    half = stats.t.ppf(0.975, 9) * math.sqrt(10 / 3 / 100 * 10 / 9)
+    # sd = sqrt(10/9); 5 batches of (99, 101): every batch mean is 100, so the CI is [100, 100].
+    half = 0.0
     assert got[0] == {"run_id": "a", "n_intervals": 10, "warmup_intervals": 0, "steady_mean": 100.0,
                       "cv": pytest.approx(math.sqrt(10 / 9) / 100), "stable": True,
                       "ci95_low": pytest.approx(100 - half), "ci95_high": pytest.approx(100 + half)}

@@ -13,7 +13,14 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bench.analytics.scaling_laws import FitReport, fit, fit_scaling, print_fits
+from bench.analytics.scaling_laws import (
+    AMDAHL_DOES_NOT_DESCRIBE,
+    USL_DOES_NOT_DESCRIBE,
+    FitReport,
+    fit,
+    fit_scaling,
+)
+from bench.analytics.scaling_text import print_fits
 from bench.ingest.errors import BenchError
 
 
@@ -56,24 +63,58 @@ def test_baseline_above_one_gpu_fits_in_units_of_the_baseline_group() -> None:
     assert f.predicted.usl_speedup == pytest.approx(usl(16, 0.05, 0.002))
 
 
-def test_three_device_counts_leave_usl_without_residual_degrees_of_freedom() -> None:
+def test_three_device_counts_leave_no_test_of_usl() -> None:
     f = fit_scaling([(1, 1.0), (2, 1.9), (4, 3.5)])
-    assert f.n_points == 2
+    assert f.n_points == 2 and not f.testable
     assert (f.alpha.stderr, f.alpha.ci95_low, f.beta.ci95_high, f.predicted.ci95_low) == (None,) * 4
-    # Two equations, two unknowns, solved by hand: 2/1.9-1 = a + 2b, 4/3.5-1 = 3a + 12b.
+    assert (f.predicted.usl_speedup, f.peak_devices) == (None, None)  # no extrapolation without a test
+    assert f.notes[0] == "no test of the law possible: 2 points for USL's 2 parameters"
+    # Unconstrained, two equations in two unknowns: 2/1.9-1 = a + 2b, 4/3.5-1 = 3a + 12b give b < 0, so b is
+    # held at 0 and a is the one-regressor fit sum(x y) / sum(x²) with x = n - 1 = 1, 3.
     y1, y2 = 2 / 1.9 - 1, 4 / 3.5 - 1
-    b = (y2 - 3 * y1) / 6
-    assert (f.alpha.estimate, f.beta.estimate) == pytest.approx((y1 - 2 * b, b))
+    assert (y2 - 3 * y1) / 6 < 0
+    assert (f.alpha.estimate, f.beta.estimate) == pytest.approx(((y1 + 3 * y2) / 10, 0.0))
+    assert "USL reduces to Amdahl (β would be negative; held at 0)" in f.notes
     assert f.serial_fraction.ci95_low is not None  # Amdahl has one parameter, so one df left
 
 
-def test_no_peak_without_positive_coherency_and_too_few_counts_refused() -> None:
-    assert fit_scaling([(n, float(n)) for n in (1, 2, 4, 8)]).peak_devices is None  # linear: beta = 0
-    assert fit_scaling([(n, usl(n, 0.1, -0.001)) for n in (1, 2, 4, 8)]).peak_devices is None
-    with pytest.raises(ValueError, match="at least 3"):
-        fit_scaling([(1, 1.0), (2, 1.9), (2, 1.95)])
-    with pytest.raises(ValueError, match="positive"):
-        fit_scaling([(1, 1.0), (2, 0.0), (4, 3.0)])
+def test_usl_parameters_are_never_negative_and_say_why() -> None:
+    # Google's MLPerf v1.0 ResNet shape: 64, 2048, 3456 TPUs, efficiency falling to about a third. The
+    # unconstrained USL through these points has beta < 0 ("superlinear"); the law's domain says beta >= 0.
+    pts = [(64, 1.0), (2048, 32 * 0.5), (3456, 54 * 0.35)]
+    f = fit_scaling(pts)
+    assert f.alpha.estimate >= 0 and f.beta.estimate >= 0 and not f.superlinear
+    assert not f.testable and f.predicted.usl_speedup is None
+    # Points that rise faster than linear (efficiency 1.1, 1.2): no non-negative USL describes them.
+    up = fit_scaling([(1, 1.0), (2, 2.2), (4, 4.8), (8, 9.8)])
+    assert (up.alpha.estimate, up.beta.estimate, up.serial_fraction.estimate) == (0.0, 0.0, 0.0)
+    assert USL_DOES_NOT_DESCRIBE in up.notes and AMDAHL_DOES_NOT_DESCRIBE in up.notes
+    assert up.alpha.ci95_low is None  # a held parameter has no CI
+
+
+def test_r2_is_on_the_speedup_scale_worked_by_hand() -> None:
+    # Linear points S = n: USL with alpha = beta = 0 fits exactly; Amdahl's s = 0 too.
+    f = fit_scaling([(1, 1.0), (2, 2.0), (4, 4.0), (8, 8.0)])
+    assert (f.usl_r2, f.amdahl_r2) == (pytest.approx(1.0), pytest.approx(1.0))
+    # Noisy points, R² = 1 - SSR/SST over the non-baseline speedups, with the fit's own curve.
+    pts = [(1, 1.0), (2, 1.8), (4, 3.6), (8, 5.0), (16, 7.5)]
+    g = fit_scaling(pts)
+    s_hat = [n / (1 + g.alpha.estimate * (n - 1) + g.beta.estimate * n * (n - 1)) for n, _ in pts[1:]]
+    obs = [s for _, s in pts[1:]]
+    mean = sum(obs) / len(obs)
+    want = 1 - sum((o - h) ** 2 for o, h in zip(obs, s_hat, strict=True)) / sum((o - mean) ** 2 for o in obs)
+    assert g.usl_r2 == pytest.approx(want) and 0.9 < want < 1
+
+
+def test_noisy_amdahl_and_usl_curves_recover_their_parameters() -> None:
+    rng = random.Random(7)
+    counts = (1, 2, 4, 8, 16, 32, 64)
+    for a, b in ((0.05, 0.0005), (0.02, 0.0001)):
+        f = fit_scaling([(n, usl(n, a, b) * (1 if n == 1 else math.exp(rng.gauss(0, 0.005)))) for n in counts])
+        assert (f.alpha.estimate, f.beta.estimate) == (pytest.approx(a, rel=0.05), pytest.approx(b, rel=0.1))
+        assert f.notes == () and f.testable
+    f = fit_scaling([(n, amdahl(n, 0.08) * (1 if n == 1 else math.exp(rng.gauss(0, 0.005)))) for n in counts])
+    assert f.serial_fraction.estimate == pytest.approx(0.08, rel=0.05)
 
 
 def _scaling_view(rows: list[tuple[object, ...]]) -> duckdb.DuckDBPyConnection:
@@ -201,22 +242,28 @@ def test_fit_of_an_empty_or_unfittable_view_is_empty_not_an_error() -> None:
     assert fit(_scaling_view([("x", "m", "g", 1, 1, 1.0, 1.0), ("x", "m", "g", 2, 1, 1.9, 0.95)])).skipped == ("x",)
 
 
-def test_a_superlinear_fit_and_its_extrapolation_are_called_so(capsys: pytest.CaptureFixture[str]) -> None:
-    """β < 0 (speedup 1, 2.01, 4.10, 9.01 at 1-8 devices, exact USL with α = 0, β = -0.002): the USL has no
-    peak and "predicts" 30.8 at 16 devices; bench fit flags it instead of extrapolating silently."""
+def test_points_above_linear_are_not_extrapolated_and_superlinear_needs_the_ci(capsys: pytest.CaptureFixture[str]) -> None:
+    """Speedup 1, 2.01, 4.10, 9.01 at 1-8 devices (exact USL with α = 0, β = -0.002): β is held at 0, not a
+    "prediction" of 30.8 at 16 devices. Superlinear is said only where a point's efficiency is above 1
+    beyond its CI: "s" has CIs whose low end is above the baseline's per-device rate, "t" the same speedups
+    with CIs that reach below it."""
     rows = [("s", "resnet50", "P100", n, 1, usl(n, 0.0, -0.002), None) for n in (1, 2, 4, 8)]
+    rows += [("t", "inception3", "P100", n, 1, usl(n, 0.0, -0.002), None) for n in (1, 2, 4, 8)]
     rows += [("l", "vgg16", "P100", n, 1, usl(n, 0.02, 0.001), None) for n in (1, 2, 4, 8)]
-    report = fit(_scaling_view(rows))
-    flags = {c.config_id: c.fit.superlinear for c in report.fits}
-    assert flags == {"s": True, "l": False}
+    con = _scaling_view(rows)
+    speed = [r[5] for r in rows]
+    low = [100 * v * (0.99 if r[0] == "s" else 0.85) for v, r in zip(speed, rows, strict=True)]
+    tab = con.sql("SELECT * FROM scaling").to_arrow_table()
+    tab = tab.append_column("ci95_low", pa.array(low)).append_column("baseline_images_per_sec", pa.array([100.0] * len(rows)))
+    con.register("scaling", tab)
+    report = fit(con)
+    assert {c.config_id: c.fit.superlinear for c in report.fits} == {"s": True, "t": False, "l": False}
     s = next(c.fit for c in report.fits if c.config_id == "s")
-    assert s.beta.estimate == pytest.approx(-0.002, abs=1e-9)
-    assert s.predicted.usl_speedup == pytest.approx(16 / (1 - 0.002 * 16 * 15))  # 30.77
+    assert (s.alpha.estimate, s.beta.estimate) == (0.0, 0.0) and USL_DOES_NOT_DESCRIBE in s.notes
+    assert s.predicted.usl_speedup == pytest.approx(16.0)  # the linear law at its bound, not 30.8
     print_fits(report)
-    out = capsys.readouterr().out
-    flat = " ".join(out.split())
-    assert "superlinear" in out.split("1 fit(s) are superlinear")[0] and "1 fit(s) are superlinear" in flat
-    assert "at most 8 measured here" in flat
+    flat = " ".join(capsys.readouterr().out.split())
+    assert "1 configuration(s) have a point whose efficiency is above 1 beyond its CI" in flat and "at most 8 measured here" in flat
 
 
 def test_fit_on_nothing_says_so(capsys: pytest.CaptureFixture[str]) -> None:

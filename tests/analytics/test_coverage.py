@@ -1,0 +1,95 @@
+"""Every 95% interval bench prints covers the truth about 95% of the time at every n it prints one for.
+
+Simulated, seeded, 2,000 replicates per n: lognormal ratios for the geometric mean's CI (compare, the
+leaderboard, the ratio tables), lognormal repetitions through sql/configs.sql for a configuration's mean,
+and independent and AR(1) step rates for a run's steady mean (run_stats). The percentile bootstrap that the
+ratio CI replaced is simulated beside it, to show what it got wrong at small n.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pytest
+from logtools import runs_table
+
+from bench.analytics.ratio_stats import summarize
+from bench.analytics.run_stats import batch_means_ci
+from bench.analytics.views import load_sql
+
+REPLICATES = 2000
+NS = (2, 3, 5, 10, 30)
+LOW, HIGH = 0.93, 0.97
+
+
+def _covered(lows: list[float | None], highs: list[float | None], truth: float | np.ndarray) -> float:
+    lo, hi = np.asarray(lows, dtype=float), np.asarray(highs, dtype=float)
+    assert np.isfinite(lo).all() and np.isfinite(hi).all()
+    return float(np.mean((lo <= truth) & (truth <= hi)))
+
+
+@pytest.mark.parametrize("n", NS)
+def test_geometric_mean_ci_of_lognormal_ratios_covers(n: int) -> None:
+    rng = np.random.default_rng(1000 + n)
+    mu, sigma = np.log(1.4), 0.25  # true geometric mean 1.4
+    summaries = [summarize(list(np.exp(rng.normal(mu, sigma, n)))) for _ in range(REPLICATES)]
+    coverage = _covered([s.ci95_low for s in summaries], [s.ci95_high for s in summaries], 1.4)
+    assert LOW <= coverage <= HIGH, f"n={n}: {coverage:.3f}"
+
+
+def test_the_percentile_bootstrap_it_replaced_undercovers_at_small_n() -> None:
+    # With two ratios the percentile bootstrap interval is [min, max] (resampled means are a, (a+b)/2 or b
+    # with probability 1/4, 1/2, 1/4): it covers the middle only when the two land on either side, half the time.
+    rng = np.random.default_rng(2)
+    pairs = rng.normal(0.0, 0.25, (REPLICATES, 2))
+    assert _covered(list(pairs.min(1)), list(pairs.max(1)), 0.0) == pytest.approx(0.5, abs=0.04)
+
+
+def test_configuration_mean_ci_through_configs_sql_covers() -> None:
+    # Each replicate is one configuration (its own batch size) of n ok runs with lognormal throughput,
+    # 3% spread; the truth is the lognormal mean exp(mu + sigma²/2).
+    rng = np.random.default_rng(7)
+    mu, sigma = np.log(1000.0), 0.03
+    truth = float(np.exp(mu + sigma**2 / 2))
+    rows, ns = [], []
+    for n in NS:
+        for rep in range(REPLICATES):
+            batch = 10_000 * n + rep
+            rows += [{"model": "resnet50", "num_gpus": 1, "batch_size_per_device": batch, "images_per_sec": float(v)}
+                     for v in np.exp(rng.normal(mu, sigma, n))]
+            ns.append(n)
+    con = duckdb.connect()
+    con.register("runs", runs_table(rows))
+    got = con.sql(f"SELECT n_ok, ci95_low, ci95_high FROM ({load_sql('configs').strip().rstrip(';')})").fetchall()
+    assert len(got) == len(NS) * REPLICATES
+    for n in NS:
+        mine = [(lo, hi) for k, lo, hi in got if k == n]
+        coverage = _covered([m[0] for m in mine], [m[1] for m in mine], truth)
+        assert LOW <= coverage <= HIGH, f"n={n}: {coverage:.3f}"
+
+
+def _ar1(rng: np.random.Generator, m: int, phi: float) -> np.ndarray:
+    e = rng.normal(0.0, 3.0, m + 50)
+    y = np.zeros(m + 50)
+    for t in range(1, m + 50):
+        y[t] = phi * y[t - 1] + e[t]
+    return 100.0 + y[50:]
+
+
+@pytest.mark.parametrize("m", [5, 10, 30, 100])
+def test_steady_mean_ci_of_independent_step_rates_covers(m: int) -> None:
+    # m steady rates: run_stats prints a CI from 5 on (10 intervals, at most half cut as warm-up).
+    rng = np.random.default_rng(m)
+    lows, highs = batch_means_ci([rng.normal(100.0, 3.0, m) for _ in range(REPLICATES)])
+    coverage = _covered(lows, highs, 100.0)
+    assert LOW <= coverage <= HIGH, f"m={m}: {coverage:.3f}"
+
+
+@pytest.mark.parametrize("m", [30, 100, 300])
+def test_steady_mean_ci_of_autocorrelated_step_rates_covers(m: int) -> None:
+    # AR(1), phi = 0.5: batches of m/5 absorb the correlation once they are a few times its length. Below
+    # about 20 rates no interval from one run can know the correlation; the module doc gives those numbers.
+    rng = np.random.default_rng(100 + m)
+    lows, highs = batch_means_ci([_ar1(rng, m, 0.5) for _ in range(REPLICATES)])
+    coverage = _covered(lows, highs, 100.0)
+    assert LOW - 0.01 <= coverage <= HIGH, f"m={m}: {coverage:.3f}"
