@@ -152,7 +152,7 @@ def run_command(
 
         check_writable(_store_root(store))
     outcomes = lr.run_many(spec, out, repeat, drop=drop_caches, telemetry_interval_s=telemetry_interval,
-                           warn=lambda m: typer.echo(f"Warning: {m}", err=True), echo=sys.stdout.buffer)
+                           warn=lambda m: typer.echo(f"Warning: {m}", err=True), echo=sys.stdout.buffer, fmt=fmt)
     rows = {} if no_ingest else lr.ingest_runs([o.run_dir for o in outcomes], _store_root(store), fmt=fmt)
     for o in outcomes:
         typer.echo(f"{o.run_dir}: {o.status}{lr.result_text(rows.get(o.run_dir.name))}")

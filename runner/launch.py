@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
@@ -32,7 +33,7 @@ from bench.ingest.errors import BenchError, UsageError
 from bench.ingest.pipeline import ingest
 from bench.runner import rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script, trainer_argv
-from bench.runner.verdict import classify, failure_cause
+from bench.runner.verdict import classify, failure_cause, has_result
 
 SMI_TELEMETRY = ["nvidia-smi",
                  "--query-gpu=timestamp,index,utilization.gpu,memory.used,temperature.gpu,power.draw,clocks.sm",
@@ -227,19 +228,28 @@ def _kill_stragglers(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
-def _pump(src: IO[bytes], log: IO[bytes], echo: IO[bytes] | None) -> None:
+PUMP_POLL_S = 0.2  #: how often the output pump looks whether it should stop
+
+
+def _pump(fd: int, log: IO[bytes], echo: IO[bytes] | None, stop: threading.Event) -> None:
     """Copy the child's bytes as they come (no decoding, no line editing) to the log and ``echo``.
 
-    Ends at EOF, or quietly when ``launch`` closes the pipe under it (a straggler kept it open)."""
-    try:
-        while chunk := src.read1(65536) if hasattr(src, "read1") else src.read(65536):
-            log.write(chunk)
-            log.flush()
-            if echo is not None:
-                echo.write(chunk)
-                echo.flush()
-    except (OSError, ValueError):
-        return
+    Ends at EOF, or within PUMP_POLL_S of ``stop``: a process that escaped the run's group (``setsid``)
+    may hold the pipe open forever, and a blocked read could not be interrupted."""
+    while not stop.is_set():
+        if not select.select([fd], [], [], PUMP_POLL_S)[0]:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            return
+        if not chunk:
+            return
+        log.write(chunk)
+        log.flush()
+        if echo is not None:
+            echo.write(chunk)
+            echo.flush()
 
 
 def _default_sigint() -> None:
@@ -274,7 +284,8 @@ def launch(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str], timeo
                                 stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True,
                                 preexec_fn=_default_sigint)
         assert proc.stdout is not None
-        pump = threading.Thread(target=_pump, args=(proc.stdout, log, echo), daemon=True)
+        stop = threading.Event()
+        pump = threading.Thread(target=_pump, args=(proc.stdout.fileno(), log, echo, stop), daemon=True)
         pump.start()
         forced = None
         try:
@@ -286,19 +297,20 @@ def launch(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str], timeo
         except KeyboardInterrupt:
             forced = "interrupted"
             _kill_group(proc, signal.SIGINT, grace_s)
-        pump.join(timeout=grace_s)
-        if pump.is_alive():  # the trainer exited but something in its group still holds the pipe
-            _kill_group(proc, signal.SIGKILL, grace_s)
-            pump.join(timeout=grace_s)
-        _kill_stragglers(proc)
+        # The output the leader left in the pipe; a run we stopped has had its grace already.
+        pump.join(timeout=PUMP_POLL_S if forced else grace_s)
+        _kill_stragglers(proc)  # what is left of its group, which may hold the pipe
+        stop.set()  # and what escaped the group (setsid) holds it for ever: stop reading
+        pump.join()
         proc.stdout.close()
     return forced, proc.returncode
 
 
 def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Sequence[str] = DEFAULT_TRAINER,
             telemetry_interval_s: float = 5.0, grace_s: float = 5.0, echo: IO[bytes] | None = None,
-            environ: Mapping[str, str] | None = None) -> Outcome:
-    """Run ``spec`` once into a new run directory under ``out``; see the module docstring."""
+            environ: Mapping[str, str] | None = None, fmt: str | None = None) -> Outcome:
+    """Run ``spec`` once into a new run directory under ``out``; see the module docstring. A clean exit
+    whose log holds no result (parsed as ``fmt``, or detected) is ``no_result``."""
     env = child_env(os.environ if environ is None else environ)
     argv = build_command(spec, trainer=trainer, export_env=sorted(rundir.matching_env(env)))
     run_id = rundir.new_run_id(spec, time.time(), repeat)
@@ -321,11 +333,20 @@ def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Seq
         telemetry.stop()
     wall = time.perf_counter() - t0
     status = forced or classify(code if code is not None else 1, log)
+    if status == "ok" and not has_result(log, fmt):
+        status = "no_result"
     doc.update(ended_at=rundir.iso_utc(time.time()), wall_time_s=wall, exit_code=code, status=status,
-               failure_cause=_forced_cause(forced, spec) or failure_cause(0 if status == "ok" else code, log),
+               failure_cause=_forced_cause(forced, spec) or _no_result_cause(status, fmt)
+               or failure_cause(0 if status == "ok" else code, log),
                epoch_images=epoch_images_from_log(log))
     runjson.write(run_dir / runjson.RUN_JSON, doc)
     return Outcome(run_dir, status, code, wall)
+
+
+def _no_result_cause(status: str, fmt: str | None) -> str | None:
+    if status != "no_result":
+        return None
+    return f"exit code 0, but the log holds no result{f' read as {fmt}' if fmt else ''} (no throughput, no time to train)"
 
 
 def _forced_cause(forced: str | None, spec: RunSpec) -> str | None:
@@ -338,7 +359,8 @@ def _forced_cause(forced: str | None, spec: RunSpec) -> str | None:
 
 def run_many(spec: RunSpec, out: Path, repeat: int = 1, *, drop: bool = False,
              telemetry_interval_s: float = 5.0, warn: Callable[[str], None] = print,
-             echo: IO[bytes] | None = None, trainer: Sequence[str] = DEFAULT_TRAINER) -> list[Outcome]:
+             echo: IO[bytes] | None = None, trainer: Sequence[str] = DEFAULT_TRAINER,
+             fmt: str | None = None) -> list[Outcome]:
     """Run ``spec`` ``repeat`` times (tag ``repeat=i``, 1-based, when repeat > 1), dropping the page
     cache before each run if ``drop``; stops after an ``interrupted`` run, and after a run that failed
     before it began (``preflight_failed``: the next repeat would fail the same way)."""
@@ -347,7 +369,7 @@ def run_many(spec: RunSpec, out: Path, repeat: int = 1, *, drop: bool = False,
         if drop:
             drop_caches(warn)
         outcome = execute(spec, out, repeat=i if repeat > 1 else None, trainer=trainer,
-                          telemetry_interval_s=telemetry_interval_s, echo=echo)
+                          telemetry_interval_s=telemetry_interval_s, echo=echo, fmt=fmt)
         outcomes.append(outcome)
         if outcome.status == "interrupted" or preflight_failed(outcome):
             if i < repeat and outcome.status != "interrupted":

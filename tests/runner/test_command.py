@@ -71,7 +71,7 @@ def test_argv_is_passed_verbatim_never_through_a_shell(tmp_path: Path) -> None:
     (run_dir,) = run_dirs(tmp_path / "logs")
     assert (run_dir / "output.log").read_text() == f"{weird!r}\n"
     assert json.loads((run_dir / "run.json").read_text())["command"][3:] == weird
-    assert res.returncode == 0  # exit 0 with no result: ok for the launcher (the store says no_result)
+    assert res.returncode == 1  # exit 0 with no result: no_result, in what it prints, run.json and the store
 
 
 def test_shell_runs_the_command_through_sh(tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_children_that_outlive_the_command_are_killed(tmp_path: Path) -> None:
     t0 = time.monotonic()
     res = bench("run", "--out", str(tmp_path / "logs"), "--no-ingest", "--telemetry-interval", "0", "--shell",
                 "--", f"sleep 300 > /dev/null 2>&1 & echo $! > {pid_file}; echo started")
-    assert res.returncode == 0 and time.monotonic() - t0 < 30
+    assert res.returncode == 1 and time.monotonic() - t0 < 30  # no result: exit 1
     pid = int(pid_file.read_text())
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and _alive(pid):
@@ -150,9 +150,37 @@ def test_megabytes_of_output_are_kept_whole(tmp_path: Path) -> None:
                 sys.executable, "-c", program)
     (run_dir,) = run_dirs(out)
     assert (run_dir / "output.log").stat().st_size == 40 * 1024 * 1024
-    assert res.returncode == 0
+    assert res.returncode == 1
     (row,) = rows(store, "SELECT status FROM runs")
     assert row["status"] == "no_result"  # a log with no result is a no_result run, not a crash
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "no_result"
+
+
+def test_one_verdict_for_a_command_that_prints_no_result(tmp_path: Path) -> None:
+    """`bench run --out x --store s -- echo hello`: it printed ok and exited 0, run.json said ok, the store
+    no_result. Now all four say no_result."""
+    out, store = tmp_path / "x", tmp_path / "s"
+    res = bench("run", "--out", str(out), "--store", str(store), "--telemetry-interval", "0", "--", "echo", "hello")
+    (run_dir,) = run_dirs(out)
+    doc = json.loads((run_dir / "run.json").read_text())
+    (row,) = rows(store, "SELECT status FROM runs")
+    assert (res.returncode, doc["status"], row["status"]) == (1, "no_result", "no_result")
+    assert f"{run_dir}: no_result" in res.stdout
+    assert doc["exit_code"] == 0 and "holds no result" in doc["failure_cause"]
+
+
+def test_timeout_holds_when_a_child_escapes_the_process_group(tmp_path: Path) -> None:
+    """`bench run --timeout 3 --shell -- 'setsid sleep 40 & echo hi; sleep 60'` took 41 s: the escaped
+    child held the output pipe and the pump's read blocked. It ends within the timeout and the grace (5 s)."""
+
+    t0 = time.monotonic()
+    res = bench("run", "--out", str(tmp_path / "logs"), "--no-ingest", "--telemetry-interval", "0", "--timeout", "3",
+                "--shell", "--", "setsid sleep 40 & echo hi; sleep 60")
+    took = time.monotonic() - t0
+    (run_dir,) = run_dirs(tmp_path / "logs")
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "timeout"
+    assert res.returncode == 1 and (run_dir / "output.log").read_text() == "hi\n"
+    assert took < 3 + 5 + 3, took  # timeout + grace + the interpreter's start
 
 
 def test_launchers_wrap_a_command_as_they_wrap_the_trainer(tmp_path: Path) -> None:
