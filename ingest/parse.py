@@ -67,6 +67,7 @@ def parse_bytes(
         run_lines(module, marked, source=source, result=result)
     else:
         run_lines(module, split_lines(data.decode("ascii") if ascii_only else text), source=source, result=result)
+    _forced_found_nothing(forced, result)
     if not data.endswith(b"\n") and getattr(module, "LINE_ORIENTED", True):
         n_lines = data.count(b"\n")
         last = data[data.rfind(b"\n") + 1 :].decode("utf-8", errors="replace")
@@ -218,6 +219,15 @@ def iter_stream_lines(chunks: Iterable[bytes], problems: list[Problem]) -> Itera
         yield from iter_lines(str(block, "utf-8", errors="replace"))
 
 
+def _forced_found_nothing(forced: registry.FormatModule | None, result: ParseResult) -> None:
+    """A file read as a forced ``--format`` that gave nothing, and said nothing of why, is a problem row,
+    never a silent 0 runs."""
+    if forced is not None and not (result.runs or result.systems or result.score_scales or len(result.telemetry)
+                                   or result.problems):
+        result.problems.append(Problem("no_run", f"read as {forced.NAME} (--format), the file gave no run: is it "
+                                                 "that format? Without --format its format is detected"))
+
+
 def parse_stream(
     head: bytes, chunks: Iterator[bytes], *, source: str, fmt: str | None = None, result: ParseResult
 ) -> FileParse:
@@ -263,6 +273,7 @@ def parse_stream(
     else:
         lines = _counted(iter_stream_lines(all_chunks(), result.problems), result)
         run_lines(module, lines, source=source, result=result)
+    _forced_found_nothing(forced, result)
     if tail_bytes:  # the file ends without a line end; its last line's number is the lines the parse read
         last = b"".join(tail).decode("utf-8", errors="replace") if tail_bytes <= MAX_LINE_BYTES else None
         result.problems.append(

@@ -43,6 +43,7 @@ PROBLEM_KINDS = (
     "missing_field",  # a value the format should give was not found
     "invalid_value",  # a number no run can have (NaN, inf, zero, negative, beyond the possible): made NULL
     "store_error",  # the file's rows could not be stored (none of them are); the rest of the ingest goes on
+    "no_run",  # read as a forced --format, the file gave nothing (no run, system, score scale or telemetry)
 )
 
 

@@ -207,3 +207,19 @@ def test_ctrl_c_during_an_ingest_says_what_was_stored(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert "Interrupted: nothing of the batch in progress was stored" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("fmt", ["caffe", "dllogger", "mlperf", "caffe_time"])
+def test_a_forced_format_that_reads_nothing_leaves_a_problem_row(tmp_path: Path, fmt: str) -> None:
+    """`bench ingest horovod-2ranks.log --format caffe` stored 0 runs and 0 problems and exited 0."""
+    log = tmp_path / "horovod-2ranks.log"
+    shutil.copy(Path(__file__).parent.parent / "fixtures/logs/horovod/synthetic-gloo.log", log)
+    st = str(tmp_path / "st")
+    result = runner.invoke(app, ["ingest", str(log), "--store", st, "--format", fmt, "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["runs_added"] == 0 and summary["problems_by_kind"] == {"no_run": 1}
+    result = runner.invoke(app, ["sql", "SELECT source, kind, message FROM problems", "--store", st, "--format", "json"])
+    (row,) = json.loads(result.output)
+    assert row["source"].endswith("horovod-2ranks.log") and row["kind"] == "no_run"
+    assert f"read as {fmt} (--format)" in row["message"]
