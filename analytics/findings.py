@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare import CompareCache, CompareResult, compare
+from bench.analytics.ratio_stats import Summary, summarize
 from bench.analytics.results import rows
 from bench.ingest.errors import UsageError
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     import duckdb
 
 MAX_FINDINGS = 10
-MAX_DEVICES = 5  #: devices on the leaderboard besides the baseline
+NAMED_DEVICES = 3  #: devices the findings name; the leaderboard table holds every one
 MAX_SCALING = 3  #: scaling sentences
 EFFICIENCY_FLOOR = 0.8
 HIGH_CV = 0.05
@@ -58,10 +59,12 @@ class Finding:
 
 @dataclass(frozen=True)
 class Leaderboard:
-    """Each device model's comparison with the baseline device model, the fastest first."""
+    """Every device model of the selection against the baseline device model: those with pairs, the
+    fastest first, and those without, each with the reason (``unpaired``: (device model, reason))."""
 
     baseline: str
     results: tuple[CompareResult, ...]
+    unpaired: tuple[tuple[str, str], ...] = ()
 
 
 def keep(found: list[Finding]) -> list[Finding]:
@@ -94,13 +97,25 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None,
             raise UsageError(f"--baseline {baseline!r} matches {len(hits)} device models of the selection; "
                              f"candidates: {', '.join(names[:20])}")
         base = hits[0]
-    results = []
-    for name in [n for n in names if n != base][:MAX_DEVICES]:
+    results, unpaired = [], []
+    for name in [n for n in names if n != base]:
         res = compare(con, "device_model", name, base, cache=cache)
         if res.pairs:
             results.append(res)
-    results.sort(key=lambda r: -(r.summary.geomean or 0.0))
-    return Leaderboard(base, tuple(results))
+        else:
+            mine = sum(u.side == "a" for u in res.unmatched)
+            unpaired.append((name, f"none of its {mine} configuration(s) shares a workload, device count and "
+                                   f"framework with one of {base}"))
+    results.sort(key=lambda r: (-(r.summary.geomean or 0.0), str(r.a)))
+    return Leaderboard(base, tuple(results), tuple(unpaired))
+
+
+def by_precision(res: CompareResult) -> dict[str, Summary]:
+    """The summary of the pairs at each precision (fp16, fp32, ...; "?" where the log did not say)."""
+    groups: dict[str, list[float]] = {}
+    for p in res.pairs:
+        groups.setdefault(str(p.config.get("precision") or "?"), []).append(p.ratio)
+    return {k: summarize(v) for k, v in sorted(groups.items())}
 
 
 def _ci(res: CompareResult) -> str:
@@ -109,14 +124,23 @@ def _ci(res: CompareResult) -> str:
 
 
 def leaderboard_findings(board: Leaderboard | None, link: str) -> list[Finding]:
+    """The NAMED_DEVICES fastest devices, and a sentence for how many more the leaderboard table ranks."""
     out = []
-    for res in board.results if board else ():
+    if board is None:
+        return out
+    for res in board.results[:NAMED_DEVICES]:
         s = res.summary
         own = sum(p.own_batch for p in res.pairs)
         batch = f"; {own} at each device's own batch size" if own else ""
         out.append(Finding("leaderboard", f"{res.a} is {s.geomean:.2f}x {res.b} (geometric mean over {s.n} "
                                           f"workloads, {_ci(res)}; median {s.median:.2f}x{batch}).",
                            s.geomean, (s.ci95_low, s.ci95_high), s.n, link))
+    more = len(board.results) - NAMED_DEVICES
+    if board.results and (more > 0 or board.unpaired):
+        rest = f"{more} more device model(s) are ranked" if more > 0 else "Every ranked device is named"
+        gone = f"; {len(board.unpaired)} have no pair with {board.baseline}, listed with the reason" if board.unpaired else ""
+        out.append(Finding("leaderboard", f"{rest} in the leaderboard table{gone}.", None, None,
+                           len(board.results) + len(board.unpaired), link))
     return out
 
 

@@ -39,8 +39,9 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
     if not found:
         sec.paragraphs.append("Nothing to compare in this selection: one device model, no family measured at two "
                               "device counts, and no factor that varies with matched pairs.")
-    if board is not None and board.results:
+    if board is not None and (board.results or board.unpaired):
         sec.tables.append(_leaderboard_table(board))
+    if board is not None and board.results:
         sec.figures.append(_leaderboard_figure(board, renderer or Renderer()))
     scaling = _scaling_table(con)
     if scaling is not None:
@@ -49,15 +50,27 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
 
 
 def _leaderboard_table(board: fd.Leaderboard) -> Table:
+    """Every device model: the geometric mean against the baseline second (the CSV's column order), its CI,
+    median and n, the geometric mean at each precision beside it, and the devices without a pair last, with
+    the reason."""
     import pandas as pd
 
-    df = pd.DataFrame([{"device": r.a, f"x {board.baseline} (geometric mean)": r.summary.geomean,
+    precisions = sorted({k for r in board.results for k in fd.by_precision(r)})
+    records = []
+    for r in board.results:
+        per = fd.by_precision(r)
+        records.append({"device": r.a, f"x {board.baseline} (geometric mean)": r.summary.geomean,
                         "95% CI low": r.summary.ci95_low, "95% CI high": r.summary.ci95_high,
                         "median": r.summary.median, "workloads (n)": r.summary.n,
-                        "at own batch sizes": sum(p.own_batch for p in r.pairs)} for r in board.results])
+                        **{f"{p} (geometric mean)": per[p].geomean if p in per else None for p in precisions},
+                        "at own batch sizes": sum(p.own_batch for p in r.pairs), "note": ""})
+    records += [{"device": name, "workloads (n)": 0, "note": why} for name, why in board.unpaired]
+    df = pd.DataFrame(records)
+    fmt = dict.fromkeys([c for c in df.columns[1:5]] + [f"{p} (geometric mean)" for p in precisions], ".2f")
     return Table(LEADERBOARD, f"Device leaderboard: images/s relative to {board.baseline}, paired per workload",
-                 df, dict.fromkeys(df.columns[1:5], ".2f"),
-                 notes=["Each workload pairs the two devices at a batch size both ran, else each at its own fastest; "
+                 df, fmt,
+                 notes=["Every device model of the selection, the fastest first; each workload pairs the two devices "
+                        "at a batch size both ran, else each at its own fastest; "
                         f"the CI of the geometric mean is a {CI_METHOD}."])
 
 

@@ -55,3 +55,24 @@ def test_lambda_telemetry_joins_by_tags_on_the_steps_clock(store: Path) -> None:
     assert list(tel["temperature_c"]) == pytest.approx([w[1] for w in want])
     assert tel["temperature_c"].min() > 60  # busy GPUs only: the 6 idle ones sit near 38 °C
     assert tel["elapsed_s"].iloc[0] < 0 <= steps["x"].iloc[0]  # sampling starts before the first step
+
+
+def test_the_leaderboard_ranks_every_device_model(store: Path) -> None:
+    """Lambda's 1-GPU training runs hold 15 device models; the leaderboard ranked 5, chosen by how often they
+    were measured, and the A100-PCIE (2.9x the RTX 2080 Ti) was missing without a word."""
+    where = "num_devices = 1 AND mode = 'train'"
+    report = build_report(connect(store), Options(where=where, max_families=0))
+    (table,) = [t for s in report.sections for t in s.tables if t.slug == "leaderboard"]
+    devices = {r[0] for r in connect(store).execute(f"""SELECT DISTINCT device_model FROM configs
+        WHERE {where} AND images_per_sec > 0 AND device_model IS NOT NULL""").fetchall()}
+    baseline = table.frame.columns[1].removeprefix("x ").removesuffix(" (geometric mean)")
+    assert len(devices) == 15 and set(table.frame["device"]) | {baseline} == devices
+    ranked = table.frame[table.frame["workloads (n)"] > 0]
+    assert list(ranked.iloc[:, 1]) == sorted(ranked.iloc[:, 1], reverse=True)  # the fastest first
+    assert list(table.frame.columns[:2]) == ["device", f"x {baseline} (geometric mean)"]
+    a100 = ranked[ranked["device"] == "A100-PCIE-40GB"].iloc[0]
+    assert baseline == "GeForce RTX 2080 Ti" and a100.iloc[1] == pytest.approx(2.87, abs=0.01)
+    assert {"fp16 (geometric mean)", "fp32 (geometric mean)"} <= set(table.frame.columns)
+    said = [f.text for f in report.findings if f.kind == "leaderboard"]
+    assert said[0].startswith("A100-PCIE-40GB is 2.87x GeForce RTX 2080 Ti")
+    assert "11 more device model(s) are ranked in the leaderboard table" in said[-1]
