@@ -66,7 +66,7 @@ def _leaderboard_table(board: fd.Leaderboard) -> Table:
                         "at own batch sizes": sum(p.own_batch for p in r.pairs), "note": ""})
     records += [{"device": name, "workloads (n)": 0, "note": why} for name, why in board.unpaired]
     df = pd.DataFrame(records)
-    fmt = dict.fromkeys([c for c in df.columns[1:5]] + [f"{p} (geometric mean)" for p in precisions], ".2f")
+    fmt = dict.fromkeys(list(df.columns[1:5]) + [f"{p} (geometric mean)" for p in precisions], ".2f")
     return Table(LEADERBOARD, f"Device leaderboard: images/s relative to {board.baseline}, paired per workload",
                  df, fmt,
                  notes=["Every device model of the selection, the fastest first; each workload pairs the two devices "

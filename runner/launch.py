@@ -3,7 +3,7 @@
 
 Contract of ``execute``: makes ``<out>/<run_id>/``, writes run.json (status ``running``) before launch and
 rewrites it at the end with times, exit code and status; never raises for a failing trainer (a failed
-run is data). Status: ``ok`` (exit 0); ``timeout`` (``timeout_s`` passed: SIGTERM to the whole process
+run is data). Status: ``ok`` (exit 0 and a result in the log); ``no_result`` (exit 0, no result); ``timeout`` (``timeout_s`` passed: SIGTERM to the whole process
 group, SIGKILL after ``grace_s``); ``interrupted`` (KeyboardInterrupt: SIGINT to the group, then TERM /
 KILL; the partial log is kept); else ``oom`` when the log shows ResourceExhaustedError / OOM when
 allocating / out of memory, else ``failed``. exit_code is the child's code (negative: killed by signal).
@@ -33,7 +33,7 @@ from bench.ingest.errors import BenchError, UsageError
 from bench.ingest.pipeline import ingest
 from bench.runner import rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script, trainer_argv
-from bench.runner.verdict import classify, failure_cause, has_result
+from bench.runner.verdict import classify, failure_cause, has_result, no_result_cause
 
 SMI_TELEMETRY = ["nvidia-smi",
                  "--query-gpu=timestamp,index,utilization.gpu,memory.used,temperature.gpu,power.draw,clocks.sm",
@@ -336,17 +336,11 @@ def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Seq
     if status == "ok" and not has_result(log, fmt):
         status = "no_result"
     doc.update(ended_at=rundir.iso_utc(time.time()), wall_time_s=wall, exit_code=code, status=status,
-               failure_cause=_forced_cause(forced, spec) or _no_result_cause(status, fmt)
+               failure_cause=_forced_cause(forced, spec) or (no_result_cause(fmt) if status == "no_result" else None)
                or failure_cause(0 if status == "ok" else code, log),
                epoch_images=epoch_images_from_log(log))
     runjson.write(run_dir / runjson.RUN_JSON, doc)
     return Outcome(run_dir, status, code, wall)
-
-
-def _no_result_cause(status: str, fmt: str | None) -> str | None:
-    if status != "no_result":
-        return None
-    return f"exit code 0, but the log holds no result{f' read as {fmt}' if fmt else ''} (no throughput, no time to train)"
 
 
 def _forced_cause(forced: str | None, spec: RunSpec) -> str | None:

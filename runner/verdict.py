@@ -51,6 +51,11 @@ def has_result(log: Path, fmt: str | None = None) -> bool:
                for r in result.runs)
 
 
+def no_result_cause(fmt: str | None) -> str:
+    """run.json's failure_cause of a ``no_result`` run."""
+    return f"exit code 0, but the log holds no result{f' read as {fmt}' if fmt else ''} (no throughput, no time to train)"
+
+
 def failure_cause(exit_code: int | None, log: Path) -> str | None:
     """What the end of a failed run's log shows (see CAUSES), else its last exception line, else the exit
     code; None for exit 0."""
