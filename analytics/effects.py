@@ -223,13 +223,22 @@ def effect_lines(r: EffectsResult) -> list[str]:
         else:
             p = "p < 0.001" if e.p_value < 0.001 else f"p = {e.p_value:.2g}"
             ci = f"95% CI {_fmt_pct(e.ci95_low)}..{_fmt_pct(e.ci95_high)}, {p}"
-        lines.append(f"{e.factor}: {_fmt_level(e.level)} is {e.ratio:#.3g}× {_fmt_level(e.reference)} "
+        lines.append(f"{e.factor}: {_fmt_level(e.level)} is {fmt_ratio(e.ratio)}× {_fmt_level(e.reference)} "
                      f"({_fmt_pct(e.ratio)}, {ci}; {e.n_runs} runs)")
     return lines
 
 
 def _fmt_level(v: object) -> str:
     return "NULL" if v is None else str(v)
+
+
+def fmt_ratio(ratio: float) -> str:
+    """A ratio with about three significant digits and never a dangling point: 364, 36.4, 3.64, 0.364."""
+    if ratio >= 100:
+        return f"{ratio:,.0f}"
+    if ratio >= 10:
+        return f"{ratio:.1f}"
+    return f"{ratio:.2f}" if ratio >= 1 else f"{ratio:.3g}"
 
 
 def _fmt_pct(ratio: float) -> str:

@@ -49,6 +49,20 @@ def _translated(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"bench (dlbench) {version('dlbench')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit")] = False) -> None:
+    """dlbench: how fast does deep-learning training run here, and how well does it scale?"""
+
+
 app.command("ingest")(_translated(ingest_command))
 app.command("sql")(_translated(sql_command))
 app.command("compare")(_translated(compare_command))
@@ -64,15 +78,15 @@ _T = "Trainer options"  # help panel of the options passed through to the traine
 def run_command(
     ctx: typer.Context,
     model: Annotated[str | None, typer.Option(help="resnet50, inception3, ..., trivial, resnet20", rich_help_panel=_T)] = None,
-    batch_size: Annotated[int | None, typer.Option(help="Per-device batch size", rich_help_panel=_T)] = None,
-    num_batches: Annotated[int | None, typer.Option(help="Timed steps", rich_help_panel=_T)] = None,
-    num_epochs: Annotated[float | None, typer.Option(help="Epochs instead of --num-batches", rich_help_panel=_T)] = None,
-    num_examples: Annotated[int | None, typer.Option(help="Images per epoch of --data-dir [default: counted]", rich_help_panel=_T)] = None,
-    num_warmup_batches: Annotated[int | None, typer.Option(rich_help_panel=_T)] = None,
-    display_every: Annotated[int | None, typer.Option(rich_help_panel=_T)] = None,
+    batch_size: Annotated[int | None, typer.Option(min=1, help="Per-device batch size", rich_help_panel=_T)] = None,
+    num_batches: Annotated[int | None, typer.Option(min=1, help="Timed steps", rich_help_panel=_T)] = None,
+    num_epochs: Annotated[float | None, typer.Option(min=0, help="Epochs instead of --num-batches", rich_help_panel=_T)] = None,
+    num_examples: Annotated[int | None, typer.Option(min=1, help="Images per epoch of --data-dir [default: counted]", rich_help_panel=_T)] = None,
+    num_warmup_batches: Annotated[int | None, typer.Option(min=0, rich_help_panel=_T)] = None,
+    display_every: Annotated[int | None, typer.Option(min=1, rich_help_panel=_T)] = None,
     variable_update: Annotated[str | None, typer.Option(help="parameter_server|replicated|horovod|distributed_ps|multi_worker", rich_help_panel=_T)] = None,
     all_reduce: Annotated[str | None, typer.Option(help="nccl|hierarchical|ring", rich_help_panel=_T)] = None,
-    num_gpus: Annotated[int | None, typer.Option(rich_help_panel=_T)] = None,
+    num_gpus: Annotated[int | None, typer.Option(min=1, rich_help_panel=_T)] = None,
     device: Annotated[str | None, typer.Option(help="gpu|cpu", rich_help_panel=_T)] = None,
     data_format: Annotated[str | None, typer.Option(help="NCHW|NHWC", rich_help_panel=_T)] = None,
     precision: Annotated[str | None, typer.Option(help="fp32|fp16", rich_help_panel=_T)] = None,
@@ -85,14 +99,14 @@ def run_command(
     tag: Annotated[list[str] | None, typer.Option(help="key=value stored in run.json tags (repeatable)")] = None,
     launcher: Annotated[str, typer.Option(help="local|horovodrun|mpirun|slurm")] = "local",
     hosts: Annotated[str | None, typer.Option(help="host1:4,host2:4")] = None,
-    np: Annotated[int | None, typer.Option("--np", help="Processes [default: slots of --hosts, else --num-gpus]")] = None,
+    np: Annotated[int | None, typer.Option("--np", min=1, help="Processes [default: slots of --hosts, else --num-gpus]")] = None,
     gloo: Annotated[bool, typer.Option("--gloo", help="horovodrun --gloo (no MPI)")] = False,
     sbatch: Annotated[bool, typer.Option("--sbatch", help="With --launcher slurm: write and submit a batch script")] = False,
-    timeout: Annotated[float | None, typer.Option(help="Kill the run's process group after S seconds")] = None,
+    timeout: Annotated[float | None, typer.Option(min=0, help="Kill the run's process group after S seconds")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the exact command(s) and exit")] = False,
     no_ingest: Annotated[bool, typer.Option("--no-ingest", help="Do not ingest the run directory")] = False,
     store: StoreOpt = None,
-    telemetry_interval: Annotated[float, typer.Option(help="Telemetry sampling period in seconds (0: off)")] = 5.0,
+    telemetry_interval: Annotated[float, typer.Option(min=0, help="Telemetry sampling period in seconds (0: off)")] = 5.0,
     drop_caches: Annotated[bool, typer.Option("--drop-caches", help="sync and drop the page cache first (root)")] = False,
     shell: Annotated[bool, typer.Option("--shell", help="Run the command through /bin/sh -c (pipes, globs, $VARS)")] = False,
     fmt: Annotated[str | None, typer.Option("--format", help="The log's format when detection must not decide (bench ingest --list-formats)")] = None,
@@ -119,6 +133,10 @@ def run_command(
     from bench.runner import launch as lr
     from bench.runner.spec import RunSpec, build_command, parse_tags
 
+    for name, value in (("--num-epochs", num_epochs), ("--timeout", timeout)):
+        if value is not None and value <= 0:
+            raise typer.BadParameter(f"{value:g} is not a positive number of {'epochs' if name == '--num-epochs' else 'seconds'}",
+                                     param_hint=name)
     command, trainer_args = _split_command(list(ctx.args), shell)
     spec = RunSpec(model=model, batch_size=batch_size, num_batches=num_batches, num_epochs=num_epochs,
                    num_examples=num_examples, num_warmup_batches=num_warmup_batches, display_every=display_every,

@@ -223,3 +223,13 @@ def test_a_forced_format_that_reads_nothing_leaves_a_problem_row(tmp_path: Path,
     (row,) = json.loads(result.output)
     assert row["source"].endswith("horovod-2ranks.log") and row["kind"] == "no_run"
     assert f"read as {fmt} (--format)" in row["message"]
+
+
+def test_version_and_dry_run_checks_its_numbers() -> None:
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output == f"bench (dlbench) {version('dlbench')}\n"
+    for args in (["--batch-size", "-5"], ["--num-gpus", "0"], ["--timeout", "0"], ["--num-epochs", "-1"]):
+        result = runner.invoke(app, ["run", "--dry-run", *args])
+        assert result.exit_code == 2 and "Invalid value" in result.output, (args, result.output)

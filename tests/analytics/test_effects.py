@@ -142,3 +142,11 @@ def test_cli_effects_text_json_and_user_error(monkeypatch: pytest.MonkeyPatch, t
     doc = json.loads(runner.invoke(app, ["--json"]).output)
     assert doc["n_runs"] == 32 and doc["reference"]["num_devices"] == 1
     assert {(e["factor"], e["level"]): e["ratio"] for e in doc["effects"]}["device_model", "P100"] == pytest.approx(4.4)
+
+
+def test_ratios_print_without_a_dangling_point() -> None:
+    from bench.analytics.effects import fmt_ratio
+
+    # `bench effects` printed "364.× AlexNet" (Python's "#.3g" keeps the point)
+    assert [fmt_ratio(r) for r in (364.2, 1234.5, 36.44, 3.6449, 1.6, 0.3644, 0.01234)] == \
+        ["364", "1,234", "36.4", "3.64", "1.60", "0.364", "0.0123"]
