@@ -35,6 +35,15 @@ MAX_SAMPLES_PER_SEC = 1e13
 MAX_SECONDS = 10 * 365 * 86400  # a run time over ten years is a misprint
 MIN_UNIX, MAX_UNIX = 315532800.0, 4102444800.0  # 1980-01-01 .. 2100-01-01 UTC
 
+def by_index(values: dict[int, float]) -> tuple[float | None, ...] | None:
+    """Per-device or per-rank values as a tuple indexed 0..max (None where an index was not printed);
+    None when an index is negative or MAX_DEVICES or more, so that a number in a log never sizes an
+    allocation (``device 99999999999`` in a Caffe log once grew the ingest to 21 GB)."""
+    if not values or min(values) < 0 or max(values) >= MAX_DEVICES:
+        return None
+    return tuple(values.get(i) for i in range(max(values) + 1))
+
+
 #: (column, low, high, low included, what the value must be): a number outside is NULL and a problem.
 #: Rates are per device and scaled by the run's devices; a wall time of 0 is what two stamps of the same
 #: second give, a time to train of 0 is a misprint; counts must also be integers. A printed loss is data

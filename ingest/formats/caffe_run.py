@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.ingest.checks import by_index
+
 
 @dataclass
 class Acc:
@@ -62,7 +64,7 @@ def throughput(st: RunState) -> tuple[float | None, float | None, tuple[float | 
     """(images_per_sec, images_per_sec_mean, per-device img/sec, source tag) of a finished run."""
     acc = st.rates if st.rates.n else st.derived if st.derived.n else None
     mean = acc.rate_sum / acc.n if acc is not None else None
-    ranks = tuple(st.perf.get(d) for d in range(max(st.perf) + 1)) if st.perf else None
+    ranks = by_index(st.perf)
     if st.overall is not None:
         return st.overall, mean, ranks, "nvcaffe_overall"
     if st.perf:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.ingest.checks import by_index
 from bench.ingest.records import Run
 
 NAME = "mxnet"  # the format name (bench.ingest.formats.mxnet.NAME)
@@ -93,7 +94,7 @@ def _rates(run: RunState) -> tuple[float | None, float | None, tuple[float | Non
         return (run.gluon[0] / run.gluon[1] if run.gluon[1] > 0 else None), None, None
     mean = sum(st.speed_sum / st.n for st in run.ranks.values() if st.n)
     known = [r for r in per if r is not None]
-    ranks = tuple(per.get(i) for i in range(max(known) + 1)) if known and len(known) == len(per) else None
+    ranks = by_index({r: v for r, v in per.items() if r is not None}) if known and len(known) == len(per) else None
     return sum(per.values()), mean, ranks
 
 

@@ -10,6 +10,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from bench.ingest.checks import by_index
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import tf_stamp_seconds
 from bench.ingest.units import IMAGES
@@ -221,8 +222,7 @@ def _details(st: RunState, rank: int | None) -> dict[str, str]:
 
 def build_run(st: RunState, gpu: str | None, result: ParseResult) -> Run:
     h, (rank, s), topo = st.hdr, _primary(st), _topology(st, result)
-    ranks = sorted(r for r in st.series if r is not None)
-    by_rank = tuple(st.series[r].total if r in st.series else None for r in range(ranks[-1] + 1)) if ranks else None
+    by_rank = by_index({r: v.total for r, v in st.series.items() if r is not None})
     num_ranks = len(by_rank) if by_rank else None
     if h.get("variable_update") == "horovod" and topo.num_devices:  # horovod lists one device per rank
         num_ranks = max(num_ranks or 0, topo.num_devices)
