@@ -86,6 +86,10 @@ def check_result(result: ParseResult, result_metrics: tuple[str, ...]) -> None:
     for run_index, line_no, what in result.steps.refused + result.telemetry.refused:
         result.problems.append(Problem("invalid_value", f"{what} is beyond 2^53: row not stored", line_no))
         refused.setdefault(run_index, what)
+    result.steps.check_values()
+    for name, (count, first) in result.steps.nulled.items():
+        result.problems.append(Problem("invalid_value", f"{count} step value(s) of {name} not finite, negative or "
+                                                        f"beyond the possible (the first: {first!r}); stored as NULL"))
     for i, system in enumerate(result.systems):
         if fixed := _storable_text(system):
             result.systems[i] = dataclasses.replace(system, **fixed)

@@ -106,6 +106,10 @@ class ColumnBuffer:
     """
 
     COLUMNS: ClassVar[dict[str, str]] = {}
+    #: float columns whose values must be finite, >= 0 and at most the bound; any other value becomes NULL
+    #: when the rows leave the buffer (spilled, or checked at the end of the parse) and is counted in
+    #: ``nulled`` (column -> (count, first such value)), which ``bench.ingest.checks`` reports.
+    CHECKED: ClassVar[dict[str, float]] = {}
     _cols: dict[str, Any] | None
 
     def __init__(self, spill: Callable[[dict[str, Any]], None] | None = None, spill_rows: int = 500_000):
@@ -115,6 +119,7 @@ class ColumnBuffer:
         #: Rows not taken because an integer was beyond MAX_INT: (run_index, line_no, "step 123...").
         #: ``bench.ingest.checks`` reports them and marks their runs.
         self.refused: list[tuple[int | None, int | None, str]] = []
+        self.nulled: dict[str, tuple[int, float]] = {}
         self._reset()
 
     def _fresh(self) -> dict[str, Any]:
@@ -221,8 +226,45 @@ class ColumnBuffer:
         and clear the buffer."""
         if self._spill is not None and self._n:
             for cols in self._parts():
-                self._spill(cols)
+                self._spill(self._checked(cols))
             self._reset()
+
+    def _checked(self, cols: dict[str, Any]) -> dict[str, Any]:
+        """``cols`` with every value of a CHECKED column outside its range made NULL (copies, never writing
+        into a buffer a parser or a view may share), counted in ``nulled``."""
+        if not self.CHECKED:
+            return cols
+        import numpy as np
+
+        out = cols
+        for name, bound in self.CHECKED.items():
+            col = cols[name]
+            values = np.array([col.value]) if isinstance(col, Fill) else np.frombuffer(col, np.float64)
+            with np.errstate(invalid="ignore"):
+                bad = ~((values >= 0) & (values <= bound)) & (values.view(np.uint64) != NULL_BITS)
+            if not bad.any():
+                continue
+            count, first = self.nulled.get(name, (0, float(values[bad][0])))
+            if isinstance(col, Fill):
+                fixed: Any = Fill(col.n, NULL_FLOAT)
+                count += col.n
+            else:
+                fixed = np.where(bad, NULL_FLOAT, values)
+                count += int(bad.sum())
+            self.nulled[name] = (count, first)
+            out = {**out, name: fixed}
+        return out
+
+    def check_values(self) -> None:
+        """Check the buffered rows' CHECKED columns now (the end of a parse), as a spill does."""
+        if not self.CHECKED or not self._n:
+            return
+        n, cols = self._n, self._merged()
+        checked = self._checked(cols)
+        if checked is not cols:
+            self._reset()
+            self.total_rows -= n
+            self._add_block(n, checked)
 
     def _consolidated(self) -> dict[str, Any]:
         """The buffered rows as one dict of columns, kept as the only block (so reading rows one by one
@@ -321,6 +363,11 @@ class StepTable(ColumnBuffer):
     """Step rows (``STEP_COLUMNS``); parsers call :meth:`add`."""
 
     COLUMNS: ClassVar[dict[str, str]] = STEP_COLUMNS
+    #: A rate beyond 10^12 images/s (10^7 per device on 10^5 devices, bench.ingest.checks) or a step of more
+    #: than a day is a misprint, as is a negative, infinite or NaN one.
+    CHECKED: ClassVar[dict[str, float]] = {
+        "images_per_sec": 1e12, "interval_images_per_sec": 1e12, "images_per_sec_stderr": 1e12,
+        "images_per_sec_jitter": 1e12, "step_time_ms": 86_400_000.0}
 
     def add(
         self,
