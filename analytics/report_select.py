@@ -39,7 +39,7 @@ def select_runs(con: duckdb.DuckDBPyConnection, where: str | None, ignore: Seque
         raise BenchError("no run matches" + (f" --where {where!r}" if where else " (the store is empty)"))
     # computed once: every section reads them, and the views of these names now read them too (a temporary
     # view shadows the store's), so compare, fit and effects do not recompute configs per call
-    for view in ("configs", "scaling", "report_runs"):
+    for view in ("run_configs", "configs", "scaling", "report_runs"):
         con.execute(f"CREATE TEMP TABLE _{view} AS SELECT * FROM {view}")
         con.execute(f"CREATE TEMP VIEW {view} AS SELECT * FROM _{view}")
     return n

@@ -25,13 +25,17 @@ def curated_names() -> list[str]:
 
 
 def register_views(con: duckdb.DuckDBPyConnection, names: list[str] | None = None) -> None:
-    """Create one view per curated query on ``con`` (all of them by default).
+    """Create one view per curated query on ``con`` (all of them by default), and the curated views they
+    read that ``con`` lacks (``configs`` reads ``run_configs``).
 
     Raises duckdb.Error when a query is wrong (not merely waiting for a view it reads).
     """
+    import re
+
     import duckdb
 
-    pending = list(curated_names() if names is None else names)
+    curated = set(curated_names())
+    pending = list(curated if names is None else names)
     while pending:
         failed: list[tuple[str, duckdb.Error]] = []
         for name in pending:
@@ -39,9 +43,11 @@ def register_views(con: duckdb.DuckDBPyConnection, names: list[str] | None = Non
                 con.execute(f"CREATE OR REPLACE VIEW {name} AS {_strip(load_sql(name))}")
             except duckdb.CatalogException as e:  # reads a view not created yet: retry after the others
                 failed.append((name, e))
-        if len(failed) == len(pending):
+        missing = {m.group(1) for _, e in failed if (m := re.search(r"Table with name (\w+) does not exist", str(e)))}
+        added = sorted((missing & curated) - set(pending))
+        if len(failed) == len(pending) and not added:
             raise failed[0][1]
-        pending = [name for name, _ in failed]
+        pending = added + [name for name, _ in failed]
 
 
 def _strip(sql: str) -> str:

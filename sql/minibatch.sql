@@ -1,6 +1,6 @@
--- One row per minibatch curve point: a configuration without its batch size (every factor of `configs`
--- except batch_size_per_device, the tags except `repeat` and `device` as config_tags, and the scale point
--- num_devices, num_nodes; curve_id = md5 of their JSON object) at one batch_size_per_device.
+-- One row per minibatch curve point: a configuration (sql/run_configs.sql) without its batch size (every
+-- factor except batch_size_per_device, config_tags, and the scale point num_devices, num_nodes; curve_id =
+-- md5 of their JSON object) at one batch_size_per_device.
 -- ms_per_image: time per image of one training (or inference) step, mean over the ok runs of
 --   forward_backward_ms / batch_size_per_device where the log times the step (caffe time), else
 --   1000 / images_per_sec (for several devices, the system's time per image). A mean of per-run times (so from
@@ -13,17 +13,15 @@
 --   (y2 - y1)/(x2 - x1) - (y1 - y0)/(x1 - x0), which for equally spaced batch sizes is the sign of the
 --   second difference y2 - 2·y1 + y0. +1 convex (diminishing returns), -1 concave, 0 straight (within
 --   1e-9 relative). NULL at the ends of the curve and where ms_per_image is NULL.
--- Reads the view `runs`. No parameters.
+-- Reads the view `run_configs`. No parameters.
 WITH keyed AS (
-    SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,
-           variable_update, all_reduce, device_type, device_model,
-           -- grouped as a sorted list of entries and made a MAP once per group: cheaper than per run
-           list_sort([e FOR e IN map_entries(coalesce(tags, MAP {}::MAP(VARCHAR, VARCHAR))) IF e.key NOT IN ('repeat', 'device')])
-               AS config_tags,
-           num_devices, num_nodes, batch_size_per_device, status, images_per_sec,
-           forward_ms / batch_size_per_device AS forward_ms_per_image,
-           coalesce(forward_backward_ms / batch_size_per_device, 1000.0 / images_per_sec) AS ms_per_image
-    FROM runs
+    SELECT c.framework, c.framework_version, c.model, c.dataset, c.data, c.mode, c.precision, c.data_format,
+           c.variable_update, c.all_reduce, c.device_type, c.device_model,
+           map_entries(c.config_tags) AS config_tags,  -- grouped as a list of entries: cheaper than a MAP
+           c.num_devices, c.num_nodes, c.batch_size_per_device, c.status, c.images_per_sec,
+           c.forward_ms / c.batch_size_per_device AS forward_ms_per_image,
+           coalesce(c.forward_backward_ms / c.batch_size_per_device, 1000.0 / c.images_per_sec) AS ms_per_image
+    FROM run_configs c
 ),
 points AS (
     SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,

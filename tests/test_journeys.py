@@ -70,6 +70,10 @@ def test_bench_sweep_then_resume_scaling_and_report(tmp_path: Path) -> None:
     rows = sql(store, "SELECT config_id, num_devices, speedup, efficiency FROM scaling ORDER BY num_devices")
     assert [r["num_devices"] for r in rows] == [1, 2] and rows[0]["config_id"] == rows[1]["config_id"]
     assert rows[1]["speedup"] == pytest.approx(speedup) and rows[1]["efficiency"] == pytest.approx(speedup / 2)
+    # one identity: every run's config_id in report_runs is the configuration configs has (the sweep's
+    # bookkeeping tags, cell and sweep, split report_runs' ids before)
+    assert sql(store, "SELECT count(*) AS n, count(DISTINCT config_id) AS ids, count(*) FILTER (WHERE config_id "
+                      "NOT IN (SELECT config_id FROM configs)) AS missing FROM report_runs") == [{"n": 4, "ids": 1, "missing": 0}]
 
     res = bench("sweep", plan, "--store", str(store), "--out", str(out), "--resume", "--dry-run")
     assert "--resume: 4 of 4 cells already have an ok run in the store" in res.stdout

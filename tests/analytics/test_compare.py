@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import typer
+from logtools import runs_table
 from scipy import stats
 from typer.testing import CliRunner
 
@@ -238,13 +239,10 @@ def test_compare_reads_the_shipped_configs_and_scaling_views() -> None:
                 runs.append({"device_model": gpu, "num_devices": n, "status": "ok", "tags": [("repeat", rep)],
                              "images_per_sec": per_gpu * n * eff + jitter})
     runs.append({"device_model": K80, "num_devices": 2, "status": "oom", "tags": [("repeat", "3")], "images_per_sec": None})
-    cols = {c: [_DEFAULTS[c] for _ in runs] for c in cmp.FACTORS if c != "device_model"}
-    cols |= {c: [r[c] for r in runs] for c in ("device_model", "num_devices", "status", "images_per_sec", "tags")}
-    cols |= {"num_nodes": [1] * len(runs), "wall_time_s": [None] * len(runs)}
-    types = _TYPES | {"tags": pa.map_(pa.string(), pa.string()), "wall_time_s": pa.float64()}
+    factors = {c: _DEFAULTS[c] for c in cmp.FACTORS if c != "device_model"}
     con = duckdb.connect()
-    con.register("runs", pa.table({c: pa.array(v, types.get(c, pa.string())) for c, v in cols.items()}))
-    register_views(con, ["configs", "scaling"])
+    con.register("runs", runs_table([{**factors, **r, "tags": dict(r["tags"]), "num_nodes": 1} for r in runs]))
+    register_views(con, ["run_configs", "configs", "scaling"])
     r = cmp.compare(con, "device_model", "P100", "K80")
     assert [(p.num_devices, p.a_value, p.b_value, p.ratio) for p in r.pairs] == [(1, 200.0, 50.0, 4.0), (2, 360.0, 90.0, 4.0)]
     s = cmp.compare(con, "device_model", "P100", "K80", metric="speedup")

@@ -15,7 +15,7 @@ from logtools import runs_table
 
 from bench.analytics.ratio_stats import summarize
 from bench.analytics.run_stats import batch_means_ci
-from bench.analytics.views import load_sql
+from bench.analytics.views import register_views
 
 REPLICATES = 2000
 NS = (2, 3, 5, 10, 30)
@@ -60,7 +60,8 @@ def test_configuration_mean_ci_through_configs_sql_covers() -> None:
             ns.append(n)
     con = duckdb.connect()
     con.register("runs", runs_table(rows))
-    got = con.sql(f"SELECT n_ok, ci95_low, ci95_high FROM ({load_sql('configs').strip().rstrip(';')})").fetchall()
+    register_views(con, ["run_configs", "configs"])
+    got = con.sql("SELECT n_ok, ci95_low, ci95_high FROM configs").fetchall()
     assert len(got) == len(NS) * REPLICATES
     for n in NS:
         mine = [(lo, hi) for k, lo, hi in got if k == n]

@@ -59,7 +59,7 @@ def _con(rows: list[dict[str, Any]], views: list[str], steps: pa.Table | None = 
 
 @pytest.fixture
 def con() -> duckdb.DuckDBPyConnection:
-    return _con(RUNS_ROWS, ["configs", "scaling"])
+    return _con(RUNS_ROWS, ["run_configs", "configs", "scaling"])
 
 
 def _line(ax: Any, label: str) -> Any:
@@ -101,7 +101,7 @@ def test_speedup_lines_ideal_and_baseline_text(con: duckdb.DuckDBPyConnection) -
 
 def test_efficiency_in_percent_with_the_100_line_unclamped() -> None:
     rows = [_run("a1", "P100", 1, 100.0), _run("a2", "P100", 2, 210.0), _run("a4", "P100", 4, 360.0)]
-    fig = plots.efficiency(plot_data.scaling_frame(_con(rows, ["configs", "scaling"])))
+    fig = plots.efficiency(plot_data.scaling_frame(_con(rows, ["run_configs", "configs", "scaling"])))
     ax = fig.axes[0]
     line = _line(ax, "model=resnet50")  # nothing varies: labelled by the model
     assert list(line.get_ydata()) == approx([100.0, 105.0, 90.0])  # 210/100/2 = 105%: superlinear, kept
@@ -279,7 +279,7 @@ def test_configurations_with_labels_of_150_characters_leave_the_axes_their_room(
     import warnings
 
     rows = [_run(f"r{i}{n}", gpu, n, 100.0 * n * (1 + i / 10)) for i, gpu in enumerate(LONG) for n in (1, 2)]
-    df = plot_data.scaling_frame(_con(rows, ["configs", "scaling"]))
+    df = plot_data.scaling_frame(_con(rows, ["run_configs", "configs", "scaling"]))
     fig = getattr(plots, draw)(df)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "constrained_layout not applied because axes sizes collapsed"
@@ -292,7 +292,7 @@ def test_a_family_at_one_device_count_has_no_speedup_or_efficiency_figure() -> N
     from bench.analytics import report_figures
 
     rows = [_run("a", "P100", 1, 100.0), _run("b", "K80", 1, 40.0)]
-    con = _con(rows, ["configs", "scaling"])
+    con = _con(rows, ["run_configs", "configs", "scaling"])
     df = plot_data.scaling_frame(con)
     family = df[["config_id"]].drop_duplicates().assign(series=["P100", "K80"])
     figures = report_figures.family_figures(con, "resnet50", family, df.drop(columns="label"), ())
@@ -301,7 +301,7 @@ def test_a_family_at_one_device_count_has_no_speedup_or_efficiency_figure() -> N
 
 def test_usl_curve_is_drawn_where_the_points_test_the_law() -> None:
     rows = [_run(f"a{n}", "P100", n, v) for n, v in ((1, 100.0), (2, 190.0), (4, 350.0), (8, 600.0))]
-    con = _con(rows, ["configs", "scaling"])
+    con = _con(rows, ["run_configs", "configs", "scaling"])
     df = plot_data.scaling_frame(con)
     usl = plot_data.usl_frame(con, df)
     assert usl["num_devices"].iloc[0] == approx(1.0) and usl["usl_speedup"].iloc[0] == approx(1.0)

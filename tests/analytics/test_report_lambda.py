@@ -76,3 +76,14 @@ def test_the_leaderboard_ranks_every_device_model(store: Path) -> None:
     said = [f.text for f in report.findings if f.kind == "leaderboard"]
     assert said[0].startswith("A100-PCIE-40GB is 2.87x GeForce RTX 2080 Ti")
     assert "11 more device model(s) are ranked in the leaderboard table" in said[-1]
+
+
+def test_every_run_joins_its_configuration(store: Path) -> None:
+    """report_runs said it computed config_id "exactly as in configs" but left the bookkeeping tags in: 0 of
+    Lambda's 3,930 ok runs' config_id was one `configs` has. Both now read sql/run_configs.sql."""
+    con = connect(store)
+    n, missing = con.execute("""SELECT count(*), count(*) FILTER (WHERE config_id NOT IN (SELECT config_id FROM configs))
+                                FROM report_runs""").fetchall()[0]
+    assert n == con.execute("SELECT count(*) FROM runs").fetchall()[0][0] > 3900 and missing == 0
+    # and the counts agree: every run is counted once, at its configuration's scale point
+    assert con.execute("SELECT sum(n_runs) FROM configs").fetchall()[0][0] == n

@@ -230,7 +230,7 @@ def test_fit_reads_the_curated_scaling_view_built_from_runs() -> None:
                  "tags": [("repeat", "0"), ("site", "lab")]})  # a failed count: not a point
     con = duckdb.connect()
     con.register("runs", pa.Table.from_pylist(rows, schema=RUNS))
-    register_views(con, ["configs", "scaling"])
+    register_views(con, ["run_configs", "configs", "scaling"])
     (only,) = fit(con).fits
     assert only.fit.device_counts == (1, 2, 4, 8)
     assert (only.fit.alpha.estimate, only.fit.beta.estimate) == pytest.approx((0.02, 0.001), abs=1e-9)

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 from logtools import runs_table
 
-from bench.analytics.views import load_sql
+from bench.analytics.views import register_views
 
 P100 = "Tesla P100-SXM2-16GB"
 
@@ -18,8 +18,8 @@ def query(rows: list[dict[str, Any]], columns: str) -> list[tuple[Any, ...]]:
     """Run configs.sql over ``rows`` (a fresh connection) and return ``columns`` of its rows."""
     con = duckdb.connect()
     con.register("runs", runs_table(rows))
-    sql = load_sql("configs").strip().rstrip(";")
-    return con.execute(f"SELECT {columns} FROM ({sql}) ORDER BY all").fetchall()
+    register_views(con, ["run_configs", "configs"])
+    return con.execute(f"SELECT {columns} FROM configs ORDER BY all").fetchall()
 
 
 INCEPTION = {"framework": "tensorflow", "model": "inception3", "batch_size_per_device": 64, "gpu_model": P100,

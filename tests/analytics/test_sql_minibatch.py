@@ -8,7 +8,7 @@ import duckdb
 import pytest
 from logtools import runs_table
 
-from bench.analytics.views import load_sql
+from bench.analytics.views import register_views
 
 approx = pytest.approx
 
@@ -17,8 +17,8 @@ approx = pytest.approx
 def minibatch(rows: list[dict[str, Any]], columns: str) -> list[tuple[Any, ...]]:
     con = duckdb.connect()
     con.register("runs", runs_table(rows))
-    sql = load_sql("minibatch").strip().rstrip(";")
-    return con.execute(f"SELECT {columns} FROM ({sql}) ORDER BY num_gpus, batch_size_per_device").fetchall()
+    register_views(con, ["run_configs", "minibatch"])
+    return con.execute(f"SELECT {columns} FROM minibatch ORDER BY num_gpus, batch_size_per_device").fetchall()
 
 
 def test_throughput_curve_oom_marked_failed_not_averaged() -> None:

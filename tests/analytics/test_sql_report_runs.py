@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 from logtools import runs_table
 
-from bench.analytics.views import load_sql
+from bench.analytics.views import register_views
 
 INCEPTION = {"framework": "tensorflow", "model": "inception3", "batch_size_per_device": 64,
              "gpu_model": "Tesla P100-SXM2-16GB", "data": "synthetic", "num_devices": 1, "num_nodes": 1}
@@ -33,8 +33,8 @@ def _rows() -> list[dict[str, Any]]:
 
 
 def _query(con: duckdb.DuckDBPyConnection, name: str, columns: str) -> list[tuple[Any, ...]]:
-    sql = load_sql(name).strip().rstrip(";")
-    return con.execute(f"SELECT {columns} FROM ({sql})").fetchall()
+    register_views(con, ["run_configs", name])
+    return con.execute(f"SELECT {columns} FROM {name}").fetchall()
 
 
 def test_one_row_per_run_with_the_config_id_of_configs() -> None:

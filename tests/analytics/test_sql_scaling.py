@@ -84,7 +84,7 @@ def scale_runs(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """runs -> configs -> scaling through the registered views."""
     con = duckdb.connect()
     con.register("runs", runs_table(rows))
-    register_views(con, ["configs", "scaling"])
+    register_views(con, ["run_configs", "configs", "scaling"])
     return con.execute(f"SELECT {OUT} FROM scaling ORDER BY num_devices, num_nodes").fetchall()
 
 

@@ -88,7 +88,7 @@ def test_from_runs_through_configs() -> None:
         {**cfg, "batch_size_per_device": 128, "num_devices": 1, "status": "oom", "tags": {"repeat": "3"}},
         {**cfg, "batch_size_per_device": 64, "num_devices": 2, "images_per_sec": 56.0},
     ]))
-    register_views(con, ["configs", "strong_scaling"])
+    register_views(con, ["run_configs", "configs", "strong_scaling"])
     got = con.execute(f"SELECT {OUT}, n_runs, n_ok FROM strong_scaling ORDER BY num_devices").fetchall()
     # 1 GPU: (30+34)/2 = 32 over 2 of 3 runs; 2 GPUs: 56/32 = 1.75, 1.75/2 = 0.875.
     assert got == [
