@@ -5,7 +5,8 @@ and the curated views of ``sql/`` (see bench.analytics.views).
 ``problems`` leave out the rows of a file's version that a later,
 longer version of the same file supersedes (a log ingested while its job ran, then again once it was done;
 see bench.ingest.versions): those runs would count twice, or as unfinished. ``all_runs``, ``all_steps``,
-``all_telemetry`` and ``all_problems`` hold every row.
+``all_telemetry`` and ``all_problems`` hold every row. ``duplicates`` lists the files an ingest skipped
+because their bytes were stored from another place.
 
 The one place where table names meet file paths; every query reads the logical view names.
 """
@@ -59,6 +60,9 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
         else:
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM all_{table}{where}")
 
+    # what an ingest skipped as a copy of a file stored from another place (bench.ingest.pipeline)
+    con.execute("CREATE VIEW duplicates AS SELECT source, message, ingested_at "
+                "FROM all_problems WHERE kind = 'duplicate'")
     register_views(con)
     return con
 

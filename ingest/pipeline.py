@@ -11,6 +11,7 @@ The loop: ``iter_items`` (files, directories, archive members) -> read and hash 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import time
@@ -86,7 +87,7 @@ class IngestSummary:
 class _Context:
     writer: StoreWriter
     batch: Batch
-    known: set[str]
+    known: dict[str, Place]  # source_sha256 -> where that source was first read
     fmt: str | None
     patterns: list[pat.PathPattern]
     summary: IngestSummary
@@ -137,7 +138,9 @@ def ingest(
         if _archive_bytes(paths) > ParserPool.INLINE_BYTES:
             parsers.start()  # a big archive's first chunks go to the workers too
         known = writer.known_sources()
-        ctx = _Context(writer, writer.new_batch(), {row["source_sha256"] for row in known}, fmt, compiled, summary,
+        first = {row["source_sha256"]: (row["resolved_path"], row["member"]) for row in known}
+        first.update(dict.fromkeys(writer.known_duplicates(), ("", None)))
+        ctx = _Context(writer, writer.new_batch(), first, fmt, compiled, summary,
                        {"problems": Counter(), "status": Counter(), "format": Counter()}, list(path_patterns),
                        versions=Versions.from_sources([*earlier, *known]))
         for item in iter_items(paths, exclude=str(store), skip_globs=tuple(skip_globs), limits=limits):
@@ -191,9 +194,37 @@ def _read_item(item: Item, ctx: _Context) -> Job | None:
         meaning = b"folder " + item.match_path.rsplit("/", 2)[-2].encode() if "/" in item.match_path else b""
     sha = hashing.finish(item.sidecar, meaning)  # a bench run directory: output.log + run.json is one source
     _note_run_dir(item, sha, ctx)
-    if _is_duplicate(sha, ctx):
+    first = ctx.known.get(sha)
+    if first is not None and first != where:  # the same bytes elsewhere: a copy, not this file read again
+        sha = _copy(item, sha, first, where, ctx)
+        if sha is None:
+            return None
+    elif _is_duplicate(sha, ctx, where):
         return None
     return Job(item, sha, data, _owner(item, ctx), *_new_version(where, len(data), hashing, sha, ctx))
+
+
+def _copy(item: Item, sha: str, first: Place, where: Place, ctx: _Context) -> str | None:
+    """A file whose bytes were stored from another place. Its identity here is (content, place), so ingesting
+    the same folder again finds it known. An MLPerf result file means what its place in the results tree
+    says (the summarizer scores every system folder), so it is stored again under that identity, with a
+    ``warning``; any other copy is skipped, counted and listed (a ``duplicate`` problem: the view
+    ``duplicates``). Returns the identity to store the file under, or None when it is skipped."""
+    here = hashlib.sha256(f"{sha}\0{where[0]}\0{where[1] or ''}".encode()).hexdigest()
+    if _is_duplicate(here, ctx, where):
+        return None
+    origin = first[0] + (f"!{first[1]}" if first[1] else "")
+    if pat.match_first(pat.RESULTS_TREE, item.match_path):
+        ctx.batch.rows["problems"].append(problem_row(item.name, here, None, Problem(
+            "warning", f"byte-identical to {origin}: two systems' results are the same bytes; both are scored"),
+            time.time()))
+        ctx.counters["problems"]["warning"] += 1
+        return here
+    ctx.summary.duplicates_skipped += 1
+    ctx.batch.rows["problems"].append(problem_row(item.name, here, None, Problem(
+        "duplicate", f"the same bytes as {origin}, stored from there; skipped"), time.time()))
+    ctx.counters["problems"]["duplicate"] += 1
+    return None
 
 
 def _place(item: Item, ctx: _Context) -> Place:
@@ -247,11 +278,11 @@ def _finish(
         ctx.batch = ctx.writer.new_batch()
 
 
-def _is_duplicate(sha: str, ctx: _Context) -> bool:
+def _is_duplicate(sha: str, ctx: _Context, where: Place = ("", None)) -> bool:
     if sha in ctx.known:
         ctx.summary.duplicates_skipped += 1
         return True
-    ctx.known.add(sha)
+    ctx.known[sha] = where
     return False
 
 

@@ -214,6 +214,12 @@ class StoreWriter:
         return [row for f in table_files(self.root, "sources", self.health.sound)
                 for row in pq.read_table(f, columns=columns).to_pylist()]
 
+    def known_duplicates(self) -> set[str]:
+        """The identities (bench.ingest.pipeline: content and place) of the copies already recorded as
+        ``duplicate`` problems, so that ingesting the same folder again records none twice."""
+        return {row["source_sha256"] for f in table_files(self.root, "problems", self.health.sound)
+                for row in pq.read_table(f, columns=["source_sha256"], filters=[("kind", "=", "duplicate")]).to_pylist()}
+
     def scratch(self) -> Path:
         """A directory under ``_tmp`` where parser processes write part files for :meth:`Batch.adopt`
         (removed with ``_tmp`` when the writer closes, or by the next writer after a kill)."""

@@ -233,3 +233,21 @@ def test_version_and_dry_run_checks_its_numbers() -> None:
     for args in (["--batch-size", "-5"], ["--num-gpus", "0"], ["--timeout", "0"], ["--num-epochs", "-1"]):
         result = runner.invoke(app, ["run", "--dry-run", *args])
         assert result.exit_code == 2 and "Invalid value" in result.output, (args, result.output)
+
+
+def test_a_copy_at_another_path_is_counted_and_listed(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    (logs / "a").mkdir(parents=True)
+    (logs / "b").mkdir()
+    (logs / "a" / "x.log").write_text(tf_cnn_log(20))
+    shutil.copy(logs / "a" / "x.log", logs / "b" / "x.log")
+    st = str(tmp_path / "st")
+    summary = json.loads(runner.invoke(app, ["ingest", str(logs), "--store", st, "--json"]).output)
+    assert (summary["runs_added"], summary["duplicates_skipped"], summary["problems_by_kind"]) == (1, 1, {"duplicate": 1})
+    result = runner.invoke(app, ["sql", "SELECT source, message FROM duplicates", "--store", st, "--format", "json"])
+    (row,) = json.loads(result.output)
+    assert row["source"].endswith("b/x.log") and f"the same bytes as {logs / 'a' / 'x.log'}" in row["message"]
+    again = json.loads(runner.invoke(app, ["ingest", str(logs), "--store", st, "--json"]).output)
+    assert (again["runs_added"], again["duplicates_skipped"], again["problems_by_kind"]) == (0, 2, {})
+    result = runner.invoke(app, ["sql", "SELECT count(*) AS n FROM duplicates", "--store", st, "--format", "csv"])
+    assert result.output == "n\n1\n"  # listed once, however often the folder is ingested

@@ -15,10 +15,11 @@ from bench.analytics.store import connect
 from bench.ingest.pipeline import ingest
 
 EXPECTED = Path(__file__).resolve().parents[2] / "fixtures" / "mlperf" / "summarizer-v1.0.csv"
-#: Where bench and the summarizer disagree, and why. Dell's DSS8440 dlrm folder holds 5 result files of which
-#: result_0, _2, _3 and _4 are the same bytes: bench stores a content once (2 runs: too few for an olympic
-#: mean), the summarizer averages the copies.
-KNOWN = {("Dell", "DSS8440x8A100-PCIE-40GB", "dlrm"): "too few runs"}
+#: Where bench and the summarizer disagree, and why: nowhere. Dell's DSS8440 dlrm folder holds 5 result files
+#: of which result_0, _2, _3 and _4 are the same bytes; the summarizer averages the copies, and bench, which
+#: stored such a content once (2 runs: too few for an olympic mean), now keeps a result file at each place
+#: of the results tree, with a warning (bench.ingest.pipeline).
+KNOWN: dict[tuple[str, str, str], str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +137,29 @@ def test_scaling_json_in_a_later_ingest_gives_the_summarizers_rcp_scaled_scores(
             continue
         assert got[key][0] == pytest.approx(float(r["score_min"]), rel=1e-4), key
         assert got[key][1] == ("olympic x scaling.json" if r["scaling_factor"] else "olympic")
+
+
+def test_byte_identical_result_files_of_two_systems_are_scored_in_both_places(tmp_path: Path) -> None:
+    """MLPerf v5.1 holds Dell's XE9680L result files copied byte for byte under the XE9780 system's folder:
+    the summarizer scores both systems. Here one v1.0 Dell result set is copied under a second system name;
+    both are scored, with a warning row per copied file, and ingesting the tree again adds nothing."""
+    import tarfile
+
+    tarball = CORPUS / "mlperf_results" / "training_results_v1.0.tar.gz"
+    if not tarball.is_file():
+        pytest.skip(f"MLPerf v1.0 results not present at {tarball} (read from ../shared)")
+    system = "XE8545x4A100-SXM-80GB"
+    with tarfile.open(tarball) as tar:
+        names = [m for m in tar.getnames() if m == f"training_results_v1.0/Dell/systems/{system}.json"
+                 or m.startswith(f"training_results_v1.0/Dell/results/{system}/resnet/result_")]
+        tar.extractall(tmp_path, members=[tar.getmember(n) for n in names], filter="data")
+    dell = tmp_path / "training_results_v1.0" / "Dell"
+    shutil.copytree(dell / "results" / system, dell / "results" / f"{system}-COPY")
+    shutil.copy(dell / "systems" / f"{system}.json", dell / "systems" / f"{system}-COPY.json")
+    summary = ingest([str(tmp_path / "training_results_v1.0")], tmp_path / "store", workers=0)
+    assert summary.problems_by_kind.get("warning") == 5 and summary.duplicates_skipped == 0
+    con = connect(tmp_path / "store")
+    got = con.execute("SELECT system, score_min FROM mlperf_scores WHERE benchmark = 'resnet' ORDER BY system").fetchall()
+    assert [g[0] for g in got] == [system, f"{system}-COPY"] and got[0][1] == got[1][1] is not None
+    again = ingest([str(tmp_path / "training_results_v1.0")], tmp_path / "store", workers=0)
+    assert again.runs_added == 0 and again.problems_by_kind == {}

@@ -76,8 +76,9 @@ def test_ten_thousand_result_files_give_every_score(tree: tuple[Path, float]) ->
     store, seconds = tree
     con = connect(store)
     n_files = con.execute("SELECT count(*) FROM sources").fetchall()[0][0]
-    # result files (one a duplicate), system JSONs (one submitter has none) and two scaling.json
-    assert n_files == SUBMITTERS * SYSTEMS * len(BENCHMARKS) * RUNS - 1 + (SUBMITTERS - 1) * SYSTEMS + 2
+    # result files (one a copy of another, stored at its own place), system JSONs (one submitter has none) and
+    # two scaling.json
+    assert n_files == SUBMITTERS * SYSTEMS * len(BENCHMARKS) * RUNS + (SUBMITTERS - 1) * SYSTEMS + 2
     rows = {r[:3]: r[3:] for r in con.execute(
         "SELECT submitter, system, benchmark, score_min, n_runs, n_ok, verdict, round FROM mlperf_scores").fetchall()}
     assert len(rows) == SUBMITTERS * SYSTEMS * len(BENCHMARKS)
@@ -108,12 +109,15 @@ def test_a_scaling_json_scales_its_set_and_a_broken_one_is_a_problem(tree: tuple
     assert kinds == {"bad_line"}
 
 
-def test_a_duplicate_result_file_is_stored_once(tree: tuple[Path, float]) -> None:
+def test_a_copied_result_file_counts_at_its_place_with_a_warning(tree: tuple[Path, float]) -> None:
     con = connect(tree[0])
     got = con.execute("SELECT score_min, n_runs, n_ok FROM mlperf_scores "
                       "WHERE submitter = 'S4' AND system = 'sys4' AND benchmark = 'resnet'").fetchall()
-    # runs 14, 15, 16, 17 (result_4 is result_3's bytes): drop 14 and 17: mean(15, 16) = 15.5
-    assert got == [(pytest.approx(15.5), 4, 4)]
+    # runs 14, 15, 16, 17 and result_4 = result_3's bytes (17), as the summarizer reads the folder: drop 14
+    # and one 17: mean(15, 16, 17) = 16
+    assert got == [(pytest.approx(16.0), 5, 5)]
+    (message,) = [m for (m,) in con.execute("SELECT message FROM problems WHERE kind = 'warning'").fetchall()]
+    assert message.startswith("byte-identical to ") and "S4/results/sys4/resnet/result_3.txt" in message
 
 
 def test_bad_system_descriptions_give_null_devices_never_a_crash(tree: tuple[Path, float]) -> None:
