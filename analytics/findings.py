@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import duckdb
 
 MAX_FINDINGS = 10
-NAMED_DEVICES = 3  #: devices the findings name; the leaderboard table holds every one
+NAMED_DEVICES = 2  #: devices the findings name; the leaderboard table holds every one
 MAX_SCALING = 3  #: scaling sentences
 EFFICIENCY_FLOOR = 0.8
 HIGH_CV = 0.05
@@ -65,6 +65,7 @@ class Leaderboard:
     baseline: str
     results: tuple[CompareResult, ...]
     unpaired: tuple[tuple[str, str], ...] = ()
+    scope: str = ""  # "training at 1 device": the runs it ranks (board_scopes)
 
 
 def keep(found: list[Finding]) -> list[Finding]:
@@ -81,11 +82,30 @@ def keep(found: list[Finding]) -> list[Finding]:
     return found
 
 
+def board_scopes(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    """(scope, where) of each leaderboard: one per mode (training first, then inference, then the others), at
+    the device count with the most configurations of that mode (ties: the fewest devices), so that no board
+    mixes training with inference or one device with eight."""
+    found = rows(con, """SELECT mode, num_devices, count(DISTINCT config_id) AS n FROM _configs
+                         WHERE device_model IS NOT NULL AND images_per_sec > 0 AND num_devices IS NOT NULL
+                         GROUP BY mode, num_devices
+                         QUALIFY row_number() OVER (PARTITION BY mode ORDER BY n DESC, num_devices) = 1""")
+    rank = {"train": 0, "inference": 1}
+    out = []
+    for mode, devices, _ in sorted(found, key=lambda r: (rank.get(r[0], 2), r[0] is None, str(r[0]))):
+        what = "training" if mode == "train" else str(mode) if mode is not None else "runs of an unknown mode"
+        test = "mode IS NULL" if mode is None else "mode = '" + str(mode).replace("'", "''") + "'"
+        out.append((f"{what} at {devices} device{'s' if devices != 1 else ''}", f"{test} AND num_devices = {devices}"))
+    return out
+
+
 def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None,
-                cache: CompareCache | None = None) -> Leaderboard | None:
-    """Each device model against the baseline device model; None when fewer than two devices have values."""
-    counts = rows(con, """SELECT device_model, count(DISTINCT config_id) FROM _configs
-                          WHERE device_model IS NOT NULL AND images_per_sec > 0 GROUP BY ALL ORDER BY 2 DESC, 1""")
+                cache: CompareCache | None = None, where: str | None = None, scope: str = "") -> Leaderboard | None:
+    """Each device model against the baseline device model, over the configurations ``where`` selects;
+    None when fewer than two devices have values."""
+    counts = rows(con, f"""SELECT device_model, count(DISTINCT config_id) FROM _configs
+                           WHERE device_model IS NOT NULL AND images_per_sec > 0 AND ({where or 'true'})
+                           GROUP BY ALL ORDER BY 2 DESC, 1""")
     if len(counts) < 2:
         return None
     names = [str(c[0]) for c in counts]
@@ -94,20 +114,20 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None,
     else:
         hits = [n for n in names if n == baseline] or [n for n in names if baseline.lower() in n.lower()]
         if len(hits) != 1:
-            raise UsageError(f"--baseline {baseline!r} matches {len(hits)} device models of the selection; "
-                             f"candidates: {', '.join(names[:20])}")
+            raise UsageError(f"--baseline {baseline!r} matches {len(hits)} device models of the selection"
+                             f"{f' ({scope})' if scope else ''}; candidates: {', '.join(names[:20])}")
         base = hits[0]
     results, unpaired = [], []
     for name in [n for n in names if n != base]:
-        res = compare(con, "device_model", name, base, cache=cache)
+        res = compare(con, "device_model", name, base, where=where, cache=cache)
         if res.pairs:
             results.append(res)
         else:
             mine = sum(u.side == "a" for u in res.unmatched)
             unpaired.append((name, f"none of its {mine} configuration(s) shares a workload, device count and "
                                    f"framework with one of {base}"))
-    results.sort(key=lambda r: (-(r.summary.geomean or 0.0), str(r.a)))
-    return Leaderboard(base, tuple(results), tuple(unpaired))
+    results.sort(key=lambda r: (-(r.summary.geomean or 0.0), -r.summary.n, str(r.a)))
+    return Leaderboard(base, tuple(results), tuple(unpaired), scope)
 
 
 def by_precision(res: CompareResult) -> dict[str, Summary]:
@@ -124,23 +144,23 @@ def _ci(res: CompareResult) -> str:
 
 
 def leaderboard_findings(board: Leaderboard | None, link: str) -> list[Finding]:
-    """The NAMED_DEVICES fastest devices, and a sentence for how many more the leaderboard table ranks."""
-    out = []
+    """The NAMED_DEVICES fastest devices; the last sentence says how many more the leaderboard table ranks."""
+    out: list[Finding] = []
     if board is None:
         return out
-    for res in board.results[:NAMED_DEVICES]:
+    named = board.results[:NAMED_DEVICES]
+    for i, res in enumerate(named):
         s = res.summary
         own = sum(p.own_batch for p in res.pairs)
         batch = f"; {own} at each device's own batch size" if own else ""
-        out.append(Finding("leaderboard", f"{res.a} is {s.geomean:.2f}x {res.b} (geometric mean over {s.n} "
-                                          f"workloads, {_ci(res)}; median {s.median:.2f}x{batch}).",
-                           s.geomean, (s.ci95_low, s.ci95_high), s.n, link))
-    more = len(board.results) - NAMED_DEVICES
-    if board.results and (more > 0 or board.unpaired):
-        rest = f"{more} more device model(s) are ranked" if more > 0 else "Every ranked device is named"
-        gone = f"; {len(board.unpaired)} have no pair with {board.baseline}, listed with the reason" if board.unpaired else ""
-        out.append(Finding("leaderboard", f"{rest} in the leaderboard table{gone}.", None, None,
-                           len(board.results) + len(board.unpaired), link))
+        scope = f"In {board.scope}, " if board.scope and i == 0 else ""
+        more = ""
+        if i == len(named) - 1 and (len(board.results) > len(named) or board.unpaired):
+            rest = len(board.results) - len(named)
+            gone = f", {len(board.unpaired)} without a pair, with the reason" if board.unpaired else ""
+            more = f" The leaderboard table ranks {rest} more device model{'s' if rest != 1 else ''}{gone}."
+        text = f"{res.a} is {s.geomean:.2f}x {res.b} (geometric mean over {s.n} workloads, {_ci(res)}; median {s.median:.2f}x{batch})."
+        out.append(Finding("leaderboard", scope + text + more, s.geomean, (s.ci95_low, s.ci95_high), s.n, link))
     return out
 
 
@@ -160,39 +180,49 @@ CURVES = f"""
             FROM _scaling WHERE efficiency IS NOT NULL GROUP BY config_id HAVING count(DISTINCT num_devices) >= 2)"""
 
 
+#: Per device model, over its curves of the first mode (training first): the largest device count its
+#: curves reach, and at that count the curves, models, and the median, lowest and highest efficiency.
+BY_DEVICE = f"""{CURVES},
+        first_mode AS (
+            SELECT mode FROM curves GROUP BY mode
+            ORDER BY mode IS DISTINCT FROM 'train', mode IS DISTINCT FROM 'inference', count(*) DESC, mode LIMIT 1),
+        mine AS (
+            SELECT *, max(largest) OVER (PARTITION BY device) AS reach FROM curves
+            WHERE mode IS NOT DISTINCT FROM (SELECT mode FROM first_mode))
+        SELECT device, any_value(mode) AS mode, reach, count(*) AS curves, count(DISTINCT model) AS models,
+               median(eff_largest) AS median, min(eff_largest) AS low, max(eff_largest) AS high, sum(runs) AS runs
+        FROM mine WHERE largest = reach GROUP BY device, reach
+        ORDER BY curves DESC, reach DESC, median DESC, device"""
+
+
 def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]:
-    """The families with the most runs that were measured at two or more device counts."""
-    found = rows(con, f"""{CURVES}
-        SELECT model, mode, data, device, system, precision, batch, largest, eff_largest, n_largest, below, runs
-        FROM curves
-        ORDER BY counts DESC, runs DESC, model, mode, device, system, precision, data, batch, config_id  -- ties: one order""")
+    """Per device model (the MAX_SCALING with the most curves): its scaling efficiency at the largest device
+    count its curves reach, as the median over those curves with the range."""
     out: list[Finding] = []
-    seen = set()
-    for model, mode, data, device, system, precision, batch, largest, eff, n, below, _ in found:
-        if (model, device, precision) in seen or len(out) == MAX_SCALING:
-            continue
-        seen.add((model, device, precision))
-        what = " ".join(str(v) for v in (model, mode if mode != "train" else None, precision, f"{data} data" if data else None,
-                                         f"batch {batch}" if batch else None) if v)
-        drop = (f"it falls below {EFFICIENCY_FLOOR:.0%} from {below} devices" if below is not None
-                else f"it stays at or above {EFFICIENCY_FLOOR:.0%} throughout")
-        where = f"{device or 'its devices'}" + (f" (system {system})" if system else "")
-        out.append(Finding("scaling", f"{what} on {where} scales to {largest} devices at "
-                                      f"{eff:.0%} efficiency ({n} ok run{'s' if n != 1 else ''} there); {drop}.", eff, None, int(n or 0), link))
+    for device, mode, reach, curves, models, median, low, high, _ in rows(con, BY_DEVICE)[:MAX_SCALING]:
+        what = "training" if mode == "train" else (mode or "runs")
+        spread = f"{low:.0%}-{high:.0%} over {curves} curves of {models} model{'s' if models != 1 else ''}" \
+            if curves > 1 else f"one curve, {models} model"
+        out.append(Finding("scaling", f"{device or 'Devices of unknown model'} scales {what} to {reach} devices at "
+                                      f"{median:.0%} efficiency (median; {spread}).", float(median), None, int(curves), link))
     return out
 
 
 def effect_findings(con: duckdb.DuckDBPyConnection, link: str, cache: CompareCache | None = None) -> list[Finding]:
+    """What each of EFFECTS buys, all else equal: in training when the selection has training runs."""
     out = []
+    train = bool(rows(con, "SELECT 1 FROM _configs WHERE mode = 'train' AND images_per_sec > 0 LIMIT 1"))
+    where, scope = ("mode = 'train'", "In training, ") if train else (None, "")
     for factor, a, b in EFFECTS:
-        present = {str(r[0]) for r in rows(con, f"SELECT DISTINCT {factor} FROM _configs WHERE {factor} IS NOT NULL")}
+        present = {str(r[0]) for r in rows(con, f"SELECT DISTINCT {factor} FROM _configs WHERE {factor} IS NOT NULL "
+                                                f"AND ({where or 'true'})")}
         if not {a, b} <= present:
             continue
-        res = compare(con, factor, a, b, cache=cache)
+        res = compare(con, factor, a, b, where=where, cache=cache)
         s = res.summary
         if s.n:
-            out.append(Finding("effect", f"{factor} {a} gives {s.geomean:.2f}x the images/s of {b}, all else equal "
-                                         f"({_ci(res)}; n={s.n} pairs).", s.geomean, (s.ci95_low, s.ci95_high), s.n, link))
+            out.append(Finding("effect", f"{scope}{factor} {a} gives {s.geomean:.2f}x the images/s of {b}, all else "
+                                         f"equal ({_ci(res)}; n={s.n} pairs).", s.geomean, (s.ci95_low, s.ci95_high), s.n, link))
     return out
 
 

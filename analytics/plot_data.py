@@ -167,18 +167,14 @@ def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None,
     """(intervals, telemetry) of one run (see module doc for which run and x).
 
     intervals: run_id, x, x_unit ("s" or "step"), interval_images_per_sec (images/s), warmup (bool).
-    telemetry: elapsed_s (s), temperature_c, utilization_pct: means over the GPUs per sample; empty when
-    the run has none. Raises BenchError when no run matching ``where`` has step rows. ``tagged``:
+    telemetry: elapsed_s (s), and per sample temperature_c and gpu_utilization_pct (means over the GPUs,
+    nvidia-smi's rows) and cpu_utilization_pct (the host's rows, gpu_index NULL); empty when the run has none. Raises BenchError when no run matching ``where`` has step rows. ``tagged``:
     :func:`tagged_telemetry` of ``con`` when the caller has it already.
     """
     import numpy as np
 
-    pick = (f"SELECT run_id FROM runs WHERE {_where(where)} AND run_id IN (SELECT DISTINCT run_id FROM steps) "
-            "ORDER BY run_id LIMIT 1")
-    found = _query(con, pick, "runs", where)
-    if found.empty:
-        raise BenchError("no run with step rows matches" + (f" --where {where!r}" if where else " (the store has none)"))
-    run_id = str(found["run_id"].iloc[0])
+    tagged = tagged_telemetry(con) if tagged is None else tagged
+    run_id = _traced_run(con, where, tagged)
     # The series of run_stats: finite interval rates of the lowest rank, in step order.
     steps = con.execute("""
         SELECT run_id::VARCHAR AS run_id, step, timestamp, interval_images_per_sec
@@ -192,9 +188,35 @@ def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None,
     cut = mser5(rates) if len(rates) >= MIN_INTERVALS else 0
     steps["warmup"] = np.arange(len(steps)) < cut
     t0 = float(steps["timestamp"].iloc[0]) if timed else None
-    telemetry = _run_telemetry(con, run_id, t0, tagged_telemetry(con) if tagged is None else tagged)
+    telemetry = _run_telemetry(con, run_id, t0, tagged)
     cols = ["run_id", "x", "x_unit", "interval_images_per_sec", "warmup"]
-    return steps[cols], telemetry[["elapsed_s", "temperature_c", "utilization_pct"]]
+    return steps[cols], telemetry[["elapsed_s", "temperature_c", "gpu_utilization_pct", "cpu_utilization_pct"]]
+
+
+def _traced_run(con: duckdb.DuckDBPyConnection, where: str | None, tagged: list[tuple[str, dict[str, str]]]) -> str:
+    """The run a trace shows: the first (by run_id) with step rows that has telemetry, its own (run_id) or
+    joined by tags (a thermal file beside its throughput log), else the first with step rows."""
+    sql = (f"SELECT run_id::VARCHAR AS run_id, tags, * EXCLUDE (run_id, tags) FROM runs WHERE {_where(where)} "
+           "AND run_id IN (SELECT DISTINCT run_id FROM steps) ORDER BY (run_id IN (SELECT DISTINCT run_id FROM "
+           "telemetry WHERE run_id IS NOT NULL)) DESC, run_id")
+    found = _query(con, sql, "runs", where)
+    if found.empty:
+        raise BenchError("no run with step rows matches" + (f" --where {where!r}" if where else " (the store has none)"))
+    first = str(found["run_id"].iloc[0])
+    if con.execute("SELECT count(*) FROM telemetry WHERE run_id = ?", [first]).fetchall()[0][0] or not tagged:
+        return first
+    runs = found.to_dict("records")
+    hits: list[str] = []
+    by_keys: dict[tuple[str, ...], list[dict[str, str]]] = {}
+    for _, tags in tagged:
+        by_keys.setdefault(tuple(sorted(tags)), []).append(tags)
+    for keys, sources in by_keys.items():  # one pass over the runs per set of tag keys
+        index: dict[tuple[str, ...], str] = {}
+        for run in runs:
+            own = dict(run.get("tags") or [])
+            index.setdefault(tuple(str(own.get(k, run.get(k))) for k in keys), str(run["run_id"]))
+        hits += [index[v] for tags in sources if (v := tuple(tags[k] for k in keys)) in index]
+    return min(hits) if hits else first
 
 
 def _run_telemetry(con: duckdb.DuckDBPyConnection, run_id: str, t0: float | None,
@@ -212,7 +234,9 @@ def _run_telemetry(con: duckdb.DuckDBPyConnection, run_id: str, t0: float | None
               AND (? IS NULL OR gpu_index IS NULL OR gpu_index < ?)
         )
         SELECT sample_index, coalesce(avg({clock}), avg(elapsed_s)) AS elapsed_s,
-               avg(temperature_c) AS temperature_c, avg(utilization_pct) AS utilization_pct
+               avg(temperature_c) FILTER (WHERE gpu_index IS NOT NULL) AS temperature_c,
+               avg(utilization_pct) FILTER (WHERE gpu_index IS NOT NULL) AS gpu_utilization_pct,
+               avg(utilization_pct) FILTER (WHERE gpu_index IS NULL) AS cpu_utilization_pct
         FROM t GROUP BY sample_index ORDER BY sample_index""",
         [run_id, sources, run["num_gpus"], run["num_gpus"], *([t0] if t0 is not None else [])]).df()
 

@@ -21,14 +21,19 @@ FORMATS = (".png", ".svg", ".pdf")
 SPEEDUP_YLABEL = "speedup (× baseline throughput)"
 
 
+#: The widest a figure may be, in inches: 2,400 px at the 150 dpi `bench plot` writes (a screen's width).
+MAX_WIDTH_IN = 16.0
+
+
 def new_figure(width: float = 7.0, height: float = 4.5) -> Any:
-    """A new Figure on the Agg canvas (no pyplot, so no global state and no display)."""
+    """A new Figure on the Agg canvas (no pyplot, so no global state and no display), at most MAX_WIDTH_IN
+    wide."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    return Figure(figsize=(min(width, MAX_WIDTH_IN), height), layout="constrained")
 
 
 #: More series than this and the legend moves outside the axes, to the right, where it hides no data.
@@ -60,9 +65,16 @@ def _legend(ax: Any, n_entries: int, loc: str = "best") -> None:
     labels = [wrap(label) for label in labels]
     if not crowded:
         ax.legend(handles, labels, fontsize=7, loc=loc)
-    else:
-        ax.legend(handles, labels, fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
-                  ncols=1 if n_entries <= 24 else 2)
+        return
+    ncols = 1 if n_entries <= 24 else 2
+    ax.legend(handles, labels, fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+              ncols=ncols)
+    # the figure grows to hold the legend: 6-pt lines with their spacing, plus the title and margins
+    lines = sum(label.count("\n") + 1 for label in labels)
+    needed = (lines / ncols + len(labels) / ncols * 0.5) * 6 * 1.25 / 72 + 1.0
+    fig = ax.figure
+    if needed > fig.get_figheight():
+        fig.set_figheight(needed)
 
 
 def _series(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -164,7 +176,9 @@ def throughput(df: pd.DataFrame) -> Figure:
             labelled = True
         ax2.set_ylabel("training time (s)")
         ax2.legend(fontsize=7, loc="upper right")
-    ax.set_xticks(range(len(groups)), [wrap(label) for label, _ in groups], rotation=20, ha="right", fontsize=7)
+    crowded = len(groups) > 12  # at most MAX_WIDTH_IN wide: many groups stand their labels upright
+    ax.set_xticks(range(len(groups)), [wrap(label) for label, _ in groups], rotation=90 if crowded else 20,
+                  ha="center" if crowded else "right", fontsize=5 if crowded else 7)
     ax.set_ylabel("throughput (images/s)")
     ax.set_title(f"Throughput per {plot_data.device_noun(df)} count")
     ax.set_ylim(bottom=0)  # a rate: bars and their error bars start at zero
@@ -244,17 +258,34 @@ def minibatch(df: pd.DataFrame) -> Figure:
     ax.set_ylabel("time per image (ms)")
     ax.set_ylim(bottom=0)
     ax.set_title("Mini-batch efficiency")
-    ax.legend(fontsize=7)
+    _legend(ax, len(ax.get_legend_handles_labels()[1]))
     return fig
 
 
+#: The telemetry a trace shows, first found first: (column of plot_data.trace_frames, label saying what
+#: measured it).
+TRACE_TELEMETRY = (("temperature_c", "GPU temperature (°C, nvidia-smi)"),
+                   ("gpu_utilization_pct", "GPU utilisation (%, nvidia-smi)"),
+                   ("cpu_utilization_pct", "CPU busy (%, host /proc/stat)"))
+
+
 def trace(steps: pd.DataFrame, telemetry: pd.DataFrame | None = None) -> Figure:
-    """One run's per-interval throughput over time, the warm-up cut as a vertical line at the first
-    steady interval, and GPU temperature (°C) or, without it, utilisation (%) on a second axis when the
-    run has telemetry. ``steps``, ``telemetry``: plot_data.trace_frames."""
-    fig = new_figure()
-    ax = fig.add_subplot()
+    """One run's per-interval throughput over time (seconds where the log stamps its steps, else steps), the
+    warm-up cut as a vertical line at the first steady interval, and its telemetry (TRACE_TELEMETRY: GPU
+    temperature, else GPU utilisation, else the host's CPU busy share), each labelled by what measured it:
+    on a second y axis when both are on the seconds clock, else in a panel of its own below, on its own
+    clock. ``steps``, ``telemetry``: plot_data.trace_frames."""
     unit = str(steps["x_unit"].iloc[0]) if len(steps) else "step"
+    shown = None
+    if telemetry is not None and not telemetry.empty:
+        for col, label in TRACE_TELEMETRY:
+            t = telemetry.dropna(subset=["elapsed_s", col]) if col in telemetry else telemetry.iloc[0:0]
+            if not t.empty:
+                shown = (t, col, label)
+                break
+    below = shown is not None and unit != "s"  # two clocks: never one axis for steps and seconds
+    fig = new_figure(7.0, 6.0 if below else 4.5)
+    ax, ax_t = (fig.subplots(2, 1) if below else (fig.add_subplot(), None))
     ax.plot(steps["x"], steps["interval_images_per_sec"], marker=".", label="images/s per interval")
     steady = steps[~steps["warmup"]]
     if steps["warmup"].any() and not steady.empty:
@@ -264,15 +295,14 @@ def trace(steps: pd.DataFrame, telemetry: pd.DataFrame | None = None) -> Figure:
     ax.set_ylim(bottom=0)
     ax.set_title(f"Run {steps['run_id'].iloc[0]}" if len(steps) else "Run")
     ax.legend(fontsize=7, loc="lower right")
-    if telemetry is not None and not telemetry.empty:
-        col, ylabel = (("temperature_c", "GPU temperature (°C)") if telemetry["temperature_c"].notna().any()
-                       else ("utilization_pct", "GPU utilisation (%)"))
-        t = telemetry.dropna(subset=["elapsed_s", col])
-        if not t.empty:
-            ax2 = ax.twinx()
-            ax2.plot(t["elapsed_s"], t[col], color="tab:orange", label=ylabel)
-            ax2.set_ylabel(ylabel)
-            ax2.legend(fontsize=7, loc="upper right")
+    if shown is not None:
+        t, col, label = shown
+        other = ax_t if ax_t is not None else ax.twinx()
+        other.plot(t["elapsed_s"], t[col], color="tab:orange", label=label)
+        other.set_ylabel(label)
+        if ax_t is not None:
+            ax_t.set_xlabel("time since the first telemetry sample (s)")
+        other.legend(fontsize=7, loc="upper right")
     return fig
 
 

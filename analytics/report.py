@@ -80,11 +80,11 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
     runs = sel.point_runs(con)
     mlperf, mlperf_found = mlperf_sections(con, opts.equivalence, opts.mlperf_compare, renderer)
     cache = CompareCache()  # compare's rows and results, shared by the findings and the ratio tables
-    findings, found = findings_section(con, opts.baseline, cache, renderer, mlperf_found)
-    selection = Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])
-    throughput = bool(len(configs)) and bool(first(con, "SELECT 1 FROM _configs WHERE images_per_sec > 0 LIMIT 1"))
     # an MLPerf selection leads with its scores (its ResNet logs also give images/s: those sections follow)
     lead = bool(mlperf) and bool(first(con, "SELECT bool_and(format = 'mlperf') FROM runs")[0])  # type: ignore[index]
+    findings, found = findings_section(con, opts.baseline, cache, renderer, mlperf_found, mlperf_first=lead)
+    selection = Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])
+    throughput = bool(len(configs)) and bool(first(con, "SELECT 1 FROM _configs WHERE images_per_sec > 0 LIMIT 1"))
     # the sections with figures are built first, so the renderer's workers draw while the tables compute
     families, per_device, ratios, laws = [], [], [], []
     if throughput:  # without images/s (only times to train), the throughput sections are left out

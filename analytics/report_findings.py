@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 from bench.analytics import findings as fd
 from bench.analytics.plots import new_figure
 from bench.analytics.ratio_stats import CI_METHOD
-from bench.analytics.report_model import Figure, Section, Table
+from bench.analytics.report_model import Figure, Section, Table, slugify
 from bench.analytics.report_render import Renderer
 from bench.analytics.results import rows
+from bench.ingest.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb
@@ -21,17 +22,32 @@ if TYPE_CHECKING:
 
 LEADERBOARD = "leaderboard"
 SCALING = "scaling-summary"
+SCALING_BY_DEVICE = "scaling-by-device"
 
 
 def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache: CompareCache | None = None,
                      renderer: Renderer | None = None,
-                     mlperf: list[fd.Finding] | None = None) -> tuple[Section, list[fd.Finding]]:
-    """The Findings section and its sentences (at most findings.MAX_FINDINGS); ``cache``: compare's;
-    ``renderer``: where the leaderboard's dot plot is drawn (here by default); ``mlperf``: the MLPerf
-    section's findings (report_mlperf), after the leaderboard."""
-    board = fd.leaderboard(con, baseline, cache)
-    found = fd.leaderboard_findings(board, LEADERBOARD) + list(mlperf or [])
-    found += fd.scaling_findings(con, SCALING)
+                     mlperf: list[fd.Finding] | None = None, mlperf_first: bool = False) -> tuple[Section, list[fd.Finding]]:
+    """The Findings section and its sentences (at most findings.MAX_FINDINGS), in the order people ask: which
+    device trains fastest (the leaderboard of the first scope: training at its most measured device count),
+    the MLPerf scores (``mlperf``: report_mlperf's findings), how each device scales, what fp16 and the
+    other settings buy, and what not to trust; ``mlperf_first``: an MLPerf selection leads with its scores.
+    Every other leaderboard (inference, ...) is a table below the
+    first. ``cache``: compare's; ``renderer``: where the leaderboard's dot plot is drawn (here by default)."""
+    boards = []
+    for i, (scope, where) in enumerate(fd.board_scopes(con)):
+        try:
+            board = fd.leaderboard(con, baseline, cache, where, scope)
+        except UsageError:
+            if i == 0:  # the --baseline names no device of the first board: the user's to fix
+                raise
+            continue  # a later board without the baseline device is left out
+        if board is not None:
+            boards.append(board)
+    main = boards[0] if boards else None
+    board_found = fd.leaderboard_findings(main, LEADERBOARD)
+    found = [*(mlperf or []), *board_found] if mlperf_first else [*board_found, *(mlperf or [])]
+    found += fd.scaling_findings(con, SCALING_BY_DEVICE)
     found += fd.effect_findings(con, "ratio-summary", cache)
     found += fd.trust_findings(con, "status", "flags")
     found = fd.keep(found)
@@ -39,17 +55,37 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
     if not found:
         sec.paragraphs.append("Nothing to compare in this selection: one device model, no family measured at two "
                               "device counts, and no factor that varies with matched pairs.")
-    if board is not None and (board.results or board.unpaired):
-        sec.tables.append(_leaderboard_table(board))
-    if board is not None and board.results:
-        sec.figures.append(_leaderboard_figure(board, renderer or Renderer()))
+    for i, board in enumerate(boards):
+        if board.results or board.unpaired:
+            sec.tables.append(_leaderboard_table(board, LEADERBOARD if i == 0 else f"{LEADERBOARD}-{slugify(board.scope)}"))
+    if main is not None and main.results:
+        sec.figures.append(_leaderboard_figure(main, renderer or Renderer()))
+    by_device = _scaling_by_device_table(con)
+    if by_device is not None:
+        sec.tables.append(by_device)
     scaling = _scaling_table(con)
     if scaling is not None:
         sec.tables.append(scaling)
     return sec, found
 
 
-def _leaderboard_table(board: fd.Leaderboard) -> Table:
+def _scaling_by_device_table(con: duckdb.DuckDBPyConnection) -> Table | None:
+    import pandas as pd
+
+    found = rows(con, fd.BY_DEVICE)
+    if not found:
+        return None
+    df = pd.DataFrame(found, columns=["device", "mode", "largest count", "curves", "models",
+                                      "median efficiency [%]", "lowest [%]", "highest [%]", "runs"])
+    for c in ("median efficiency [%]", "lowest [%]", "highest [%]"):
+        df[c] = df[c] * 100.0
+    return Table(SCALING_BY_DEVICE, "Scaling per device: efficiency at the largest device count its curves reach",
+                 df, dict.fromkeys(["median efficiency [%]", "lowest [%]", "highest [%]"], ".0f"),
+                 notes=["Over the curves of one mode (training first) that reach the device's largest count: the "
+                        "median, lowest and highest efficiency there (100% is linear scaling)."])
+
+
+def _leaderboard_table(board: fd.Leaderboard, slug: str) -> Table:
     """Every device model: the geometric mean against the baseline second (the CSV's column order), its CI,
     median and n, the geometric mean at each precision beside it, and the devices without a pair last, with
     the reason."""
@@ -67,7 +103,8 @@ def _leaderboard_table(board: fd.Leaderboard) -> Table:
     records += [{"device": name, "workloads (n)": 0, "note": why} for name, why in board.unpaired]
     df = pd.DataFrame(records)
     fmt = dict.fromkeys(list(df.columns[1:5]) + [f"{p} (geometric mean)" for p in precisions], ".2f")
-    return Table(LEADERBOARD, f"Device leaderboard: images/s relative to {board.baseline}, paired per workload",
+    scope = f" ({board.scope})" if board.scope else ""
+    return Table(slug, f"Device leaderboard{scope}: images/s relative to {board.baseline}, paired per workload",
                  df, fmt,
                  notes=["Every device model of the selection, the fastest first; each workload pairs the two devices "
                         "at a batch size both ran, else each at its own fastest; "
@@ -79,7 +116,8 @@ def _leaderboard_figure(board: fd.Leaderboard, renderer: Renderer) -> Figure:
     means = [r.summary.geomean or 0.0 for r in board.results][::-1]
     lows = [m - (r.summary.ci95_low or m) for m, r in zip(means, board.results[::-1], strict=True)]
     highs = [(r.summary.ci95_high or m) - m for m, r in zip(means, board.results[::-1], strict=True)]
-    return Figure(f"{LEADERBOARD}-figure", f"Device leaderboard against {board.baseline}",
+    scope = f" ({board.scope})" if board.scope else ""
+    return Figure(f"{LEADERBOARD}-figure", f"Device leaderboard{scope} against {board.baseline}",
                   renderer.svg(leaderboard_plot, names, means, lows, highs, board.baseline))
 
 

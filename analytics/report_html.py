@@ -1,13 +1,13 @@
-"""``bench report`` writer: report.html, one self-contained file (CSS inline, figures as base64 SVG data:
-URIs, no script, no network access). All text from the store (labels, sources, status details, tags) is
+"""``bench report`` writer: report.html, one self-contained file (CSS inline, figures as inline SVG whose
+text is text a reader can select and search, no script, no network access). All text from the store (labels, sources, status details, tags) is
 escaped with ``html.escape``. A number with runs behind it links to ``#run-<first run_id>`` in the
 provenance table (the runs of one configuration point are adjacent there) and lists every run_id in its
 ``title``; provenance rows carry ``id="run-<run_id>"``."""
 
 from __future__ import annotations
 
-import base64
 import html
+import re
 
 from bench.analytics.report_model import Figure, Report, Section, Table, slugify
 
@@ -22,13 +22,13 @@ caption { text-align: left; font-weight: 600; padding: .3em 0; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; vertical-align: top; }
 th { background: #f3f4f6; position: sticky; top: 0; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.t { max-width: 38em; overflow-wrap: anywhere; }
+td.t { max-width: 38em; overflow-wrap: break-word; }
 tr:nth-child(even) td { background: #fafafa; }
 tr:target td { background: #fff3b0; }
 a { color: #0b57d0; text-decoration: none; } a:hover { text-decoration: underline; }
 .note { color: #555; font-style: italic; margin: .2em 0; }
 .figs { display: flex; flex-wrap: wrap; gap: 12px; } .figs figure { flex: 1 1 360px; max-width: 640px; }
-figure { margin: 1em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 12px; }
 nav ul { columns: 2; font-size: 13px; }
 """
@@ -66,15 +66,24 @@ def html_table(t: Table, anchors: set[str] | None = None) -> str:
 
 
 def html_figure(f: Figure, inline: bool = True) -> str:
-    """A figure inline as a base64 SVG data: URI, with its caption (and the runs it draws, as a title); or,
-    past the page's budget, a link to its file beside the page (figures/<slug>.svg)."""
+    """A figure as inline SVG (its text stays text), with its caption (and the runs it draws, as a title);
+    or, past the page's budget, a link to its file beside the page (figures/<slug>.svg)."""
     if not inline:
         return (f'<figure id="{_e(f.slug)}"><a href="figures/{_e(f.slug)}.svg">{_e(f.caption)}</a>'
                 "<figcaption>(a figure file beside this page)</figcaption></figure>")
-    data = base64.b64encode(f.svg).decode("ascii")
     runs = f' title="runs: {_e(" ".join(f.run_ids))}"' if f.run_ids and len(f.run_ids) <= 200 else ""
-    return (f'<figure id="{_e(f.slug)}"><img src="data:image/svg+xml;base64,{data}" alt="{_e(f.caption)}"{runs}>'
+    return (f'<figure id="{_e(f.slug)}"{runs}>{inline_svg(f.svg, f.caption)}'
             f"<figcaption>{_e(f.caption)}</figcaption></figure>")
+
+
+_PROLOG = re.compile(rb"\A\s*(?:<\?xml[^>]*\?>\s*)?(?:<!DOCTYPE[^>]*>\s*)?")
+
+
+def inline_svg(svg: bytes, label: str) -> str:
+    """matplotlib's SVG file as an element of the page: without its XML prolog and DOCTYPE, labelled for
+    screen readers."""
+    body = _PROLOG.sub(b"", svg, count=1).decode("utf-8")
+    return body.replace("<svg ", f'<svg role="img" aria-label="{_e(label)}" ', 1)
 
 
 #: Bytes of SVG inlined into report.html, in page order; later figures are linked files (the page stays small).
@@ -91,7 +100,7 @@ def _section(sec: Section, budget: list[int], anchors: set[str]) -> str:
     if sec.figures:  # side by side where the page is wide enough: a family's three figures in one row
         shown = []
         for f in sec.figures:
-            budget[0] -= len(f.svg) * 4 // 3
+            budget[0] -= len(f.svg)
             shown.append(html_figure(f, inline=budget[0] >= 0))
         parts.append('<div class="figs">' + "".join(shown) + "</div>")
     return "\n".join(parts)

@@ -182,10 +182,32 @@ def test_trace_warmup_cut_and_temperature() -> None:
     assert list(series.get_ydata()) == rates
     assert list(_line(ax, "warm-up cut (MSER-5)").get_xdata()) == [10.0, 10.0]  # 6th interval, t = 10 s
     assert ax.get_xlabel() == "time since first interval (s)"
-    temp = _line(ax2, "GPU temperature (°C)")
+    temp = _line(ax2, "GPU temperature (°C, nvidia-smi)")
     assert list(temp.get_ydata()) == approx([60.5, 61.5, 62.5])  # mean of the two GPUs per sample
     with pytest.raises(BenchError, match="no run with step rows"):
         plot_data.trace_frames(con, where="run_id = 'nope'")
+
+
+def test_trace_of_untimed_steps_puts_host_cpu_telemetry_on_its_own_clock() -> None:
+    """The trace plotted telemetry seconds on a "step (count)" axis and called the host's CPU busy share
+    "GPU utilisation (%)". Steps without stamps are on a step axis; the samples get a panel on seconds."""
+    rates = [100.0, 101.0, 99.0, 100.0, 100.0] * 4
+    tel = pa.Table.from_pylist(
+        [{"run_id": "r1", "sample_index": s, "gpu_index": None, "elapsed_s": 5.0 * s, "utilization_pct": 90.0 + s}
+         for s in range(4)], schema=TELEMETRY)
+    steps_rows = _steps(rates).to_pylist()
+    for row in steps_rows:
+        row["timestamp"] = None
+    con = _con([_run("r1", "cpu", 1, 100.0)], [], steps=pa.Table.from_pylist(steps_rows, schema=_steps(rates).schema),
+               telemetry=tel)
+    steps, telemetry = plot_data.trace_frames(con)
+    fig = plots.trace(steps, telemetry)
+    top, below = fig.axes
+    assert top.get_xlabel() == "step (count)"
+    assert below.get_xlabel() == "time since the first telemetry sample (s)"
+    cpu = _line(below, "CPU busy (%, host /proc/stat)")
+    assert list(cpu.get_xdata()) == [0.0, 5.0, 10.0, 15.0] and list(cpu.get_ydata()) == [90.0, 91.0, 92.0, 93.0]
+    assert not [ln for ax in fig.axes for ln in ax.get_lines() if "GPU" in str(ln.get_label())]
 
 
 def test_save_formats(tmp_path: Path, con: duckdb.DuckDBPyConnection) -> None:
@@ -306,3 +328,31 @@ def test_usl_curve_is_drawn_where_the_points_test_the_law() -> None:
     usl = plot_data.usl_frame(con, df)
     assert usl["num_devices"].iloc[0] == approx(1.0) and usl["usl_speedup"].iloc[0] == approx(1.0)
     assert usl["num_devices"].iloc[-1] == approx(8.0) and 5.0 < usl["usl_speedup"].iloc[-1] < 7.0  # measured 6.0
+
+
+@pytest.mark.parametrize("kind", ["speedup", "efficiency", "throughput", "ratio"])
+def test_every_figure_fits_a_screen_with_its_legend_inside(official_store: Path, kind: str, tmp_path: Path) -> None:
+    """`bench plot throughput` on the demo store made an 11,070-px-wide image, and long legends ran off the
+    figure. At the 150 dpi `bench plot` writes, no figure is wider than 2,400 px, and every legend lies
+    within the figure."""
+    import struct
+
+    from bench.analytics.store import connect
+
+    con = connect(official_store)
+    extra = {"by": "gpu_model", "a": "Tesla P100-SXM2-16GB", "b": "Tesla K80"} if kind == "ratio" else {}
+    fig = plots.make_figure(con, kind, **extra)
+    png = plots.save(fig, tmp_path / "f.png").read_bytes()
+    width, height = struct.unpack(">II", png[16:24])
+    assert width <= 2400, (kind, width)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    box = fig.bbox
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is not None:
+            ext = legend.get_window_extent(renderer)
+            assert ext.x0 >= box.x0 - 1 and ext.x1 <= box.x1 + 1 and ext.y0 >= box.y0 - 1 and ext.y1 <= box.y1 + 1, kind

@@ -74,8 +74,8 @@ def test_the_leaderboard_ranks_every_device_model(store: Path) -> None:
     assert baseline == "GeForce RTX 2080 Ti" and a100.iloc[1] == pytest.approx(2.87, abs=0.01)
     assert {"fp16 (geometric mean)", "fp32 (geometric mean)"} <= set(table.frame.columns)
     said = [f.text for f in report.findings if f.kind == "leaderboard"]
-    assert said[0].startswith("A100-PCIE-40GB is 2.87x GeForce RTX 2080 Ti")
-    assert "11 more device model(s) are ranked in the leaderboard table" in said[-1]
+    assert said[0].startswith("In training at 1 device, A100-PCIE-40GB is 2.87x GeForce RTX 2080 Ti")
+    assert said[-1].endswith("The leaderboard table ranks 12 more device models.")
 
 
 def test_every_run_joins_its_configuration(store: Path) -> None:
@@ -87,3 +87,32 @@ def test_every_run_joins_its_configuration(store: Path) -> None:
     assert n == con.execute("SELECT count(*) FROM runs").fetchall()[0][0] > 3900 and missing == 0
     # and the counts agree: every run is counted once, at its configuration's scale point
     assert con.execute("SELECT sum(n_runs) FROM configs").fetchall()[0][0] == n
+
+
+def test_the_first_screen_answers_what_people_ask(store: Path, tmp_path: Path) -> None:
+    """On the whole store the findings opened with 30 rows of alexnet inference scaling. The first screen
+    (1280 x 900 in headless Chromium) now says which GPU trains fastest, how each scales to 8 GPUs and what
+    fp16 buys, in that order."""
+    import re
+    import shutil
+    import subprocess
+
+    from bench.analytics.report import write_report
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium not installed (Debian package `chromium`)")
+    report = build_report(connect(store), Options())
+    write_report(report, tmp_path / "r")
+    url = (tmp_path / "r" / "report.html").resolve().as_uri()
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,900"]
+    subprocess.run([*flags, f"--screenshot={tmp_path / 'first.png'}", url], capture_output=True, timeout=120, check=True)
+    assert (tmp_path / "first.png").read_bytes().startswith(b"\x89PNG")
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    items = [re.sub(r"<[^>]+>", "", li) for li in re.findall(r"<li>(.*?)</li>", dom.split('<ol class="findings">')[1].split("</ol>")[0])]
+    assert items[0].startswith("In training at 1 device, A100-PCIE-40GB is 2.87x GeForce RTX 2080 Ti")
+    kinds = ["leaderboard" if " is " in t and "x " in t and "scales" not in t else
+             "scaling" if "scales training to 8 devices" in t else "fp16" if "precision fp16 gives" in t else "other"
+             for t in items]
+    first = [kinds.index(k) for k in ("leaderboard", "scaling", "fp16")]
+    assert first == sorted(first) and first[-1] < 7
