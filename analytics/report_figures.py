@@ -81,9 +81,15 @@ def per_device_frame(configs: pd.DataFrame, points: pd.DataFrame) -> list[tuple[
         if df.empty:
             continue
         df = df.assign(images_per_device=df["images_per_sec"] / df["num_devices"])
-        title = ", ".join(f"{k}={v}" for k, v in zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
+        values = key if isinstance(key, tuple) else (key,)
+        # a value the logs never gave is left out of the title (an MLPerf log names no precision: not "nan")
+        title = ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True) if not _missing(v)) or "every run"
         out.append((title, df[["config_id", "label", "num_devices", "images_per_device"]]))
     return out
+
+
+def _missing(v: object) -> bool:
+    return v is None or (isinstance(v, float) and v != v)
 
 
 def per_device_figure(df: pd.DataFrame, title: str, noun: str = "device") -> Any:

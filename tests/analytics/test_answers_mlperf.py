@@ -103,3 +103,18 @@ def test_mlperf_findings_name_the_fastest_score_and_the_speedup(store: Path) -> 
     res = compare_scores(connect(store), factor, a, b, best=True)
     assert speedup.value == pytest.approx(res.summary.geomean) and speedup.n == res.summary.n > 0
     assert [f.kind for f in found][:2] == ["mlperf", "mlperf"]  # an MLPerf selection leads with them
+
+
+def test_an_mlperf_report_says_nothing_it_does_not_know(store: Path, tmp_path: Path) -> None:
+    """An MLPerf-only report had throughput sections headed "precision=nan" (its logs name no precision)."""
+    import re
+
+    from bench.analytics.report import Options, build_report, write_report
+
+    report = build_report(connect(store), Options())
+    html = write_report(report, tmp_path / "r").read_text()
+    titles = [t.title for s in report.sections for t in s.tables] + [f.caption for s in report.sections for f in s.figures]
+    assert any(t.startswith("Throughput per") for t in titles)
+    assert not [t for t in titles if re.search(r"=(nan|None)\b", t)]
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", html)
+    assert texts and not [t for t in texts if re.fullmatch(r"\s*(nan|None|NaN)\s*", t) or "=nan" in t or "=None" in t]
