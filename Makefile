@@ -7,7 +7,7 @@ STORE ?= bench-store
 HOROVOD_FLAGS := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
 	HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
 
-.PHONY: demo test lint bench clean horovod torch build-tools bytecode gpu-wheels lock
+.PHONY: demo test train lint bench clean horovod torch build-tools bytecode gpu-wheels lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,10 @@ demo: $(VENV)/.installed
 	$(BIN)/bench compare --store demo-store --factor device_model --a P100 --b K80 --where "num_devices = 8"
 	$(BIN)/bench report --store demo-store --where "tags['source'] = 'tf-official-2017'" --equivalence 0.05 \
 		--title "TensorFlow official benchmarks 2017" --out bench-report
+
+# The trainer's dependencies (TensorFlow, CPU build) into the venv, as locked: `bench run` of the bundled trainer.
+train: $(VENV)/.installed
+	$(BIN)/pip install --quiet -c requirements.lock -e '.[train]'
 
 test: $(VENV)/.installed-dev
 	$(BIN)/pytest

@@ -85,8 +85,8 @@ def check_tensorflow(spec: RunSpec, trainer: Sequence[str] = DEFAULT_TRAINER) ->
     if spec.command or tuple(trainer) != DEFAULT_TRAINER or spec.launcher not in ("local", "horovodrun"):
         return
     if importlib.util.find_spec("tensorflow") is None:
-        raise BenchError(f"TensorFlow is not installed in {sys.executable}; the trainer needs it: "
-                         "pip install 'dlbench[train]'")
+        raise BenchError(f"TensorFlow is not installed in {sys.executable}; the trainer needs it: {rundir.train_hint()}")
+
 
 
 def check_command(spec: RunSpec) -> None:

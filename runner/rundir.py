@@ -189,3 +189,12 @@ def initial_doc(spec: RunSpec, run_id: str, argv: list[str], env: Mapping[str, s
         "versions": versions(banner), "gpus": gpus, "gpu_topology": topology,
         "started_at": None, "ended_at": None, "wall_time_s": None, "exit_code": None, "status": "running",
     }
+
+
+def train_hint() -> str:
+    """How to install the trainer's dependencies into this install: from its checkout when it is one (an
+    editable install beside its pyproject.toml), else from the package index."""
+    root = Path(__file__).resolve().parents[1]
+    if (root / "pyproject.toml").is_file() and (root / "Makefile").is_file():
+        return f"`make train` in {root} (its .venv), or pip install -e '{root}[train]'"
+    return "pip install 'dlbench[train]'"
