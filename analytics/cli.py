@@ -101,8 +101,16 @@ def compare_command(
         result = compare(con, factor, a, b, metric=metric.value, equivalence=equivalence)
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
-    else:
-        print_compare(result)
+        return
+    tried = {}  # no pair: the --ignore options that might form some, each run to say only what works
+    if not result.pairs and metric not in (CompareMetric.mlperf_score, CompareMetric.time_to_train):
+        from bench.analytics.compare_text import apart_factors
+
+        lift = apart_factors(result)
+        for names in [*([(n,) for n in lift] if len(lift) > 1 else []), *([tuple(lift)] if lift else [])]:
+            again = compare(_selected(store, where, [*(ignore or ()), *names]), factor, a, b, metric=metric.value)
+            tried[names] = len(again.pairs)
+    print_compare(result, tried)
 
 
 def fit_command(

@@ -12,9 +12,10 @@ from bench.analytics.compare import CompareResult, Summary, Unmatched
 MAX_UNMATCHED_SHOWN = 20
 
 
-def print_compare(result: CompareResult) -> None:
+def print_compare(result: CompareResult, tried: dict[tuple[str, ...], int] | None = None) -> None:
     """The pairs (the columns that vary among them), the unmatched rows (their configuration as one
-    compact text of what varies in the selection), then the summary."""
+    compact text of what varies in the selection), then the summary. ``tried``: when there is no pair, the
+    --ignore sets of :func:`apart_factors` that were run, with the pairs each formed."""
 
     title = f"{result.metric}: {result.factor} {result.a!r} / {result.b!r}"
     if result.pairs:
@@ -31,7 +32,7 @@ def print_compare(result: CompareResult) -> None:
             print("own batch: the sides share no batch size for that workload; each is at its own fastest.")
     else:
         print(f"{title}: no pairs")
-        print(no_pairs_reason(result))
+        print(no_pairs_reason(result, tried or {}))
     if result.unmatched:
         every = [p.config for p in result.pairs] + [u.config for u in result.unmatched]
         cols = _varying(every, result.factor)
@@ -55,10 +56,22 @@ def _system_cells(p: Any, batches: bool, systems: bool) -> list[Any]:
     return ([f"{p.a_batch}{mark}", f"{p.b_batch}{mark}"] if batches else []) + ([differs] if systems else [])
 
 
-def no_pairs_reason(result: CompareResult) -> str:
+def apart_factors(result: CompareResult) -> list[str]:
+    """The factors (not num_devices) whose values never meet between the two sides: each alone prevents
+    every pair, so --ignore of them is the only option that might form one."""
+    a = [u for u in result.unmatched if u.side == "a"]
+    b = [u for u in result.unmatched if u.side == "b"]
+    if not a or not b:
+        return []
+    return [c for c in a[0].config if c != result.factor and c != "config_tags"
+            and not {repr(u.config[c]) for u in a} & {repr(u.config[c]) for u in b}]
+
+
+def no_pairs_reason(result: CompareResult, tried: dict[tuple[str, ...], int]) -> str:
     """One paragraph on why no row of side a has a partner on side b: the factors whose values never
     meet between the sides (each is enough to prevent every pair), else that only their combinations
-    differ; and the sides' sizes."""
+    differ; and the sides' sizes. Of the --ignore options it names only those in ``tried`` (run by the
+    caller) that formed pairs, with how many."""
     sides: dict[str, list[Unmatched]] = {"a": [], "b": []}
     for u in result.unmatched:
         sides[u.side].append(u)
@@ -67,26 +80,25 @@ def no_pairs_reason(result: CompareResult) -> str:
         missing, value = ("a", result.a) if not a else ("b", result.b)
         return (f"No row has {result.factor} = {value!r} (side {missing}) in this selection; check the value "
                 f"or the --where.")
-    names = [c for c in a[0].config if c != result.factor]
-    apart = []
-    for c in names:
-        va, vb = {repr(u.config[c]) for u in a}, {repr(u.config[c]) for u in b}
-        if not va & vb:
-            apart.append(f"{c} ({_few(a, c)} vs {_few(b, c)})")
+    apart = [f"{c} ({_few(a, c)} vs {_few(b, c)})" for c in apart_factors(result)]
     ga, gb = {u.num_devices for u in a}, {u.num_devices for u in b}
     if not ga & gb:
         apart.append(f"num_devices ({_few_values(ga)} vs {_few_values(gb)})")
     head = (f"No configuration with {result.factor} = {result.a!r} ({len(a)} rows) has a partner with "
             f"{result.factor} = {result.b!r} ({len(b)} rows) that is the same in every other factor. ")
-    if apart:
-        lift = [name.split(" ", 1)[0] for name in apart if not name.startswith("num_devices")]
-        hint = (f" To let {' and '.join(lift)} differ for this question: "
-                + " ".join(f"--ignore {n}" for n in lift) + "." if lift else "")
-        return head + ("These never take the same value on the two sides: " + "; ".join(apart)
-                       + ". Narrow the selection with --where so that they match, or compare that factor instead."
-                       + hint)
-    return head + ("Every factor shares some value between the sides, but no row matches another in all of them; "
-                   "the rows below show what each side has.")
+    if not apart:
+        return head + ("Every factor shares some value between the sides, but no row matches another in all of "
+                       "them; the rows below show what each side has.")
+    works = [(names, n) for names, n in tried.items() if n > 0]
+    if works:
+        hint = " Pairs form with " + "; or ".join(
+            f"{' '.join(f'--ignore {x}' for x in names)} ({n} pair{'s' if n != 1 else ''})" for names, n in works) + "."
+    elif tried:
+        hint = " Letting them differ (--ignore) forms no pair either."
+    else:
+        hint = ""
+    return head + ("These never take the same value on the two sides: " + "; ".join(apart)
+                   + ". Narrow the selection with --where so that they match, or compare that factor instead." + hint)
 
 
 def _few(rows: list[Unmatched], column: str) -> str:

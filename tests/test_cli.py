@@ -134,6 +134,20 @@ def test_analytics_commands_on_the_official_sheet(tmp_path: Path) -> None:
     assert json.loads(result.output) == [{"n": 64}]
     bad = runner.invoke(app, ["compare", "--factor", "gpu_model", "--a", "H100", "--b", "K80", "--store", st])
     assert bad.exit_code == 2 and "Error:" in bad.output  # a value no run has: a bad option value
+    # No pair: P100 only on synthetic data, K80 only on real. The advice names --ignore data, because running
+    # it forms the 16 pairs; the advice itself is checked by running it.
+    apart = "(device_model LIKE '%P100%' AND data = 'synthetic') OR (device_model LIKE '%K80%' AND data = 'real')"
+    args = ["compare", "--factor", "device_model", "--a", "P100", "--b", "K80", "--store", st, "--where", apart]
+    result = runner.invoke(app, args)
+    flat = " ".join(result.output.split())
+    assert result.exit_code == 0 and "no pairs" in flat and "Pairs form with --ignore data (16 pairs)." in flat, flat
+    followed = json.loads(runner.invoke(app, [*args, "--ignore", "data", "--json"]).output)
+    assert followed["summary"]["n"] == 16
+    # apart in data and in GPU count: no --ignore forms a pair, and none is offered
+    result = runner.invoke(app, ["compare", "--factor", "device_model", "--a", "P100", "--b", "K80", "--store", st,
+                                 "--where", f"({apart}) AND ((device_model LIKE '%P100%') = (num_devices = 1))"])
+    flat = " ".join(result.output.split())
+    assert "Letting them differ (--ignore) forms no pair either." in flat and "Pairs form" not in flat, flat
 
 
 def test_an_ingest_process_asks_for_one_blas_thread_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:

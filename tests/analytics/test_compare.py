@@ -378,7 +378,7 @@ def test_no_pairs_is_explained_in_one_paragraph_naming_the_factors_that_differ(c
             + [{"device_model": K80, "precision": "fp32", "num_devices": 2, "batch_size_per_device": b} for b in range(1, 16)])
     result = cmp.compare(_con(rows), "device_model", "P100", "K80")
     assert result.pairs == () and len(result.unmatched) == 30
-    reason = no_pairs_reason(result)
+    reason = no_pairs_reason(result, {})
     assert "(15 rows)" in reason and "precision (fp16 vs fp32)" in reason and "num_devices (1 vs 2)" in reason
     assert "batch_size_per_device" not in reason  # shared values: not what prevents the pairs
     print_compare(result)
