@@ -224,7 +224,11 @@ def report_command(
         raise UsageError(f"--mlperf-compare takes FACTOR:A:B (e.g. device_model:A100:V100), got {mlperf_compare!r}")
     opts = Options(where=where, ignore=tuple(ignore or ()), title=title, equivalence=equivalence, trace=trace,
                    max_families=max_figures, mlperf_compare=ab, baseline=baseline)  # type: ignore[arg-type]
-    report, path = make_report(store or default_store(), out, opts, DEFAULT_WORKERS if workers is None else workers)
+    try:
+        report, path = make_report(store or default_store(), out, opts, DEFAULT_WORKERS if workers is None else workers)
+    except KeyboardInterrupt:  # the drawing workers ignore Ctrl-C (report_render): one line, not their tracebacks
+        typer.echo(f"Interrupted: no report written to {out}.", err=True)
+        raise typer.Exit(130) from None
     if as_json:
         typer.echo(json.dumps({"report": str(path), "findings": [f.to_json() for f in report.findings]}, indent=2))
         return

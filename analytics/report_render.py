@@ -10,15 +10,18 @@ with workers, the slower of the two decides how long ``bench report`` takes, not
 Workers are spawned, not forked: the report process holds DuckDB's threads, and a forked child of a
 threaded process may deadlock. They start when the renderer opens, so their imports overlap the report's
 first queries. A drawing's own error is raised where the report reads the figure; workers that could
-not start at all leave the drawing to this process.
+not start at all leave the drawing to this process. Workers ignore Ctrl-C: the report process stops.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from typing import Any
 
 from bench.analytics.report_model import svg_bytes
@@ -49,8 +52,10 @@ class Renderer:
         if workers > 0:
             import multiprocessing
 
-            self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-            self._pool.submit(_warm)  # start a worker and its imports now, not at the first figure
+            self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_ignore_ctrl_c)
+            with _ctrl_c_ignored():  # a worker started now ignores it from its first instruction
+                self._pool.submit(_warm)  # start a worker and its imports now, not at the first figure
 
     def svg(self, draw: Callable[..., Any], *args: Any, title: str | None = None) -> bytes | Pending:
         """The SVG bytes of ``draw(*args)``: bytes, or a :class:`Pending` drawing in a worker."""
@@ -82,6 +87,25 @@ class Pending:
             return self._future.result()
         except BrokenProcessPool:
             return draw_svg(*self._drawing)
+
+
+@contextmanager
+def _ctrl_c_ignored() -> Iterator[None]:
+    """SIGINT ignored while workers are spawned (an ignored signal stays ignored in the child, and Python
+    then installs no KeyboardInterrupt handler): Ctrl-C stops ``bench report`` with one line, and its
+    workers, in the same process group, neither die with a traceback nor leave the pool broken."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _ignore_ctrl_c() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a worker started later: from its initializer on
 
 
 def _warm() -> None:

@@ -267,3 +267,27 @@ def test_a_figure_whose_worker_died_is_drawn_here() -> None:
         pending = pool.svg(_dies_in_a_worker)
         assert not isinstance(pending, bytes) and pending.result() == plain
         assert isinstance(pool.svg(_dies_in_a_worker), bytes)  # the broken pool is not used again
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("after_s", [0.8, 3.0])
+def test_ctrl_c_stops_bench_report_with_one_line(tmp_path: Path, after_s: float) -> None:
+    """Ctrl-C early in `bench report` printed a drawing worker's KeyboardInterrupt traceback. The terminal
+    sends SIGINT to the whole process group: the report says one line and exits 130, its workers say nothing."""
+    import os
+    import signal
+    import sys
+    import time
+
+    from bench.analytics.benchmark import make_store
+
+    make_store(tmp_path / "st", 5_000, steps_per_run=1)
+    proc = subprocess.Popen([sys.executable, "-m", "bench.runner", "report", "--store", str(tmp_path / "st"),
+                             "--out", str(tmp_path / "r"), "--workers", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(after_s)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines() == [f"Interrupted: no report written to {tmp_path / 'r'}."], err
