@@ -136,6 +136,8 @@ def fit_command(
         from bench.analytics.scaling_text import print_fits
 
         print_fits(report)
+    if not report.fits:  # nothing to answer: said above in one line, and the exit code says it to a script
+        raise typer.Exit(1)
 
 
 def effects_command(

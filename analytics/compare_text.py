@@ -120,7 +120,7 @@ def summary_text(s: Summary) -> str:
     if s.n == 0:
         text = "n=0"
     else:
-        ci = "" if s.ci95_low is None else f" (95% CI {s.ci95_low:.3f}-{s.ci95_high:.3f})"
+        ci = " (no CI: n too small)" if s.ci95_low is None else f" (95% CI {s.ci95_low:.3f}-{s.ci95_high:.3f})"
         text = (f"n={s.n}  median {s.median:.3f}x  geomean {s.geomean:.3f}x{ci}  "
                 f"min {s.min:.3f}x  max {s.max:.3f}x")
     if s.n_baseline_excluded:

@@ -118,3 +118,25 @@ def test_an_mlperf_report_says_nothing_it_does_not_know(store: Path, tmp_path: P
     assert not [t for t in titles if re.search(r"=(nan|None)\b", t)]
     texts = re.findall(r"<text[^>]*>([^<]*)</text>", html)
     assert texts and not [t for t in texts if re.fullmatch(r"\s*(nan|None|NaN)\s*", t) or "=nan" in t or "=None" in t]
+
+
+def test_google_v1_fits_do_not_call_falling_efficiency_superlinear(store: Path) -> None:
+    """`bench fit --view mlperf_scaling --where "tags['submitter'] = 'Google'"` fitted ResNet on 64, 2048 and
+    3456 TPUs with USL beta = -3.25e-05, called it superlinear and extrapolated 23.5 at 6912 devices while its
+    efficiency fell to about a third. Three counts leave USL nothing to be tested with."""
+    from typer.testing import CliRunner
+
+    from bench.runner.cli import app
+
+    res = CliRunner().invoke(app, ["fit", "--view", "mlperf_scaling", "--where", "tags['submitter'] = 'Google'",
+                                   "--store", str(store), "--json"])
+    assert res.exit_code == 0, res.output
+    fits = {f["factors"]["benchmark"]: f["fit"] for f in json.loads(res.output)["fits"]}
+    resnet = fits["resnet"]
+    assert resnet["device_counts"] == [64, 2048, 3456]
+    assert resnet["alpha"]["estimate"] >= 0 and resnet["beta"]["estimate"] >= 0 and not resnet["superlinear"]
+    assert resnet["predicted"]["usl_speedup"] is None and resnet["peak_devices"] is None
+    assert resnet["notes"][0] == "no test of the law possible: 2 points for USL's 2 parameters"
+    eff = rows(connect(store), """SELECT max_by(efficiency, num_devices) FROM mlperf_scaling
+                                  WHERE submitter = 'Google' AND benchmark = 'resnet'""")[0][0]
+    assert eff < 0.5  # what the data say: efficiency falls
