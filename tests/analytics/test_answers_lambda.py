@@ -141,3 +141,20 @@ def test_the_report_leads_with_findings_and_stays_small(store: Path, tmp_path: P
     assert any(f.kind == "trust" and f.n == not_ok[0] for f in found)
     html = write_report(report, tmp_path / "r")
     assert html.stat().st_size <= 2_000_000
+
+
+def test_a_ci_over_two_pairs_is_not_their_min_and_max(store: Path) -> None:
+    """`bench compare --a "RTX 3090" --b "RTX 2080 Ti" --where "model = 'resnet50' AND num_devices = 1 AND mode =
+    'train' AND data = 'synthetic'"` gave n=2 and "95% CI 1.322-1.769": exactly [min, max], a percentile
+    bootstrap that covers half the time. The t-interval on the two log ratios (1 df) is honestly wide."""
+    import math
+
+    where = "model = 'resnet50' AND num_devices = 1 AND mode = 'train' AND data = 'synthetic'"
+    res = compare(connect(store), "device_model", "RTX 3090", "RTX 2080 Ti", where=where)
+    s = res.summary
+    assert s.n == 2 and (round(s.min, 3), round(s.max, 3)) == (1.322, 1.769)
+    logs = [math.log(p.ratio) for p in res.pairs]
+    half = 12.706205 * abs(logs[0] - logs[1]) / math.sqrt(2) / math.sqrt(2)  # t(0.975, 1) * sd / sqrt(n)
+    mean = sum(logs) / 2
+    assert (s.ci95_low, s.ci95_high) == (pytest.approx(math.exp(mean - half)), pytest.approx(math.exp(mean + half)))
+    assert s.ci95_low < 0.5 and s.ci95_high > 3  # far wider than [1.322, 1.769]

@@ -77,20 +77,21 @@ def _ar1(rng: np.random.Generator, m: int, phi: float) -> np.ndarray:
     return 100.0 + y[50:]
 
 
-@pytest.mark.parametrize("m", [5, 10, 30, 100])
+@pytest.mark.parametrize("m", [50, 100, 300])
 def test_steady_mean_ci_of_independent_step_rates_covers(m: int) -> None:
-    # m steady rates: run_stats prints a CI from 5 on (10 intervals, at most half cut as warm-up).
+    # m steady rates: run_stats prints a CI from MIN_CI_RATES = 50 on.
     rng = np.random.default_rng(m)
     lows, highs = batch_means_ci([rng.normal(100.0, 3.0, m) for _ in range(REPLICATES)])
     coverage = _covered(lows, highs, 100.0)
     assert LOW <= coverage <= HIGH, f"m={m}: {coverage:.3f}"
 
 
-@pytest.mark.parametrize("m", [30, 100, 300])
+@pytest.mark.parametrize("m", [100, 300])
 def test_steady_mean_ci_of_autocorrelated_step_rates_covers(m: int) -> None:
     # AR(1), phi = 0.5: batches of m/5 absorb the correlation once they are a few times its length. Below
-    # about 20 rates no interval from one run can know the correlation; the module doc gives those numbers.
+    # 50 rates no interval from one run can know the correlation, and run_stats gives none; at 50 itself it
+    # covers 93.3% (8,000 replicates; the numbers are in run_stats' module doc).
     rng = np.random.default_rng(100 + m)
     lows, highs = batch_means_ci([_ar1(rng, m, 0.5) for _ in range(REPLICATES)])
     coverage = _covered(lows, highs, 100.0)
-    assert LOW - 0.01 <= coverage <= HIGH, f"m={m}: {coverage:.3f}"
+    assert LOW <= coverage <= HIGH, f"m={m}: {coverage:.3f}"

@@ -79,12 +79,13 @@ def test_batch_means_ci_of_an_ar1_series_is_wider_than_the_naive_one() -> None:
 
 
 def test_batch_means_ci_by_hand() -> None:
-    # 12 rates, 5 batches of 2 after leaving out the first 2: means 2, 4, 6, 8, 10 -> mean 6, sd sqrt(10)
-    y = np.array([100.0, -100.0, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11])
+    # 52 rates, 5 batches of 10 after leaving out the first 2: batch means 2, 4, 6, 8, 10 -> mean 6, sd sqrt(10)
+    y = np.array([100.0, -100.0] + [v for m in (2, 4, 6, 8, 10) for v in (m - 1, m + 1) * 5])
     (low,), (high,) = batch_means_ci([y])
     half = stats.t.ppf(0.975, 4) * math.sqrt(10) / math.sqrt(5)
     assert (low, high) == (pytest.approx(6 - half), pytest.approx(6 + half))
-    assert batch_means_ci([None, np.array([1.0])]) == ([None, None], [None, None])
+    # fewer than MIN_CI_RATES steady rates: no interval (one run cannot know their correlation)
+    assert batch_means_ci([None, np.array([1.0]), np.arange(49.0)]) == ([None] * 3, [None] * 3)
 
 
 def test_run_stats_given_expect() -> None:
@@ -99,11 +100,11 @@ def test_run_stats_given_expect() -> None:
     )
     got = compute_run_stats(_steps(rows)).to_pylist()
     # By hand for "a": MSER-5 batch means 99.8, 100.2 (k=2, only d=0 allowed), so no warm-up; mean 100;
-    # sd = sqrt(10/9); 5 batches of (99, 101): every batch mean is 100, so the CI is [100, 100].
-    half = 0.0
+    # sd = sqrt(10/9); 10 steady rates are fewer than a CI needs (MIN_CI_RATES): NULL
+    half = None
     assert got[0] == {"run_id": "a", "n_intervals": 10, "warmup_intervals": 0, "steady_mean": 100.0,
                       "cv": pytest.approx(math.sqrt(10 / 9) / 100), "stable": True,
-                      "ci95_low": pytest.approx(100 - half), "ci95_high": pytest.approx(100 + half)}
+                      "ci95_low": half, "ci95_high": half}
     assert got[1:] == [
         {"run_id": "no_rates", "n_intervals": 0, "warmup_intervals": None, "steady_mean": None, "cv": None,
          "stable": None, "ci95_low": None, "ci95_high": None},
