@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -66,7 +67,9 @@ def merge(writer: StoreWriter, only_small: bool = False) -> tuple[int, Path | No
     for batch in sound:
         if batch not in chosen:
             _link_tree(batch, gen / "batches" / batch.name)
-    target = gen / "batches" / f"{chosen[0].name}-merged-{time.strftime('%Y%m%dT%H%M%S')}"
+    # named after its first batch's time (so it sorts where that batch did), never after its whole name: a
+    # merged batch merged again would grow the name by 23 characters a time, past NAME_MAX after ten
+    target = gen / "batches" / f"{chosen[0].name[:15]}-merged-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     target.mkdir()
     _write_merged(chosen, target)
     fsync_dir(gen / "batches")

@@ -97,3 +97,21 @@ def test_a_merge_killed_at_any_point_loses_nothing(tmp_path: Path, monkeypatch: 
         pass
     assert answers(st) == before
     assert not (st / "batches.old").exists()
+
+
+def test_compaction_after_compaction_keeps_working(tmp_path: Path) -> None:
+    """A merged batch was named `{first batch}-merged-{time}`, and the previous merged batch always sorts
+    first, so the name grew 23 characters per merge and the 11th failed with `File name too long`. Repro:
+    two one-file ingests and a compact, twelve times; the answers are every run's, the name stays short."""
+    st = tmp_path / "st"
+    names = []
+    for i in range(12):
+        for j in (2 * i, 2 * i + 1):
+            (tmp_path / f"v{j}.log").write_text(tf_cnn_log(10, seed=j))
+            ingest([str(tmp_path / f"v{j}.log")], st)
+        with StoreWriter(st) as writer:
+            n, merged = compact.merge(writer)
+        assert n == (2 if i == 0 else 3) and merged is not None
+        names.append(merged.name)
+    assert batches(st) == [names[-1]] and max(len(n) for n in names) == len(names[0]) < 60
+    assert run_sql(st, "SELECT count(*), count(DISTINCT run_id) FROM runs")[1] == [(24, 24)]
