@@ -22,7 +22,7 @@ from bench.analytics.cli import (
     sql_command,
 )
 from bench.ingest.cli import StoreOpt, ingest_command
-from bench.ingest.errors import BenchError, UsageError
+from bench.ingest.errors import BenchError, UsageError, fault_message
 
 app = typer.Typer(
     name="bench",
@@ -36,7 +36,8 @@ app = typer.Typer(
 
 
 def _translated(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a command so a BenchError prints ``Error: ...`` on stderr and exits 1 (a UsageError: 2)."""
+    """Wrap a command so a BenchError prints ``Error: ...`` on stderr and exits 1 (a UsageError: 2), and a
+    fault of the machine (a full disk, a read-only file system: ``fault_message``) does the same with exit 1."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -45,6 +46,12 @@ def _translated(command: Callable[..., Any]) -> Callable[..., Any]:
         except BenchError as e:
             typer.echo(f"Error: {e}", err=True)
             raise typer.Exit(2 if isinstance(e, UsageError) else 1) from e
+        except OSError as e:  # a full disk or a read-only mount: one line, not a traceback
+            message = fault_message(e)
+            if message is None:
+                raise
+            typer.echo(f"Error: {message}", err=True)
+            raise typer.Exit(1) from e
 
     return wrapper
 

@@ -265,3 +265,28 @@ def test_a_copy_at_another_path_is_counted_and_listed(tmp_path: Path) -> None:
     assert (again["runs_added"], again["duplicates_skipped"], again["problems_by_kind"]) == (0, 2, {})
     result = runner.invoke(app, ["sql", "SELECT count(*) AS n FROM duplicates", "--store", st, "--format", "csv"])
     assert result.output == "n\n1\n"  # listed once, however often the folder is ingested
+
+
+@pytest.mark.parametrize(("code", "what"), [(28, "the disk is full"), (30, "the file system is read-only")])
+def test_a_full_disk_or_read_only_store_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     code: int, what: str) -> None:
+    """A full disk (ENOSPC, 19 of 19 times) and a read-only mount printed Python tracebacks."""
+    import errno
+
+    import pyarrow.parquet as pq
+
+    assert code == {28: errno.ENOSPC, 30: errno.EROFS}[code]
+    (tmp_path / "a.log").write_text(tf_cnn_log(20))
+    st = tmp_path / "st"
+
+    def fail(table: object, path: object, **kw: object) -> None:  # every Parquet file the store writes
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(pq, "write_table", fail)
+    result = runner.invoke(app, ["ingest", str(tmp_path / "a.log"), "--store", str(st)])
+    assert result.exit_code == 1, result.output
+    assert f"Error: {what} (" in result.output and "Traceback" not in result.output
+    assert "was not committed" in " ".join(result.output.split())
+    assert not list((st / "batches").iterdir())  # nothing of it committed, and no half batch
+    monkeypatch.undo()
+    assert runner.invoke(app, ["ingest", str(tmp_path / "a.log"), "--store", str(st)]).exit_code == 0  # space again
