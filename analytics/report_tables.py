@@ -83,6 +83,8 @@ def families(configs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """(family label, its configurations with a ``series`` label column) per family, in label order: a
     series is labelled, as :func:`label_of` would within its family, by the columns that vary there
     (whether one varies is found for every family by one groupby, not per family)."""
+    import pandas as pd
+
     keys = [c for c in FAMILY_FACTORS if c in configs.columns]
     family = label_of(configs, keys)
     series_cols = [c for c in configs.columns if c not in (*keys, "config_id")]
@@ -93,7 +95,9 @@ def families(configs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         g = configs.loc[index]
         varying = [c for c in series_cols if varies.at[name, c]]
         if not varying:
-            series = [str(v) for v in g["device_model"]] if "device_model" in g.columns else ["all"] * len(g)
+            models = g["device_model"] if "device_model" in g.columns else [None] * len(g)
+            # a device model the logs never named (a CPU run) is not a name: "None" would read as one
+            series = ["all" if pd.isna(v) else str(v) for v in models]
         else:
             series = [", ".join(f"{c.removeprefix('tag:')}={v}" for c, v in zip(varying, row, strict=True)
                                 if v not in ("nan", "None", "<NA>"))
