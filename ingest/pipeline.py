@@ -357,7 +357,7 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context, cont
     s.runs_added += len(file.runs)
     s.steps_added += file.n_steps
     s.telemetry_added += file.n_telemetry
-    if file.format is None:
+    if file.format is None and not any(p["kind"] == "resource" for p in file.problems):
         s.unrecognized += 1
     else:
         s.files_parsed += 1

@@ -22,7 +22,8 @@ from bench.ingest import registry
 from bench.ingest.items import Item
 from bench.ingest.memory import tune_process
 from bench.ingest.parse import parse_bytes
-from bench.ingest.rows import FileRef, FileRows, chunk_rows
+from bench.ingest.records import Problem
+from bench.ingest.rows import FileRef, FileRows, chunk_rows, problem_row
 from bench.ingest.store import write_part
 
 
@@ -226,12 +227,58 @@ class ParserPool:
             yield chunk
 
     def _take(self) -> tuple[list[Job], list[FileRows], list[tuple[str, str]]]:
+        from concurrent.futures.process import BrokenProcessPool
+
         chunk, fut, slot = self._pending.popleft()
         try:
             return (chunk, *fut.result())
+        except BrokenProcessPool:  # a worker was killed (the OS's OOM killer): find the file, keep the rest
+            self._restart()
+            return (chunk, *isolated([(j.data, j.ref()) for j in chunk], self._fmt, self.patterns, self.scratch))
         finally:
-            if slot is not None:
+            if slot is not None and self._area is not None:
                 self._free_slots.append(slot)
+
+    def _restart(self) -> None:
+        """Drop a broken pool (every chunk it held fails as this one did, and is isolated in turn); later
+        chunks start a fresh one."""
+        global _JOB_AREA
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        if self._area is not None:
+            self._area.close()
+            _JOB_AREA = self._area = None
+            self._free_slots = []
+
+
+#: The problem row of a file whose parser process the OS killed.
+KILLED = ("the process parsing this file was killed (by the OS: out of memory?); nothing of the file is stored, "
+          "and the rest of the ingest is")
+
+
+def isolated(jobs: list[tuple[bytes, FileRef]], fmt: str | None, patterns: list[pat.PathPattern], scratch: str
+             ) -> tuple[list[FileRows], list[tuple[str, str]]]:
+    """A chunk whose worker died, parsed again one file per process: the file that kills its process again
+    is one ``resource`` problem row, every other file is stored as usual."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "forkserver")
+    rows: list[FileRows] = []
+    parts: list[tuple[str, str]] = []
+    for data, ref in jobs:
+        with ProcessPoolExecutor(1, mp_context=ctx) as one:
+            try:
+                got_rows, got_parts = one.submit(parse_many, [(data, ref)], fmt, patterns, scratch).result()
+            except BrokenProcessPool:
+                rows.append(FileRows(None, problems=[problem_row(ref.source, ref.sha, None, Problem("resource", KILLED),
+                                                                 time.time())]))
+                continue
+        rows += got_rows
+        parts += got_parts
+    return rows, parts
 
 
 @dataclass

@@ -46,6 +46,7 @@ PROBLEM_KINDS = (
     "no_run",  # read as a forced --format, the file gave nothing (no run, system, score scale or telemetry)
     "duplicate",  # the bytes of a file already stored from another place: skipped (the view ``duplicates``)
     "warning",  # stored, but worth a look: e.g. two MLPerf systems' result files are byte-identical
+    "resource",  # the process parsing the file was killed (out of memory): nothing of it stored, the rest is
 )
 
 

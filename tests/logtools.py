@@ -74,3 +74,16 @@ def bench_run_result(out: Path, store: Path) -> tuple[Path, bytes, dict[str, Any
     rows = [r for part in table_files(store, "runs") for r in pq.read_table(part).to_pylist()]
     (row,) = [r for r in rows if run_dir.name in Path(r["source"]).parts]
     return run_dir, (run_dir / "output.log").read_bytes(), row
+
+
+def parse_or_die(jobs: Any, fmt: Any, patterns: Any, scratch: Any) -> Any:
+    """``bench.ingest.pool.parse_many``, except that a chunk holding the bytes ``KILL-THIS-WORKER`` kills its
+    process with SIGKILL, as the OS's OOM killer does (a test patches it in; forked workers inherit it)."""
+    import os
+    import signal
+
+    from bench.ingest import pool
+
+    if any(b"KILL-THIS-WORKER" in bytes(data) for data, _ in jobs):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return pool.__dict__["_parse_many_unpatched"](jobs, fmt, patterns, scratch)

@@ -547,3 +547,33 @@ def test_a_fifo_or_socket_in_a_walked_directory_is_a_problem_not_a_hang(tmp_path
     problems = {Path(p["source"]).name: (p["kind"], p["message"]) for p in read(tmp_path / "st", "problems")}
     assert problems == {"pipe.log": ("read_error", "a FIFO, not a regular file: not read"),
                         "sock.log": ("read_error", "a socket, not a regular file: not read")}
+
+
+def test_a_worker_killed_by_the_os_costs_one_file_not_the_ingest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One ingest of 2,030 fuzzed files lost its worker to the OOM killer: a BrokenProcessPool traceback,
+    exit 1, 0 of 2,030 files stored. Now the chunk is parsed again a file per process: the file that kills
+    its process is a `resource` problem row, the rest is committed."""
+    import threading
+
+    from logtools import parse_or_die, tf_cnn_log
+
+    from bench.analytics.store import run_sql
+    from bench.ingest import pool
+
+    # forked workers inherit the patched parser (a forkserver's would import it fresh); whatever threads the
+    # test process runs, fork as an ingest that runs no other thread does
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(pool, "_parse_many_unpatched", pool.parse_many, raising=False)
+    monkeypatch.setattr(pool, "parse_many", parse_or_die)
+    monkeypatch.setattr(pool.ParserPool, "INLINE_BYTES", 0)  # workers from the first chunk
+    monkeypatch.setattr(pool.ParserPool, "CHUNK_BYTES", 10_000)  # a few files per chunk
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for i in range(8):
+        text = tf_cnn_log(20, seed=i)
+        (logs / f"r{i}.log").write_text(text + ("KILL-THIS-WORKER\n" if i == 3 else ""))
+    summary = ingest([str(logs)], tmp_path / "st", workers=2)
+    assert summary.runs_added == 7 and summary.problems_by_kind.get("resource") == 1 and summary.unrecognized == 0
+    got = run_sql(tmp_path / "st", "SELECT source, message FROM problems WHERE kind = 'resource'")[1]
+    assert len(got) == 1 and got[0][0].endswith("r3.log") and "killed" in got[0][1]
+    assert run_sql(tmp_path / "st", "SELECT count(*) FROM runs")[1] == [(7,)]
