@@ -6,7 +6,8 @@ that vary in the selection, ``by`` first (see :func:`add_labels`); a factor that
 row says nothing about a line and is left out of its label.
 
 Decisions (the issue is silent on these):
-- ``trace`` draws one run: the first (by run_id) run of ``runs`` matching ``where`` that has step rows.
+- ``trace`` draws one run: the first (by run_id) run of ``runs`` matching ``where`` that has step rows and
+  telemetry (its own, or joined by tags), else the first with step rows.
 - Its series is what ``run_stats`` reads: the per-interval rates of the run's lowest rank in step order;
   the warm-up cut is ``run_stats.mser5`` on that series (the same function, not a copy), none below
   ``run_stats.MIN_INTERVALS`` intervals. x is seconds since the first interval when every interval has
@@ -27,6 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare import compare
+from bench.analytics.results import first
 from bench.analytics.run_stats import MIN_INTERVALS, mser5
 from bench.analytics.scaling_laws import fit
 from bench.analytics.store import view_error
@@ -168,13 +170,21 @@ def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None,
 
     intervals: run_id, x, x_unit ("s" or "step"), interval_images_per_sec (images/s), warmup (bool).
     telemetry: elapsed_s (s), and per sample temperature_c and gpu_utilization_pct (means over the GPUs,
-    nvidia-smi's rows) and cpu_utilization_pct (the host's rows, gpu_index NULL); empty when the run has none. Raises BenchError when no run matching ``where`` has step rows. ``tagged``:
-    :func:`tagged_telemetry` of ``con`` when the caller has it already.
+    nvidia-smi's rows) and cpu_utilization_pct (the host's rows, gpu_index NULL); empty when the run has none.
+    The run is :func:`traced_run`'s, else the first with step rows. Raises BenchError when no run matching
+    ``where`` has step rows. ``tagged``: :func:`tagged_telemetry` of ``con`` when the caller has it already.
     """
     import numpy as np
 
     tagged = tagged_telemetry(con) if tagged is None else tagged
-    run_id = _traced_run(con, where, tagged)
+    run_id = traced_run(con, where, tagged)
+    if run_id is None:  # no run has telemetry: the first with step rows
+        pick = (f"SELECT run_id FROM runs WHERE {_where(where)} AND run_id IN (SELECT DISTINCT run_id FROM steps) "
+                "ORDER BY run_id LIMIT 1")
+        found = _query(con, pick, "runs", where)
+        if found.empty:
+            raise BenchError("no run with step rows matches" + (f" --where {where!r}" if where else " (the store has none)"))
+        run_id = str(found["run_id"].iloc[0])
     # The series of run_stats: finite interval rates of the lowest rank, in step order.
     steps = con.execute("""
         SELECT run_id::VARCHAR AS run_id, step, timestamp, interval_images_per_sec
@@ -193,30 +203,29 @@ def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None,
     return steps[cols], telemetry[["elapsed_s", "temperature_c", "gpu_utilization_pct", "cpu_utilization_pct"]]
 
 
-def _traced_run(con: duckdb.DuckDBPyConnection, where: str | None, tagged: list[tuple[str, dict[str, str]]]) -> str:
-    """The run a trace shows: the first (by run_id) with step rows that has telemetry, its own (run_id) or
-    joined by tags (a thermal file beside its throughput log), else the first with step rows."""
-    sql = (f"SELECT run_id::VARCHAR AS run_id, tags, * EXCLUDE (run_id, tags) FROM runs WHERE {_where(where)} "
-           "AND run_id IN (SELECT DISTINCT run_id FROM steps) ORDER BY (run_id IN (SELECT DISTINCT run_id FROM "
-           "telemetry WHERE run_id IS NOT NULL)) DESC, run_id")
-    found = _query(con, sql, "runs", where)
-    if found.empty:
-        raise BenchError("no run with step rows matches" + (f" --where {where!r}" if where else " (the store has none)"))
-    first = str(found["run_id"].iloc[0])
-    if con.execute("SELECT count(*) FROM telemetry WHERE run_id = ?", [first]).fetchall()[0][0] or not tagged:
-        return first
-    runs = found.to_dict("records")
-    hits: list[str] = []
-    by_keys: dict[tuple[str, ...], list[dict[str, str]]] = {}
+def traced_run(con: duckdb.DuckDBPyConnection, where: str | None, tagged: list[tuple[str, dict[str, str]]]) -> str | None:
+    """The first run (by run_id) matching ``where`` with step rows and telemetry: its own (run_id), else joined
+    by tags (``tagged``: :func:`tagged_telemetry`; a thermal file beside its throughput log, every tag equal
+    to the run's tag or column of that name). None when no such run has both."""
+    found = first(con, f"""SELECT min(run_id) FROM runs WHERE ({_where(where)}) AND run_id IN (SELECT run_id FROM steps)
+                           AND run_id IN (SELECT run_id FROM telemetry)""")
+    if found and found[0] is not None:
+        return str(found[0])
+    sets: dict[tuple[str, ...], set[tuple[str, ...]]] = {}  # the sources' tag values, by their keys
     for _, tags in tagged:
-        by_keys.setdefault(tuple(sorted(tags)), []).append(tags)
-    for keys, sources in by_keys.items():  # one pass over the runs per set of tag keys
-        index: dict[tuple[str, ...], str] = {}
-        for run in runs:
-            own = dict(run.get("tags") or [])
-            index.setdefault(tuple(str(own.get(k, run.get(k))) for k in keys), str(run["run_id"]))
-        hits += [index[v] for tags in sources if (v := tuple(tags[k] for k in keys)) in index]
-    return min(hits) if hits else first
+        keys = tuple(sorted(tags))
+        sets.setdefault(keys, set()).add(tuple(tags[k] for k in keys))
+    if not sets:
+        return None
+    cur = con.execute(f"SELECT * FROM runs WHERE ({_where(where)}) AND run_id IN (SELECT run_id FROM steps) ORDER BY run_id")
+    names = [d[0] for d in cur.description]
+    for values in cur.fetchall():
+        run = dict(zip(names, values, strict=True))
+        tags = dict(run.get("tags") or {})
+        for keys, seen in sets.items():
+            if tuple(str(tags.get(k, run.get(k))) for k in keys) in seen:
+                return str(run["run_id"])
+    return None
 
 
 def _run_telemetry(con: duckdb.DuckDBPyConnection, run_id: str, t0: float | None,

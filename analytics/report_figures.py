@@ -20,7 +20,6 @@ from bench.analytics.plots import new_figure
 from bench.analytics.report_model import Figure, slugify
 from bench.analytics.report_render import Renderer
 from bench.analytics.report_tables import label_of
-from bench.analytics.results import first
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -123,33 +122,9 @@ def trace_figure(con: duckdb.DuckDBPyConnection, run_id: str | None, renderer: R
 
     tagged = plot_data.tagged_telemetry(con)
     if run_id is None:
-        run_id = first_traced_run(con, tagged)
+        run_id = plot_data.traced_run(con, None, tagged)
         if run_id is None:
             return None
     steps, telemetry = plot_data.trace_frames(con, f"run_id = '{run_id.replace(chr(39), chr(39) * 2)}'", tagged)
     return Figure(slugify(f"trace-{run_id}"), f"Trace of run {run_id}: throughput per interval and GPU telemetry",
                   renderer.svg(plots.trace, steps, telemetry), (run_id,))
-
-
-def first_traced_run(con: duckdb.DuckDBPyConnection, tagged: list[tuple[str, dict[str, str]]]) -> str | None:
-    """The first selected run (by run_id) with steps and telemetry, joined by run_id or else by tags
-    (``tagged``: plot_data.tagged_telemetry; every tag equal to the run's tag or column of that name)."""
-    found = first(con, """SELECT min(run_id) FROM runs WHERE run_id IN (SELECT run_id FROM steps)
-                          AND run_id IN (SELECT run_id FROM telemetry)""")
-    if found and found[0] is not None:
-        return str(found[0])
-    sets: dict[tuple[str, ...], set[tuple[str, ...]]] = {}  # the sources' tag values, by their keys
-    for _, tags in tagged:
-        keys = tuple(sorted(tags))
-        sets.setdefault(keys, set()).add(tuple(tags[k] for k in keys))
-    if not sets:
-        return None
-    cur = con.execute("SELECT * FROM runs WHERE run_id IN (SELECT run_id FROM steps) ORDER BY run_id")
-    names = [d[0] for d in cur.description]
-    for values in cur.fetchall():
-        run = dict(zip(names, values, strict=True))
-        tags = dict(run.get("tags") or {})
-        for keys, seen in sets.items():
-            if tuple(str(tags.get(k, run.get(k))) for k in keys) in seen:
-                return str(run["run_id"])
-    return None
