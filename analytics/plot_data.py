@@ -211,10 +211,10 @@ def traced_run(con: duckdb.DuckDBPyConnection, where: str | None, tagged: list[t
                            AND run_id IN (SELECT run_id FROM telemetry)""")
     if found and found[0] is not None:
         return str(found[0])
-    sets: dict[tuple[str, ...], set[tuple[str, ...]]] = {}  # the sources' tag values, by their keys
-    for _, tags in tagged:
+    sets: dict[tuple[str, ...], dict[tuple[str, ...], list[str]]] = {}  # keys -> tag values -> sources
+    for source, tags in tagged:
         keys = tuple(sorted(tags))
-        sets.setdefault(keys, set()).add(tuple(tags[k] for k in keys))
+        sets.setdefault(keys, {}).setdefault(tuple(tags[k] for k in keys), []).append(source)
     if not sets:
         return None
     cur = con.execute(f"SELECT * FROM runs WHERE ({_where(where)}) AND run_id IN (SELECT run_id FROM steps) ORDER BY run_id")
@@ -223,9 +223,21 @@ def traced_run(con: duckdb.DuckDBPyConnection, where: str | None, tagged: list[t
         run = dict(zip(names, values, strict=True))
         tags = dict(run.get("tags") or {})
         for keys, seen in sets.items():
-            if tuple(str(tags.get(k, run.get(k))) for k in keys) in seen:
+            sources = seen.get(tuple(str(tags.get(k, run.get(k))) for k in keys), [])
+            if any(_same_time(con, str(run["run_id"]), source) for source in sources):
                 return str(run["run_id"])
     return None
+
+
+def _same_time(con: duckdb.DuckDBPyConnection, run_id: str, source: str) -> bool:
+    """Whether the telemetry file ``source`` was sampled while the run stepped (within a minute), where both
+    are stamped: tags alone can name two runs (Lambda's training and inference runs of one folder share
+    their thermal file's tags), but only one ran while it was sampled."""
+    steps = first(con, "SELECT min(timestamp), max(timestamp) FROM steps WHERE run_id = ?", [run_id])
+    tel = first(con, "SELECT min(epoch(timestamp)), max(epoch(timestamp)) FROM telemetry WHERE source = ?", [source])
+    if not steps or not tel or None in (*steps, *tel):
+        return True  # not both stamped: the tags decide
+    return bool(tel[0] <= steps[1] + 60 and tel[1] >= steps[0] - 60)
 
 
 def _run_telemetry(con: duckdb.DuckDBPyConnection, run_id: str, t0: float | None,
@@ -234,7 +246,7 @@ def _run_telemetry(con: duckdb.DuckDBPyConnection, run_id: str, t0: float | None
     seconds of the first step) is known, temperature_c and utilization_pct averaged over its GPUs."""
     cur = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
     run = dict(zip([d[0] for d in cur.description], cur.fetchall()[0], strict=True))
-    sources = [source for source, tags in tagged if tags_match(tags, run)]
+    sources = [source for source, tags in tagged if tags_match(tags, run) and _same_time(con, run_id, source)]
     clock = "epoch(timestamp) - ?" if t0 is not None else "NULL"
     return con.execute(f"""
         WITH t AS (

@@ -292,7 +292,8 @@ def trace(steps: pd.DataFrame, telemetry: pd.DataFrame | None = None) -> Figure:
         ax.axvline(float(steady["x"].iloc[0]), color="red", linestyle="--", label="warm-up cut (MSER-5)")
     ax.set_xlabel("time since first interval (s)" if unit == "s" else "step (count)")
     ax.set_ylabel("throughput (images/s)")
-    ax.set_ylim(bottom=0)
+    top = float(steps["interval_images_per_sec"].max()) if len(steps) else 0.0
+    ax.set_ylim(0, top * 1.3 if top > 0 else None)  # room above the line for the legends
     ax.set_title(f"Run {steps['run_id'].iloc[0]}" if len(steps) else "Run")
     ax.legend(fontsize=7, loc="lower right")
     if shown is not None:

@@ -116,3 +116,12 @@ def test_the_first_screen_answers_what_people_ask(store: Path, tmp_path: Path) -
              for t in items]
     first = [kinds.index(k) for k in ("leaderboard", "scaling", "fp16")]
     assert first == sorted(first) and first[-1] < 7
+
+
+def test_the_default_trace_shows_telemetry_sampled_while_its_run_stepped(store: Path) -> None:
+    """Tags alone name two runs for one thermal file (a folder's training and inference runs share them): the
+    trace took a file sampled 15 minutes before its run. The one it shows now overlaps the run's steps."""
+    steps, tel = plot_data.trace_frames(connect(store))
+    assert steps["x_unit"].iloc[0] == "s" and len(tel) > 5
+    assert tel["elapsed_s"].min() > -120 and tel["elapsed_s"].max() < steps["x"].max() + 120
+    assert tel["temperature_c"].max() > tel["temperature_c"].min() + 5  # the GPU warms while it trains
