@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from bench.ingest.records import ParseResult, Problem, Run, System
@@ -35,7 +36,7 @@ MAX_SAMPLES_PER_SEC = 1e13
 MAX_SECONDS = 10 * 365 * 86400  # a run time over ten years is a misprint
 MIN_UNIX, MAX_UNIX = 315532800.0, 4102444800.0  # 1980-01-01 .. 2100-01-01 UTC
 
-def by_index(values: dict[int, float]) -> tuple[float | None, ...] | None:
+def by_index(values: Mapping[int, float | None]) -> tuple[float | None, ...] | None:
     """Per-device or per-rank values as a tuple indexed 0..max (None where an index was not printed);
     None when an index is negative or MAX_DEVICES or more, so that a number in a log never sizes an
     allocation (``device 99999999999`` in a Caffe log once grew the ingest to 21 GB)."""

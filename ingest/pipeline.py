@@ -196,9 +196,10 @@ def _read_item(item: Item, ctx: _Context) -> Job | None:
     _note_run_dir(item, sha, ctx)
     first = ctx.known.get(sha)
     if first is not None and first != where:  # the same bytes elsewhere: a copy, not this file read again
-        sha = _copy(item, sha, first, where, ctx)
-        if sha is None:
+        here = _copy(item, sha, first, where, ctx)
+        if here is None:
             return None
+        sha = here
     elif _is_duplicate(sha, ctx, where):
         return None
     return Job(item, sha, data, _owner(item, ctx), *_new_version(where, len(data), hashing, sha, ctx))
