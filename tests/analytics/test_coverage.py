@@ -95,3 +95,39 @@ def test_steady_mean_ci_of_autocorrelated_step_rates_covers(m: int) -> None:
     lows, highs = batch_means_ci([_ar1(rng, m, 0.5) for _ in range(REPLICATES)])
     coverage = _covered(lows, highs, 100.0)
     assert LOW <= coverage <= HIGH, f"m={m}: {coverage:.3f}"
+
+
+def _fits(law: str, counts: tuple[int, ...], seed: int) -> list:  # type: ignore[type-arg]
+    """REPLICATES configurations of ``law`` (USL alpha 0.05, beta 0.002; Amdahl s 0.05) with 2% lognormal
+    noise on each non-baseline speedup, fitted by scaling_laws.fit over a `scaling` view, as bench fits."""
+    import pyarrow as pa
+
+    from bench.analytics.scaling_laws import fit
+
+    rng = np.random.default_rng(seed)
+    truth = {"usl": lambda n: n / (1 + 0.05 * (n - 1) + 0.002 * n * (n - 1)), "amdahl": lambda n: 1 / (0.05 + 0.95 / n)}[law]
+    ids, devices, speedups = [], [], []
+    for r in range(REPLICATES):
+        for n in counts:
+            ids.append(f"c{r:05d}")
+            devices.append(n)
+            speedups.append(truth(n) * (1.0 if n == 1 else float(np.exp(rng.normal(0.0, 0.02)))))
+    con = duckdb.connect()
+    con.register("scaling", pa.table({"config_id": ids, "num_devices": devices, "baseline_devices": [1] * len(ids),
+                                      "speedup": speedups}))
+    return [c.fit for c in fit(con).fits]
+
+
+@pytest.mark.parametrize("counts", [(1, 2, 4, 8, 16), (1, 2, 4, 8, 16, 32, 64)])
+def test_scaling_law_parameter_cis_cover(counts: tuple[int, ...]) -> None:
+    """Where bench fit prints a CI for USL's alpha and beta and Amdahl's s, it covers the true value (with 3
+    device counts it prints none; a parameter held at 0 has none)."""
+    fits = _fits("usl", counts, 11)
+    for name, true in (("alpha", 0.05), ("beta", 0.002)):
+        shown = [getattr(f, name) for f in fits if getattr(f, name).ci95_low is not None]
+        assert len(shown) > 0.9 * REPLICATES
+        coverage = _covered([e.ci95_low for e in shown], [e.ci95_high for e in shown], true)
+        assert LOW <= coverage <= HIGH, f"{name} at {counts}: {coverage:.3f}"
+    shown = [f.serial_fraction for f in _fits("amdahl", counts, 12) if f.serial_fraction.ci95_low is not None]
+    coverage = _covered([e.ci95_low for e in shown], [e.ci95_high for e in shown], 0.05)
+    assert LOW <= coverage <= HIGH, f"s at {counts}: {coverage:.3f}"

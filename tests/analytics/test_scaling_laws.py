@@ -70,10 +70,13 @@ def test_three_device_counts_leave_no_test_of_usl() -> None:
     assert (f.predicted.usl_speedup, f.peak_devices) == (None, None)  # no extrapolation without a test
     assert f.notes[0] == "no test of the law possible: 2 points for USL's 2 parameters"
     # Unconstrained, two equations in two unknowns: 2/1.9-1 = a + 2b, 4/3.5-1 = 3a + 12b give b < 0, so b is
-    # held at 0 and a is the one-regressor fit sum(x y) / sum(x²) with x = n - 1 = 1, 3.
+    # held at 0 and a is the one-regressor weighted fit sum(w² x y) / sum(w² x²), x = n - 1 = 1, 3 and the
+    # weights w = S / n = 1.9/2, 3.5/4.
     y1, y2 = 2 / 1.9 - 1, 4 / 3.5 - 1
     assert (y2 - 3 * y1) / 6 < 0
-    assert (f.alpha.estimate, f.beta.estimate) == pytest.approx(((y1 + 3 * y2) / 10, 0.0))
+    w1, w2 = 1.9 / 2, 3.5 / 4
+    alpha = (w1**2 * y1 + w2**2 * 3 * y2) / (w1**2 + w2**2 * 9)
+    assert (f.alpha.estimate, f.beta.estimate) == pytest.approx((alpha, 0.0))
     assert "USL reduces to Amdahl (β would be negative; held at 0)" in f.notes
     assert f.serial_fraction.ci95_low is not None  # Amdahl has one parameter, so one df left
 
