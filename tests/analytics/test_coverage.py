@@ -2,8 +2,9 @@
 
 Simulated, seeded, 2,000 replicates per n: lognormal ratios for the geometric mean's CI (compare, the
 leaderboard, the ratio tables), lognormal repetitions through sql/configs.sql for a configuration's mean,
-and independent and AR(1) step rates for a run's steady mean (run_stats). The percentile bootstrap that the
-ratio CI replaced is simulated beside it, to show what it got wrong at small n.
+independent and AR(1) step rates for a run's steady mean (run_stats), noisy USL and Amdahl curves for
+bench fit's parameters, and (400 replicates) lognormal runs for bench effects. The percentile bootstrap
+that the ratio CI replaced is simulated beside it, to show what it got wrong at small n.
 """
 
 from __future__ import annotations
@@ -131,3 +132,26 @@ def test_scaling_law_parameter_cis_cover(counts: tuple[int, ...]) -> None:
     shown = [f.serial_fraction for f in _fits("amdahl", counts, 12) if f.serial_fraction.ci95_low is not None]
     coverage = _covered([e.ci95_low for e in shown], [e.ci95_high for e in shown], 0.05)
     assert LOW <= coverage <= HIGH, f"s at {counts}: {coverage:.3f}"
+
+
+@pytest.mark.slow
+def test_effect_cis_cover() -> None:
+    """bench effects: OLS of log(images/s) on the factors; the CI of fp16's multiplicative effect (1.3x, with
+    5% lognormal noise on 8 runs: 2 models x 2 precisions x 2 repeats) covers it. 400 replicates (each a
+    fit over its own runs view): 50 ms each."""
+    from bench.analytics.effects import effects
+
+    rng = np.random.default_rng(5)
+    lows, highs = [], []
+    for _ in range(400):
+        rows = [{"model": model, "precision": prec, "num_gpus": 1,
+                 "images_per_sec": float(base * gain * np.exp(rng.normal(0.0, 0.05)))}
+                for model, base in (("resnet50", 300.0), ("vgg16", 150.0))
+                for prec, gain in (("fp32", 1.0), ("fp16", 1.3)) for _ in range(2)]
+        con = duckdb.connect()
+        con.register("runs", runs_table(rows))
+        (effect,) = [e for e in effects(con, reference={"precision": "fp32"}).effects if e.factor == "precision"]
+        lows.append(effect.ci95_low)
+        highs.append(effect.ci95_high)
+    coverage = _covered(lows, highs, 1.3)
+    assert LOW <= coverage <= HIGH, f"{coverage:.3f}"
