@@ -23,8 +23,8 @@ the Student-t intervals of the refitted model (residual df = points - free param
 Weights. Measured speedups carry multiplicative noise (a few % of S at every count), which the transforms
 turn into errors that grow with n: n/S - 1 has a standard deviation of about sigma n / S. Ordinary least
 squares then lets the largest counts decide and its CIs undercover (measured on USL with 2% noise at 1-64
-devices: 80% for alpha, 58% for beta). Each row is therefore divided by its transform's standard deviation
-(weighted least squares, up to the common sigma), which brings those to 96% and 97%
+devices, 2,000 replicates: 74% for alpha, 53% for beta). Each row is therefore divided by its transform's
+standard deviation (weighted least squares, up to the common sigma), which brings those to 95% and 95%
 (tests/analytics/test_coverage.py).
 
 The baseline point (n = 1) is left out of both regressions: it is 1 by construction, both sides of each
