@@ -7,7 +7,7 @@ memory_total_mib, os, kernel, python), versions (tensorflow, cuda, cudnn, nccl, 
 or None when not detectable), gpus (list of {name, driver_version, memory_total_mib, sm_clock_max_mhz}
 or None without nvidia-smi), gpu_topology (``nvidia-smi topo -m`` text or None), started_at / ended_at
 (ISO 8601 UTC), wall_time_s, exit_code, status (running -> ok / failed / oom / timeout / interrupted /
-submitted), failure_cause (what the log shows of a failure: an out-of-memory, NCCL or CUDA error, the last
+submitted; no_result for a clean exit whose log holds no result), failure_cause (what the log shows of a failure: an out-of-memory, NCCL or CUDA error, the last
 exception line, or an exit code with no result; None for an ok run), command (the argv given after
 ``bench run --``, verbatim; absent for the bundled trainer), epoch_images ({count, source} when the trainer sized an epoch of --data-dir, else None). Facts are gathered without importing TensorFlow: package metadata and command output only.
 """
