@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -226,11 +228,26 @@ def report_command(
         raise UsageError(f"--mlperf-compare takes FACTOR:A:B (e.g. device_model:A100:V100), got {mlperf_compare!r}")
     opts = Options(where=where, ignore=tuple(ignore or ()), title=title, equivalence=equivalence, trace=trace,
                    max_families=max_figures, mlperf_compare=ab, baseline=baseline)  # type: ignore[arg-type]
+    interrupted = threading.Event()
+
+    def on_ctrl_c(signum: int, frame: object) -> None:
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    main = threading.current_thread() is threading.main_thread()  # only the main thread may set a handler
+    previous = signal.signal(signal.SIGINT, on_ctrl_c) if main else None
     try:
         report, path = make_report(store or default_store(), out, opts, DEFAULT_WORKERS if workers is None else workers)
-    except KeyboardInterrupt:  # the drawing workers ignore Ctrl-C (report_render): one line, not their tracebacks
+    except BaseException:
+        # after a Ctrl-C, whatever it surfaced as (KeyboardInterrupt, or DuckDB's "Query interrupted" and
+        # "... failed: KeyboardInterrupt" errors) is the interrupt: one line; the drawing workers ignore it
+        if not interrupted.is_set():
+            raise
         typer.echo(f"Interrupted: no report written to {out}.", err=True)
         raise typer.Exit(130) from None
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
     if as_json:
         typer.echo(json.dumps({"report": str(path), "findings": [f.to_json() for f in report.findings]}, indent=2))
         return

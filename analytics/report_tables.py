@@ -86,7 +86,8 @@ def families(configs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     import pandas as pd
 
     keys = [c for c in FAMILY_FACTORS if c in configs.columns]
-    family = label_of(configs, keys)
+    # a Series, not a list: pandas reads a one-element list as a list of keys
+    family = pd.Series(label_of(configs, keys), index=configs.index)
     series_cols = [c for c in configs.columns if c not in (*keys, "config_id")]
     text = configs[series_cols].astype(str)
     varies = text.groupby(family, sort=False).nunique(dropna=False) > 1  # one row per family
@@ -100,7 +101,7 @@ def families(configs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
             series = ["all" if pd.isna(v) else str(v) for v in models]
         else:
             series = [", ".join(f"{c.removeprefix('tag:')}={v}" for c, v in zip(varying, row, strict=True)
-                                if v not in ("nan", "None", "<NA>"))
+                                if str(v) not in ("nan", "None", "<NA>"))  # pandas 3 keeps NaN through astype(str)
                       for row in text.loc[index, varying].itertuples(index=False)]
         out.append((str(name), g.assign(series=series)))
     return out
