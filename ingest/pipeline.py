@@ -216,15 +216,11 @@ def _copy(item: Item, sha: str, first: Place, where: Place, ctx: _Context) -> st
         return None
     origin = first[0] + (f"!{first[1]}" if first[1] else "")
     if pat.match_first(pat.RESULTS_TREE, item.match_path):
-        ctx.batch.rows["problems"].append(problem_row(item.name, here, None, Problem(
-            "warning", f"byte-identical to {origin}: two systems' results are the same bytes; both are scored"),
-            time.time()))
-        ctx.counters["problems"]["warning"] += 1
+        _problem_only(ctx, item, Problem(
+            "warning", f"byte-identical to {origin}: two systems' results are the same bytes; both are scored"), here)
         return here
     ctx.summary.duplicates_skipped += 1
-    ctx.batch.rows["problems"].append(problem_row(item.name, here, None, Problem(
-        "duplicate", f"the same bytes as {origin}, stored from there; skipped"), time.time()))
-    ctx.counters["problems"]["duplicate"] += 1
+    _problem_only(ctx, item, Problem("duplicate", f"the same bytes as {origin}, stored from there; skipped"), here)
     return None
 
 
@@ -364,8 +360,8 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context, cont
         s.files_parsed += 1
 
 
-def _problem_only(ctx: _Context, item: Item, p: Problem) -> None:
-    ctx.batch.rows["problems"].append(problem_row(item.name, None, None, p, time.time()))
+def _problem_only(ctx: _Context, item: Item, p: Problem, sha: str | None = None) -> None:
+    ctx.batch.rows["problems"].append(problem_row(item.name, sha, None, p, time.time()))
     ctx.counters["problems"][p.kind] += 1
 
 
