@@ -25,7 +25,7 @@ Decisions (the issue is silent on these):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bench.analytics.compare import compare
 from bench.analytics.results import first
@@ -165,7 +165,7 @@ def minibatch_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by
 
 
 def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None,
-                 tagged: list[tuple[str, dict[str, str]]] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 tagged: list[Tagged] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(intervals, telemetry) of one run (see module doc for which run and x).
 
     intervals: run_id, x, x_unit ("s" or "step"), interval_images_per_sec (images/s), warmup (bool).
@@ -203,7 +203,7 @@ def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None,
     return steps[cols], telemetry[["elapsed_s", "temperature_c", "gpu_utilization_pct", "cpu_utilization_pct"]]
 
 
-def traced_run(con: duckdb.DuckDBPyConnection, where: str | None, tagged: list[tuple[str, dict[str, str]]]) -> str | None:
+def traced_run(con: duckdb.DuckDBPyConnection, where: str | None, tagged: list[Tagged]) -> str | None:
     """The first run (by run_id) matching ``where`` with step rows and telemetry: its own (run_id), else joined
     by tags (``tagged``: :func:`tagged_telemetry`; a thermal file beside its throughput log, every tag equal
     to the run's tag or column of that name). None when no such run has both."""
@@ -211,10 +211,10 @@ def traced_run(con: duckdb.DuckDBPyConnection, where: str | None, tagged: list[t
                            AND run_id IN (SELECT run_id FROM telemetry)""")
     if found and found[0] is not None:
         return str(found[0])
-    sets: dict[tuple[str, ...], dict[tuple[str, ...], list[str]]] = {}  # keys -> tag values -> sources
-    for source, tags in tagged:
-        keys = tuple(sorted(tags))
-        sets.setdefault(keys, {}).setdefault(tuple(tags[k] for k in keys), []).append(source)
+    sets: dict[tuple[str, ...], dict[tuple[str, ...], list[Tagged]]] = {}  # keys -> tag values -> sources
+    for t in tagged:
+        keys = tuple(sorted(t.tags))
+        sets.setdefault(keys, {}).setdefault(tuple(t.tags[k] for k in keys), []).append(t)
     if not sets:
         return None
     cur = con.execute(f"SELECT * FROM runs WHERE ({_where(where)}) AND run_id IN (SELECT run_id FROM steps) ORDER BY run_id")
@@ -224,29 +224,28 @@ def traced_run(con: duckdb.DuckDBPyConnection, where: str | None, tagged: list[t
         tags = dict(run.get("tags") or {})
         for keys, seen in sets.items():
             sources = seen.get(tuple(str(tags.get(k, run.get(k))) for k in keys), [])
-            if any(_same_time(con, str(run["run_id"]), source) for source in sources):
+            if any(_same_time(con, str(run["run_id"]), t) for t in sources):
                 return str(run["run_id"])
     return None
 
 
-def _same_time(con: duckdb.DuckDBPyConnection, run_id: str, source: str) -> bool:
+def _same_time(con: duckdb.DuckDBPyConnection, run_id: str, source: Tagged) -> bool:
     """Whether the telemetry file ``source`` was sampled while the run stepped (within a minute), where both
     are stamped: tags alone can name two runs (Lambda's training and inference runs of one folder share
     their thermal file's tags), but only one ran while it was sampled."""
     steps = first(con, "SELECT min(timestamp), max(timestamp) FROM steps WHERE run_id = ?", [run_id])
-    tel = first(con, "SELECT min(epoch(timestamp)), max(epoch(timestamp)) FROM telemetry WHERE source = ?", [source])
-    if not steps or not tel or None in (*steps, *tel):
+    if not steps or None in steps or None in (source.first_s, source.last_s):
         return True  # not both stamped: the tags decide
-    return bool(tel[0] <= steps[1] + 60 and tel[1] >= steps[0] - 60)
+    return bool(source.first_s <= steps[1] + 60 and source.last_s >= steps[0] - 60)
 
 
 def _run_telemetry(con: duckdb.DuckDBPyConnection, run_id: str, t0: float | None,
-                   tagged: list[tuple[str, dict[str, str]]]) -> pd.DataFrame:
+                   tagged: list[Tagged]) -> pd.DataFrame:
     """The run's telemetry per sample (see module doc): elapsed_s on the steps' clock when ``t0`` (epoch
     seconds of the first step) is known, temperature_c and utilization_pct averaged over its GPUs."""
     cur = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
     run = dict(zip([d[0] for d in cur.description], cur.fetchall()[0], strict=True))
-    sources = [source for source, tags in tagged if tags_match(tags, run) and _same_time(con, run_id, source)]
+    sources = [t.source for t in tagged if tags_match(t.tags, run) and _same_time(con, run_id, t)]
     clock = "epoch(timestamp) - ?" if t0 is not None else "NULL"
     return con.execute(f"""
         WITH t AS (
@@ -262,14 +261,25 @@ def _run_telemetry(con: duckdb.DuckDBPyConnection, run_id: str, t0: float | None
         [run_id, sources, run["num_gpus"], run["num_gpus"], *([t0] if t0 is not None else [])]).df()
 
 
-def tagged_telemetry(con: duckdb.DuckDBPyConnection) -> list[tuple[str, dict[str, str]]]:
-    """(source, tags) of every telemetry source without a run_id but with tags (joined to runs by them).
+class Tagged(NamedTuple):
+    """A telemetry file without a run_id, joined to its run by its tags: its source, tags, and the epoch
+    seconds of its first and last sample (None when unstamped)."""
+
+    source: str
+    tags: dict[str, str]
+    first_s: float | None
+    last_s: float | None
+
+
+def tagged_telemetry(con: duckdb.DuckDBPyConnection) -> list[Tagged]:
+    """Every telemetry source without a run_id but with tags (joined to runs by them), with its time span.
 
     A source's tags are its file's (the ingest gives every row of a file the same), so one row per source
     is read, not a DISTINCT over every sample's MAP."""
-    rows = con.execute("""SELECT source::VARCHAR, first(tags) FROM telemetry WHERE run_id IS NULL AND tags IS NOT NULL
+    rows = con.execute("""SELECT source::VARCHAR, first(tags), min(epoch(timestamp)), max(epoch(timestamp))
+                          FROM telemetry WHERE run_id IS NULL AND tags IS NOT NULL
                           GROUP BY source ORDER BY source""").fetchall()
-    return [(source, dict(tags)) for source, tags in rows if tags]
+    return [Tagged(source, dict(tags), t0, t1) for source, tags, t0, t1 in rows if tags]
 
 
 def tags_match(tags: dict[str, str], run: dict[str, Any]) -> bool:

@@ -91,10 +91,10 @@ def _leaderboard_table(board: fd.Leaderboard, slug: str) -> Table:
     the reason."""
     import pandas as pd
 
-    precisions = sorted({k for r in board.results for k in fd.by_precision(r)})
+    split = [fd.by_precision(r) for r in board.results]
+    precisions = sorted({k for per in split for k in per})
     records = []
-    for r in board.results:
-        per = fd.by_precision(r)
+    for r, per in zip(board.results, split, strict=True):
         records.append({"device": r.a, f"x {board.baseline} (geometric mean)": r.summary.geomean,
                         "95% CI low": r.summary.ci95_low, "95% CI high": r.summary.ci95_high,
                         "median": r.summary.median, "workloads (n)": r.summary.n,
