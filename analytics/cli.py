@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 from enum import StrEnum
 from pathlib import Path
@@ -10,7 +11,6 @@ from typing import Annotated
 import typer
 
 from bench.ingest.cli import StoreOpt
-from bench.ingest.sigint import sigint_handler
 
 WhereOpt = Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of runs, tags included, applied before anything is aggregated, e.g. \"num_devices = 8 AND tags['system'] LIKE '%A100%'\"")]
 IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", help="Take a factor (framework_version; framework, which also takes its version) or a tag (system) out of what makes a configuration, for this question (repeatable)")]
@@ -234,9 +234,10 @@ def report_command(
         interrupted.set()
         raise KeyboardInterrupt
 
+    main = threading.current_thread() is threading.main_thread()  # only the main thread may set a handler
+    previous = signal.signal(signal.SIGINT, on_ctrl_c) if main else None
     try:
-        with sigint_handler(on_ctrl_c):
-            report, path = make_report(store or default_store(), out, opts, DEFAULT_WORKERS if workers is None else workers)
+        report, path = make_report(store or default_store(), out, opts, DEFAULT_WORKERS if workers is None else workers)
     except BaseException:
         # after a Ctrl-C, whatever it surfaced as (KeyboardInterrupt, or DuckDB's "Query interrupted" and
         # "... failed: KeyboardInterrupt" errors) is the interrupt: one line; the drawing workers ignore it
@@ -244,6 +245,9 @@ def report_command(
             raise
         typer.echo(f"Interrupted: no report written to {out}.", err=True)
         raise typer.Exit(130) from None
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
     if as_json:
         typer.echo(json.dumps({"report": str(path), "findings": [f.to_json() for f in report.findings]}, indent=2))
         return

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from typing import Any
 
 from bench.analytics.report_model import svg_bytes
-from bench.ingest.sigint import sigint_handler
 
 #: The default number of drawing processes: one per core beyond the report's own, at least one.
 DEFAULT_WORKERS = max(1, (os.cpu_count() or 1) - 1)
@@ -53,10 +54,7 @@ class Renderer:
 
             self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_ignore_ctrl_c)
-            # SIGINT ignored while workers are spawned: an ignored signal stays ignored in the child, and Python
-            # then installs no KeyboardInterrupt handler, so Ctrl-C stops bench report with one line and its
-            # workers, in the same process group, neither die with a traceback nor leave the pool broken
-            with sigint_handler(signal.SIG_IGN):
+            with _ctrl_c_ignored():  # a worker started now ignores it from its first instruction
                 self._pool.submit(_warm)  # start a worker and its imports now, not at the first figure
 
     def svg(self, draw: Callable[..., Any], *args: Any, title: str | None = None) -> bytes | Pending:
@@ -89,6 +87,21 @@ class Pending:
             return self._future.result()
         except BrokenProcessPool:
             return draw_svg(*self._drawing)
+
+
+@contextmanager
+def _ctrl_c_ignored() -> Iterator[None]:
+    """SIGINT ignored while workers are spawned (an ignored signal stays ignored in the child, and Python
+    then installs no KeyboardInterrupt handler): Ctrl-C stops ``bench report`` with one line, and its
+    workers, in the same process group, neither die with a traceback nor leave the pool broken."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _ignore_ctrl_c() -> None:

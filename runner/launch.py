@@ -22,7 +22,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -30,7 +31,6 @@ from typing import IO, Any
 from bench.ingest import runjson
 from bench.ingest.errors import BenchError, UsageError
 from bench.ingest.pipeline import ingest
-from bench.ingest.sigint import sigint_handler
 from bench.runner import rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script, trainer_argv
 from bench.runner.verdict import classify, failure_cause, has_result, no_result_cause
@@ -258,6 +258,20 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@contextmanager
+def _ctrl_c_raises() -> Iterator[None]:
+    """Make SIGINT raise KeyboardInterrupt while we wait, whatever handler a library installed before
+    (the interrupted status depends on it). Only the main thread may set handlers; elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def launch(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str], timeout_s: float | None = None,
            grace_s: float = 5.0, echo: IO[bytes] | None = None) -> tuple[str | None, int | None]:
     """Run ``argv`` in a new session with output to ``log_path``; returns (forced status, exit code).
@@ -275,7 +289,7 @@ def launch(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str], timeo
         pump.start()
         forced = None
         try:
-            with sigint_handler(signal.default_int_handler):  # the interrupted status depends on it
+            with _ctrl_c_raises():
                 proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             forced = "timeout"
