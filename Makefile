@@ -97,7 +97,7 @@ lock: | $(BIN)/python
 		--no-emit-trusted-host --no-emit-find-links -o requirements.lock pyproject.toml
 
 # The wheels a lent GPU machine lacks (CPython 3.12, no network), for runner/gpu-check.sh: see runner/README.md.
-GPU_WHEELS := duckdb==2.0.1 isal==1.9.1 typer==0.27.3
+GPU_WHEELS := duckdb==2.0.1 isal==1.9.1 typer==0.27.3 deltalake==1.6.6 arro3-core==0.9.1 deprecated==1.3.1 wrapt==1.14.2
 gpu-wheels:
 	python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 		--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \

@@ -21,9 +21,8 @@ from bench.analytics.compare import compare
 from bench.analytics.report import Options, make_report
 from bench.analytics.scaling_laws import fit
 from bench.analytics.store import connect
-from bench.ingest.records import SCHEMA_VERSION
 from bench.ingest.schema import METADATA, TABLES
-from bench.ingest.store import TABLE_GLOBS
+from bench.ingest.store import StoreWriter
 
 N_RUNS = 1_000_000
 STEPS_PER_RUN = 50
@@ -44,9 +43,6 @@ def make_store(root: Path, n_runs: int = N_RUNS, steps_per_run: int = STEPS_PER_
     import pyarrow.parquet as pq
 
     rng = np.random.Generator(np.random.PCG64(42))
-    batch_dir = root / "batches" / "generated"
-    batch_dir.mkdir(parents=True)
-    (root / "STORE.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "layout": TABLE_GLOBS}))
     model, gpu = rng.integers(0, len(MODELS), n_runs), rng.integers(0, len(GPUS), n_runs)
     gpus_i, batch_i = rng.integers(0, len(GPU_COUNTS), n_runs), rng.integers(0, len(BATCHES), n_runs)
     data_i, upd_i = rng.integers(0, 2, n_runs), rng.integers(0, 2, n_runs)
@@ -71,14 +67,15 @@ def make_store(root: Path, n_runs: int = N_RUNS, steps_per_run: int = STEPS_PER_
     arrays["wall_time_s"] = pa.array(100 * np.array(BATCHES)[batch_i] * n_gpus / rate, mask=~ok)
     runs = pa.table({f.name: arrays[f.name].cast(f.type) if f.name in arrays else pa.nulls(n_runs, f.type)
                      for f in TABLES["runs"]}, schema=TABLES["runs"])
-    pq.write_table(runs.replace_schema_metadata(METADATA), batch_dir / "runs.parquet")
-    _write_steps(batch_dir, ids, rate, steps_per_run, rng)
-    for table in ("problems", "sources"):
-        pq.write_table(TABLES[table].empty_table().replace_schema_metadata(METADATA), batch_dir / f"{table}.parquet")
-    pq.write_table(TABLES["telemetry"].empty_table(), batch_dir / "telemetry-00000.parquet")
+    with StoreWriter(root) as writer:  # committed as an ingest commits its files (bench.ingest.store)
+        scratch = writer.scratch()
+        pq.write_table(runs.replace_schema_metadata(METADATA), scratch / "runs-generated.parquet")
+        writer.add("runs", [scratch / "runs-generated.parquet"])
+        writer.add("steps", _write_steps(scratch, ids, rate, steps_per_run, rng))
+        writer.publish("generated")
 
 
-def _write_steps(batch_dir: Path, ids: Any, rate: Any, per_run: int, rng: Any) -> None:
+def _write_steps(batch_dir: Path, ids: Any, rate: Any, per_run: int, rng: Any) -> list[Path]:
     """Steps in parts of 100,000 runs: per-interval rates around each run's rate, with a warm-up ramp."""
     import numpy as np
     import pyarrow as pa
@@ -86,6 +83,7 @@ def _write_steps(batch_dir: Path, ids: Any, rate: Any, per_run: int, rng: Any) -
 
     schema = TABLES["steps"]
     ramp = np.minimum(1.0, 0.6 + 0.1 * np.arange(per_run))  # the first intervals are slower
+    paths = []
     for part, start in enumerate(range(0, len(ids), 100_000)):
         chunk = slice(start, min(start + 100_000, len(ids)))
         n = len(ids[chunk])
@@ -97,7 +95,9 @@ def _write_steps(batch_dir: Path, ids: Any, rate: Any, per_run: int, rng: Any) -
                 "interval_images_per_sec": pa.array(interval)}
         total = n * per_run
         table = pa.table({f.name: cols.get(f.name, pa.nulls(total, f.type)) for f in schema}, schema=schema)
-        pq.write_table(table.replace_schema_metadata(METADATA), batch_dir / f"steps-{part:05d}.parquet")
+        paths.append(batch_dir / f"steps-generated-{part:05d}.parquet")
+        pq.write_table(table.replace_schema_metadata(METADATA), paths[-1])
+    return paths
 
 
 def _timed(label: str, fn: Callable[[], Any]) -> float:

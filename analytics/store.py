@@ -22,8 +22,9 @@ from bench.analytics.run_stats import compute_run_stats
 from bench.analytics.views import register_views
 from bench.ingest import health
 from bench.ingest.errors import BenchError, UsageError
+from bench.ingest.records import SCHEMA_VERSION
 from bench.ingest.schema import TABLES
-from bench.ingest.store import check_store, table_files
+from bench.ingest.store import StoreWriter, check_store
 
 if TYPE_CHECKING:
     import duckdb
@@ -32,19 +33,22 @@ if TYPE_CHECKING:
 def connect(root: Path) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per store table (empty views for empty tables).
 
-    Raises BenchError when ``root`` is not a store of this schema version. A damaged batch is left out
-    with a one-line warning on stderr naming it and the fix (``bench.ingest.health``).
+    Raises BenchError when ``root`` is not a store of this schema version (a schema-5 store is converted
+    first: bench.ingest.migrate). Every table is read in one committed state (bench.ingest.store); a
+    damaged file is left out with a one-line warning on stderr naming it and the fix (bench.ingest.health).
     """
     import duckdb
 
-    check_store(root)
-    state = health.check(root)
+    if check_store(root, old_ok=True) != SCHEMA_VERSION:
+        with StoreWriter(root):  # converts it, under the lock
+            pass
+    state = health.readable(root)
     for line in state.messages(root):  # the rest of the store still answers
         print(f"warning: {line}", file=sys.stderr)
     con = duckdb.connect(":memory:")
     for table, schema in TABLES.items():
         name = f"all_{table}" if table in _CURRENT else table
-        files = table_files(root, table, state.sound)
+        files = state.files.get(table, [])
         if files:
             listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")

@@ -31,7 +31,7 @@ def ingest_command(
     list_formats: Annotated[bool, typer.Option("--list-formats", help="List the formats and exit")] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Re-parse every source recorded in the store")] = False,
     check: Annotated[bool, typer.Option("--check", help="Verify the store's files and say what is wrong")] = False,
-    compact: Annotated[bool, typer.Option("--compact", help="Merge the store's batches into one (an ingest does it to the small ones past 64 batches)")] = False,
+    compact: Annotated[bool, typer.Option("--compact", help="Merge each table's files (Delta OPTIMIZE) and delete replaced ones (VACUUM); an ingest does it past 64 files")] = False,
     max_expansion: Annotated[float, typer.Option(
         "--max-expansion", min=1.0,
         help="Stop an archive member (over 16 MiB) that expands more than this many times its compressed size")] = 100.0,
@@ -62,16 +62,17 @@ def ingest_command(
             typer.echo(line, err=True)
         if found:
             raise typer.Exit(1)
-        typer.echo(f"store {root}: every batch is sound")
+        typer.echo(f"store {root}: every file matches its recorded checksum")
         return
     if compact:
-        from bench.ingest.compact import merge
+        from bench.ingest.compact import compact as do_compact
         from bench.ingest.store import StoreWriter, check_store
 
-        check_store(root)
+        check_store(root, old_ok=True)
         with StoreWriter(root, wait_message=_waiting) as writer:
-            n, _ = merge(writer)
-        typer.echo(f"store {root}: {n} batches merged into one" if n else f"store {root}: nothing to merge")
+            n = do_compact(writer)
+        typer.echo(f"store {root}: {n} files merged (Delta OPTIMIZE), replaced files vacuumed" if n
+                   else f"store {root}: nothing to merge; replaced files vacuumed")
         return
     if rebuild:
         from bench.ingest.rebuild import rebuild as do_rebuild
@@ -92,13 +93,17 @@ def ingest_command(
                                  on_wait=_waiting, skip_globs=tuple(exclude or ()),
                                  limits=Limits(max_expansion=max_expansion))
         except KeyboardInterrupt:
-            typer.echo("Interrupted: nothing of the batch in progress was stored (a batch is committed whole, "
-                       "by one rename); batches committed before are complete. Run the same command again: "
-                       "files already in the store are skipped.", err=True)
+            typer.echo("Interrupted: nothing of this ingest is in the store (an ingest is published whole, "
+                       "by one commit). Run the same command again.", err=True)
             raise typer.Exit(130) from None
+    if summary.rolled_back:
+        typer.echo(f"store {root}: undid what a killed writer committed but never published, in "
+                   f"{', '.join(summary.rolled_back)}", err=True)
     for line in summary.set_aside:
-        typer.echo(f"store batch {line}: it was moved into {root}/damaged; "
-                   f"`bench ingest --rebuild --store {root}` parses its sources again", err=True)
+        typer.echo(f"store {root}: {line}, and made again from the recorded sources", err=True)
+    for source in summary.lost:
+        typer.echo(f"not restored: {source}: its file cannot be read and the store holds no readable rows of it",
+                   err=True)
     if as_json:
         typer.echo(json.dumps(summary.to_json(), indent=2, sort_keys=True))
     else:

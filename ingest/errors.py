@@ -3,6 +3,7 @@ anything else is a bug, except the faults of the machine (``fault_message``: a f
 system), which are not the user's input and not bench's bug, and get one line too."""
 
 import errno
+import re
 
 
 class BenchError(Exception):
@@ -15,7 +16,7 @@ class UsageError(BenchError):
 
 
 #: errno -> what it means for the command that met it. Whatever was being written is not committed: a
-#: store's batch is renamed into place whole or not at all, and a run.json is written atomically.
+#: store's ingest is published by one commit or not at all, and a run.json is written atomically.
 FAULTS = {
     errno.ENOSPC: "the disk is full",
     errno.EDQUOT: "the disk quota is used up",
@@ -23,11 +24,17 @@ FAULTS = {
 }
 
 
-def fault_message(e: OSError) -> str | None:
-    """One line for an OSError that is a fault of the machine (FAULTS), None for any other."""
-    what = FAULTS.get(e.errno or 0)
+def fault_message(e: BaseException) -> str | None:
+    """One line for an error that is a fault of the machine (FAULTS), None for any other: an OSError with
+    its errno, or an error of deltalake's Rust core, whose message ends "(os error 28)"."""
+    code = getattr(e, "errno", None)
+    if code is None:
+        found = re.search(r"\(os error (\d+)\)", str(e))
+        code = int(found.group(1)) if found else 0
+    what = FAULTS.get(code)
     if what is None:
         return None
-    where = f" ({e.filename})" if e.filename else ""
-    return (f"{what}{where}: what was being written was not committed (an ingest keeps the batches it "
-            "committed before); free space or give a --store / --out you may write to, and run it again")
+    filename = getattr(e, "filename", None)
+    where = f" ({filename})" if filename else ""
+    return (f"{what}{where}: what was being written was not committed (a store commits an ingest whole, or "
+            "nothing of it); free space or give a --store / --out you may write to, and run it again")

@@ -6,7 +6,8 @@ schema version). Idempotent: a source whose SHA-256 is already in the store is s
 
 The loop: ``iter_items`` (files, directories, archive members) -> read and hash -> parse (small files in
 ``pool.ParserPool``, large ones streamed by ``bigfile``) -> rows (``rows.file_rows``) -> the current
-``store.Batch`` -> one atomic commit every ``BATCH_SOURCES`` sources and at the end.
+``store.Batch`` -> committed to the tables every ``BATCH_SOURCES`` sources and at the end -> published
+once (bench.ingest.store's protocol), so that a reader sees all of the ingest or none of it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from bench.ingest import bigfile, registry, rundir, runjson
 from bench.ingest import patterns as pat
-from bench.ingest.compact import maybe_merge
+from bench.ingest.compact import maybe_compact
 from bench.ingest.errors import BenchError
 from bench.ingest.items import DEFAULT_LIMITS, READ_ERRORS, Item, Limits
 from bench.ingest.memory import tuned
@@ -55,19 +56,24 @@ class IngestSummary:
     bytes_read: int = 0
     wall_time_s: float = 0.0
     problems_by_kind: dict[str, int] = field(default_factory=dict)
-    #: The run_id of every run row this ingest added, in file order, and the batch directories holding them.
+    #: The run_id of every run row this ingest added, in file order, and the runs files holding them (a
+    #: compaction after the ingest leaves them readable for store.VACUUM_HOURS).
     run_ids: list[str] = field(default_factory=list)
-    batches: list[str] = field(default_factory=list)
+    runs_files: list[str] = field(default_factory=list)
     #: Files that gave runs but whose path matched none of the --path-pattern templates given.
     pattern_misses: int = 0
     #: Files that extend a version of themselves ingested before (``versions``), which they supersede.
     superseded: int = 0
-    #: Damaged store batches moved into STORE/damaged before this ingest ("<batch>: <what was wrong>").
+    #: Tables restored to the store's committed state before this ingest: a killed writer's unpublished work.
+    rolled_back: list[str] = field(default_factory=list)
+    #: ``--rebuild`` only: tables whose log could not be read (moved aside), and recorded sources it could
+    #: neither parse again nor carry over (their rows are gone).
     set_aside: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
     runs_by_status: dict[str, int] = field(default_factory=dict)
     runs_by_format: dict[str, int] = field(default_factory=dict)
-    #: Small batches merged into one after the ingest (bench.ingest.compact); 0 when none were.
-    merged_batches: int = 0
+    #: Files that compaction after the ingest merged (bench.ingest.compact); 0 when it did not run.
+    compacted_files: int = 0
 
     @property
     def mb_per_s(self) -> float | None:
@@ -79,7 +85,7 @@ class IngestSummary:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        del out["run_ids"], out["batches"]  # lists as long as the ingest; the counts say what happened
+        del out["run_ids"], out["runs_files"]  # lists as long as the ingest; the counts say what happened
         return {**out, "mb_per_s": self.mb_per_s, "problems": self.problems}
 
 
@@ -132,7 +138,7 @@ def ingest(
     t0 = time.perf_counter()
     summary = IngestSummary(store=str(store))
     with tuned(), StoreWriter(Path(store), wait_message=on_wait) as writer, ParserPool(workers) as parsers:
-        summary.set_aside = [f"{name}: {why}" for name, why in writer.set_aside]
+        summary.rolled_back = writer.rolled_back
         parsers.patterns = compiled
         parsers.scratch = str(writer.scratch())
         if _archive_bytes(paths) > ParserPool.INLINE_BYTES:
@@ -152,10 +158,10 @@ def ingest(
         for chunk in parsers.drain():
             _finish(*chunk, ctx, progress)
         if ctx.batch.n_sources or ctx.batch.rows["problems"]:
-            ctx.summary.batches.append(str(ctx.batch.commit()))
-        summary.merged_batches, merged = maybe_merge(writer)  # past compact.AUTO_BATCHES, the small ones
-        if merged is not None:  # this ingest's batches may now be part of the merged one
-            summary.batches = list(dict.fromkeys(b if os.path.isdir(b) else str(merged) for b in summary.batches))
+            ctx.summary.runs_files.extend(map(str, ctx.batch.commit()))
+        if writer.sources or writer.checksums:
+            writer.publish("ingest")  # the commit point: every batch of this ingest at once
+        summary.compacted_files = maybe_compact(writer)  # past compact.AUTO_FILES files in a table
     summary.problems_by_kind = dict(ctx.counters["problems"])
     summary.runs_by_status = dict(ctx.counters["status"])
     summary.runs_by_format = dict(ctx.counters["format"])
@@ -271,7 +277,7 @@ def _finish(
         if progress:
             progress(job.item.name, ctx.summary.bytes_read)
     if ctx.batch.n_sources >= BATCH_SOURCES:
-        ctx.summary.batches.append(str(ctx.batch.commit()))
+        ctx.summary.runs_files.extend(map(str, ctx.batch.commit()))
         ctx.batch = ctx.writer.new_batch()
 
 

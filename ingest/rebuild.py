@@ -1,15 +1,16 @@
-"""``bench ingest --rebuild``: re-parse every source recorded in the store (after a parser fix).
+"""``bench ingest --rebuild``: re-parse every source recorded in the store (after a parser fix, or to
+repair damage that ``bench ingest --check`` found).
 
-The new generation is built beside the old one and swapped in; rows of sources that can no longer be
-read (moved, deleted, changed) are carried over unchanged, so a rebuild never loses data.
+The new generation is built beside the old one and published as one commit (bench.ingest.store); rows of
+sources that can no longer be read (moved, deleted, changed) are carried over unchanged, so a rebuild
+never loses data it can still read, and names what it could not restore.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,12 +20,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.ingest import health
-from bench.ingest.atomic import write_atomic
 from bench.ingest.errors import BenchError
 from bench.ingest.pipeline import IngestSummary, ingest
-from bench.ingest.records import SCHEMA_VERSION
-from bench.ingest.schema import TABLES, conform, write_options
-from bench.ingest.store import TABLE_GLOBS, StoreWriter, table_files
+from bench.ingest.schema import TABLES, conform
+from bench.ingest.store import StoreWriter, table_files, write_part
 from bench.ingest.text import fs_name
 
 
@@ -61,52 +60,76 @@ def _original(row: dict[str, Any]) -> str:
 
 
 def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None) -> IngestSummary:
-    """Re-ingest every recorded source into a fresh generation, in one ingest per set of options (usually
-    one), and swap it in atomically. A store of an
-    older schema version is migrated this way (its STORE.json then says this version). Damaged batches
-    (``bench.ingest.health``) are parsed again from their sources' original files; one whose every source
-    was found again is then removed, the others stay set aside in ``STORE/damaged``."""
+    """Re-ingest every recorded source into a fresh generation (a store under ``_tmp``), in one ingest per
+    set of options (usually one), and publish it as one commit that overwrites every table. Sources are
+    those of the sources table and those each ``commits`` row recorded, so a rebuild restores runs whatever
+    table was damaged, the sources table included. Rows of sources whose files cannot be read any more
+    are carried over from the readable files; a source neither parsed again nor carried over is named."""
     if not (root / "STORE.json").exists():
         raise BenchError(f"{root} is not a bench store; nothing to rebuild")
     total = IngestSummary(store=str(root))
-    with StoreWriter(root, wait_message=on_wait, migrate=True) as writer:
-        total.set_aside = [f"{name}: {why}" for name, why in writer.set_aside]
-        sound, aside = writer.health.sound, writer.health.set_aside
+    with StoreWriter(root, wait_message=on_wait, repair=True) as writer:
+        total.rolled_back, total.set_aside = writer.rolled_back, writer.set_aside
+        state = health.readable(root)
+        earlier = _recorded_sources(root, state)  # also what supersedes is found against
         new = root / "_tmp" / "rebuild"
-        recorded = {b: health.recorded_sources(b) for b in sound + aside}
-        earlier = [r for rows in recorded.values() for r in rows]  # also what supersedes is found against
         for (fmt, patterns), paths in _passes(_plans(earlier)).items():
             _add(total, ingest(paths, new, fmt=fmt, path_patterns=list(patterns), earlier=earlier))
-        _carry_over(root, new, sound)
-        old = root / "batches.old"
-        os.rename(root / "batches", old)
-        os.rename(new / "batches", root / "batches")
-        shutil.rmtree(old)
-        for batch in aside:
-            if all(os.path.exists(p) for p, _, _ in _plans(recorded[batch])):
-                shutil.rmtree(batch)
-        write_atomic(root / "STORE.json", json.dumps(
-            {"schema_version": SCHEMA_VERSION, "created_at": time.time(), "layout": TABLE_GLOBS}, indent=2).encode())
+        files = {t: table_files(new, t) if (new / "STORE.json").exists() else [] for t in TABLES}
+        have = {r["source_sha256"] for f in files["sources"] for r in pq.read_table(f, columns=["source_sha256"]).to_pylist()}
+        carried = _carry_over(state, have, root / "_tmp")
+        for table in TABLES:
+            writer.add(table, files[table] + carried.get(table, []), overwrite=True)
+        writer.sources = [r for f in writer_files(root, writer, "sources") for r in pq.read_table(f).to_pylist()]
+        lost = {r["source_sha256"]: r["source"] for r in earlier if r.get("source_sha256")}
+        total.lost = sorted(src for sha, src in lost.items() if sha not in {s["source_sha256"] for s in writer.sources})
+        writer.publish("rebuild")
     total.store = str(root)
     return total
 
 
-def _carry_over(root: Path, new: Path, sound: list[Path]) -> None:
-    """Copy the rows of every old source (of the ``sound`` batches) whose content is absent from the new
-    generation."""
-    new_files = table_files(new, "sources") if new.exists() else []
-    have = set()
-    for f in new_files:
-        have.update(pq.read_table(f, columns=["source_sha256"]).column(0).to_pylist())
-    if not (new / "batches").exists():
-        with StoreWriter(new):
-            pass
-    target = new / "batches" / "carried-over"
-    carried: dict[str, pa.Table] = {}
-    for table in TABLE_GLOBS:
+def writer_files(root: Path, writer: StoreWriter, table: str) -> list[Path]:
+    """The files of ``table`` at the version ``writer`` has committed (published or not)."""
+    from bench.ingest import delta
+
+    return [f.path for f in delta.files(root, table, delta.Snapshot(-1, writer.versions))]
+
+
+def _recorded_sources(root: Path, state: health.Health) -> list[dict[str, Any]]:
+    """Every source the store recorded: the sources table's readable rows, then what each ``commits`` row
+    recorded (which holds the sources of a damaged or lost sources file)."""
+    from bench.ingest import delta
+
+    rows: list[dict[str, Any]] = []
+    for f in state.files.get("sources", []):
+        try:
+            rows += pq.read_table(f).to_pylist()
+        except (OSError, pa.ArrowException):
+            continue
+    try:
+        commits = delta.commit_rows(root, ["sources"])
+    except Exception:  # a damaged commits table: the sources table is all there is
+        commits = []
+    seen = {r["source_sha256"] for r in rows}
+    for commit in commits:
+        for r in json.loads(commit["sources"] or "[]"):
+            if r.get("source_sha256") not in seen:
+                seen.add(r.get("source_sha256"))
+                rows.append({**dict.fromkeys(TABLES["sources"].names), **r})
+    return rows
+
+
+def _carry_over(state: health.Health, have: set[str], scratch: Path) -> dict[str, list[Path]]:
+    """A file per table of the rows of every old source (of the readable files) whose content is absent
+    from the new generation (``have``), written under ``scratch``."""
+    out: dict[str, list[Path]] = {}
+    for table in TABLES:
         parts = []
-        for f in table_files(root, table, sound):
-            t = pq.read_table(f)
+        for f in state.files.get(table, []):
+            try:
+                t = pq.read_table(f)
+            except (OSError, pa.ArrowException):
+                continue
             if table == "steps":
                 ids = pc.utf8_slice_codeunits(t["run_id"].cast(pa.string()), 0, 16)
                 keep = pc.invert(pc.is_in(ids, pa.array([h[:16] for h in have], pa.string())))
@@ -116,18 +139,12 @@ def _carry_over(root: Path, new: Path, sound: list[Path]) -> None:
                 keep = pc.invert(pc.fill_null(pc.is_in(t["source_sha256"], pa.array(list(have), pa.string())), False))
             else:
                 keep = pc.invert(pc.fill_null(pc.is_in(t["source_sha256"], pa.array(list(have), pa.string())), True))
-            parts.append(t.filter(keep))
+            parts.append(conform(t.filter(keep), TABLES[table]))
         if parts and sum(p.num_rows for p in parts):
-            carried[table] = pa.concat_tables(parts, promote_options="default")  # parts differ in nullability
-    if not carried:
-        return
-    target.mkdir(parents=True)
-    for table in TABLE_GLOBS:  # a batch holds every table, empty or not (see bench.ingest.health)
-        name = f"{table}-00000.parquet" if table in ("steps", "telemetry") else f"{table}.parquet"
-        rows = conform(carried.get(table, TABLES[table].empty_table()), TABLES[table])
-        pq.write_table(rows, target / name, **write_options(rows.schema))
-    sources = carried["sources"].to_pylist() if "sources" in carried else []
-    write_atomic(target / health.MANIFEST, health.write_manifest(target, sources))
+            path = scratch / f"{table}-carried-{uuid.uuid4().hex[:8]}.parquet"
+            write_part(pa.concat_tables(parts, promote_options="default"), path, sync=True)
+            out[table] = [path]
+    return out
 
 
 def _add(total: IngestSummary, s: IngestSummary) -> None:

@@ -1,20 +1,28 @@
-"""The Parquet store: layout, version check, lock, and atomic batch commits.
+"""The store: Delta Lake tables, the commit protocol that makes an ingest visible all at once, the lock.
 
-Layout (any Parquet reader opens it; the glob is the table)::
+Layout (Spark, Trino, Polars and DuckDB read each table without bench; README "Reading the store")::
 
-    STORE/STORE.json                          {"schema_version": 1, ...}
-    STORE/batches/<batch_id>/runs.parquet     one file per table per committed batch
-    STORE/batches/<batch_id>/steps-00000.parquet ...
-    STORE/batches/<batch_id>/telemetry-00000.parquet ...
-    STORE/batches/<batch_id>/{problems,sources,systems,score_scales}.parquet
-    STORE/batches/<batch_id>/MANIFEST.json     each file's row count and the batch's sources
-    STORE/damaged/<batch_id>/                  a batch found damaged, set aside (see bench.ingest.health)
-    STORE/_tmp/<batch_id>/                     a batch being written (never read)
+    STORE/STORE.json                     {"schema_version": 6, "layout": "delta", ...}
+    STORE/tables/<table>/                a Delta Lake table of Parquet files: runs, steps, telemetry,
+                                         problems, sources, systems, score_scales
+    STORE/tables/commits/                a Delta table: one row per committed state of the store
+    STORE/_tmp/                          files being written (never read), removed by the next writer
+    STORE/.lock                          held (flock) by the one writer
 
-A batch is staged under ``_tmp`` and committed by one ``rename`` of its directory into ``batches/``,
-so a reader sees all of a batch or none of it, and a ``kill -9`` leaves only a stale ``_tmp`` entry,
-removed by the next writer. Writers hold an exclusive ``lockf`` lock on ``STORE/.lock`` for the whole
-ingest, so two ingests into one store run one after the other and never duplicate a source.
+The commit protocol (bench.ingest.delta does each step):
+
+1. A writer takes the lock, reads the newest ``commits`` row (the committed state) and restores any table
+   whose files differ from its version there: what a killed writer committed and never published.
+2. It writes Parquet files (fsynced) into the tables' folders and commits them to each table, one Delta
+   commit per table per batch. Readers do not see them: they read each table at the committed version.
+3. It computes each new file's SHA-256.
+4. It appends one ``commits`` row: every table's new version and the new files' checksums. That append
+   is the commit point: an ingest, compaction or rebuild is visible all at once, or (killed before) not.
+5. Compaction (Delta OPTIMIZE, then VACUUM) deletes only files no version since ``VACUUM_HOURS`` needs.
+
+Readers (bench.analytics.store) take one ``commits`` row and read the files of each table's version in it,
+so a query made during an ingest, a compaction or a rebuild sees one committed state. A schema-5 store
+(batch folders) is converted once by its first writer (bench.ingest.migrate).
 """
 
 from __future__ import annotations
@@ -31,43 +39,41 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.ingest import health
+from bench.ingest import delta
 from bench.ingest.atomic import write_atomic
 from bench.ingest.errors import BenchError, UsageError
 from bench.ingest.records import SCHEMA_VERSION
 from bench.ingest.schema import METADATA, TABLES, write_options
 from bench.ingest.text import storable
 
-TABLE_GLOBS = {
-    "runs": "batches/*/runs.parquet",
-    "steps": "batches/*/steps-*.parquet",
-    "telemetry": "batches/*/telemetry-*.parquet",
-    "problems": "batches/*/problems.parquet",
-    "sources": "batches/*/sources.parquet",
-    "systems": "batches/*/systems.parquet",
-    "score_scales": "batches/*/score_scales.parquet",
-}
+#: The schema version of the batch-folder layout that a writer converts (bench.ingest.migrate).
+MIGRATES_FROM = 5
+#: Hours a file that compaction replaced is kept for the readers that may still read it: longer than any
+#: query, report or ``bench sql`` session (Delta's own default is a week).
+VACUUM_HOURS = 24
 
 
 def default_store() -> Path:
     return Path(os.environ.get("BENCH_STORE", "bench-store"))
 
 
-def check_store(root: Path) -> None:
-    """Raise BenchError unless ``root`` is a store of this schema version."""
+def check_store(root: Path, *, old_ok: bool = False) -> int:
+    """Raise BenchError unless ``root`` is a store of this schema version (``old_ok``: or of the one a
+    writer converts); returns its version."""
     _check_text_path(root)
     meta = root / "STORE.json"
     if not meta.exists():
         raise UsageError(f"{root} is not a bench store (no STORE.json); create it with `bench ingest PATH --store {root}`")
     try:
         version = json.loads(meta.read_text())["schema_version"]
-    except (ValueError, KeyError) as e:
+    except (ValueError, KeyError, TypeError) as e:
         raise BenchError(f"{meta} is unreadable ({e}); move the store aside and ingest again") from e
-    if version != SCHEMA_VERSION:
+    if version != SCHEMA_VERSION and not (old_ok and version == MIGRATES_FROM):
         raise BenchError(
-            f"store {root} was written by schema {version}, this bench reads schema {SCHEMA_VERSION}; "
-            f"run `bench ingest --rebuild --store {root}`"
+            f"store {root} was written by schema {version}, this bench reads schema {SCHEMA_VERSION} "
+            f"(and converts {MIGRATES_FROM}); ingest its logs into a new store"
         )
+    return int(version)
 
 
 def check_writable(root: Path) -> None:
@@ -78,7 +84,7 @@ def check_writable(root: Path) -> None:
     if root.exists() and not root.is_dir():
         raise UsageError(f"--store {root} is a file, not a store directory; give a directory")
     if root.is_dir() and (root / "STORE.json").exists():
-        check_store(root)
+        check_store(root, old_ok=True)
     elif root.is_dir() and any(root.iterdir()):
         raise UsageError(f"--store {root} is a folder that holds other files, not a bench store; give a new or empty one")
     probe = next((p for p in (root, *root.parents) if p.exists()), Path("."))
@@ -94,22 +100,9 @@ def _check_text_path(root: Path) -> None:
         raise UsageError(f"--store {text}: the path is not UTF-8 text, which Arrow and DuckDB need; give another")
 
 
-def table_files(root: Path, table: str, sound: list[Path] | None = None) -> list[Path]:
-    """The files of ``table`` in the store's sound batches (``health.check``; pass ``sound`` when it is
-    already known), in batch order: a damaged batch is left out whole."""
-    batches = health.check(root).sound if sound is None else sound
-    pattern = TABLE_GLOBS[table].split("/")[-1]
-    return [f for b in batches for f in sorted(b.glob(pattern))]
-
-
-def _finish_swap(root: Path) -> None:
-    """Complete a rebuild's generation swap that a kill interrupted (see bench.ingest.rebuild)."""
-    old = root / "batches.old"
-    if old.exists():
-        if (root / "batches").exists():
-            shutil.rmtree(old)  # the new generation is in place; the old one is garbage
-        else:
-            os.rename(old, root / "batches")  # killed between the two renames: keep the old generation
+def table_files(root: Path, table: str) -> list[Path]:
+    """The files of ``table`` in the store's committed state (none in an empty store)."""
+    return [f.path for f in delta.files(root, table, delta.snapshot(root))]
 
 
 def write_part(table: pa.Table, path: Path, *, required: bool = False, sync: bool = False) -> None:
@@ -135,26 +128,25 @@ def write_part(table: pa.Table, path: Path, *, required: bool = False, sync: boo
             os.fsync(fh.fileno())
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class StoreWriter:
-    """Exclusive writer of a store. Use as a context manager; it creates the store if needed."""
+    """Exclusive writer of a store. Use as a context manager; it creates the store if needed, converts a
+    schema-5 store, and undoes what a killed writer left unpublished (steps 1 and 4 of the protocol)."""
 
-    def __init__(self, root: Path, *, wait_message: Any = None, migrate: bool = False):
+    def __init__(self, root: Path, *, wait_message: Any = None, repair: bool = False):
         self.root = root
         self._wait_message = wait_message
-        self._migrate = migrate  # a rebuild may open a store of an older schema version
+        self._repair = repair  # --rebuild: set a table whose log cannot be read aside, and start it anew
         self._lock_fh: Any = None
-        #: Damaged batches this writer moved into ``STORE/damaged/`` (see ``bench.ingest.health``).
-        self.set_aside: list[tuple[str, str]] = []
-        #: The store's batches as this writer found them, the damaged ones set aside (read once).
-        self.health = health.Health()
+        #: The committed state this writer started from, and the tables' versions it has committed since.
+        self.start: delta.Snapshot | None = None
+        self.versions: dict[str, int] = {}
+        #: What the next ``publish`` records: the new files' SHA-256 and the sources they came from.
+        self.checksums: dict[str, str] = {}
+        self.sources: list[dict[str, Any]] = []
+        #: Tables restored to the committed state (a killed writer's commits undone), and (``repair``) the
+        #: tables whose log could not be read, moved aside.
+        self.rolled_back: list[str] = []
+        self.set_aside: list[str] = []
 
     def __enter__(self) -> StoreWriter:
         _check_text_path(self.root)
@@ -186,39 +178,64 @@ class StoreWriter:
     def _prepare(self) -> None:
         meta = self.root / "STORE.json"
         if not meta.exists():
-            body = {"schema_version": SCHEMA_VERSION, "created_at": time.time(), "layout": TABLE_GLOBS}
-            write_atomic(meta, json.dumps(body, indent=2).encode())
-        if not self._migrate:
-            check_store(self.root)
-        _finish_swap(self.root)
-        (self.root / "batches").mkdir(exist_ok=True)
-        self.health = health.check(self.root)
-        for batch, why in self.health.damaged:
-            aside = self.root / health.DAMAGED_DIR
-            aside.mkdir(exist_ok=True)
-            os.rename(batch, aside / batch.name)
-            self.set_aside.append((batch.name, why))
-        self.health = health.Health(self.health.sound, [], health.set_aside(self.root))
+            write_atomic(meta, delta.store_json(SCHEMA_VERSION))
         shutil.rmtree(self.root / "_tmp", ignore_errors=True)  # left by a killed writer; we hold the lock
         (self.root / "_tmp").mkdir()
+        if check_store(self.root, old_ok=True) == MIGRATES_FROM:
+            from bench.ingest.migrate import migrate
+
+            migrate(self.root)
+        delta.ensure_tables(self.root)
+        try:
+            self.start = delta.snapshot(self.root)
+            self.rolled_back = delta.roll_back(self.root, self.start)
+        except Exception as e:  # deltalake's own errors: a log or file that cannot be read
+            if not self._repair:
+                raise BenchError(f"store {self.root} is damaged ({type(e).__name__}: {str(e)[:200]}); "
+                                 f"run `bench ingest --rebuild --store {self.root}`") from e
+            self.start = self._start_anew()
+        self.versions = dict(self.start.versions) if self.start else delta.current_versions(self.root)
+
+    def _start_anew(self) -> delta.Snapshot:
+        """For ``--rebuild`` on a damaged store: every table whose log cannot be read is moved into
+        ``STORE/damaged/`` and created again, empty; the others are taken at their newest version (their
+        commits row may be what was lost), for the rebuild to overwrite."""
+        from deltalake import DeltaTable
+
+        for table in [*TABLES, delta.COMMITS]:
+            path = delta.table_path(self.root, table)
+            try:
+                DeltaTable(str(path)).version()
+                if table == delta.COMMITS:
+                    delta.commit_rows(self.root, [])
+            except Exception:  # deltalake's own errors
+                aside = self.root / "damaged" / f"{table}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+                aside.parent.mkdir(exist_ok=True)
+                os.rename(path, aside)
+                self.set_aside.append(f"table {table} could not be read; it was moved to {aside}")
+        delta.ensure_tables(self.root)
+        last = delta.snapshot(self.root)
+        return delta.Snapshot(last.seq if last else -1, delta.current_versions(self.root))
 
     def __exit__(self, *exc: object) -> None:
         shutil.rmtree(self.root / "_tmp", ignore_errors=True)
-        fcntl.lockf(self._lock_fh, fcntl.LOCK_UN)
+        fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
         self._lock_fh.close()
+
+    def read(self, table: str, columns: list[str], filters: Any = None) -> list[dict[str, Any]]:
+        """Rows of ``table`` in the committed state this writer started from."""
+        return [row for f in delta.files(self.root, table, self.start)
+                for row in pq.read_table(f.path, columns=columns, filters=filters).to_pylist()]
 
     def known_sources(self) -> list[dict[str, Any]]:
         """What the ingest needs of every source already committed: its identity and its version of its
         place (``bench.ingest.versions``)."""
-        columns = ["source_sha256", "content_sha256", "size_bytes", "resolved_path", "member"]
-        return [row for f in table_files(self.root, "sources", self.health.sound)
-                for row in pq.read_table(f, columns=columns).to_pylist()]
+        return self.read("sources", ["source_sha256", "content_sha256", "size_bytes", "resolved_path", "member"])
 
     def known_duplicates(self) -> set[str]:
         """The identities (bench.ingest.pipeline: content and place) of the copies already recorded as
         ``duplicate`` problems, so that ingesting the same folder again records none twice."""
-        return {row["source_sha256"] for f in table_files(self.root, "problems", self.health.sound)
-                for row in pq.read_table(f, columns=["source_sha256"], filters=[("kind", "=", "duplicate")]).to_pylist()}
+        return {row["source_sha256"] for row in self.read("problems", ["source_sha256"], [("kind", "=", "duplicate")])}
 
     def scratch(self) -> Path:
         """A directory under ``_tmp`` where parser processes write part files for :meth:`Batch.adopt`
@@ -228,46 +245,60 @@ class StoreWriter:
         return path
 
     def new_batch(self) -> Batch:
-        batch_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-        return Batch(self.root, batch_id)
+        return Batch(self, time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8])
+
+    def add(self, table: str, paths: list[Path], *, overwrite: bool = False) -> None:
+        """Move ``paths`` (fsynced Parquet files) into ``table``'s folder and commit them to it (protocol
+        steps 2 and 3): not visible until ``publish``."""
+        placed = []
+        for path in paths:
+            target = delta.table_path(self.root, table) / path.name
+            os.rename(path, target)
+            placed.append(target)
+        delta.fsync(delta.table_path(self.root, table))
+        self.versions[table] = delta.add_files(self.root, table, placed, overwrite=overwrite)
+        for target in placed:
+            self.checksums[f"{table}/{target.name}"] = delta.sha256(target)
+
+    def publish(self, kind: str) -> None:
+        """Make everything committed since the start (or the last publish) the store's state (step 4)."""
+        self.start = delta.commit(self.root, kind, self.versions, self.checksums, self.sources, self.start)
+        self.checksums, self.sources = {}, []
 
 
 class Batch:
-    """Rows of one batch, staged in ``_tmp/<id>`` and committed atomically. The steps and telemetry rows
-    come as finished part files (``adopt``); runs, problems and sources as row dicts (``rows``)."""
+    """Rows of one batch, staged in ``_tmp/<id>`` and committed to the tables together. The steps and
+    telemetry rows come as finished part files (``adopt``); runs, problems and sources as row dicts."""
 
-    def __init__(self, root: Path, batch_id: str):
-        self.root, self.batch_id = root, batch_id
-        self.dir = root / "_tmp" / batch_id
+    def __init__(self, writer: StoreWriter, batch_id: str):
+        self.writer, self.batch_id = writer, batch_id
+        self.dir = writer.root / "_tmp" / batch_id
         self.dir.mkdir(parents=True)
         self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("runs", "problems", "sources", "systems",
                                                                         "score_scales")}
-        self._part_no = {"steps": 0, "telemetry": 0}
+        self.parts: dict[str, list[Path]] = {"steps": [], "telemetry": []}
         self.n_sources = 0
-
-    def _write(self, name: str, table: pa.Table) -> None:
-        write_part(table, self.dir / name)
 
     def adopt(self, name: str, path: str) -> None:
         """Take a finished part file of table ``name`` (written into the writer's scratch directory by a
-        parser process, or for a large file) into this batch, as its next part: one rename on the same file
-        system."""
-        part = self.dir / f"{name}-{self._part_no[name]:05d}.parquet"
-        self._part_no[name] += 1
+        parser process, or for a large file) into this batch: one rename on the same file system."""
+        part = self.dir / f"{name}-{self.batch_id}-{len(self.parts[name]):05d}.parquet"
         os.rename(path, part)
+        self.parts[name].append(part)
 
-    def commit(self) -> Path:
-        """Write the row tables and move the batch into ``batches/`` in one rename; returns its directory."""
-        for name, parts in self._part_no.items():
-            if not parts:  # always one (maybe empty) part, so the glob finds the table
-                self._write(f"{name}-00000.parquet", TABLES[name].empty_table())
+    def commit(self) -> list[Path]:
+        """Write the row tables and commit every table's new files (not yet published); returns the runs
+        files it committed."""
+        files = {name: list(parts) for name, parts in self.parts.items() if parts}
         for table, rows in self.rows.items():
-            self._write(f"{table}.parquet", pa.Table.from_pylist(rows, schema=TABLES[table]))
-        write_atomic(self.dir / health.MANIFEST, health.write_manifest(self.dir, self.rows["sources"]))
-        for f in self.dir.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        fsync_dir(self.dir)
-        os.rename(self.dir, self.root / "batches" / self.batch_id)
-        fsync_dir(self.root / "batches")
-        return self.root / "batches" / self.batch_id
+            if rows:
+                path = self.dir / f"{table}-{self.batch_id}.parquet"
+                write_part(pa.Table.from_pylist(rows, schema=TABLES[table]), path)
+                files[table] = [path]
+        for paths in files.values():
+            for path in paths:
+                delta.fsync(path)
+        for table, paths in files.items():
+            self.writer.add(table, paths)
+        self.writer.sources.extend(self.rows["sources"])
+        return [delta.table_path(self.writer.root, "runs") / p.name for p in files.get("runs", [])]

@@ -46,7 +46,7 @@ def _translated(command: Callable[..., Any]) -> Callable[..., Any]:
         except BenchError as e:
             typer.echo(f"Error: {e}", err=True)
             raise typer.Exit(2 if isinstance(e, UsageError) else 1) from e
-        except OSError as e:  # a full disk or a read-only mount: one line, not a traceback
+        except Exception as e:  # a full disk or a read-only mount (OSError, or deltalake's): one line
             message = fault_message(e)
             if message is None:
                 raise

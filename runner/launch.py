@@ -415,7 +415,7 @@ def ingest_runs(run_dirs: Sequence[Path], store: Path, fmt: str | None = None) -
     """Ingest the run directories into ``store``; return {run dir name: runs-row fields} for the rows this
     ingest added under one of them (images_per_sec, images_per_sec_stderr, status, ...; ``fmt`` forces the
     logs' format), read from the
-    batches it committed only (``IngestSummary.run_ids`` and ``batches``), not from the whole store.
+    files it committed only (``IngestSummary.run_ids`` and ``runs_files``), not from the whole store.
 
     Raises BenchError from the ingest (store of another schema version, ...).
     """
@@ -425,8 +425,8 @@ def ingest_runs(run_dirs: Sequence[Path], store: Path, fmt: str | None = None) -
     added = set(summary.run_ids)
     names = {d.name for d in run_dirs}
     found: dict[str, dict[str, Any]] = {}
-    for batch in summary.batches:
-        for row in pq.read_table(Path(batch) / "runs.parquet", columns=[
+    for part in summary.runs_files:
+        for row in pq.read_table(part, columns=[
                 "run_id", "source", "images_per_sec", "images_per_sec_stderr", "status"]).to_pylist():
             if row["run_id"] not in added:
                 continue

@@ -292,7 +292,9 @@ def completed_runs(store: Path, sweep: str) -> set[tuple[str, str]]:
     """(cell key, repeat) of the store's ``ok`` runs tagged ``sweep=<sweep>``; empty without a store."""
     import pyarrow.parquet as pq
 
-    done = set()
+    done: set[tuple[str, str]] = set()
+    if not (Path(store) / "STORE.json").exists():
+        return done
     for part in table_files(Path(store), "runs"):
         for row in pq.read_table(part, columns=["status", "tags"]).to_pylist():
             tags = dict(row["tags"] or [])

@@ -1,9 +1,9 @@
-"""Compaction (bench.ingest.compact): small batches merged into one, by hand (--compact) and by an ingest
-past AUTO_BATCHES; the same answers after as before, sources and supersedes kept, safe when killed."""
+"""Compaction (bench.ingest.compact): Delta OPTIMIZE and VACUUM, by hand (--compact) and by an ingest past
+AUTO_FILES; the same answers after as before, sources and supersedes kept, replaced files kept for readers.
+(Kill points and readers during compactions: tests/ingest/test_store.py.)"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -11,8 +11,9 @@ from logtools import tf_cnn_log
 
 from bench.analytics.store import run_sql
 from bench.ingest import compact, health
+from bench.ingest.delta import table_path
 from bench.ingest.pipeline import ingest
-from bench.ingest.store import StoreWriter
+from bench.ingest.store import StoreWriter, table_files
 
 QUERIES = ("SELECT count(*), count(DISTINCT run_id), sum(images_per_sec) FROM runs",
            "SELECT count(*), sum(images_per_sec) FROM steps",
@@ -26,8 +27,8 @@ def answers(store: Path) -> list[object]:
             for q in QUERIES]
 
 
-def batches(store: Path) -> list[str]:
-    return sorted(p.name for p in (store / "batches").iterdir())
+def n_files(store: Path, table: str = "runs") -> int:
+    return len(table_files(store, table))
 
 
 def grown_store(tmp_path: Path) -> Path:
@@ -45,73 +46,54 @@ def grown_store(tmp_path: Path) -> Path:
     return st
 
 
-def test_compact_merges_every_batch_and_the_answers_stay_the_same(tmp_path: Path) -> None:
+def test_compact_merges_every_file_and_the_answers_stay_the_same(tmp_path: Path) -> None:
     st = grown_store(tmp_path)
     before = answers(st)
-    assert len(batches(st)) == 6 and before[2][0][1] == 1  # one source supersedes another
+    assert n_files(st) == 6 and before[2][0][1] == 1  # one source supersedes another
     with StoreWriter(st) as writer:
-        n, merged = compact.merge(writer)
-    assert n == 6 and merged is not None and batches(st) == [merged.name]
+        merged = compact.compact(writer)
+    assert merged >= 6 * 2 and n_files(st) == n_files(st, "sources") == n_files(st, "steps") == 1
     assert answers(st) == before
-    assert health.check(st).damaged == []
+    assert health.findings(st) == []  # the new files' checksums were recorded
     summary = ingest([str(tmp_path)], st)  # every file is known: nothing is added
     assert summary.runs_added == 0
 
 
-def test_an_ingest_past_the_threshold_merges_the_small_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compact, "AUTO_BATCHES", 3)
-    st = tmp_path / "st"
-    for i in range(5):
-        (tmp_path / f"r{i}.log").write_text(tf_cnn_log(10, seed=i))
-        summary = ingest([str(tmp_path / f"r{i}.log")], st)
-        assert all(Path(b).is_dir() for b in summary.batches)  # the ingest's batches, merged or not
-    assert len(batches(st)) <= 3
-    assert run_sql(st, "SELECT count(*) FROM runs")[1] == [(5,)]
+def test_an_ingest_past_the_threshold_compacts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compact, "AUTO_FILES", 3)
+    st = grown_store(tmp_path)  # six ingests: the fourth leaves four runs files, so it compacts
+    assert n_files(st) == 3  # one merged file, then the two ingests after it
+    assert answers(st)[0] == [(5, 5, pytest.approx(answers(st)[0][0][2]))]
 
 
-@pytest.mark.parametrize("kill", ["before the swap", "between the renames", "after the swap"])
-def test_a_merge_killed_at_any_point_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kill: str) -> None:
+def test_vacuum_keeps_replaced_files_for_readers_and_deletes_them_after_the_retention(tmp_path: Path) -> None:
+    """A reader that took the committed state before a compaction still finds its files (kept for
+    store.VACUUM_HOURS); a vacuum past the retention deletes them, and the killed writer's stray files."""
     st = grown_store(tmp_path)
-    before = answers(st)
-    real, done = os.rename, []
-
-    def rename(src: object, dst: object) -> None:
-        if kill == "before the swap" or (kill == "between the renames" and done):
-            raise KeyboardInterrupt
-        real(src, dst)  # type: ignore[arg-type]
-        done.append(dst)
-
-    def rmtree(path: object, **kw: object) -> None:
-        if kill == "after the swap" and str(path).endswith("batches.old"):
-            raise KeyboardInterrupt
-        real_rmtree(path, **kw)  # type: ignore[arg-type]
-
-    real_rmtree = compact.shutil.rmtree
-    monkeypatch.setattr(compact.os, "rename", rename)
-    monkeypatch.setattr(compact.shutil, "rmtree", rmtree)
-    with pytest.raises(KeyboardInterrupt), StoreWriter(st) as writer:
-        compact.merge(writer)
-    monkeypatch.undo()
-    assert answers(st) == before or not (st / "batches").exists()  # a reader may find the swap half done
-    with StoreWriter(st):  # the next writer finishes or undoes the swap
-        pass
-    assert answers(st) == before
-    assert not (st / "batches.old").exists()
+    old = table_files(st, "runs")
+    (table_path(st, "runs") / "stray-from-a-killed-ingest.parquet").write_bytes(b"PAR1")
+    with StoreWriter(st) as writer:
+        compact.compact(writer)
+    assert all(f.exists() for f in old)  # still there for a reader that listed them
+    assert answers(st)[0][0][0] == 5
+    with StoreWriter(st) as writer:
+        compact.compact(writer, retention_hours=0)
+    assert not any(f.exists() for f in old)
+    assert not (table_path(st, "runs") / "stray-from-a-killed-ingest.parquet").exists()
+    assert [p.name for p in table_path(st, "runs").glob("*.parquet")] == [f.name for f in table_files(st, "runs")]
 
 
 def test_compaction_after_compaction_keeps_working(tmp_path: Path) -> None:
-    """A merged batch was named `{first batch}-merged-{time}`, and the previous merged batch always sorts
-    first, so the name grew 23 characters per merge and the 11th failed with `File name too long`. Repro:
-    two one-file ingests and a compact, twelve times; the answers are every run's, the name stays short."""
+    """The batch store named a merged batch `{first batch}-merged-{time}`, and the previous merged batch
+    always sorted first, so the name grew 23 characters per merge and the 11th failed with `File name too
+    long`. Repro: two one-file ingests and a compact, twelve times; the answers are every run's."""
     st = tmp_path / "st"
-    names = []
     for i in range(12):
         for j in (2 * i, 2 * i + 1):
             (tmp_path / f"v{j}.log").write_text(tf_cnn_log(10, seed=j))
             ingest([str(tmp_path / f"v{j}.log")], st)
         with StoreWriter(st) as writer:
-            n, merged = compact.merge(writer)
-        assert n == (2 if i == 0 else 3) and merged is not None
-        names.append(merged.name)
-    assert batches(st) == [names[-1]] and max(len(n) for n in names) == len(names[0]) < 60
+            assert compact.compact(writer) > 0
+        assert n_files(st) == 1
     assert run_sql(st, "SELECT count(*), count(DISTINCT run_id) FROM runs")[1] == [(24, 24)]
+    assert max(len(p.name) for p in table_path(st, "runs").iterdir()) < 100

@@ -1,18 +1,17 @@
-"""A damaged store still answers: a truncated or deleted Parquet file is one line naming its batch and the
-fix, the other batches answer, ``--check`` says what is wrong, and ``--rebuild`` restores the sources.
-Also: a store of the previous schema version (1) is refused, then migrated by ``--rebuild``."""
+"""A damaged store still answers: a truncated or deleted file, or a table whose Delta log cannot be read,
+is one line naming it and the fix while the rest answers; ``--check`` also finds a flipped bit; and
+``--rebuild`` restores every run, whatever was damaged, the sources table included."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 from logtools import tf_cnn_log, total_of
 from typer.testing import CliRunner
 
-from bench.ingest import health
+from bench.ingest import delta
 from bench.ingest.pipeline import ingest
 from bench.ingest.records import SCHEMA_VERSION
 from bench.runner.cli import app
@@ -41,74 +40,102 @@ def _totals(st: Path) -> tuple[int, list[float], str]:
     return result.exit_code, [r["images_per_sec"] for r in json.loads(result.stdout)], result.stderr
 
 
-def _batch_of(st: Path, folder: str) -> Path:
-    (batch,) = [b for b in (st / "batches").iterdir()
-                if any(f"/{folder}/" in s["source"] for s in health.recorded_sources(b))]
-    return batch
+def _file_of(st: Path, seq: int, table: str = "runs") -> Path:
+    """The ``table`` file that commit ``seq`` (0: the first ingest) added."""
+    (row,) = [r for r in delta.commit_rows(st, ["checksums"]) if r["seq"] == seq]
+    (key,) = [k for k, _ in row["checksums"] if k.startswith(f"{table}/")]
+    return delta.table_path(st, table) / key.split("/", 1)[1]
 
 
-def test_a_truncated_runs_file_leaves_its_batch_out_and_rebuild_restores_it(tmp_path: Path) -> None:
+def _check(st: Path) -> tuple[int, str]:
+    result = runner.invoke(app, ["ingest", "--check", "--store", str(st)])
+    return result.exit_code, result.output
+
+
+def _rebuild_restores(st: Path, texts: list[str]) -> None:
+    rebuilt = runner.invoke(app, ["ingest", "--rebuild", "--store", str(st)])
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert "not restored" not in rebuilt.output
+    assert _totals(st) == (0, sorted(total_of(t) for t in texts), "")
+    assert _check(st) == (0, f"store {st}: every file matches its recorded checksum\n")
+
+
+def test_a_truncated_runs_file_is_left_out_with_one_line_and_rebuild_restores_it(tmp_path: Path) -> None:
     st, texts = _two_batches(tmp_path)
     everything = sorted(total_of(t) for t in texts)
     assert _totals(st)[:2] == (0, everything)
-    damaged = _batch_of(st, "b")
-    runs = damaged / "runs.parquet"
-    runs.write_bytes(runs.read_bytes()[: runs.stat().st_size // 2])
+    damaged = _file_of(st, 1)
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
 
     code, totals, err = _totals(st)
-    assert code == 0 and totals == sorted(total_of(t) for t in texts[:2])  # batch a still answers
+    assert code == 0 and totals == sorted(total_of(t) for t in texts[:2])  # ingest a still answers
     (line,) = err.strip().splitlines()
-    assert damaged.name in line and "runs.parquet is unreadable" in line and "--rebuild" in line
-
-    check = runner.invoke(app, ["ingest", "--check", "--store", str(st)])
-    assert check.exit_code == 1 and damaged.name in check.stderr
-
-    rebuilt = runner.invoke(app, ["ingest", "--rebuild", "--store", str(st)])
-    assert rebuilt.exit_code == 0, rebuilt.output
-    assert _totals(st) == (0, everything, "")
-    assert runner.invoke(app, ["ingest", "--check", "--store", str(st)]).exit_code == 0
-    assert not list((st / health.DAMAGED_DIR).glob("*"))  # every source was found again
+    assert f"runs/{damaged.name}" in line and "where its commit recorded" in line and "--rebuild" in line
+    code, out = _check(st)
+    assert code == 1 and damaged.name in out
+    _rebuild_restores(st, texts)
 
 
-def test_a_deleted_runs_file_is_reported_and_ingesting_its_files_again_restores_them(tmp_path: Path) -> None:
+def test_a_deleted_runs_file_is_reported_and_rebuild_restores_it(tmp_path: Path) -> None:
+    """Was: a deleted batch directory, one run gone, --check said sound and --rebuild could not restore it."""
     st, texts = _two_batches(tmp_path)
-    damaged = _batch_of(st, "a")
-    (damaged / "runs.parquet").unlink()
+    damaged = _file_of(st, 0)
+    damaged.unlink()
     code, totals, err = _totals(st)
     assert code == 0 and totals == sorted(total_of(t) for t in texts[2:])
-    assert "runs.parquet is missing" in err
-    # the next ingest sets the damaged batch aside (kept, not read) and no longer counts its sources as known
-    again = runner.invoke(app, ["ingest", str(tmp_path / "a"), "--store", str(st), "--json"])
-    assert again.exit_code == 0, again.output
-    assert json.loads(again.stdout)["runs_added"] == 2
-    assert (st / health.DAMAGED_DIR / damaged.name).is_dir()
-    code, totals, err = _totals(st)
-    assert totals == sorted(total_of(t) for t in texts) and "set aside" in err
+    assert f"runs/{damaged.name} is damaged (it is missing)" in err
+    code, out = _check(st)
+    assert code == 1 and f"runs/{damaged.name} is damaged (it is missing)" in out
+    _rebuild_restores(st, texts)
 
 
-def test_row_counts_are_checked_against_the_commit_record(tmp_path: Path) -> None:
-    st, _ = _two_batches(tmp_path)
-    batch = _batch_of(st, "a")
-    shutil.copy(_batch_of(st, "b") / "problems.parquet", batch / "problems.parquet")  # a footer of another count
-    manifest = json.loads((batch / health.MANIFEST).read_text())
-    manifest["files"]["runs.parquet"] += 1
-    (batch / health.MANIFEST).write_text(json.dumps(manifest))
-    assert health.batch_damage(batch) == "runs.parquet has 2 rows where its commit recorded 3"
-
-
-def test_a_schema_1_store_is_refused_then_migrated_by_rebuild(tmp_path: Path) -> None:
+def test_a_flipped_bit_is_found_by_check_and_rebuild_restores_the_value(tmp_path: Path) -> None:
+    """Was: one bit flipped in a runs file's data page changed a throughput, and --check said sound."""
     st, texts = _two_batches(tmp_path)
+    damaged = _file_of(st, 1)
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 3] ^= 0x10
+    damaged.write_bytes(bytes(data))
+    code, out = _check(st)
+    assert code == 1
+    first, *rest = out.strip().splitlines()
+    assert f"store file runs/{damaged.name} does not match the SHA-256 recorded" in first
+    assert len(rest) == 2 and all("gave 1 run(s) of which the store holds none" in line for line in rest)
+    _rebuild_restores(st, texts)
+
+
+def test_a_lost_or_empty_sources_file_still_rebuilds_every_run(tmp_path: Path) -> None:
+    """Was: an empty sources.parquet made --rebuild crash with KeyError 'member' on every retry. The
+    commits table keeps each commit's sources, so a rebuild finds them without the sources table."""
+    import pyarrow.parquet as pq
+
+    from bench.ingest.schema import TABLES
+
+    st, texts = _two_batches(tmp_path)
+    _file_of(st, 0, "sources").unlink()
+    pq.write_table(TABLES["sources"].empty_table(), _file_of(st, 1, "sources"))
+    assert _check(st)[0] == 1
+    _rebuild_restores(st, texts)
+
+
+def test_a_table_whose_delta_log_is_unreadable_is_named_and_rebuilt(tmp_path: Path) -> None:
+    st, texts = _two_batches(tmp_path)
+    for log in (delta.table_path(st, "runs") / "_delta_log").glob("*.json"):
+        log.write_text("not json\n")
+    code, totals, err = _totals(st)
+    assert code == 0 and totals == [] and "store table runs is damaged" in err
+    assert _check(st)[0] == 1
+    _rebuild_restores(st, texts)
+    assert list((st / "damaged").glob("runs-*"))  # the damaged table is kept aside, not deleted
+
+
+def test_a_store_of_an_older_schema_is_refused_with_one_line(tmp_path: Path) -> None:
+    st, _ = _two_batches(tmp_path)
     meta = st / "STORE.json"
-    meta.write_text(re.sub(r'"schema_version": \d+', '"schema_version": 1', meta.read_text()))
-    for manifest in st.glob("batches/*/MANIFEST.json"):  # schema 1 had no commit records
-        manifest.unlink()
+    meta.write_text(re.sub(r'"schema_version": \d+', '"schema_version": 4', meta.read_text()))
     refused = runner.invoke(app, ["sql", "SELECT 1", "--store", str(st)])
-    assert refused.exit_code == 1 and "bench ingest --rebuild" in refused.output
-    migrated = runner.invoke(app, ["ingest", "--rebuild", "--store", str(st)])
-    assert migrated.exit_code == 0, migrated.output
-    assert json.loads(meta.read_text())["schema_version"] == SCHEMA_VERSION == 5
-    assert _totals(st) == (0, sorted(total_of(t) for t in texts), "")
-    assert len(list(st.glob("batches/*/MANIFEST.json"))) == len(list(st.glob("batches/*")))
+    assert refused.exit_code == 1 and "written by schema 4, this bench reads schema 6" in refused.output
+    assert SCHEMA_VERSION == 6
 
 
 def test_a_store_that_is_a_file_or_read_only_is_one_line_not_a_traceback(tmp_path: Path) -> None:

@@ -1,12 +1,14 @@
-"""The store under failure: kill -9 mid-ingest, two concurrent ingests, rebuild."""
+"""The store under failure: kill -9 at ten points of an ingest, a compaction and a rebuild; readers during
+ingests and compactions; concurrent writers; conversion of a schema-5 store; rebuild."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,12 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 from logtools import tf_cnn_log
 
+from bench.ingest import delta, health
 from bench.ingest import store as store_mod
 from bench.ingest.pipeline import ingest
 from bench.ingest.rebuild import rebuild
 from bench.ingest.store import table_files
 
 N_FILES = 600
+REPO = Path(__file__).resolve().parents[2]
 
 
 def read(store: Path, table: str) -> list[dict]:
@@ -56,36 +60,197 @@ def _assert_consistent(st: Path, complete: bool) -> None:
         assert len(read(st, "steps")) == N_FILES * 5  # steps 1, 10, 20, 30, 40
 
 
-@pytest.mark.slow
-def test_kill_minus_9_leaves_a_store_the_next_ingest_completes(tmp_path: Path, many_logs: Path) -> None:
-    st = tmp_path / "st"
-    seen = []
-    for commits in (1, 3, 6):  # kill right after the store shows this many committed batches
-        proc = _ingest_proc(many_logs, st, batch=20, stderr=subprocess.DEVNULL)
-        start = len(list((st / "batches").glob("*"))) if (st / "batches").exists() else 0
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            if (st / "batches").exists() and len(list((st / "batches").glob("*"))) >= start + commits:
-                break
-            time.sleep(0.005)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        _assert_consistent(st, complete=False)
-        seen.append(len(read(st, "runs")))
-    assert 0 < seen[0] < N_FILES, seen  # the first kill really landed mid-ingest
-    ingest([str(many_logs)], st, workers=1)
-    _assert_consistent(st, complete=True)
-    assert not list((st / "_tmp").glob("*")) if (st / "_tmp").exists() else True
+#: Runs ``bench.ingest`` in a process that SIGKILLs itself at its Nth protocol event (argv[1]; 0: never)
+#: and prints how many events it met: each call of a step of bench.ingest.store's protocol (a table
+#: commit, a checksum, an fsync, the commits row) and of Delta's OPTIMIZE, VACUUM and RESTORE, before and
+#: after it. argv[2]: ingest (argv[4]: logs), compact or rebuild; argv[3]: the store.
+KILLER = """
+import os, signal, sys
+from deltalake import DeltaTable
+from deltalake.table import TableOptimizer
+from bench.ingest import delta, pipeline, pool
+n, op, store = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+count = [0]
+def event():
+    count[0] += 1
+    if count[0] == n:
+        os.kill(os.getpid(), signal.SIGKILL)
+def hooked(fn):
+    def wrapped(*args, **kwargs):
+        event()
+        out = fn(*args, **kwargs)
+        event()
+        return out
+    return wrapped
+for name in ("add_files", "commit", "sha256", "fsync"):
+    setattr(delta, name, hooked(getattr(delta, name)))
+for cls, name in ((TableOptimizer, "compact"), (DeltaTable, "vacuum"), (DeltaTable, "restore")):
+    setattr(cls, name, hooked(getattr(cls, name)))
+pipeline.BATCH_SOURCES = 10
+if op == "ingest":
+    pipeline.ingest([sys.argv[4]], store, workers=0)
+elif op == "compact":
+    from bench.ingest.compact import compact
+    from bench.ingest.store import StoreWriter
+    with StoreWriter(__import__("pathlib").Path(store)) as writer:
+        compact(writer, retention_hours=0)
+else:
+    from bench.ingest.rebuild import rebuild
+    rebuild(__import__("pathlib").Path(store))
+print(count[0])
+"""
+
+
+def _killed_at(n: int, op: str, st: Path, logs: Path | None = None) -> int:
+    """Run ``op`` on ``st``, killed at its ``n``th event (0: run to the end); returns the events it met."""
+    proc = subprocess.run([sys.executable, "-c", KILLER, str(n), op, str(st), str(logs or "")],
+                          capture_output=True, text=True, timeout=120)
+    if n:
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        return n
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout)
+
+
+def _state(st: Path) -> tuple[int, int, float]:
+    """What a reader sees: runs, steps and the sum of the runs' rates, consistent or the test fails."""
+    from bench.analytics.store import run_sql
+
+    runs = read(st, "runs")
+    ids = [r["run_id"] for r in runs]
+    assert len(ids) == len(set(ids)), "a run was stored twice"
+    assert {r["source_sha256"] for r in runs} == {s["source_sha256"] for s in read(st, "sources")}
+    (row,) = run_sql(st, "SELECT count(*), (SELECT count(*) FROM steps), round(sum(images_per_sec), 6) FROM runs")[1]
+    return row[0], row[1], row[2] or 0.0
+
+
+def _ten_points(events: int) -> list[int]:
+    return sorted({max(1, round(events * k / 11)) for k in range(1, 11)})
 
 
 @pytest.mark.slow
-def test_two_concurrent_ingests_neither_corrupt_nor_duplicate(tmp_path: Path, many_logs: Path) -> None:
+@pytest.mark.parametrize("op", ["ingest", "compact", "rebuild"])
+def test_killed_at_ten_points_the_store_is_as_before_or_as_after(tmp_path: Path, op: str) -> None:
+    """kill -9 at ten points spread over an ingest (of 40 files in four batches), a compaction and a
+    rebuild: every reader then sees the state before or the state after, never a part, and the next
+    writer finishes the job."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for i in range(40):
+        (logs / f"r{i:02d}.log").write_text(tf_cnn_log(20, seed=i))
+    first = tmp_path / "first"
+    first.mkdir()
+    for i in range(4):
+        os.rename(logs / f"r{i:02d}.log", first / f"r{i:02d}.log")
     st = tmp_path / "st"
-    procs = [_ingest_proc(many_logs, st), _ingest_proc(many_logs, st)]
-    for p in procs:
+    for f in sorted(first.iterdir()):  # four one-file ingests: files to compact, sources to rebuild
+        ingest([str(f)], st, workers=0)
+    before = _state(st)
+    reference = tmp_path / "reference"
+    shutil.copytree(st, reference)
+    events = _killed_at(0, op, reference, logs)
+    after = _state(reference)
+    assert after[0] == (40 if op == "ingest" else 4) and (after == before) == (op != "ingest")
+    for n in _ten_points(events):  # each from a copy of the store as it was before
+        killed = tmp_path / f"killed-{n}"
+        shutil.copytree(st, killed)
+        _killed_at(n, op, killed, logs)
+        assert _state(killed) in (before, after), f"killed at event {n} of {events}"
+        _killed_at(0, op, killed, logs)  # the next writer undoes what was not published, and finishes
+        assert _state(killed) == after, f"killed at event {n} of {events}"
+        assert ingest([str(logs), str(first)], killed, workers=0).runs_added == (0 if op == "ingest" else 36)
+        shutil.rmtree(killed)
+
+
+@pytest.mark.slow
+def test_four_concurrent_ingests_and_a_compaction_end_with_a_serial_ingests_counts(tmp_path: Path, many_logs: Path) -> None:
+    serial = tmp_path / "serial"
+    ingest([str(many_logs)], serial, workers=1)
+    st = tmp_path / "st"
+    procs = [_ingest_proc(many_logs, st) for _ in range(4)]
+    compactor = subprocess.Popen([sys.executable, "-m", "bench.runner", "ingest", "--compact", "--store", str(st)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for p in [*procs, compactor]:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err.decode()
     _assert_consistent(st, complete=True)
+    assert _state(st) == _state(serial)
+
+
+@pytest.mark.slow
+def test_readers_see_one_committed_state_during_ingests_and_compactions(tmp_path: Path) -> None:
+    """200 reads made while 20 ingests and 20 compactions run (a process of its own): each read counts
+    the runs of a committed state, never 0 once the first ingest is in, and never raises."""
+    import duckdb
+
+    from bench.analytics.store import run_sql
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for i in range(20):
+        (logs / f"r{i:02d}.log").write_text(tf_cnn_log(10, seed=i))
+    st = tmp_path / "st"
+    ingest([str(logs / "r00.log")], st, workers=0)
+    code = ("import sys, time; from pathlib import Path; from bench.ingest.pipeline import ingest; "
+            "from bench.ingest.compact import compact; from bench.ingest.store import StoreWriter\n"
+            "def wait(k):  # for the reader's 5 reads per step\n"
+            "    while int(Path(sys.argv[3]).read_text() or 0) < 5 * k: time.sleep(0.01)\n"
+            "for i in range(1, 21):\n"
+            "    wait(2 * i - 1)\n"
+            "    ingest([f'{sys.argv[1]}/r{i % 20:02d}.log'], sys.argv[2], workers=0)\n"
+            "    wait(2 * i)\n"
+            "    with StoreWriter(Path(sys.argv[2])) as w: compact(w)\n")
+    reads = tmp_path / "reads"
+    reads.write_text("0")
+    writer = subprocess.Popen([sys.executable, "-c", code, str(logs), str(st), str(reads)], stderr=subprocess.PIPE)
+    seen = []
+    while writer.poll() is None:  # bench's reader: one committed state's files; each 10th read is `bench sql`'s
+        if len(seen) % 10:
+            files = [str(f) for f in health.readable(st).files["runs"]]
+            seen.append(duckdb.sql(f"SELECT count(*), count(DISTINCT run_id) FROM read_parquet({files})").fetchall()[0])
+        else:
+            seen.append(run_sql(st, "SELECT count(*), count(DISTINCT run_id) FROM runs")[1][0])
+        reads.write_text(str(len(seen)))
+    print(f"{len(seen)} reads during 20 ingests and 20 compactions")
+    assert len(seen) >= 200
+    _, err = writer.communicate(timeout=300)
+    assert writer.returncode == 0, err.decode()
+    assert all(n == distinct and 1 <= n <= 20 for n, distinct in seen), seen
+    assert [n for n, _ in seen] == sorted(n for n, _ in seen)  # committed states only move forward
+    assert run_sql(st, "SELECT count(*), count(DISTINCT run_id) FROM runs")[1] == [(20, 20)]
+
+
+def test_a_schema_5_store_made_by_the_code_before_is_converted_once_and_loses_nothing(tmp_path: Path,
+                                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """fixtures/store-v5 was written by the batch-folder store (fixtures/README.md). Opened, it is converted
+    into Delta tables holding every row it held; a conversion killed before its commit point leaves the
+    old layout, which the next command converts."""
+    from bench.analytics.store import run_sql
+    from bench.ingest import atomic, migrate
+
+    st = tmp_path / "st"
+    shutil.copytree(REPO / "fixtures" / "store-v5", st)
+    old = {t: sorted(map(_key, (r for f in st.glob(f"batches/*/{t}*.parquet") for r in pq.read_table(f).to_pylist())))
+           for t in ("runs", "steps", "telemetry", "sources", "problems")}
+    assert len(old["runs"]) == 29 and len(old["steps"]) == 60 + 39 and len(old["telemetry"]) == 12  # tf_cnn, caffe
+
+    def killed(*args: object) -> None:
+        raise KeyboardInterrupt  # as a kill between the tables' commit and STORE.json
+    monkeypatch.setattr(migrate, "write_atomic", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_sql(st, "SELECT 1")
+    assert json.loads((st / "STORE.json").read_text())["schema_version"] == 5 and (st / "batches").is_dir()
+    monkeypatch.setattr(migrate, "write_atomic", atomic.write_atomic)
+
+    assert run_sql(st, "SELECT count(*) FROM runs")[1] == [(29,)]
+    assert json.loads((st / "STORE.json").read_text())["schema_version"] == 6 and not (st / "batches").exists()
+    new = {t: sorted(map(_key, read(st, t))) for t in old}
+    assert new == old
+    assert health.findings(st) == []
+
+
+def _key(row: dict) -> str:
+    return repr(sorted((k, repr(v)) for k, v in row.items()))
 
 
 def test_rebuild_reparses_and_keeps_sources_that_are_gone(tmp_path: Path) -> None:
@@ -102,30 +267,15 @@ def test_rebuild_reparses_and_keeps_sources_that_are_gone(tmp_path: Path) -> Non
     summary = rebuild(st)
     after = {r["run_id"]: r["images_per_sec"] for r in read(st, "runs")}
     assert after == before  # same runs, same ids (ids come from content hashes), the gone one carried over
-    assert summary.runs_added == 2
+    assert summary.runs_added == 2 and summary.lost == []
     assert len(read(st, "steps")) == 3 * 3  # steps 1, 10, 20 of each
-    assert [t["temperature_c"] for t in read(st, "telemetry")] == [40.0, 38.0, 41.0, 39.0]
-    assert not (st / "batches.old").exists()
-
-
-def test_an_interrupted_rebuild_swap_is_finished_by_the_next_writer(tmp_path: Path) -> None:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    (logs / "r.log").write_text(tf_cnn_log(10))
-    st = tmp_path / "st"
-    ingest([str(logs)], st, workers=0)
-    os.rename(st / "batches", st / "batches.old")  # as if killed between the two renames of a rebuild
-    with store_mod.StoreWriter(st):
-        pass
-    assert len(read(st, "runs")) == 1 and not (st / "batches.old").exists()
+    assert sorted(t["temperature_c"] for t in read(st, "telemetry")) == [38.0, 39.0, 40.0, 41.0]
 
 
 def test_parts_without_nulls_are_required_and_read_back_as_one_nullable_column(tmp_path: Path) -> None:
     """Steps parts are written with REQUIRED columns where the part has no NULL (cheaper to encode);
     a part with NULLs keeps them OPTIONAL. DuckDB's views and a pyarrow dataset see one column with the
     NULLs in place, and every value as written."""
-    import glob
-
     import pyarrow.dataset as ds
 
     from bench.analytics.store import connect
@@ -148,7 +298,8 @@ def test_parts_without_nulls_are_required_and_read_back_as_one_nullable_column(t
         batch.rows["sources"].append({"source": "x", "source_sha256": "0" * 64})
         batch.n_sources = 1
         batch.commit()
-    files = sorted(glob.glob(f"{root}/batches/*/steps-*.parquet"))
+        writer.publish("ingest")
+    files = [str(f) for f in table_files(root, "steps")]
     assert len(files) == 2
     first, second = (pq.read_schema(f) for f in files)
     assert (first.field("loss").nullable, first.field("step").nullable, first.field("epoch").nullable) == (False, False, True)
@@ -224,5 +375,5 @@ def test_rebuild_is_one_ingest_per_set_of_options_and_as_few_batches(tmp_path: P
     summary = rb.rebuild(st)
     assert sorted(calls, key=str) == sorted([(120, None), (1, "tf_cnn")], key=str)
     assert summary.runs_added == 121
-    assert len(list((st / "batches").iterdir())) == 2
+    assert [r["kind"] for r in delta.commit_rows(st, ["kind"])] == ["ingest", "ingest", "rebuild"]
     assert run_sql(st, "SELECT count(*) FROM runs")[1] == [(121,)]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,7 +16,6 @@ from bench.analytics.store import connect
 from bench.ingest import bigfile
 from bench.ingest.pipeline import ingest
 from bench.ingest.rebuild import rebuild
-from bench.ingest.records import SCHEMA_VERSION
 from bench.ingest.store import table_files
 from bench.ingest.versions import Hashing
 
@@ -107,27 +105,3 @@ def test_rebuild_keeps_which_version_supersedes_which(tmp_path: Path) -> None:
     assert summary.runs_added == 3  # the file as it is now, parsed again; its first version is carried over
     assert _q(st, "SELECT run_id, status, images_per_sec FROM runs ORDER BY run_id") == before
     assert _q(st, "SELECT count(*) FROM all_runs") == [(6,)]
-
-
-def test_a_store_of_schema_3_is_migrated_by_rebuild(tmp_path: Path) -> None:
-    """A schema 3 store has no content_sha256 or supersedes column in its sources files."""
-    log, st = tmp_path / "train.log", tmp_path / "st"
-    log.write_text(WHOLE)
-    ingest([str(log)], st, workers=0)
-    gone = tmp_path / "gone.log"  # a source whose file no longer exists: its rows are carried over
-    gone.write_text(RUNS[0].replace("resnet", "vgg"))
-    ingest([str(gone)], st, workers=0)
-    gone.unlink()
-    for f in st.glob("batches/*/sources.parquet"):
-        table = pq.read_table(f)
-        pq.write_table(table.drop_columns(["content_sha256", "supersedes"]), f)
-    meta = st / "STORE.json"
-    meta.write_text(re.sub(r'"schema_version": \d+', '"schema_version": 3', meta.read_text()))
-    with pytest.raises(Exception, match="bench ingest --rebuild"):
-        connect(st)
-    rebuild(st)
-    assert json.loads(meta.read_text())["schema_version"] == SCHEMA_VERSION == 5
-    assert _q(st, "SELECT count(*), count(content_sha256), count(supersedes) FROM sources") == [(2, 0, 0)]
-    ingest([str(log)], st, workers=0)  # reads every batch's sources, the carried-over one's too
-    rates = sorted(r[0] for r in _q(st, "SELECT images_per_sec FROM runs"))
-    assert rates == pytest.approx(sorted(total_of(t) for t in [*RUNS, RUNS[0].replace("resnet", "vgg")]))

@@ -1,0 +1,194 @@
+"""The store's tables as Delta Lake tables, and the commit log that makes an ingest visible across them.
+
+Delta Lake commits one table at a time; an ingest writes several. The ``commits`` table (itself a Delta
+table) ties them together: each of its rows names, for every table, the version that belongs to one
+committed state of the store, with the SHA-256 of every file that state added. Readers read the newest
+row and each table *at its version* (Delta time travel), so what a writer committed to a table after
+that row, and what it would roll back, is never seen. See bench.ingest.store for the protocol.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.ingest.schema import TABLES
+
+TABLES_DIR = "tables"
+COMMITS = "commits"
+#: One row per committed state of the store (an ingest, a compaction, a rebuild, a migration).
+COMMITS_SCHEMA = pa.schema([
+    pa.field("seq", pa.int64(), nullable=False),
+    pa.field("kind", pa.string()),
+    pa.field("committed_at", pa.timestamp("us", tz="UTC")),
+    pa.field("versions", pa.map_(pa.string(), pa.int64())),    # table -> its Delta version in this state
+    pa.field("checksums", pa.map_(pa.string(), pa.string())),  # "table/file" -> SHA-256, files this state added
+    pa.field("sources", pa.string()),  # JSON: the sources this state added, as --rebuild needs them
+])
+#: Delta settings of every table: a checkpoint every 10 commits (opening a table reads the newest
+#: checkpoint and the commits after it: an hourly ingest commits each table once, and with Delta's 100 an
+#: open cost 7 ms after 30 ingests); no automatic log clean-up, which would delete the log of a version a
+#: reader is still reading (the newest commits row may name an old version of a table not written since).
+CONFIG = {"delta.checkpointInterval": "10", "delta.enableExpiredLogCleanup": "false"}
+#: What a reader may need of a commits row's source list (as ``bench ingest --rebuild`` reads it).
+SOURCE_KEYS = ("source", "source_sha256", "content_sha256", "size_bytes", "archive", "member", "resolved_path", "format",
+               "forced_format", "path_patterns")
+
+
+def table_path(root: Path, table: str) -> Path:
+    return root / TABLES_DIR / table
+
+
+def ensure_tables(root: Path) -> None:
+    """Create every table that is not there yet (empty, with its schema)."""
+    from deltalake import DeltaTable
+
+    for table, schema in [*TABLES.items(), (COMMITS, COMMITS_SCHEMA)]:
+        path = table_path(root, table)
+        if not DeltaTable.is_deltatable(str(path)):
+            path.mkdir(parents=True, exist_ok=True)
+            DeltaTable.create(str(path), schema=schema, mode="ignore", name=table, configuration=CONFIG)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One committed state: its sequence number and each table's version in it."""
+
+    seq: int
+    versions: dict[str, int]
+
+
+def snapshot(root: Path) -> Snapshot | None:
+    """The newest committed state of the store, or None before its first commit."""
+    from deltalake import DeltaTable
+
+    path = table_path(root, COMMITS)
+    if not DeltaTable.is_deltatable(str(path)):
+        return None
+    files = DeltaTable(str(path)).file_uris()
+    if not files:
+        return None
+    rows = pa.concat_tables([pq.read_table(f, columns=["seq", "versions"]) for f in files])
+    best = max(rows.to_pylist(), key=lambda r: r["seq"])
+    return Snapshot(best["seq"], dict(best["versions"]))
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data file of a table in a committed state: where it is, its size and row count as committed."""
+
+    table: str
+    path: Path
+    size: int
+    rows: int | None
+
+    @property
+    def key(self) -> str:
+        return f"{self.table}/{self.path.name}"
+
+
+def files(root: Path, table: str, snap: Snapshot | None) -> list[DataFile]:
+    """The files of ``table`` in the state ``snap`` (none before the first commit)."""
+    from deltalake import DeltaTable
+
+    if snap is None or table not in snap.versions:
+        return []
+    path = table_path(root, table)
+    actions = pa.table(DeltaTable(str(path), version=snap.versions[table]).get_add_actions(flatten=True))
+    cols = actions.select(["path", "size_bytes", "num_records"]).to_pydict()
+    return [DataFile(table, path / p, int(s), None if n is None else int(n))
+            for p, s, n in zip(cols["path"], cols["size_bytes"], cols["num_records"], strict=True)]
+
+
+def current_versions(root: Path) -> dict[str, int]:
+    from deltalake import DeltaTable
+
+    return {t: DeltaTable(str(table_path(root, t))).version() for t in TABLES}
+
+
+def add_files(root: Path, table: str, paths: list[Path], *, overwrite: bool = False) -> int:
+    """Commit ``paths`` (Parquet files already in the table's directory, fsynced) to ``table`` as one Delta
+    commit; ``overwrite``: they replace every file of the table. Returns the table's new version."""
+    from deltalake import DeltaTable
+    from deltalake.transaction import AddAction, RemoveAction
+
+    actions: list[AddAction | RemoveAction] = []
+    for path in paths:
+        st = path.stat()
+        stats = json.dumps({"numRecords": pq.read_metadata(path).num_rows})
+        actions.append(AddAction(path.name, st.st_size, {}, int(st.st_mtime * 1000), True, stats))
+    dt = DeltaTable(str(table_path(root, table)))
+    dt.create_write_transaction(actions, mode="overwrite" if overwrite else "append", schema=TABLES[table])
+    dt.update_incremental()
+    return dt.version()
+
+
+def commit(root: Path, kind: str, versions: dict[str, int], checksums: dict[str, str],
+           sources: list[dict[str, Any]], previous: Snapshot | None) -> Snapshot:
+    """Append the row that makes ``versions`` the store's committed state (the commit point of a writer)."""
+    from deltalake import write_deltalake
+
+    seq = 0 if previous is None else previous.seq + 1
+    row = {"seq": seq, "kind": kind, "committed_at": int(time.time() * 1e6), "versions": list(versions.items()),
+           "checksums": list(checksums.items()),
+           "sources": json.dumps([{k: s.get(k) for k in SOURCE_KEYS} for s in sources], separators=(",", ":"))}
+    write_deltalake(str(table_path(root, COMMITS)), pa.Table.from_pylist([row], schema=COMMITS_SCHEMA), mode="append")
+    return Snapshot(seq, dict(versions))
+
+
+def commit_rows(root: Path, columns: list[str]) -> list[dict[str, Any]]:
+    """Every row of the commits table (``columns`` of it), in commit order."""
+    from deltalake import DeltaTable
+
+    uris = DeltaTable(str(table_path(root, COMMITS))).file_uris()
+    rows = [r for f in uris for r in pq.read_table(f, columns=["seq", *columns]).to_pylist()]
+    return sorted(rows, key=lambda r: r["seq"])
+
+
+def roll_back(root: Path, snap: Snapshot | None) -> list[str]:
+    """Undo what a killed writer committed to tables after the committed state ``snap``: a table whose
+    files differ from its files at its version in ``snap`` is restored to that version. Returns the tables
+    restored. (The files it wrote are left for VACUUM, which deletes files no version references.)"""
+    from deltalake import DeltaTable
+
+    restored = []
+    for table in TABLES:
+        dt = DeltaTable(str(table_path(root, table)))
+        want = snap.versions.get(table, 0) if snap is not None else 0
+        if dt.version() == want:
+            continue
+        if set(dt.file_uris()) != set(DeltaTable(str(table_path(root, table)), version=want).file_uris()):
+            dt.restore(want)
+            restored.append(table)
+    return restored
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def store_json(version: int) -> bytes:
+    """STORE.json of a store of schema ``version`` in this layout."""
+    body = {"schema_version": version, "created_at": time.time(), "layout": "delta", "tables": [*TABLES, COMMITS]}
+    return json.dumps(body, indent=2).encode()
+
+
+def fsync(path: Path) -> None:
+    """fsync a file or a directory (a directory's entries: files renamed into it)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
