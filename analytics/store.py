@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from bench.analytics.results import first
 from bench.analytics.run_stats import compute_run_stats
 from bench.analytics.views import register_views
@@ -52,9 +54,9 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
         if files:
             listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")
-        else:
-            con.register(f"_empty_{table}", schema.empty_table())
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM _empty_{table}")
+        else:  # typed NULLs, no rows (registering an empty Arrow table imports pandas: 0.3 s a command)
+            columns = ", ".join(f"CAST(NULL AS {_sql_type(f.type)}) AS \"{f.name}\"" for f in schema)
+            con.execute(f"CREATE VIEW {name} AS SELECT {columns} WHERE false")
     row = first(con, "SELECT count(*) FROM sources WHERE supersedes IS NOT NULL")
     superseded = bool(row and row[0])
     for table, current in _CURRENT.items():
@@ -69,6 +71,20 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
                 "FROM all_problems WHERE kind = 'duplicate'")
     register_views(con)
     return con
+
+
+def _sql_type(t: pa.DataType) -> str:
+    """The DuckDB type of a store column's Arrow type (those of bench.ingest.schema)."""
+    if pa.types.is_dictionary(t):
+        return _sql_type(t.value_type)
+    if pa.types.is_map(t):
+        return f"MAP({_sql_type(t.key_type)}, {_sql_type(t.item_type)})"
+    if pa.types.is_list(t):
+        return f"{_sql_type(t.value_type)}[]"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
+    return {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE",
+            pa.bool_(): "BOOLEAN"}[t]
 
 
 #: ``runs`` with the devices of an MLPerf run filled from its system description (the ``systems`` row of its

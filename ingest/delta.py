@@ -76,7 +76,7 @@ def snapshot(root: Path) -> Snapshot | None:
     files = DeltaTable(str(path)).file_uris()
     if not files:
         return None
-    rows = pa.concat_tables([pq.read_table(f, columns=["seq", "versions"]) for f in files])
+    rows = pa.concat_tables([pq.ParquetFile(f).read(columns=["seq", "versions"]) for f in files])  # no dataset import
     best = max(rows.to_pylist(), key=lambda r: r["seq"])
     return Snapshot(best["seq"], dict(best["versions"]))
 
@@ -102,10 +102,10 @@ def files(root: Path, table: str, snap: Snapshot | None) -> list[DataFile]:
     if snap is None or table not in snap.versions:
         return []
     path = table_path(root, table)
-    actions = pa.table(DeltaTable(str(path), version=snap.versions[table]).get_add_actions(flatten=True))
-    cols = actions.select(["path", "size_bytes", "num_records"]).to_pydict()
-    return [DataFile(table, path / p, int(s), None if n is None else int(n))
-            for p, s, n in zip(cols["path"], cols["size_bytes"], cols["num_records"], strict=True)]
+    actions = DeltaTable(str(path), version=snap.versions[table]).get_add_actions(flatten=True)
+    # read with deltalake's own Arrow (arro3): pa.table() of it imports pandas, 0.3 s per command
+    cols = [actions.column(name).to_pylist() for name in ("path", "size_bytes", "num_records")]
+    return [DataFile(table, path / p, int(s), None if n is None else int(n)) for p, s, n in zip(*cols, strict=True)]
 
 
 def current_versions(root: Path) -> dict[str, int]:
@@ -149,7 +149,7 @@ def commit_rows(root: Path, columns: list[str]) -> list[dict[str, Any]]:
     from deltalake import DeltaTable
 
     uris = DeltaTable(str(table_path(root, COMMITS))).file_uris()
-    rows = [r for f in uris for r in pq.read_table(f, columns=["seq", *columns]).to_pylist()]
+    rows = [r for f in uris for r in pq.ParquetFile(f).read(columns=["seq", *columns]).to_pylist()]
     return sorted(rows, key=lambda r: r["seq"])
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import pyarrow as pa
 import pytest
@@ -29,3 +31,23 @@ def test_a_broken_view_is_an_error_not_a_loop(monkeypatch: pytest.MonkeyPatch) -
 
 def test_every_shipped_query_is_listed() -> None:
     assert "demo_summary" in views.curated_names()
+
+
+def test_a_table_without_files_has_the_columns_and_types_of_its_schema(tmp_path: Path) -> None:
+    """An empty table's view is typed NULLs (not a registered Arrow table, which imports pandas): the same
+    names and DuckDB types as the schema's Arrow table would give."""
+    from bench.analytics.store import connect
+    from bench.ingest.schema import TABLES
+    from bench.ingest.store import StoreWriter
+
+    with StoreWriter(tmp_path / "st"):
+        pass
+    reference = duckdb.connect()
+    with connect(tmp_path / "st") as con:
+        for table, schema in TABLES.items():
+            reference.register("e", schema.empty_table())
+            want = reference.execute("DESCRIBE e").fetchall()
+            got = con.execute(f"DESCRIBE all_{table}" if table in ("runs", "steps", "telemetry", "problems")
+                              else f"DESCRIBE {table}").fetchall()
+            assert [r[:2] for r in got] == [r[:2] for r in want], table
+            assert con.execute(f"SELECT count(*) FROM {table}").fetchall() == [(0,)]
