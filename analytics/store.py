@@ -53,7 +53,7 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
         files = state.files.get(table, [])
         if files:
             listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{listing}], union_by_name = true)")
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{listing}])")
         else:  # typed NULLs, no rows (registering an empty Arrow table imports pandas: 0.3 s a command)
             columns = ", ".join(f"CAST(NULL AS {_sql_type(f.type)}) AS \"{f.name}\"" for f in schema)
             con.execute(f"CREATE VIEW {name} AS SELECT {columns} WHERE false")

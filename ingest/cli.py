@@ -31,7 +31,7 @@ def ingest_command(
     list_formats: Annotated[bool, typer.Option("--list-formats", help="List the formats and exit")] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Re-parse every source recorded in the store")] = False,
     check: Annotated[bool, typer.Option("--check", help="Verify the store's files and say what is wrong")] = False,
-    compact: Annotated[bool, typer.Option("--compact", help="Merge each table's files (Delta OPTIMIZE) and delete replaced ones (VACUUM); an ingest does it past 64 files")] = False,
+    compact: Annotated[bool, typer.Option("--compact", help="Merge each table's files (Delta OPTIMIZE) and delete replaced ones (VACUUM); an ingest does it past 32 files in a table")] = False,
     max_expansion: Annotated[float, typer.Option(
         "--max-expansion", min=1.0,
         help="Stop an archive member (over 16 MiB) that expands more than this many times its compressed size")] = 100.0,

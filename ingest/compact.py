@@ -21,7 +21,7 @@ from bench.ingest.schema import TABLES
 from bench.ingest.store import VACUUM_HOURS, StoreWriter
 
 #: An ingest that leaves a table with more files than this compacts the store.
-AUTO_FILES = 64
+AUTO_FILES = 32
 
 
 def maybe_compact(writer: StoreWriter) -> int:

@@ -9,6 +9,7 @@ that row, and what it would roll back, is never seen. See bench.ingest.store for
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -43,6 +44,9 @@ SOURCE_KEYS = ("source", "source_sha256", "content_sha256", "size_bytes", "archi
                "forced_format", "path_patterns")
 
 
+_FIRST = f"{0:020d}.json"  # a table's first commit
+
+
 def table_path(root: Path, table: str) -> Path:
     return root / TABLES_DIR / table
 
@@ -53,7 +57,7 @@ def ensure_tables(root: Path) -> None:
 
     for table, schema in [*TABLES.items(), (COMMITS, COMMITS_SCHEMA)]:
         path = table_path(root, table)
-        if not DeltaTable.is_deltatable(str(path)):
+        if not (path / "_delta_log" / _FIRST).exists() and not DeltaTable.is_deltatable(str(path)):
             path.mkdir(parents=True, exist_ok=True)
             DeltaTable.create(str(path), schema=schema, mode="ignore", name=table, configuration=CONFIG)
 
@@ -97,15 +101,27 @@ class DataFile:
 
 def files(root: Path, table: str, snap: Snapshot | None) -> list[DataFile]:
     """The files of ``table`` in the state ``snap`` (none before the first commit)."""
-    from deltalake import DeltaTable
-
     if snap is None or table not in snap.versions:
         return []
     path = table_path(root, table)
-    actions = DeltaTable(str(path), version=snap.versions[table]).get_add_actions(flatten=True)
+    try:  # which table this is: one made again at the same path (--rebuild of a damaged one) is another
+        first = (path / "_delta_log" / _FIRST).stat()
+        identity = (first.st_ino, first.st_mtime_ns)
+    except OSError:
+        identity = (0, 0)
+    return list(_files_at(str(path), table, snap.versions[table], identity))
+
+
+@functools.lru_cache(maxsize=64)
+def _files_at(path: str, table: str, version: int, identity: tuple[int, int]) -> tuple[DataFile, ...]:
+    """A table's files at a version: a Delta version never changes, so one read serves a process (a writer
+    asks for its start state's files several times; each open reads the log)."""
+    from deltalake import DeltaTable
+
+    actions = DeltaTable(path, version=version).get_add_actions(flatten=True)
     # read with deltalake's own Arrow (arro3): pa.table() of it imports pandas, 0.3 s per command
     cols = [actions.column(name).to_pylist() for name in ("path", "size_bytes", "num_records")]
-    return [DataFile(table, path / p, int(s), None if n is None else int(n)) for p, s, n in zip(*cols, strict=True)]
+    return tuple(DataFile(table, Path(path) / p, int(s), None if n is None else int(n)) for p, s, n in zip(*cols, strict=True))
 
 
 def current_versions(root: Path) -> dict[str, int]:
@@ -131,15 +147,21 @@ def add_files(root: Path, table: str, paths: list[Path], *, overwrite: bool = Fa
     return dt.version()
 
 
+def sources_json(rows: list[dict[str, Any]]) -> str:
+    """The ``SOURCE_KEYS`` of source rows, as the items of a JSON array (for ``commit``)."""
+    return ",".join(json.dumps({k: r.get(k) for k in SOURCE_KEYS}, separators=(",", ":")) for r in rows)
+
+
 def commit(root: Path, kind: str, versions: dict[str, int], checksums: dict[str, str],
-           sources: list[dict[str, Any]], previous: Snapshot | None) -> Snapshot:
-    """Append the row that makes ``versions`` the store's committed state (the commit point of a writer)."""
+           sources: list[str], previous: Snapshot | None) -> Snapshot:
+    """Append the row that makes ``versions`` the store's committed state (the commit point of a writer);
+    ``sources``: what ``sources_json`` made of the sources it added."""
     from deltalake import write_deltalake
 
     seq = 0 if previous is None else previous.seq + 1
     row = {"seq": seq, "kind": kind, "committed_at": int(time.time() * 1e6), "versions": list(versions.items()),
            "checksums": list(checksums.items()),
-           "sources": json.dumps([{k: s.get(k) for k in SOURCE_KEYS} for s in sources], separators=(",", ":"))}
+           "sources": "[" + ",".join(s for s in sources if s) + "]"}
     write_deltalake(str(table_path(root, COMMITS)), pa.Table.from_pylist([row], schema=COMMITS_SCHEMA), mode="append")
     return Snapshot(seq, dict(versions))
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.ingest import health
+from bench.ingest import delta, health
 from bench.ingest.errors import BenchError
 from bench.ingest.pipeline import IngestSummary, ingest
 from bench.ingest.schema import TABLES, conform
@@ -80,9 +80,10 @@ def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None) -> IngestS
         carried = _carry_over(state, have, root / "_tmp")
         for table in TABLES:
             writer.add(table, files[table] + carried.get(table, []), overwrite=True)
-        writer.sources = [r for f in writer_files(root, writer, "sources") for r in pq.read_table(f).to_pylist()]
+        now = [r for f in writer_files(root, writer, "sources") for r in pq.read_table(f).to_pylist()]
+        writer.sources = [delta.sources_json(now)]
         lost = {r["source_sha256"]: r["source"] for r in earlier if r.get("source_sha256")}
-        total.lost = sorted(src for sha, src in lost.items() if sha not in {s["source_sha256"] for s in writer.sources})
+        total.lost = sorted(src for sha, src in lost.items() if sha not in {s["source_sha256"] for s in now})
         writer.publish("rebuild")
     total.store = str(root)
     return total
@@ -90,16 +91,12 @@ def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None) -> IngestS
 
 def writer_files(root: Path, writer: StoreWriter, table: str) -> list[Path]:
     """The files of ``table`` at the version ``writer`` has committed (published or not)."""
-    from bench.ingest import delta
-
     return [f.path for f in delta.files(root, table, delta.Snapshot(-1, writer.versions))]
 
 
 def _recorded_sources(root: Path, state: health.Health) -> list[dict[str, Any]]:
     """Every source the store recorded: the sources table's readable rows, then what each ``commits`` row
     recorded (which holds the sources of a damaged or lost sources file)."""
-    from bench.ingest import delta
-
     rows: list[dict[str, Any]] = []
     for f in state.files.get("sources", []):
         try:

@@ -140,9 +140,10 @@ class StoreWriter:
         #: The committed state this writer started from, and the tables' versions it has committed since.
         self.start: delta.Snapshot | None = None
         self.versions: dict[str, int] = {}
-        #: What the next ``publish`` records: the new files' SHA-256 and the sources they came from.
+        #: What the next ``publish`` records: the new files' SHA-256, and the sources they came from as
+        #: JSON text (bench.ingest.delta.sources_json: a few hundred bytes a source, not a row's dict).
         self.checksums: dict[str, str] = {}
-        self.sources: list[dict[str, Any]] = []
+        self.sources: list[str] = []
         #: Tables restored to the committed state (a killed writer's commits undone), and (``repair``) the
         #: tables whose log could not be read, moved aside.
         self.rolled_back: list[str] = []
@@ -300,5 +301,6 @@ class Batch:
                 delta.fsync(path)
         for table, paths in files.items():
             self.writer.add(table, paths)
-        self.writer.sources.extend(self.rows["sources"])
+        if self.rows["sources"]:
+            self.writer.sources.append(delta.sources_json(self.rows["sources"]))
         return [delta.table_path(self.writer.root, "runs") / p.name for p in files.get("runs", [])]

@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from bench.ingest.checks import MAX_DEVICES, MAX_IMAGES_PER_SEC_PER_DEVICE
 from bench.ingest.pipeline import ingest
@@ -115,3 +116,38 @@ def test_mutants_of_every_fixture_keep_the_reliability_properties(tmp_path: Path
     stray = rows(connect(tmp_path / "st"), "SELECT count(*) FROM all_steps WHERE run_id IS NOT NULL AND run_id NOT IN "
                                           "(SELECT run_id FROM all_runs)")
     assert stray == [(0,)], "step rows without their run"
+
+
+@pytest.mark.slow
+def test_the_fuzzed_set_of_2030_files_ingests_in_bounded_memory(tmp_path: Path) -> None:
+    """The issue's fuzzed set: 2,030 mutants of the fixtures (one a Caffe log naming device 99999999999,
+    which once sized a list by it), ingested by `bench ingest` with its parser processes. It was OOM-killed
+    at 12.5 GB with nothing stored; now every file is stored or a problem, and no process of it (the
+    largest: ru_maxrss of the waited-for children) passes 2 GB."""
+    import json
+    import subprocess
+    import sys
+
+    logs = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix not in (".json", ".md"))
+    rng = random.Random(2030)
+    mutants = tmp_path / "mutants"
+    mutants.mkdir()
+    for n in range(2029):
+        src = logs[n % len(logs)]
+        (mutants / f"{n:04d}-{src.name}").write_bytes(_mutate(src.read_bytes(), rng))
+    caffe = (FIXTURES / "caffe" / "hand_nvcaffe016_8gpu_summary.log").read_bytes()
+    assert b"Solver performance on device 0" in caffe
+    (mutants / "2029-huge-device.log").write_bytes(
+        caffe.replace(b"Solver performance on device 0", b"Solver performance on device 99999999999", 1))
+    measure = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+               "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); print(p.stdout); "
+               "print(p.stderr, file=sys.stderr)")  # a process of its own: its children are this ingest's only
+    proc = subprocess.run([sys.executable, "-c", measure, sys.executable, "-m", "bench.runner", "ingest", str(mutants),
+                           "--store", str(tmp_path / "st"), "--json"], capture_output=True, text=True, timeout=600)
+    first, _, rest = proc.stdout.partition("\n")
+    code, peak_kb = map(int, first.split())
+    assert code == 0, proc.stderr
+    summary = json.loads(rest)
+    assert summary["files_seen"] == 2030
+    assert len(_read(tmp_path / "st", "sources")) == 2030 - summary["duplicates_skipped"]
+    assert peak_kb / 1024 < 2048, f"{peak_kb / 1024:.0f} MB"
