@@ -14,6 +14,8 @@ import hashlib
 import json
 import os
 import time
+import uuid
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,9 @@ COMMITS_SCHEMA = pa.schema([
     pa.field("committed_at", pa.timestamp("us", tz="UTC")),
     pa.field("versions", pa.map_(pa.string(), pa.int64())),    # table -> its Delta version in this state
     pa.field("checksums", pa.map_(pa.string(), pa.string())),  # "table/file" -> SHA-256, files this state added
-    pa.field("sources", pa.string()),  # JSON: the sources this state added, as --rebuild needs them
+    # the sources this state added, as --rebuild needs them: per batch, a zlib-compressed JSON array of
+    # their SOURCE_KEYS (``sources_json``; a few dozen bytes a source, not hundreds)
+    pa.field("sources", pa.list_(pa.binary())),
 ])
 #: Delta settings of every table: a checkpoint every 10 commits (opening a table reads the newest
 #: checkpoint and the commits after it: an hourly ingest commits each table once, and with Delta's 100 an
@@ -142,27 +146,38 @@ def add_files(root: Path, table: str, paths: list[Path], *, overwrite: bool = Fa
         stats = json.dumps({"numRecords": pq.read_metadata(path).num_rows})
         actions.append(AddAction(path.name, st.st_size, {}, int(st.st_mtime * 1000), True, stats))
     dt = DeltaTable(str(table_path(root, table)))
-    dt.create_write_transaction(actions, mode="overwrite" if overwrite else "append", schema=TABLES[table])
+    schema = COMMITS_SCHEMA if table == COMMITS else TABLES[table]
+    dt.create_write_transaction(actions, mode="overwrite" if overwrite else "append", schema=schema)
     dt.update_incremental()
     return dt.version()
 
 
-def sources_json(rows: list[dict[str, Any]]) -> str:
-    """The ``SOURCE_KEYS`` of source rows, as the items of a JSON array (for ``commit``)."""
-    return ",".join(json.dumps({k: r.get(k) for k in SOURCE_KEYS}, separators=(",", ":")) for r in rows)
+def sources_json(rows: list[dict[str, Any]]) -> bytes:
+    """The ``SOURCE_KEYS`` of source rows as a JSON array, zlib-compressed (an element of ``sources``)."""
+    text = json.dumps([{k: r.get(k) for k in SOURCE_KEYS} for r in rows], separators=(",", ":"))
+    return zlib.compress(text.encode(), 6)
+
+
+def recorded_sources(commit_row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The source rows (their SOURCE_KEYS) a ``commits`` row recorded."""
+    return [r for chunk in commit_row["sources"] or [] for r in json.loads(zlib.decompress(chunk))]
 
 
 def commit(root: Path, kind: str, versions: dict[str, int], checksums: dict[str, str],
-           sources: list[str], previous: Snapshot | None) -> Snapshot:
+           sources: list[bytes], previous: Snapshot | None) -> Snapshot:
     """Append the row that makes ``versions`` the store's committed state (the commit point of a writer);
     ``sources``: what ``sources_json`` made of the sources it added."""
-    from deltalake import write_deltalake
-
     seq = 0 if previous is None else previous.seq + 1
     row = {"seq": seq, "kind": kind, "committed_at": int(time.time() * 1e6), "versions": list(versions.items()),
            "checksums": list(checksums.items()),
-           "sources": "[" + ",".join(s for s in sources if s) + "]"}
-    write_deltalake(str(table_path(root, COMMITS)), pa.Table.from_pylist([row], schema=COMMITS_SCHEMA), mode="append")
+           "sources": sources}
+    # written here and added as the data tables' files are (deltalake's own writer took 130 MB more memory
+    # for this one row of a 50,000-source ingest)
+    path = table_path(root, COMMITS) / f"commit-{seq:010d}-{uuid.uuid4().hex[:8]}.parquet"
+    pq.write_table(pa.Table.from_pylist([row], schema=COMMITS_SCHEMA), path, compression="zstd")
+    fsync(path)
+    fsync(path.parent)
+    add_files(root, COMMITS, [path])
     return Snapshot(seq, dict(versions))
 
 

@@ -8,7 +8,6 @@ never loses data it can still read, and names what it could not restore.
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections.abc import Callable
@@ -109,7 +108,7 @@ def _recorded_sources(root: Path, state: health.Health) -> list[dict[str, Any]]:
         commits = []
     seen = {r["source_sha256"] for r in rows}
     for commit in commits:
-        for r in json.loads(commit["sources"] or "[]"):
+        for r in delta.recorded_sources(commit):
             if r.get("source_sha256") not in seen:
                 seen.add(r.get("source_sha256"))
                 rows.append({**dict.fromkeys(TABLES["sources"].names), **r})

@@ -140,10 +140,10 @@ class StoreWriter:
         #: The committed state this writer started from, and the tables' versions it has committed since.
         self.start: delta.Snapshot | None = None
         self.versions: dict[str, int] = {}
-        #: What the next ``publish`` records: the new files' SHA-256, and the sources they came from as
-        #: JSON text (bench.ingest.delta.sources_json: a few hundred bytes a source, not a row's dict).
+        #: What the next ``publish`` records: the new files' SHA-256, and the sources they came from
+        #: (bench.ingest.delta.sources_json: compressed, a few dozen bytes a source, not a row's dict).
         self.checksums: dict[str, str] = {}
-        self.sources: list[str] = []
+        self.sources: list[bytes] = []
         #: Tables restored to the committed state (a killed writer's commits undone), and (``repair``) the
         #: tables whose log could not be read, moved aside.
         self.rolled_back: list[str] = []
