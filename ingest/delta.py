@@ -18,12 +18,15 @@ import uuid
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.ingest.schema import TABLES
+
+if TYPE_CHECKING:
+    from deltalake.transaction import RemoveAction  # deltalake 1.6.0 (the floor) has none at run time
 
 TABLES_DIR = "tables"
 COMMITS = "commits"
@@ -138,7 +141,7 @@ def add_files(root: Path, table: str, paths: list[Path], *, overwrite: bool = Fa
     """Commit ``paths`` (Parquet files already in the table's directory, fsynced) to ``table`` as one Delta
     commit; ``overwrite``: they replace every file of the table. Returns the table's new version."""
     from deltalake import DeltaTable
-    from deltalake.transaction import AddAction, RemoveAction
+    from deltalake.transaction import AddAction
 
     actions: list[AddAction | RemoveAction] = []
     for path in paths:
