@@ -7,7 +7,7 @@ row says nothing about a line and is left out of its label.
 
 Decisions (the issue is silent on these):
 - ``trace`` draws one run: the first (by run_id) run of ``runs`` matching ``where`` that has step rows and
-  telemetry (its own, or joined by tags), else the first with step rows.
+  telemetry (its own, or a telemetry file joined to it at ingest), else the first with step rows.
 - Its series is what ``run_stats`` reads: the per-interval rates of the run's lowest rank in step order;
   the warm-up cut is ``run_stats.mser5`` on that series (the same function, not a copy), none below
   ``run_stats.MIN_INTERVALS`` intervals. x is seconds since the first interval when every interval has
@@ -15,9 +15,9 @@ Decisions (the issue is silent on these):
 - Telemetry is averaged over the run's GPUs per sample (one line, not one per GPU): the samples of
   gpu_index < num_gpus when the run's GPU count is known (a Lambda thermal file samples every GPU of the
   machine; the idle ones would pull a 2-GPU run's 78 °C down to 48 °C), else every GPU.
-- A telemetry row belongs to the run by run_id or, when its run_id is NULL (Lambda ``thermal/1`` files
-  beside ``throughput/1``), by tags: every tag of the telemetry row equals the run's tag of that key or
-  the run's column of that name (as text), e.g. system, model, num_devices, batch_size_per_device.
+- A telemetry row belongs to the run its run_id names in the ``telemetry`` view: its own, or, for a file
+  that names no run (Lambda ``thermal/1`` beside ``throughput/1``), the run bench.ingest.links joined it
+  to at ingest by tags and time.
 - Telemetry time is put on the steps' clock: seconds since the first step's timestamp, from the sample's
   own timestamp (so samples before training started are at negative times). Only when the steps or the
   samples carry no timestamp is the sample's elapsed_s used as is.
@@ -25,7 +25,7 @@ Decisions (the issue is silent on these):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare import compare
 from bench.analytics.results import first
@@ -164,20 +164,18 @@ def minibatch_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by
     return df.sort_values(["label", "curve_id", "batch_size_per_device"], kind="stable").reset_index(drop=True)
 
 
-def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None,
-                 tagged: list[Tagged] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(intervals, telemetry) of one run (see module doc for which run and x).
 
     intervals: run_id, x, x_unit ("s" or "step"), interval_images_per_sec (images/s), warmup (bool).
     telemetry: elapsed_s (s), and per sample temperature_c and gpu_utilization_pct (means over the GPUs,
     nvidia-smi's rows) and cpu_utilization_pct (the host's rows, gpu_index NULL); empty when the run has none.
     The run is :func:`traced_run`'s, else the first with step rows. Raises BenchError when no run matching
-    ``where`` has step rows. ``tagged``: :func:`tagged_telemetry` of ``con`` when the caller has it already.
+    ``where`` has step rows.
     """
     import numpy as np
 
-    tagged = tagged_telemetry(con) if tagged is None else tagged
-    run_id = traced_run(con, where, tagged)
+    run_id = traced_run(con, where)
     if run_id is None:  # no run has telemetry: the first with step rows
         pick = (f"SELECT run_id FROM runs WHERE {_where(where)} AND run_id IN (SELECT DISTINCT run_id FROM steps) "
                 "ORDER BY run_id LIMIT 1")
@@ -198,95 +196,36 @@ def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None,
     cut = mser5(rates) if len(rates) >= MIN_INTERVALS else 0
     steps["warmup"] = np.arange(len(steps)) < cut
     t0 = float(steps["timestamp"].iloc[0]) if timed else None
-    telemetry = _run_telemetry(con, run_id, t0, tagged)
+    telemetry = _run_telemetry(con, run_id, t0)
     cols = ["run_id", "x", "x_unit", "interval_images_per_sec", "warmup"]
     return steps[cols], telemetry[["elapsed_s", "temperature_c", "gpu_utilization_pct", "cpu_utilization_pct"]]
 
 
-def traced_run(con: duckdb.DuckDBPyConnection, where: str | None, tagged: list[Tagged]) -> str | None:
-    """The first run (by run_id) matching ``where`` with step rows and telemetry: its own (run_id), else joined
-    by tags (``tagged``: :func:`tagged_telemetry`; a thermal file beside its throughput log, every tag equal
-    to the run's tag or column of that name). None when no such run has both."""
+def traced_run(con: duckdb.DuckDBPyConnection, where: str | None) -> str | None:
+    """The first run (by run_id) matching ``where`` with step rows and telemetry (its own, or a telemetry
+    file joined to it at ingest: bench.ingest.links). None when no such run has both."""
     found = first(con, f"""SELECT min(run_id) FROM runs WHERE ({_where(where)}) AND run_id IN (SELECT run_id FROM steps)
                            AND run_id IN (SELECT run_id FROM telemetry)""")
-    if found and found[0] is not None:
-        return str(found[0])
-    sets: dict[tuple[str, ...], dict[tuple[str, ...], list[Tagged]]] = {}  # keys -> tag values -> sources
-    for t in tagged:
-        keys = tuple(sorted(t.tags))
-        sets.setdefault(keys, {}).setdefault(tuple(t.tags[k] for k in keys), []).append(t)
-    if not sets:
-        return None
-    cur = con.execute(f"SELECT * FROM runs WHERE ({_where(where)}) AND run_id IN (SELECT run_id FROM steps) ORDER BY run_id")
-    names = [d[0] for d in cur.description]
-    for values in cur.fetchall():
-        run = dict(zip(names, values, strict=True))
-        tags = dict(run.get("tags") or {})
-        for keys, seen in sets.items():
-            sources = seen.get(tuple(str(tags.get(k, run.get(k))) for k in keys), [])
-            if any(_same_time(con, str(run["run_id"]), t) for t in sources):
-                return str(run["run_id"])
-    return None
+    return None if not found or found[0] is None else str(found[0])
 
 
-def _same_time(con: duckdb.DuckDBPyConnection, run_id: str, source: Tagged) -> bool:
-    """Whether the telemetry file ``source`` was sampled while the run stepped (within a minute), where both
-    are stamped: tags alone can name two runs (Lambda's training and inference runs of one folder share
-    their thermal file's tags), but only one ran while it was sampled."""
-    steps = first(con, "SELECT min(timestamp), max(timestamp) FROM steps WHERE run_id = ?", [run_id])
-    if not steps or None in steps or None in (source.first_s, source.last_s):
-        return True  # not both stamped: the tags decide
-    return bool(source.first_s <= steps[1] + 60 and source.last_s >= steps[0] - 60)
-
-
-def _run_telemetry(con: duckdb.DuckDBPyConnection, run_id: str, t0: float | None,
-                   tagged: list[Tagged]) -> pd.DataFrame:
+def _run_telemetry(con: duckdb.DuckDBPyConnection, run_id: str, t0: float | None) -> pd.DataFrame:
     """The run's telemetry per sample (see module doc): elapsed_s on the steps' clock when ``t0`` (epoch
     seconds of the first step) is known, temperature_c and utilization_pct averaged over its GPUs."""
-    cur = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
-    run = dict(zip([d[0] for d in cur.description], cur.fetchall()[0], strict=True))
-    sources = [t.source for t in tagged if tags_match(t.tags, run) and _same_time(con, run_id, t)]
+    num_gpus = first(con, "SELECT num_gpus FROM runs WHERE run_id = ?", [run_id])
     clock = "epoch(timestamp) - ?" if t0 is not None else "NULL"
     return con.execute(f"""
         WITH t AS (
             SELECT * FROM telemetry
-            WHERE (run_id = ? OR (run_id IS NULL AND source IN (SELECT unnest(?::VARCHAR[]))))
-              AND (? IS NULL OR gpu_index IS NULL OR gpu_index < ?)
+            WHERE run_id = ? AND (? IS NULL OR gpu_index IS NULL OR gpu_index < ?)
         )
         SELECT sample_index, coalesce(avg({clock}), avg(elapsed_s)) AS elapsed_s,
                avg(temperature_c) FILTER (WHERE gpu_index IS NOT NULL) AS temperature_c,
                avg(utilization_pct) FILTER (WHERE gpu_index IS NOT NULL) AS gpu_utilization_pct,
                avg(utilization_pct) FILTER (WHERE gpu_index IS NULL) AS cpu_utilization_pct
         FROM t GROUP BY sample_index ORDER BY sample_index""",
-        [run_id, sources, run["num_gpus"], run["num_gpus"], *([t0] if t0 is not None else [])]).df()
-
-
-class Tagged(NamedTuple):
-    """A telemetry file without a run_id, joined to its run by its tags: its source, tags, and the epoch
-    seconds of its first and last sample (None when unstamped)."""
-
-    source: str
-    tags: dict[str, str]
-    first_s: float | None
-    last_s: float | None
-
-
-def tagged_telemetry(con: duckdb.DuckDBPyConnection) -> list[Tagged]:
-    """Every telemetry source without a run_id but with tags (joined to runs by them), with its time span.
-
-    A source's tags are its file's (the ingest gives every row of a file the same), so one row per source
-    is read, not a DISTINCT over every sample's MAP."""
-    rows = con.execute("""SELECT source::VARCHAR, first(tags), min(epoch(timestamp)), max(epoch(timestamp))
-                          FROM telemetry WHERE run_id IS NULL AND tags IS NOT NULL
-                          GROUP BY source ORDER BY source""").fetchall()
-    return [Tagged(source, dict(tags), t0, t1) for source, tags, t0, t1 in rows if tags]
-
-
-def tags_match(tags: dict[str, str], run: dict[str, Any]) -> bool:
-    """Whether every one of a telemetry source's ``tags`` matches ``run``: its tag of that key, else its
-    column of that name, compared as text."""
-    own = dict(run.get("tags") or [])
-    return all(str(own.get(k, run.get(k))) == v for k, v in tags.items())
+        [run_id, num_gpus[0] if num_gpus else None, num_gpus[0] if num_gpus else None,
+         *([t0] if t0 is not None else [])]).df()
 
 
 def ratio_frame(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, where: str | None = None,

@@ -120,11 +120,10 @@ def trace_figure(con: duckdb.DuckDBPyConnection, run_id: str | None, renderer: R
     both steps and telemetry; None when there is no such run. Raises BenchError for an unknown run_id."""
     renderer = renderer or Renderer()
 
-    tagged = plot_data.tagged_telemetry(con)
     if run_id is None:
-        run_id = plot_data.traced_run(con, None, tagged)
+        run_id = plot_data.traced_run(con, None)
         if run_id is None:
             return None
-    steps, telemetry = plot_data.trace_frames(con, f"run_id = '{run_id.replace(chr(39), chr(39) * 2)}'", tagged)
+    steps, telemetry = plot_data.trace_frames(con, f"run_id = '{run_id.replace(chr(39), chr(39) * 2)}'")
     return Figure(slugify(f"trace-{run_id}"), f"Trace of run {run_id}: throughput per interval and GPU telemetry",
                   renderer.svg(plots.trace, steps, telemetry), (run_id,))

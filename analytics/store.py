@@ -1,7 +1,8 @@
 """Open the Parquet store as DuckDB views: ``runs``, ``steps``, ``telemetry``, ``problems``, ``sources``,
 and the curated views of ``sql/`` (see bench.analytics.views).
 
-``runs`` fills an MLPerf run's devices from its system description. ``runs``, ``steps``, ``telemetry`` and
+``runs`` fills an MLPerf run's devices from its system description. ``telemetry`` gives the samples of a
+file joined to its run at ingest (bench.ingest.links) that run's id. ``runs``, ``steps``, ``telemetry`` and
 ``problems`` leave out the rows of a file's version that a later,
 longer version of the same file supersedes (a log ingested while its job ran, then again once it was done;
 see bench.ingest.versions): those runs would count twice, or as unfinished. ``all_runs``, ``all_steps``,
@@ -63,6 +64,12 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
         where = f" WHERE {current}" if superseded else ""
         if table == "runs":
             con.execute(f"CREATE VIEW runs AS {_RUNS_WITH_DEVICES}{where}")
+        elif table == "telemetry":  # a file's samples take the run its link names (bench.ingest.links)
+            con.execute(f"""CREATE VIEW telemetry AS SELECT * FROM (
+                SELECT t.* REPLACE (coalesce(t.run_id, l.run_id) AS run_id) FROM all_telemetry t
+                LEFT JOIN (SELECT source_sha256, min(run_id) AS run_id FROM telemetry_links
+                           WHERE run_id IS NOT NULL GROUP BY ALL) l
+                       ON t.run_id IS NULL AND l.source_sha256 = t.source_sha256){where}""")
         else:
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM all_{table}{where}")
 

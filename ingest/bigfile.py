@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from bench.ingest import registry
+from bench.ingest import links, registry
 from bench.ingest.items import Item, Reader
 from bench.ingest.parse import FileParse, parse_stream
 from bench.ingest.records import ParseResult, StepTable, TelemetryTable
@@ -132,6 +132,8 @@ class PartWriter:
         self._rows = {"steps": 0, "telemetry": 0}
         self._failed: BaseException | None = None  # a write that raised: finish() raises it, add() never does
         self._backlog: int | None = None
+        #: The time its telemetry spans, for a file whose samples name no run (bench.ingest.links).
+        self.span: links.Span | None = None
 
     def add(self, name: str, cols: dict[str, Any]) -> None:
         """Take spilled rows of table ``name``; write a part file in the background once there are enough.
@@ -141,6 +143,8 @@ class PartWriter:
             return
         self._buffered[name].append(cols)
         self._rows[name] += len(cols["run_index"])
+        if name == "telemetry" and self._owner is None:
+            self.span = links.merge(self.span, links.span(cols))
         if self._rows[name] >= self.PART_ROWS:
             self._flush(name)
 

@@ -66,7 +66,6 @@ def migrate(root: Path) -> None:
             delta.fsync(delta.table_path(root, table))
             versions[table] = delta.add_files(root, table, paths)
             checksums.update({f"{table}/{p.name}": delta.sha256(p) for p in paths})
-    versions = {**delta.current_versions(root), **versions}
     delta.commit(root, "migrate", versions, checksums, [delta.sources_json(sources)], None)
     write_atomic(root / "STORE.json", delta.store_json(SCHEMA_VERSION))  # the conversion's commit point
     shutil.rmtree(root / "batches", ignore_errors=True)

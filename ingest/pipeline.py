@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.ingest import bigfile, registry, rundir, runjson
+from bench.ingest import bigfile, links, registry, rundir, runjson
 from bench.ingest import patterns as pat
 from bench.ingest.compact import maybe_compact
 from bench.ingest.errors import BenchError
@@ -159,6 +159,7 @@ def ingest(
             _finish(*chunk, ctx, progress)
         if ctx.batch.n_sources or ctx.batch.rows["problems"]:
             ctx.summary.runs_files.extend(map(str, ctx.batch.commit()))
+        writer.link_telemetry()  # telemetry files to the runs they were sampled for
         if writer.sources or writer.checksums:
             writer.publish("ingest")  # the commit point: every batch of this ingest at once
         summary.compacted_files = maybe_compact(writer)  # past compact.AUTO_FILES files in a table
@@ -306,8 +307,8 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
             return
         if hashed.done():
             _note_run_dir(item, hashed.result(), ctx)
-        parts = bigfile.PartWriter(str(ctx.writer.scratch()), hashed, item.name,
-                                   pat.match_first(ctx.patterns, item.match_path), owner)
+        tags = pat.match_first(ctx.patterns, item.match_path)
+        parts = bigfile.PartWriter(str(ctx.writer.scratch()), hashed, item.name, tags, owner)
         try:
             try:
                 parsed = bigfile.parse_big(item, ctx.fmt, hashed, lambda sha: _is_duplicate(sha, ctx), parts)
@@ -319,6 +320,8 @@ def _ingest_big(item: Item, ctx: _Context) -> None:
                 return
             files = parts.finish()
             rows = file_rows(parsed, file_ref(item, sha, owner), ctx.patterns, time.time())
+            pending = links.pending_row(parts.span, sha, item.name, tags, time.time())
+            rows.telemetry_links = [pending] if pending else []
         except Exception as e:  # a part not written, values not storable: this file's problem, not the ingest's
             _problem_only(ctx, item, Problem("store_error", f"this file's rows could not be stored, so none were: "
                                                             f"{type(e).__name__}: {e}"[:300]))
@@ -339,6 +342,7 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context, cont
     batch.rows["problems"].extend(file.problems)
     batch.rows["systems"].extend(file.systems)
     batch.rows["score_scales"].extend(file.score_scales)
+    batch.rows["telemetry_links"].extend(file.telemetry_links)
     for run in file.runs:
         ctx.counters["status"][run["status"]] += 1
         ctx.counters["format"][file.format or "?"] += 1

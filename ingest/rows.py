@@ -10,8 +10,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from bench.ingest import links, rundir, runjson
 from bench.ingest import patterns as pat
-from bench.ingest import rundir, runjson
 from bench.ingest.parse import FileParse
 from bench.ingest.records import Problem
 from bench.ingest.schema import run_row, score_scale_row, steps_table, system_row, telemetry_table
@@ -27,6 +27,7 @@ class FileRows:
     problems: list[dict[str, Any]] = field(default_factory=list)
     systems: list[dict[str, Any]] = field(default_factory=list)
     score_scales: list[dict[str, Any]] = field(default_factory=list)
+    telemetry_links: list[dict[str, Any]] = field(default_factory=list)  # its pending row (bench.ingest.links)
     n_steps: int = 0
     n_telemetry: int = 0
 
@@ -104,6 +105,11 @@ def chunk_rows(parses: list[tuple[FileParse, FileRef]], patterns: list[pat.PathP
         steps = _concat([t[0] for t in tables], steps_table([]))
         telemetry = _concat([t[1] for t in tables], telemetry_table([], []))
     out = [r.rows(p, ref, now) if isinstance(r, _Failed) else r for (p, ref), r in zip(parses, rows, strict=True)]
+    for r, sampled in zip(rows, telemetry_in, strict=True):
+        if sampled is not None and sampled[1] is None and not isinstance(r, _Failed):
+            cols, sha, source, tags = sampled[0]
+            pending = links.pending_row(links.span(cols), sha, source, tags, now)
+            r.telemetry_links = [pending] if pending else []
     return out, steps, telemetry
 
 

@@ -186,6 +186,21 @@ SCORE_SCALES = pa.schema(
     ]
 )
 
+#: One row per telemetry file joined to runs by its tags (bench.ingest.links): a pending row (run_id NULL)
+#: with the file's tags and the time of its first and last sample, and, once it matched one run, a row
+#: naming that run.
+TELEMETRY_LINKS = pa.schema(
+    [
+        ("source_sha256", pa.string()),
+        ("source", pa.string()),
+        ("tags", TAGS),
+        ("first_at", TS),
+        ("last_at", TS),
+        ("run_id", pa.string()),
+        ("ingested_at", TS),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "runs": RUNS,
     "steps": STEPS,
@@ -194,6 +209,7 @@ TABLES: dict[str, pa.Schema] = {
     "sources": SOURCES,
     "systems": SYSTEMS,
     "score_scales": SCORE_SCALES,
+    "telemetry_links": TELEMETRY_LINKS,
 }
 
 METADATA = {b"bench.schema_version": str(SCHEMA_VERSION).encode()}

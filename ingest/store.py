@@ -4,7 +4,8 @@ Layout (Spark, Trino, Polars and DuckDB read each table without bench; README "R
 
     STORE/STORE.json                     {"schema_version": 6, "layout": "delta", ...}
     STORE/tables/<table>/                a Delta Lake table of Parquet files: runs, steps, telemetry,
-                                         problems, sources, systems, score_scales
+                                         problems, sources, systems, score_scales,
+                                         telemetry_links (bench.ingest.links)
     STORE/tables/commits/                a Delta table: one row per committed state of the store
     STORE/_tmp/                          files being written (never read), removed by the next writer
     STORE/.lock                          held (flock) by the one writer
@@ -39,7 +40,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.ingest import delta
+from bench.ingest import delta, links
 from bench.ingest.atomic import write_atomic
 from bench.ingest.errors import BenchError, UsageError
 from bench.ingest.records import SCHEMA_VERSION
@@ -182,7 +183,8 @@ class StoreWriter:
             write_atomic(meta, delta.store_json(SCHEMA_VERSION))
         shutil.rmtree(self.root / "_tmp", ignore_errors=True)  # left by a killed writer; we hold the lock
         (self.root / "_tmp").mkdir()
-        if check_store(self.root, old_ok=True) == MIGRATES_FROM:
+        migrated = check_store(self.root, old_ok=True) == MIGRATES_FROM
+        if migrated:
             from bench.ingest.migrate import migrate
 
             migrate(self.root)
@@ -196,6 +198,10 @@ class StoreWriter:
                                  f"run `bench ingest --rebuild --store {self.root}`") from e
             self.start = self._start_anew()
         self.versions = dict(self.start.versions) if self.start else delta.current_versions(self.root)
+        if migrated:  # the old layout had no telemetry links: made once, with the conversion
+            self.link_telemetry()
+            if self.checksums:
+                self.publish("link")
 
     def _start_anew(self) -> delta.Snapshot:
         """For ``--rebuild`` on a damaged store: every table whose log cannot be read is moved into
@@ -261,6 +267,20 @@ class StoreWriter:
         for target in placed:
             self.checksums[f"{table}/{target.name}"] = delta.sha256(target)
 
+    def add_rows(self, table: str, rows: list[dict[str, Any]] | pa.Table) -> None:
+        """Write ``rows`` as one file of ``table`` and commit it (as ``add``); nothing when there are none."""
+        if len(rows):
+            path = self.root / "_tmp" / f"{table}-{uuid.uuid4().hex[:12]}.parquet"
+            data = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=TABLES[table])
+            write_part(data, path, sync=True)
+            self.add(table, [path])
+
+    def link_telemetry(self) -> None:
+        """Join the telemetry files that name no run to their runs (bench.ingest.links), before a publish."""
+        self.add_rows(links.TABLE, links.new_rows(self.root, self.start, self.versions))
+        if links.TABLE not in self.versions:  # a store from before the table, now backfilled: record it
+            self.versions[links.TABLE] = delta.current_versions(self.root)[links.TABLE]
+
     def publish(self, kind: str) -> None:
         """Make everything committed since the start (or the last publish) the store's state (step 4)."""
         self.start = delta.commit(self.root, kind, self.versions, self.checksums, self.sources, self.start)
@@ -276,7 +296,7 @@ class Batch:
         self.dir = writer.root / "_tmp" / batch_id
         self.dir.mkdir(parents=True)
         self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("runs", "problems", "sources", "systems",
-                                                                        "score_scales")}
+                                                                        "score_scales", "telemetry_links")}
         self.parts: dict[str, list[Path]] = {"steps": [], "telemetry": []}
         self.n_sources = 0
 

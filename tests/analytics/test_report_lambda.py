@@ -125,3 +125,30 @@ def test_the_default_trace_shows_telemetry_sampled_while_its_run_stepped(store: 
     assert steps["x_unit"].iloc[0] == "s" and len(tel) > 5
     assert tel["elapsed_s"].min() > -120 and tel["elapsed_s"].max() < steps["x"].max() + 120
     assert tel["temperature_c"].max() > tel["temperature_c"].min() + 5  # the GPU warms while it trains
+
+
+def test_every_lambda_thermal_file_joins_the_log_of_its_own_folder(store: Path) -> None:
+    """Checked against what the join does not use: the folder (a thermal/1 file's run is its folder's
+    throughput/1 log) and the step stamps. Every link names the log of the file's own folder; every file left
+    unlinked has no run in its folder that stepped while it was sampled (a failed run, a missing log, or
+    samples that stop before the steps begin), and nearly all are linked."""
+    con = connect(store)
+    n, own, files = con.execute("""
+        SELECT count(*), count(*) FILTER (WHERE r.source = replace(l.source, '/thermal/', '/throughput/')),
+               (SELECT count(DISTINCT source) FROM telemetry)
+        FROM telemetry_links l JOIN runs r USING (run_id)""").fetchall()[0]
+    assert n == own > 0.99 * files
+    overlapping = con.execute("""
+        WITH unlinked AS (SELECT * FROM telemetry_links WHERE source_sha256 NOT IN
+                              (SELECT source_sha256 FROM telemetry_links WHERE run_id IS NOT NULL)),
+             span AS (SELECT run_id, min(timestamp) AS a, max(timestamp) AS b FROM steps GROUP BY ALL)
+        SELECT count(*) FROM unlinked u JOIN runs r ON r.source = replace(u.source, '/thermal/', '/throughput/')
+        JOIN span ON span.run_id = r.run_id
+        WHERE epoch(u.first_at) <= span.b + 60 AND epoch(u.last_at) >= span.a - 60""").fetchall()[0][0]
+    assert overlapping == 0
+    # the view gives every sample of a linked file its run, and only those
+    assert con.execute("""SELECT count(*) FILTER (WHERE run_id IS NULL), count(*) FILTER (WHERE source_sha256 NOT IN
+                              (SELECT source_sha256 FROM telemetry_links WHERE run_id IS NOT NULL))
+                          FROM telemetry""").fetchall()[0] == con.execute(
+        "SELECT count(*), count(*) FROM all_telemetry WHERE source_sha256 NOT IN "
+        "(SELECT source_sha256 FROM telemetry_links WHERE run_id IS NOT NULL)").fetchall()[0]
