@@ -58,6 +58,8 @@ def test_a_thermal_file_joins_the_run_that_ran_while_it_was_sampled(tmp_path: Pa
 
     steps, tel = plot_data.trace_frames(con)
     assert list(tel["temperature_c"]) == [50.0 + i for i in range(8)]
+    assert list(tel["elapsed_s"]) == [-4.0 + 2 * i for i in range(8)]  # on the steps' clock: T0 is step 1
+    assert len(steps) == 20  # display_every=1: one interval per step line
 
 
 def test_the_link_is_made_when_the_run_comes_in_a_later_ingest(tmp_path: Path) -> None:
