@@ -39,12 +39,12 @@ def compact(writer: StoreWriter, *, retention_hours: int = VACUUM_HOURS) -> int:
     from deltalake import DeltaTable, WriterProperties
 
     root, merged = writer.root, 0
-    props = WriterProperties(compression="ZSTD")
+    props = WriterProperties(compression="ZSTD", max_row_group_size=65_536)
     for table in TABLES:
         before = {f.key for f in delta.files(root, table, writer.start)}
         if len(before) < 2:
             continue
-        metrics = DeltaTable(str(delta.table_path(root, table))).optimize.compact(writer_properties=props)
+        metrics = DeltaTable(str(delta.table_path(root, table))).optimize.compact(writer_properties=props, max_concurrent_tasks=1)
         if not metrics["numFilesRemoved"]:
             continue
         merged += metrics["numFilesRemoved"]

@@ -76,8 +76,13 @@ def new_rows(root: Path, start: delta.Snapshot | None, versions: dict[str, int])
     if not backfilled.num_rows and _same_files(root, TABLE, before, now) and _same_files(root, "runs", before, now):
         return backfilled
     pending = _pending([*(pq.read_table(f.path) for f in delta.files(root, TABLE, now)), backfilled])
-    runs = [pq.read_table(f.path) for f in delta.files(root, "runs", now)]
-    if not pending.num_rows or not runs:
+    if not pending.num_rows:
+        return backfilled
+    tags = pending["tags"].combine_chunks()
+    names = set(pc.unique(tags.keys).to_pylist()) & set(RUNS.names) - {"tags"}
+    columns = ["run_id", "tags", "started_at", "ended_at", "wall_time_s", *sorted(names)]
+    runs = [pq.read_table(f.path, columns=columns) for f in delta.files(root, "runs", now)]
+    if not runs:
         return backfilled
     one = _matches(pending, pa.concat_tables(runs, promote_options="default"))
     run_of = dict(zip(one["source_sha256"].to_pylist(), one["run_id"].to_pylist(), strict=True))
@@ -102,7 +107,7 @@ def _matches(pending: pa.Table, runs: pa.Table) -> pa.Table:
     for keys in pc.unique(names).to_pylist():
         files = pending.filter(pc.equal(names, keys))
         theirs = [pc.map_lookup(runs["tags"], k, "first") for k in keys.split("\x1f")]
-        theirs = [pc.coalesce(v, runs[k].cast(pa.string())) if k in RUNS.names and k != "tags" else v
+        theirs = [pc.coalesce(v, runs[k].cast(pa.string())) if k in runs.column_names and k != "tags" else v
                   for k, v in zip(keys.split("\x1f"), theirs, strict=True)]
         own = [pc.map_lookup(files["tags"], k, "first") for k in keys.split("\x1f")]
         left = pa.table({"key": pc.binary_join_element_wise(*own, "\x1f"), "source_sha256": files["source_sha256"],

@@ -63,6 +63,15 @@ def keep_tuned() -> None:
     _FOR_GOOD = True
 
 
+def give_back() -> None:
+    """Give the free memory kept for the parse back to the kernel, once the parse is over: what comes after
+    (the commit, a compaction in deltalake) allocates differently, and a 200,000-member archive's ingest
+    peaked 60 MB higher with the parse's free memory still held."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
 @contextmanager
 def tuned() -> Iterator[None]:
     """``tune_process`` for the time of an ingest. Afterwards the collector's thresholds are restored,

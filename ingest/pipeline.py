@@ -28,7 +28,7 @@ from bench.ingest import patterns as pat
 from bench.ingest.compact import maybe_compact
 from bench.ingest.errors import BenchError
 from bench.ingest.items import DEFAULT_LIMITS, READ_ERRORS, Item, Limits
-from bench.ingest.memory import tuned
+from bench.ingest.memory import give_back, tuned
 from bench.ingest.pool import Job, ParserPool, file_ref
 from bench.ingest.records import Problem
 from bench.ingest.rows import FileRows, file_rows, problem_row
@@ -157,6 +157,7 @@ def ingest(
                 _finish(*chunk, ctx, progress)
         for chunk in parsers.drain():
             _finish(*chunk, ctx, progress)
+        give_back()
         if ctx.batch.n_sources or ctx.batch.rows["problems"]:
             ctx.summary.runs_files.extend(map(str, ctx.batch.commit()))
         writer.link_telemetry()  # telemetry files to the runs they were sampled for

@@ -108,6 +108,9 @@ class ParserPool:
     """
 
     CHUNK_BYTES = 4 * 1024 * 1024
+    #: Files in a chunk at most: the jobs in flight and their results are held here (a chunk of 4 MiB of
+    #: 700-byte logs would be 6,000 of them, 60,000 in flight)
+    CHUNK_FILES = 1000
     MAX_PENDING = 8
     SLOTS, SLOT_BYTES = MAX_PENDING + 2, 8 * 1024 * 1024
     INLINE_BYTES = 8 * 1024 * 1024  # parse the first this many bytes here: a small ingest never pays for a pool
@@ -185,7 +188,7 @@ class ParserPool:
         self._fmt = fmt
         self._chunk.append(job)
         self._chunk_bytes += len(job.data)
-        if self._chunk_bytes >= self.CHUNK_BYTES:
+        if self._chunk_bytes >= self.CHUNK_BYTES or len(self._chunk) >= self.CHUNK_FILES:
             self._send()
 
     def _send(self) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 Place = tuple[str, str | None]  # (resolved_path, member), as the sources table stores them
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Version:
     size: int
     content_sha256: str
@@ -46,6 +46,8 @@ class Versions:
         return versions
 
     def add(self, place: Place, size: int, content_sha256: str, source_sha256: str) -> None:
+        if content_sha256 == source_sha256:  # one string for both (a place per file: 200,000 in a big archive)
+            content_sha256 = source_sha256
         self._by_place.setdefault(place, []).append(Version(size, content_sha256, source_sha256))
 
     def sizes(self, place: Place) -> list[int]:

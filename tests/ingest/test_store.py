@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -168,6 +169,9 @@ def test_four_concurrent_ingests_and_a_compaction_end_with_a_serial_ingests_coun
     ingest([str(many_logs)], serial, workers=1)
     st = tmp_path / "st"
     procs = [_ingest_proc(many_logs, st) for _ in range(4)]
+    deadline = time.monotonic() + 60
+    while not (st / "STORE.json").exists() and time.monotonic() < deadline:  # --compact needs a store to compact
+        time.sleep(0.01)
     compactor = subprocess.Popen([sys.executable, "-m", "bench.runner", "ingest", "--compact", "--store", str(st)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     for p in [*procs, compactor]:
