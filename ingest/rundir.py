@@ -214,6 +214,13 @@ def run_details(meta: dict[str, Any]) -> dict[str, str]:
         "gpu_driver": first.get("driver_version"),
         "gpu_memory_total_mib": first.get("memory_total_mib"),
         "gpu_clocks_max_sm_mhz": first.get("sm_clock_max_mhz"),
+        "gpu_power_limit_w": first.get("enforced_power_limit_w", first.get("power_limit_w")),
+        "gpu_clocks_applications_sm_mhz": first.get("applications_clock_sm_mhz"),
+        "gpu_clocks_applications_memory_mhz": first.get("applications_clock_memory_mhz"),
+        "gpu_clocks_max_memory_mhz": first.get("memory_clock_max_mhz"),
+        "gpu_persistence_mode": first.get("persistence_mode"),
+        "gpu_ecc_mode": first.get("ecc_mode"),
+        "gpu_vbios": first.get("vbios_version"),
         "gpu_count": len(gpus) if gpus else None,
     })
     for key in ("argv", "env", "spec"):

@@ -4,8 +4,9 @@ atomic writer are ``bench.ingest.runjson``, which the ingest reads with).
 run.json keys: schema_version, run_id, spec (RunSpec.to_json), argv (the exact launched argv), tags,
 repeat, env (variables matching spec.ENV_PREFIXES), host (hostname, cpu_model, physical_cores,
 memory_total_mib, os, kernel, python), versions (tensorflow, cuda, cudnn, nccl, horovod, mpi: a string
-or None when not detectable), gpus (list of {name, driver_version, memory_total_mib, sm_clock_max_mhz}
-or None without nvidia-smi), gpu_topology (``nvidia-smi topo -m`` text or None), started_at / ended_at
+or None when not detectable), gpus (list of {name, driver_version, memory_total_mib, sm_clock_max_mhz}, and
+where nvidia-smi gives them the settings of ``_SETTINGS``: power limits, application clocks, persistence
+and ECC mode, VBIOS; or None without nvidia-smi), gpu_topology (``nvidia-smi topo -m`` text or None), started_at / ended_at
 (ISO 8601 UTC), wall_time_s, exit_code, status (running -> ok / failed / oom / timeout / interrupted /
 submitted; no_result for a clean exit whose log holds no result), failure_cause (what the log shows of a failure: an out-of-memory, NCCL or CUDA error, the last
 exception line, or an exit code with no result; None for an ok run), command (the argv given after
@@ -141,6 +142,8 @@ def versions(smi_header: str | None = None) -> dict[str, str | None]:
     (``mpirun --version`` first line). CUDA falls back to the ``CUDA Version`` of ``nvidia-smi``'s
     banner (``smi_header``), then to ``nvcc --version``. None when not detectable."""
     out = {key: _package_version(names) for key, names in _PACKAGES.items()}
+    for key, header, prefix in (("cudnn", "cudnn_version.h", "CUDNN"), ("nccl", "nccl.h", "NCCL")):
+        out[key] = out[key] or _header_version(header, prefix)  # a system install, not a wheel
     if out["cuda"] is None:
         m = re.search(r"CUDA Version:\s*([\d.]+)", smi_header or "")
         nvcc = None if m else _command_output(["nvcc", "--version"])
@@ -149,6 +152,22 @@ def versions(smi_header: str | None = None) -> dict[str, str | None]:
     mpi = _command_output(["mpirun", "--version"])
     out["mpi"] = next((ln.strip() for ln in (mpi or "").splitlines() if ln.strip()), None)
     return out
+
+
+_INCLUDE_DIRS = ("/usr/include", "/usr/local/cuda/include", "/usr/include/x86_64-linux-gnu")
+
+
+def _header_version(name: str, prefix: str) -> str | None:
+    """``MAJOR.MINOR.PATCH`` from the ``#define <prefix>_MAJOR`` lines of a library's header in the usual
+    include folders, or None."""
+    for folder in _INCLUDE_DIRS:
+        text = _read(os.path.join(folder, name))
+        if text:
+            parts = [re.search(rf"^#define {prefix}_(?:{part})\s+(\d+)", text, re.M)
+                     for part in ("MAJOR", "MINOR", "PATCHLEVEL|PATCH")]  # cuDNN's PATCHLEVEL, NCCL's PATCH
+            if parts[0] and parts[1]:
+                return ".".join(m.group(1) for m in parts if m)
+    return None
 
 
 def gpu_facts() -> tuple[list[dict[str, Any]] | None, str | None, str | None]:
@@ -167,7 +186,31 @@ def gpu_facts() -> tuple[list[dict[str, Any]] | None, str | None, str | None]:
         if len(cells) >= 4:
             gpus.append({"name": cells[0], "driver_version": cells[1],
                          "memory_total_mib": _number(cells[2]), "sm_clock_max_mhz": _number(cells[3])})
+    settings = _command_output(["nvidia-smi", f"--query-gpu={','.join(f for f, _ in _SETTINGS)}",
+                                "--format=csv,noheader"])
+    rows = [[c.strip() for c in line.split(",")] for line in (settings or "").splitlines()]
+    if len(rows) == len(gpus) and all(len(r) == len(_SETTINGS) for r in rows):
+        for gpu, row in zip(gpus, rows, strict=True):
+            for (_, (key, number)), cell in zip(_SETTINGS, row, strict=True):
+                value = _number(cell) if number else cell
+                if value is not None and not cell.startswith("[") and cell != "N/A":  # [N/A], [Not Supported]
+                    gpu[key] = value
     return gpus, _command_output(["nvidia-smi", "topo", "-m"]), _command_output(["nvidia-smi"])
+
+
+#: The settings of a GPU that change its speed without changing the GPU, and that a driver or node image
+#: update changes: nvidia-smi field -> (key in run.json's gpus, whether it is a number). One query of all
+#: of them, apart from the identity query, so that a driver lacking one leaves the GPUs' identity known.
+_SETTINGS = [
+    ("power.limit", ("power_limit_w", True)),
+    ("enforced.power.limit", ("enforced_power_limit_w", True)),
+    ("clocks.applications.graphics", ("applications_clock_sm_mhz", True)),
+    ("clocks.applications.memory", ("applications_clock_memory_mhz", True)),
+    ("clocks.max.memory", ("memory_clock_max_mhz", True)),
+    ("persistence_mode", ("persistence_mode", False)),
+    ("ecc.mode.current", ("ecc_mode", False)),
+    ("vbios_version", ("vbios_version", False)),
+]
 
 
 def _number(text: str) -> float | None:

@@ -355,3 +355,20 @@ def test_a_version_1_run_json_is_read_through_the_upgrade() -> None:
     details = rundir.run_details(meta)
     assert (details["topology"], details["memory_mib"], details["gpu_driver"]) == ("GPU0 X", "64000", "535.1")
 
+
+
+def test_a_real_h100_run_keeps_the_gpu_settings_nvidia_smi_gave() -> None:
+    """fixtures/gpu: the run.json bench run wrote on an H100, against nvidia-smi's own CSV of that machine
+    (read here with the csv module): the power limit and clocks become details a change can be traced to."""
+    import csv
+
+    fixtures = Path(__file__).parents[2] / "fixtures" / "gpu"
+    header, values = list(csv.reader((fixtures / "h100-smi-settings.csv").read_text().splitlines(), skipinitialspace=True))
+    smi = dict(zip(header, values, strict=True))
+    details = rundir.run_details(json.loads((fixtures / "h100-env-check.run.json").read_text()))
+    assert float(details["gpu_power_limit_w"]) == float(smi["enforced.power.limit [W]"].split()[0]) == 700.0
+    assert float(details["gpu_clocks_applications_sm_mhz"]) == float(smi["clocks.applications.graphics [MHz]"].split()[0])
+    assert float(details["gpu_clocks_applications_memory_mhz"]) == float(smi["clocks.applications.memory [MHz]"].split()[0])
+    assert (details["gpu_persistence_mode"], details["gpu_ecc_mode"], details["gpu_vbios"]) == \
+        (smi["persistence_mode"], smi["ecc.mode.current"], smi["vbios_version"])
+    assert (details["gpu_driver"], details["cudnn_version"], details["nccl_version"]) == ("580.159.04", "9.14.0", "2.28.3")

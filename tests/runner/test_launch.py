@@ -241,6 +241,7 @@ def test_cpu_telemetry_csv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 FAKE_SMI = """#!/bin/sh
 case "$1" in
   --query-gpu=name*) echo "Tesla V100-SXM2-16GB, 535.104.05, 16384 MiB, 1530 MHz";;
+  --query-gpu=power.limit*) echo "300.00 W, 250.00 W, 1290 MHz, 877 MHz, 877 MHz, Enabled, [N/A], 88.00.4F.00.09";;
   topo) printf '\\tGPU0\\tCPU Affinity\\nGPU0\\t X \\t0-7\\n';;
   --query-gpu=timestamp*)
     echo "timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W], clocks.sm [MHz]"
@@ -261,7 +262,17 @@ def test_gpu_facts_and_telemetry_from_nvidia_smi(tmp_path: Path, monkeypatch: py
                          trainer=(sys.executable, "-c", "import time; time.sleep(0.5)"), telemetry_interval_s=0.1)
     doc = _doc(out.run_dir)
     assert doc["gpus"] == [{"name": "Tesla V100-SXM2-16GB", "driver_version": "535.104.05",
-                            "memory_total_mib": 16384.0, "sm_clock_max_mhz": 1530.0}]
+                            "memory_total_mib": 16384.0, "sm_clock_max_mhz": 1530.0,
+                            "power_limit_w": 300.0, "enforced_power_limit_w": 250.0,
+                            "applications_clock_sm_mhz": 1290.0, "applications_clock_memory_mhz": 877.0,
+                            "memory_clock_max_mhz": 877.0, "persistence_mode": "Enabled",
+                            "vbios_version": "88.00.4F.00.09"}]  # ECC [N/A]: not there
+    from bench.ingest.rundir import run_details
+
+    details = run_details(doc)
+    assert (details["gpu_power_limit_w"], details["gpu_clocks_applications_sm_mhz"], details["gpu_vbios"]) == \
+        ("250.0", "1290.0", "88.00.4F.00.09")  # the enforced limit, which the GPU runs at
+    assert "gpu_ecc_mode" not in details
     assert doc["gpu_topology"].startswith("\tGPU0")
     if rundir._package_version(rundir._PACKAGES["cuda"]) is None:
         assert doc["versions"]["cuda"] == "12.2"  # from the nvidia-smi banner
@@ -271,6 +282,30 @@ def test_gpu_facts_and_telemetry_from_nvidia_smi(tmp_path: Path, monkeypatch: py
     assert telemetry.sniff(text[:4096])
     cols = telemetry.parse_lines(text.splitlines(), source="t").telemetry.take()
     assert cols["utilization_pct"][0] == 95.0 and cols["power_w"][0] == 250.0
+
+
+def test_gpu_settings_are_left_out_when_the_driver_lacks_a_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An older nvidia-smi that rejects a settings field fails that query: the GPUs keep their identity."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(FAKE_SMI.replace('  --query-gpu=power.limit*) echo', '  --query-gpu=power.limit*) exit 2; echo'))
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    gpus, _, _ = rundir.gpu_facts()
+    assert gpus == [{"name": "Tesla V100-SXM2-16GB", "driver_version": "535.104.05", "memory_total_mib": 16384.0,
+                     "sm_clock_max_mhz": 1530.0}]
+
+
+def test_system_cudnn_and_nccl_versions_come_from_their_headers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without their wheels, cuDNN and NCCL installed from a distribution's packages are read from
+    cudnn_version.h (CUDNN_PATCHLEVEL) and nccl.h (NCCL_PATCH), as the libraries define them."""
+    (tmp_path / "cudnn_version.h").write_text("#define CUDNN_MAJOR 9\n#define CUDNN_MINOR 1\n#define CUDNN_PATCHLEVEL 0\n")
+    (tmp_path / "nccl.h").write_text("#define NCCL_MAJOR 2\n#define NCCL_MINOR 21\n#define NCCL_PATCH 5\n#define NCCL_SUFFIX \"\"\n")
+    monkeypatch.setattr(rundir, "_INCLUDE_DIRS", (str(tmp_path),))
+    monkeypatch.setattr(rundir, "_package_version", lambda names: None)
+    got = rundir.versions()
+    assert (got["cudnn"], got["nccl"]) == ("9.1.0", "2.21.5")
 
 
 def test_ok_run_ingests_into_the_store(tmp_path: Path) -> None:
