@@ -49,7 +49,7 @@ def compact(writer: StoreWriter, *, retention_hours: int = VACUUM_HOURS) -> int:
             continue
         merged += metrics["numFilesRemoved"]
         writer.versions[table] = DeltaTable(str(delta.table_path(root, table))).version()
-        for f in delta.files(root, table, delta.Snapshot(-1, writer.versions)):
+        for f in writer.files(table):
             if f.key not in before:
                 writer.checksums[f.key] = delta.sha256(f.path)
     if merged:

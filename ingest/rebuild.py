@@ -79,18 +79,13 @@ def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None) -> IngestS
         carried = _carry_over(state, have, root / "_tmp")
         for table in TABLES:
             writer.add(table, files[table] + carried.get(table, []), overwrite=True)
-        now = [r for f in writer_files(root, writer, "sources") for r in pq.read_table(f).to_pylist()]
+        now = [r for f in writer.files("sources") for r in pq.read_table(f.path).to_pylist()]
         writer.sources = [delta.sources_json(now)]
         lost = {r["source_sha256"]: r["source"] for r in earlier if r.get("source_sha256")}
         total.lost = sorted(src for sha, src in lost.items() if sha not in {s["source_sha256"] for s in now})
         writer.publish("rebuild")
     total.store = str(root)
     return total
-
-
-def writer_files(root: Path, writer: StoreWriter, table: str) -> list[Path]:
-    """The files of ``table`` at the version ``writer`` has committed (published or not)."""
-    return [f.path for f in delta.files(root, table, delta.Snapshot(-1, writer.versions))]
 
 
 def _recorded_sources(root: Path, state: health.Health) -> list[dict[str, Any]]:

@@ -229,6 +229,10 @@ class StoreWriter:
         fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
         self._lock_fh.close()
 
+    def files(self, table: str) -> list[delta.DataFile]:
+        """The files of ``table`` at the version this writer has committed (published or not)."""
+        return delta.files(self.root, table, delta.Snapshot(-1, self.versions))
+
     def read(self, table: str, columns: list[str], filters: Any = None) -> list[dict[str, Any]]:
         """Rows of ``table`` in the committed state this writer started from."""
         return [row for f in delta.files(self.root, table, self.start)
