@@ -150,7 +150,7 @@ REPORT_GOAL_S = 30.0
 
 
 def _report_timing(tmp: Path) -> None:
-    """Issue 5 §4: ``bench report`` (every table, figures once per family) on a store of 10,000 runs."""
+    """``bench report`` (every table, figures once per family) on a store of 10,000 runs."""
 
     root = tmp / "store-10k"
     make_store(root, REPORT_RUNS)

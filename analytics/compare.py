@@ -16,7 +16,7 @@ pair (two systems with the same GPU), its fastest is taken. A different framewor
 framework`` lets it (bench.analytics.selection). The summary gives n, median, geometric mean (the mean for ratios), min, max and a
 t-interval 95% CI of the geometric mean (bench.analytics.ratio_stats); ``equivalence`` adds a paired TOST on the log ratios.
 
-Decisions (the issue is silent on these):
+Choices it makes:
 - A value is usable when it is a finite number > 0. A configuration without one (only failed runs,
   so ``images_per_sec`` is NULL) is never a ratio: it and its partner are listed as unmatched.
 - speedup / efficiency: the two speedups must be measured from the same baseline device count, else the

@@ -1,4 +1,4 @@
-"""Derived quantities of the published methodology (issue 3, section 4): plain functions, no I/O.
+"""Derived quantities of the published methodology: plain functions, no I/O.
 
 - ``iterations``: steps needed for N epochs, epochs × dataset_images / (batch_per_device × num_devices);
 - ``time_to_train_s``: seconds to train N epochs at a measured throughput;

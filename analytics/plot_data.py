@@ -5,7 +5,7 @@ a ``where`` (a SQL boolean expression over that view's columns). Series are labe
 that vary in the selection, ``by`` first (see :func:`add_labels`); a factor that is the same for every
 row says nothing about a line and is left out of its label.
 
-Decisions (the issue is silent on these):
+Choices it makes:
 - ``trace`` draws one run: the first (by run_id) run of ``runs`` matching ``where`` that has step rows and
   telemetry (its own, or a telemetry file joined to it at ingest), else the first with step rows.
 - Its series is what ``run_stats`` reads: the per-interval rates of the run's lowest rank in step order;

@@ -1,7 +1,7 @@
 """``bench report``: the figures, drawn once per configuration family (never once per run) with the
 functions of bench.analytics.plots, plus the cross-system throughput-per-device bars and one trace.
 
-Decisions (the issue is silent on these):
+Choices it makes:
 - Per family: the throughput bars (training time on a second axis), the speedup (ideal line, USL fit)
   and the efficiency figure: the Dell-style set. At most ``max_families`` families get figures (their
   tables are always complete); the report says which were left out.

@@ -1,7 +1,7 @@
 """``bench report``: the selection (``--where`` over ``runs``), what is in it, the flagged runs and the
 provenance table. Pure functions of a DuckDB connection; they return report_model Tables.
 
-Decisions (the issue is silent on these):
+Choices it makes:
 - ``--where`` is a SQL boolean expression over the columns of ``runs`` (so ``tags['system']``, ``host``,
   ``source`` work). The selected runs are materialised once as the table ``runs`` on the connection, the
   store's view renamed; every curated view (configs, scaling, ...) reads ``runs`` and so sees only the

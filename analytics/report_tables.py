@@ -1,7 +1,7 @@
 """``bench report``: the table frames of the configuration families, the ratio tables and the scaling-law
 fits. Pure functions over a connection narrowed by ``report_select.select_runs``.
 
-Decisions (the issue is silent on these):
+Choices it makes:
 - A *family* is the configurations that agree on :data:`FAMILY_FACTORS` (model, dataset, data, mode,
   precision, variable update, batch size per device); its *series* differ in the rest (device model,
   framework, data format, all-reduce, tags such as the system). A family table is laid out like the

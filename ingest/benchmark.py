@@ -5,11 +5,11 @@ million step lines and (3) MLPerf Training v1.0's results repository, extracted 
 :::MLLOG``; then the time of a ``mlperf_scores`` query, goal < 1 s): the grep baseline time, the ingest time,
 their ratio, MB/s and the peak RSS of the largest ingest process. Every number is measured in this run;
 nothing is hard-coded. (MLCommons' result summarizer is not run here: it is not a dependency of bench. On
-this VM it took 119 s over the same tree, submitter by submitter; see issue 16's note.)
+this VM it took 119 s over the same tree, submitter by submitter.)
 
 Each case runs ``BENCH_ROUNDS`` (default 3) interleaved rounds of baseline then ingest, each ingest into an
 empty store. For the Lambda tarball and the 1 GB log, each round also ingests with the core from before the
-ingest's redesign (issue 15; commit ``BEFORE``, taken from this clone's history with ``git archive`` and its C
+ingest's redesign (commit ``BEFORE``, taken from this clone's history with ``git archive`` and its C
 extension built with the compiler at hand), so that "speed is kept" is measured on this machine in the same
 run, whatever the machine; ``BENCH_BEFORE=`` (empty) skips it. The verdict uses the best time of each side (the run least disturbed by other load on the
 machine); the median and the spread are printed next to it, because a shared VM can drift by 20% or more
@@ -41,7 +41,7 @@ LAMBDA = REPO.parent / "shared" / "corpus" / "tf_cnn_benchmarks" / "lambda-logs.
 MLPERF = REPO.parent / "shared" / "corpus" / "mlperf_results" / "training_results_v1.0.tar.gz"
 BIG_STEPS = 10_000_000
 CACHE = Path(os.environ.get("BENCH_CACHE", tempfile.gettempdir())) / "dlbench-bench"
-#: The last commit of the ingest core before its redesign (issue 15), measured beside this one.
+#: The last commit of the ingest core before its redesign, measured beside this one.
 BEFORE = os.environ.get("BENCH_BEFORE", "1defb22")
 
 
@@ -158,7 +158,7 @@ def _measure(name: str, baseline_cmd: str, path: Path, store: Path, goal: float,
         change = ingest_s / min(befores) - 1
         print(f"  the core before the redesign ({BEFORE}), same rounds: {_spread(befores)}; this core vs that one: "
               f"{change:+.0%} best to best, {statistics.median(ingests) / statistics.median(befores) - 1:+.0%} median "
-              f"to median (issue 15: more than +10% must be explained in ingest/README.md)")
+              f"to median (more than +10% needs a reason)")
     if not path.name.endswith(".tar.gz"):  # an archive's members are hashed as they are decompressed
         _floor(path, base_s, goal)
 

@@ -1,4 +1,4 @@
-"""Acceptance (issue 3 §5): the official TensorFlow benchmark sheet of 2017, read back from 64 logs.
+"""The official TensorFlow benchmark sheet of 2017, read back from 64 logs.
 
 ``fixtures/official-2017/make_logs.py`` writes one tf_cnn_benchmarks log (TF 1.1 / benchmarks 9165a70
 output) per published figure; its table is checked against ``../shared/reference/tf-official-2017.csv``

@@ -1,4 +1,4 @@
-"""bench report on the official TensorFlow 2017 sheet (issue 5 §3): the sheet's blocks as tables (images/s,
+"""bench report on the official TensorFlow 2017 sheet: the sheet's blocks as tables (images/s,
 speedup, efficiency; P100/K80, synthetic/real, batch 64/32 speedups, resnet50/inception3 with medians),
 the Dell-style figures, the files written, the HTML opened in headless Chromium. Expected values are
 computed here from ../shared/reference/tf-official-2017.csv (or the fixture script's copy of it)."""

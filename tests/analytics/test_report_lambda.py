@@ -1,4 +1,4 @@
-"""bench report on the Lambda corpus (issue 5 §3): throughput per GPU for resnet50 fp16 and fp32 across
+"""bench report on the Lambda corpus: throughput per GPU for resnet50 fp16 and fp32 across
 all systems, and one trace with temperatures (thermal/1 telemetry joined to throughput/1 by tags, on
 the steps' clock). Skips when ../shared/corpus is absent; expected values come from plain SQL."""
 

@@ -1,4 +1,4 @@
-"""An MLPerf results tree of 10,000 result files written here, with the bad input issue 16 names: system
+"""An MLPerf results tree of 10,000 result files written here, with bad input: system
 descriptions that are not JSON, lack fields or give counts as strings, a submitter without a systems
 folder, duplicate result files and a log cut mid-line. Every expected score is worked out by construction:
 run i of a set takes (base + i) minutes, so the olympic mean of 5 ok runs is base + 2."""

@@ -181,7 +181,7 @@ def test_two_workers_on_localhost_train_and_ingest(
 
 @pytest.mark.slow
 def test_cpu_runs_of_one_and_two_devices_reach_scaling(tmp_path: Path) -> None:
-    """Issue 16: `bench run --device cpu --num-gpus 2` stores 2 cpu devices (num_gpus stays NULL), so the
+    """`bench run --device cpu --num-gpus 2` stores 2 cpu devices (num_gpus stays NULL), so the
     1- and 2-device runs of one configuration are one configuration of `scaling`, baseline 1 device."""
     pytest.importorskip("tensorflow")
     bench = BIN / "bench"

@@ -1,6 +1,6 @@
 """``bench run -- COMMAND``: any benchmark command, through the real CLI (a ``python -m bench.runner``
 process, as a user runs it), with its run directory, status, failure cause and ingest; and the bad input
-issue 26 names (not found, exits at once, megabytes of output, children that outlive it, shell
+a user meets (not found, exits at once, megabytes of output, children that outlive it, shell
 metacharacters)."""
 
 from __future__ import annotations
