@@ -5,7 +5,7 @@ its path-pattern tags and its time. Each such file gives one *pending* row (run_
 the time of its first and last sample. Before an ingest is published, every pending file is matched
 against the runs: a run matches when every tag of the file equals the run's tag of that name, else its
 column of that name (as text), and, where both are stamped, the file was sampled while the run ran (its
-samples overlap ``started_at`` - ``ended_at`` widened by ``SLACK_S``). Tags alone can name two runs (a
+samples overlap the run's time, widened by ``SLACK_S`` on each side; see ``_matches``). Tags alone can name two runs (a
 folder's training and inference runs); the time tells them apart. A file that matches exactly one run gets
 a second row with that run_id; one that matches none or several stays pending, and a later ingest (of its
 run, say) tries again. The ``telemetry`` view (bench.analytics.store) gives a file's samples the run_id
