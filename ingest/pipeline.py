@@ -149,6 +149,7 @@ def ingest(
         ctx = _Context(writer, writer.new_batch(), first, fmt, compiled, summary,
                        {"problems": Counter(), "status": Counter(), "format": Counter()}, list(path_patterns),
                        versions=Versions.from_sources([*earlier, *known]))
+        del known
         for item in iter_items(paths, exclude=str(store), skip_globs=tuple(skip_globs), limits=limits):
             job = _read_item(item, ctx)
             if job is not None:
@@ -157,9 +158,13 @@ def ingest(
                 _finish(*chunk, ctx, progress)
         for chunk in parsers.drain():
             _finish(*chunk, ctx, progress)
-        give_back()
         if ctx.batch.n_sources or ctx.batch.rows["problems"]:
             ctx.summary.runs_files.extend(map(str, ctx.batch.commit()))
+        # what the parse kept per file is not needed by the commit: freed, and given back, before the link
+        # step and a compaction allocate (a 200,000-member archive's ingest peaked there)
+        ctx.known.clear()
+        ctx.versions, ctx.resolved, ctx.archive_runs = Versions(), {}, {}
+        give_back()
         writer.link_telemetry()  # telemetry files to the runs they were sampled for
         if writer.sources or writer.checksums:
             writer.publish("ingest")  # the commit point: every batch of this ingest at once

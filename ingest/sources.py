@@ -13,12 +13,13 @@ from __future__ import annotations
 import fnmatch
 import os
 import stat
+import struct
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from bench.ingest import rundir, runjson
+from bench.ingest import rundir, runjson, zipdir
 from bench.ingest.items import (
     DEFAULT_LIMITS,
     BoundedReader,
@@ -136,30 +137,29 @@ def _tar_stream(path: str, raw: IO[bytes]) -> IO[bytes]:
 
 
 def _zip_items(path: str, limits: Limits) -> Iterator[Item]:
-    try:
-        zf = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile) as e:
-        yield Item(path, _slash(path), 0, None, archive=path, error=f"unreadable archive: {e}")
-        return
-    with zf:
-        listing = zf.filelist
-        for i, info in enumerate(listing):
-            # a member's directory entry is dropped once it is read (ZipFile keeps 600 bytes a member: 125 MB
-            # for 200,000), so the memory it held serves what the ingest keeps per member
-            listing[i] = None  # type: ignore[call-overload]
-            zf.NameToInfo.pop(info.filename, None)
-            if info.is_dir():
-                continue
-            src = f"{path}{MEMBER_SEP}{info.filename}"
-            if info.file_size > limits.floor_bytes and info.file_size > limits.max_expansion * max(1, info.compress_size):
-                error = str(expansion_error(info.filename, info.file_size, info.compress_size, limits))
-                yield Item(src, info.filename, info.file_size, None, path, info.filename, error=error)
-                continue
-            try:
-                with zf.open(info) as reader:
-                    yield Item(src, info.filename, info.file_size, reader, path, info.filename)
-            except (OSError, zipfile.BadZipFile, RuntimeError) as e:
-                yield Item(src, info.filename, 0, None, path, info.filename, error=str(e))
+    """The members of a zip, its central directory read one entry at a time (bench.ingest.zipdir). A
+    directory that cannot be read is one error item; members given before its damage stay given."""
+    listing = zipdir.members(path)
+    while True:
+        try:
+            zf, info = next(listing)
+        except StopIteration:
+            return
+        except (OSError, zipfile.BadZipFile, struct.error) as e:
+            yield Item(path, _slash(path), 0, None, archive=path, error=f"unreadable archive: {e}")
+            return
+        if info.is_dir():
+            continue
+        src = f"{path}{MEMBER_SEP}{info.filename}"
+        if info.file_size > limits.floor_bytes and info.file_size > limits.max_expansion * max(1, info.compress_size):
+            error = str(expansion_error(info.filename, info.file_size, info.compress_size, limits))
+            yield Item(src, info.filename, info.file_size, None, path, info.filename, error=error)
+            continue
+        try:
+            with zf.open(info) as reader:
+                yield Item(src, info.filename, info.file_size, reader, path, info.filename)
+        except (OSError, zipfile.BadZipFile, RuntimeError) as e:
+            yield Item(src, info.filename, 0, None, path, info.filename, error=str(e))
 
 
 def _slash(path: str) -> str:
