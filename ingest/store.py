@@ -40,7 +40,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.ingest import delta, links
+from bench.ingest import delta
 from bench.ingest.atomic import write_atomic
 from bench.ingest.errors import BenchError, UsageError
 from bench.ingest.records import SCHEMA_VERSION
@@ -281,6 +281,8 @@ class StoreWriter:
 
     def link_telemetry(self) -> None:
         """Join the telemetry files that name no run to their runs (bench.ingest.links), before a publish."""
+        from bench.ingest import links  # pyarrow.compute: 37 ms that bench sql and report need not import
+
         self.add_rows(links.TABLE, links.new_rows(self.root, self.start, self.versions))
         if links.TABLE not in self.versions:  # a store from before the table, now backfilled: record it
             self.versions[links.TABLE] = delta.current_versions(self.root)[links.TABLE]
