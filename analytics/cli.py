@@ -255,3 +255,79 @@ def report_command(
         typer.echo(f"{i}. {f.text}")
     typer.echo(str(path))
 # --- end report ---
+
+
+class ChangeMetric(StrEnum):
+    images_per_sec = "images_per_sec"
+    throughput = "throughput"
+    time_to_train_s = "time_to_train_s"
+    wall_time_s = "wall_time_s"
+
+
+MetricOpt = Annotated[ChangeMetric, typer.Option("--metric", help="The series' values: images_per_sec or throughput (higher is better), time_to_train_s or wall_time_s (lower is better)")]
+OrderOpt = Annotated[str | None, typer.Option("--order-by", help="SQL over the columns of runs that orders a series, e.g. \"tags['commit']\" [default: started_at]")]
+MinRunsOpt = Annotated[int, typer.Option("--min-runs", min=2, help="Runs a new level needs before it is a change (fewer, far off their neighbours, are outliers)")]
+
+
+def changes_command(
+    where: WhereOpt = None,
+    metric: MetricOpt = ChangeMetric.images_per_sec,
+    order_by: OrderOpt = None,
+    min_runs: MinRunsOpt = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: changes, outliers, too_short, left_out, notes")] = False,
+    store: StoreOpt = None,
+) -> None:
+    """Find where each series (one workload on one system, in time order) changed level, and what changed on
+    the machine then.
+
+    Example: bench changes --where "host = 'gpu-node07'"
+    """
+    from bench.analytics.changes import find_changes
+
+    found = find_changes(_selected(store, where, None), metric.value, order_by, min_runs)
+    if as_json:
+        typer.echo(found.to_json())
+        return
+    from bench.analytics.changes_text import print_changes
+
+    print_changes(found)
+
+
+def check_command(
+    where: Annotated[str, typer.Option("--where", help="SQL over the columns of runs selecting the candidate runs, e.g. \"started_at >= '2026-10-01'\"")],
+    threshold: Annotated[float, typer.Option("--threshold", help="Fail a series whose candidates are slower than its baseline by more than this fraction, with significance")] = 0.05,
+    baseline_where: Annotated[str | None, typer.Option("--baseline-where", help="SQL selecting the baseline runs [default: each series' runs before its candidates, since its last change]")] = None,
+    metric: MetricOpt = ChangeMetric.images_per_sec,
+    order_by: OrderOpt = None,
+    min_runs: MinRunsOpt = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: the verdict of every series")] = False,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Also write JUnit XML here (one test case per series)")] = None,
+    store: StoreOpt = None,
+) -> None:
+    """The CI gate: exit 1 when the runs --where selects are slower than the runs before them in their series
+    (by more than --threshold, with significance), 0 when not, 2 for a bad argument.
+
+    Example: bench check --where "started_at >= current_date" --junit bench-check.xml
+    """
+    from bench.analytics.check import check
+    from bench.analytics.store import connect
+    from bench.ingest.errors import BenchError
+    from bench.ingest.store import default_store
+
+    result = check(connect(store or default_store()), where, threshold, baseline_where, metric.value, order_by,
+                   min_runs=min_runs)
+    if junit is not None:
+        from bench.analytics.check import junit_xml
+
+        try:
+            junit.write_bytes(junit_xml(result))
+        except OSError as e:
+            raise BenchError(f"cannot write {junit}: {e.strerror}") from e
+    if as_json:
+        typer.echo(result.to_json())
+    else:
+        from bench.analytics.changes_text import print_check
+
+        print_check(result)
+    if result.failed:
+        raise typer.Exit(1)

@@ -14,6 +14,8 @@ from typing import Annotated, Any
 import typer
 
 from bench.analytics.cli import (
+    changes_command,
+    check_command,
     compare_command,
     effects_command,
     fit_command,
@@ -77,6 +79,8 @@ app.command("fit")(_translated(fit_command))
 app.command("effects")(_translated(effects_command))
 app.command("plot")(_translated(plot_command))
 app.command("report")(_translated(report_command))
+app.command("changes")(_translated(changes_command))
+app.command("check")(_translated(check_command))
 
 
 _T = "Trainer options"  # help panel of the options passed through to the trainer

@@ -28,8 +28,16 @@
 -- the same at every scale point of a configuration; scaling, strong_scaling and compare join on it.
 -- Columns: run_id, config_id, the factors above, config_tags (MAP), num_devices, num_nodes, and the run's
 -- status, status_detail, images_per_sec, wall_time_s, throughput, time_to_train_s, forward_ms,
--- forward_backward_ms, source, source_sha256. Every view that keys runs by configuration reads this one: configs (grouped
+-- forward_backward_ms, source, source_sha256; then series_id, series_system, series_tags (MAP), host and
+-- started_at. Every view that keys runs by configuration reads this one: configs (grouped
 -- by config_id and scale point), report_runs (one row per run), minibatch (its curves drop the batch size).
+-- A series (series_id, `bench changes` and `bench check`) is one workload on one system, followed through
+-- time: every factor above except framework_version (system facts such as the framework's version, the
+-- driver or CUDA may move along a series: finding which one moved is the point), plus the scale point and
+-- series_system, the run's `system` tag or else its host. Its tags are config_tags less the sequence tags:
+-- a tag (other than `system` / `host`) that, among runs equal in every other factor, host and system, takes
+-- at least 3 values on groups of 3 or more runs and a distinct value on at least half of them (a commit, a
+-- date, a build number) says when a run was made, not what ran. config_id keeps such tags as they are.
 -- Reads the view `runs`. No parameters.
 WITH tag_rows AS (
     SELECT unnest(map_entries(tags)) AS e, model, dataset, data, mode, precision, data_format, variable_update,
@@ -58,8 +66,24 @@ own AS (
                          AND NOT list_contains(restating.keys, e.key)])
                AS config_tags,
            num_devices, num_nodes, status, images_per_sec, wall_time_s, status_detail, throughput,
-           time_to_train_s, forward_ms, forward_backward_ms, source, source_sha256
+           time_to_train_s, forward_ms, forward_backward_ms, source, source_sha256, host, started_at
     FROM runs, restating
+),
+tag_values AS (  -- one row per (run, tag), with the run's group of equal factors, host and system
+    SELECT e.key AS key, e.value AS value,
+           md5(to_json(struct_pack(framework := framework, model := model, dataset := dataset, data := data,
+               mode := mode, precision := precision, data_format := data_format, variable_update := variable_update,
+               all_reduce := all_reduce, b := batch_size_per_device, device_type := device_type,
+               device_model := device_model, n := num_devices, nodes := num_nodes, host := host,
+               system := [t.value FOR t IN config_tags IF t.key = 'system']))) AS grp
+    FROM (SELECT *, unnest(config_tags) AS e FROM own)
+    WHERE e.key NOT IN ('system', 'host')
+),
+sequence AS (  -- the sequence tags (see the header), as one list
+    SELECT coalesce(list(key), []) AS keys FROM (
+        SELECT key FROM (SELECT key, grp, count(*) AS n, count(DISTINCT value) AS d FROM tag_values
+                         GROUP BY key, grp HAVING count(*) >= 3)
+        GROUP BY key HAVING sum(d) >= 0.5 * sum(n) AND max(d) >= 3)
 ),
 complete AS (
     SELECT DISTINCT framework, framework_version, model, dataset, data, mode, precision, data_format,
@@ -97,8 +121,14 @@ keyed AS (
            coalesce(a.c.device_model, o.device_model) AS device_model,
            CASE WHEN a._row IS NULL THEN o.config_tags ELSE a.c.config_tags END AS config_tags,
            o.run_id, o.num_devices, o.num_nodes, o.status, o.images_per_sec, o.wall_time_s, o.status_detail,
-           o.throughput, o.time_to_train_s, o.forward_ms, o.forward_backward_ms, o.source, o.source_sha256
+           o.throughput, o.time_to_train_s, o.forward_ms, o.forward_backward_ms, o.source, o.source_sha256,
+           o.host, o.started_at
     FROM own o LEFT JOIN adopted a ON a._row = o._row
+),
+serial AS (
+    SELECT keyed.*, coalesce([t.value FOR t IN config_tags IF t.key = 'system'][1], host) AS series_system,
+           [t FOR t IN config_tags IF NOT list_contains(sequence.keys, t.key)] AS series_tags
+    FROM keyed, sequence
 )
 SELECT run_id,
        md5(to_json(struct_pack(
@@ -111,5 +141,13 @@ SELECT run_id,
        framework, framework_version, model, dataset, data, mode, precision, data_format, variable_update,
        all_reduce, batch_size_per_device, device_type, device_model, map_from_entries(config_tags) AS config_tags,
        num_devices, num_nodes, status, images_per_sec, wall_time_s, status_detail, throughput, time_to_train_s,
-       forward_ms, forward_backward_ms, source, source_sha256
-FROM keyed
+       forward_ms, forward_backward_ms, source, source_sha256,
+       md5(to_json(struct_pack(
+           framework := framework, model := model, dataset := dataset, data := data, mode := mode,
+           precision := precision, data_format := data_format, variable_update := variable_update,
+           all_reduce := all_reduce, batch_size_per_device := batch_size_per_device, device_type := device_type,
+           device_model := device_model, num_devices := num_devices, num_nodes := num_nodes,
+           system := series_system, tags := map_from_entries(series_tags)
+       ))) AS series_id,
+       series_system, map_from_entries(series_tags) AS series_tags, host, started_at
+FROM serial

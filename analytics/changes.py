@@ -1,0 +1,247 @@
+"""``bench changes``: every series' change points, each with what changed on the machine.
+
+A series is one workload on one system followed through time (``series_id`` of sql/run_configs.sql, the
+one place that says what it is). Its points are its ok runs with a positive value of the metric, ordered
+by ``started_at`` or by the user's ``--order-by`` expression (ties by started_at, then run_id; the count of
+tied runs is reported). The method is bench.analytics.changepoints'.
+
+Rules for what does not fit:
+
+- Runs without a value (failed, invalid, or not ok) are not points; they are listed beside their series
+  (``left_out``), as are runs whose ``--order-by`` value is NULL.
+- A series with fewer than ``2 * min_runs`` points is ``too_short``, with its count.
+- A series whose runs came from several hosts under one ``system`` tag gets a note naming them: the tag
+  says they are one system, and the note says so rather than merging them silently.
+- What changed at a step: every system fact (``framework_version`` and the ``details`` map, less the
+  run's own bookkeeping: ``FACT_EXCLUDED``) whose value differs between the last point before the step
+  and the first point on the new level; a fact present on one side only counts (old or new is None).
+- Lower-is-better metrics (times) are handled with their direction: ``slower`` says which way a step went.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from bench.analytics.changepoints import ALPHA, MIN_RUNS, Detection, Level, detect
+from bench.analytics.store import view_error
+from bench.ingest.errors import UsageError
+
+if TYPE_CHECKING:
+    import duckdb
+
+#: metric -> True when lower is better
+METRICS = {"images_per_sec": False, "throughput": False, "time_to_train_s": True, "wall_time_s": True}
+#: details keys that are a run's own bookkeeping, not a fact of its machine
+FACT_EXCLUDED = frozenset({"run_id", "launcher_status", "exit_code", "argv", "env", "spec"})
+#: the series' columns shown to a person, in this order (NULL ones are left out)
+SERIES_COLUMNS = ("model", "batch_size_per_device", "precision", "num_devices", "device_model", "system",
+                  "framework", "dataset", "data", "mode", "data_format", "variable_update", "all_reduce",
+                  "num_nodes", "device_type")
+
+
+@dataclass
+class Point:
+    run_id: str
+    started_at: datetime | None
+    order: Any
+    value: float
+    facts: dict[str, str]
+    host: str | None
+
+
+@dataclass
+class Series:
+    series_id: str
+    describe: dict[str, Any]  # SERIES_COLUMNS and tags
+    points: list[Point] = field(default_factory=list)
+    left_out: list[dict[str, Any]] = field(default_factory=list)  # run_id, status, reason
+    hosts: set[str] = field(default_factory=set)
+    ties: int = 0
+    label: str = ""
+
+
+#: always in a series' label; the other columns and tags only where series differ in them
+LABELLED = ("model", "batch_size_per_device", "precision")
+
+
+def series_label(d: dict[str, Any], varying: set[str]) -> str:
+    """"resnet50 b256 fp16 on host h1": model, batch size and precision, the columns and tags in
+    ``varying`` (those the series differ in), and the system."""
+    parts = [str(d.get("model") or "?")]
+    if d.get("batch_size_per_device") is not None:
+        parts.append(f"b{d['batch_size_per_device']}")
+    if d.get("precision"):
+        parts.append(str(d["precision"]))
+    for k in SERIES_COLUMNS:
+        if k in varying and k not in LABELLED and k != "system" and d.get(k) is not None:
+            parts.append(f"x{d[k]}" if k == "num_devices" else str(d[k]))
+    parts += [f"{k}={v}" for k, v in sorted((d.get("tags") or {}).items()) if f"tags.{k}" in varying and k != "system"]
+    return " ".join(parts) + (f" on {d['system_kind']} {d['system']}" if d.get("system") else "")
+
+
+def _label_all(series: list[Series]) -> None:
+    """Give every series its label, naming what tells it apart from the others."""
+    seen: dict[str, set[str]] = defaultdict(set)
+    for s in series:
+        for k in SERIES_COLUMNS:
+            seen[k].add(str(s.describe.get(k)))
+        for k in {k for t in series for k in t.describe.get("tags", {})}:
+            seen[f"tags.{k}"].add(str(s.describe.get("tags", {}).get(k)))
+    varying = {k for k, values in seen.items() if len(values) > 1}
+    for s in series:
+        s.label = series_label(s.describe, varying)
+
+
+def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | None = None) -> list[Series]:
+    """Every series of the runs of ``con`` (a store connection, narrowed or not), its points in order."""
+    import duckdb
+
+    from bench.analytics.views import register_views
+
+    if metric not in METRICS:
+        raise UsageError(f"--metric {metric!r}: one of {', '.join(METRICS)}")
+    register_views(con, ["run_configs"])
+    order = order_by or "started_at"
+    cols = ", ".join(f"c.{c}" for c in SERIES_COLUMNS if c != "system")
+    query = f"""
+        WITH o AS (SELECT run_id, ({order}) AS order_key, framework_version, details, tags['system'] AS system_tag
+                   FROM runs)
+        SELECT c.series_id, {cols}, c.series_system, o.system_tag, c.series_tags, c.run_id, c.status, c.host,
+               c.started_at, c.{metric} AS value, o.order_key, o.framework_version, o.details
+        FROM run_configs c JOIN o USING (run_id)
+        ORDER BY c.series_id, o.order_key NULLS LAST, c.started_at NULLS LAST, c.run_id"""
+    try:
+        cur = con.execute(query)
+    except duckdb.Error as e:
+        if order_by:
+            raise UsageError(f"--order-by {order_by!r}: {e}") from e
+        raise view_error(e, "run_configs", None) from e
+    names = [d[0] for d in cur.description]
+    found: dict[str, Series] = {}
+    for row in cur.fetchall():
+        r = dict(zip(names, row, strict=True))
+        s = found.get(r["series_id"])
+        if s is None:
+            d = {c: r[c] for c in SERIES_COLUMNS if c != "system" and r[c] is not None}
+            d.update(system=r["series_system"], system_kind="system" if r["system_tag"] else "host",
+                     tags=dict(r["series_tags"] or {}))
+            s = found[r["series_id"]] = Series(r["series_id"], d)
+        if r["host"]:
+            s.hosts.add(r["host"])
+        value, reason = r["value"], None
+        if r["status"] != "ok" or value is None or not value > 0:
+            reason = f"status {r['status']}" if r["status"] != "ok" else f"no {metric}"
+        elif r["order_key"] is None:
+            reason = f"no value of {order}"
+        if reason:
+            s.left_out.append({"run_id": r["run_id"], "status": r["status"], "reason": reason})
+            continue
+        facts = {k: v for k, v in (r["details"] or {}).items() if k not in FACT_EXCLUDED}
+        if r["framework_version"] is not None:
+            facts["framework_version"] = r["framework_version"]
+        point = Point(r["run_id"], r["started_at"], r["order_key"], float(value), facts, r["host"])
+        if s.points and s.points[-1].order == point.order:
+            s.ties += 1
+        s.points.append(point)
+    _label_all(list(found.values()))
+    return list(found.values())
+
+
+def what_changed(before: Point, after: Point) -> dict[str, tuple[str | None, str | None]]:
+    """Every fact whose value differs between two runs: name -> (old, new)."""
+    keys = sorted(before.facts.keys() | after.facts.keys())
+    return {k: (before.facts.get(k), after.facts.get(k)) for k in keys if before.facts.get(k) != after.facts.get(k)}
+
+
+@dataclass
+class Change:
+    series: dict[str, Any]
+    series_id: str
+    label: str
+    run_id: str
+    at: str | None
+    order_value: Any
+    before: dict[str, Any]
+    after: dict[str, Any]
+    change: float
+    ci95: tuple[float | None, float | None]
+    p_value: float
+    slower: bool
+    what_changed: dict[str, tuple[str | None, str | None]]
+
+
+@dataclass
+class Changes:
+    metric: str
+    lower_is_better: bool
+    min_runs: int
+    changes: list[Change] = field(default_factory=list)
+    outliers: list[dict[str, Any]] = field(default_factory=list)
+    too_short: list[dict[str, Any]] = field(default_factory=list)
+    left_out: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    n_series: int = 0
+    #: series_id -> (series, its detection), for the report's figures
+    detections: dict[str, tuple[Series, Detection]] = field(default_factory=dict, repr=False)
+
+    def to_json(self) -> str:
+        out = asdict(self)
+        out.pop("detections")
+        return json.dumps(out, indent=2, default=str)
+
+
+def _level(level: Level, points: list[Point]) -> dict[str, Any]:
+    return {"mean": level.mean, "ci95": [level.ci_low, level.ci_high], "n": level.n,
+            "from": _when(points[level.start]), "to": _when(points[level.end - 1])}
+
+
+def _when(p: Point) -> str | None:
+    return p.started_at.isoformat() if p.started_at is not None else None
+
+
+def find_changes(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec", order_by: str | None = None,
+                 min_runs: int = MIN_RUNS, alpha: float = ALPHA) -> Changes:
+    """The changes, outliers and unusable runs of every series of ``con`` (see the module docstring)."""
+    if min_runs < 2:
+        raise UsageError(f"--min-runs {min_runs}: at least 2 (a level needs a mean and a spread)")
+    lower = METRICS.get(metric, False)
+    out = Changes(metric, lower, min_runs)
+    for s in load_series(con, metric, order_by):
+        out.n_series += 1
+        for r in s.left_out:
+            out.left_out.append({"series": s.describe, "label": s.label, **r})
+        if s.describe.get("system_kind") == "system" and len(s.hosts) > 1:
+            out.notes.append(f"{s.label}: its runs came from {len(s.hosts)} hosts ({', '.join(sorted(s.hosts)[:5])}"
+                             f"{', ...' if len(s.hosts) > 5 else ''}), one series because their system tag is one")
+        if s.ties:
+            out.notes.append(f"{s.label}: {s.ties} runs share their order value with the run before; "
+                             "tied runs are ordered by started_at, then run_id")
+        if len(s.points) < 2 * min_runs:
+            if s.points:
+                out.too_short.append({"series": s.describe, "label": s.label, "n": len(s.points)})
+            continue
+        det = detect([p.value for p in s.points], min_runs=min_runs, alpha=alpha)
+        out.detections[s.series_id] = (s, det)
+        for o in det.outliers:
+            p = s.points[o.index]
+            out.outliers.append({"series": s.describe, "label": s.label, "run_id": p.run_id, "at": _when(p),
+                                 "value": o.value, "expected": o.expected, "change": o.change})
+        for step in det.steps:
+            first, last = s.points[step.index], s.points[step.index - 1]
+            out.changes.append(Change(
+                s.describe, s.series_id, s.label, first.run_id, _when(first), first.order,
+                _level(step.before, s.points), _level(step.after, s.points), step.change,
+                (step.ci_low, step.ci_high), step.p_value, step.change > 0 if lower else step.change < 0,
+                what_changed(last, first)))
+    return out
+
+
+def by_series(changes: Changes) -> dict[str, list[Change]]:
+    out: dict[str, list[Change]] = defaultdict(list)
+    for c in changes.changes:
+        out[c.series_id].append(c)
+    return out
