@@ -11,8 +11,8 @@ The method, in order:
    not see them (a plain standard deviation would grow with every step).
 3. **Outliers.** A run is an outlier when it is more than ``OUTLIER_Z`` sigma away, on the same side, from
    both the median of the ``WINDOW`` runs before it and that of the ``WINDOW`` after (one side at either
-   end of the series). Up to ``min_runs - 1`` such runs in a row are outliers; ``min_runs`` or more are a
-   level, which step 4 judges. Outliers are left out of steps 4 and 5.
+   end of the series). Up to ``min_runs - 1`` such runs in a row are outliers; ``min_runs`` or more on one
+   level (counting the runs beside them within the limit of their median) are a level, which step 4 judges. Outliers are left out of steps 4 and 5.
 4. **Candidates: binary segmentation** with the least-squares (l2) cost, as ``ruptures.Binseg(model="l2")``
    computes it (Scott and Knott 1974; Truong, Oudre and Vayatis 2020), with segments of at least
    ``min_runs`` runs and the penalty 2 sigma^2 ln(n): the Schwarz (BIC) criterion for a Gaussian mean
@@ -108,7 +108,13 @@ def find_outliers(x: np.ndarray, sigma: float, min_runs: int = MIN_RUNS) -> list
             j = i
             while j < n and far[j]:
                 j += 1
-            if j - i < min_runs:
+            # the runs next to the group on its level (within the limit of its median) belong to it
+            level, lo, hi = np.median(x[i:j]), i, j
+            while lo > 0 and abs(x[lo - 1] - level) <= limit:
+                lo -= 1
+            while hi < n and abs(x[hi] - level) <= limit:
+                hi += 1
+            if hi - lo < min_runs:
                 out.extend(range(i, j))
             i = j
         else:

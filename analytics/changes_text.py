@@ -1,4 +1,5 @@
-"""The terminal lines of ``bench changes`` and ``bench check``: one line per change, outlier or verdict."""
+"""The output of ``bench changes`` and ``bench check``: one line per change, outlier or verdict, and the
+check's JUnit XML."""
 
 from __future__ import annotations
 
@@ -74,3 +75,24 @@ def print_check(result: CheckResult) -> None:
         typer.echo(verdict_line(v, result))
     typer.echo(f"{len(result.verdicts)} series checked, {len(result.failed)} failed "
                f"(threshold {result.threshold:.0%}, alpha {result.alpha})")
+
+
+def junit_xml(result: CheckResult) -> bytes:
+    """JUnit XML: one test case per series (a failure for a regression or a failed series, skipped for
+    one without a baseline), as Jenkins and GitHub's test reporters read it."""
+    import xml.etree.ElementTree as ET
+
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(suites, "testsuite", name="bench check", tests=str(len(result.verdicts)),
+                          failures=str(len(result.failed)),
+                          skipped=str(sum(v.status == "no baseline" for v in result.verdicts)))
+    for v in result.verdicts:
+        case = ET.SubElement(suite, "testcase", classname=f"bench.check.{result.metric}", name=v.label)
+        line = verdict_line(v, result)
+        if v.status in ("regression", "failed"):
+            ET.SubElement(case, "failure", message=line, type=v.status).text = line
+        elif v.status == "no baseline":
+            ET.SubElement(case, "skipped", message=line)
+        else:
+            ET.SubElement(case, "system-out").text = line
+    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)

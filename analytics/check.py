@@ -150,25 +150,3 @@ def check(con: duckdb.DuckDBPyConnection, where: str, threshold: float = 0.05, b
     verdicts.sort(key=lambda v: (order[v.status], v.label))
     return CheckResult(metric, threshold, alpha, verdicts)
 
-
-def junit_xml(result: CheckResult) -> bytes:
-    """JUnit XML: one test case per series (a failure for a regression or a failed series, skipped for
-    one without a baseline), as Jenkins and GitHub's test reporters read it."""
-    import xml.etree.ElementTree as ET
-
-    from bench.analytics.changes_text import verdict_line
-
-    suites = ET.Element("testsuites")
-    suite = ET.SubElement(suites, "testsuite", name="bench check", tests=str(len(result.verdicts)),
-                          failures=str(len(result.failed)),
-                          skipped=str(sum(v.status == "no baseline" for v in result.verdicts)))
-    for v in result.verdicts:
-        case = ET.SubElement(suite, "testcase", classname=f"bench.check.{result.metric}", name=v.label)
-        line = verdict_line(v, result)
-        if v.status in ("regression", "failed"):
-            ET.SubElement(case, "failure", message=line, type=v.status).text = line
-        elif v.status == "no baseline":
-            ET.SubElement(case, "skipped", message=line)
-        else:
-            ET.SubElement(case, "system-out").text = line
-    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)

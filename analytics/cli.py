@@ -317,7 +317,7 @@ def check_command(
     result = check(connect(store or default_store()), where, threshold, baseline_where, metric.value, order_by,
                    min_runs=min_runs)
     if junit is not None:
-        from bench.analytics.check import junit_xml
+        from bench.analytics.changes_text import junit_xml
 
         try:
             junit.write_bytes(junit_xml(result))

@@ -4,7 +4,8 @@
 (report_model: tables of unformatted numbers with the runs behind each, figures as SVG bytes);
 :func:`write_report` writes it into a folder: ``report.html`` (one self-contained file: CSS inline, SVGs
 as data: URIs, no script, no network), ``report.md`` with ``figures/*.svg`` beside it, and every table
-as ``tables/<slug>.csv``. Section order: findings, (an MLPerf selection's scores), selection, families (the
+as ``tables/<slug>.csv``. Section order: findings, (an MLPerf selection's scores), selection, changes over
+time (series with enough runs), families (the
 most informative first), ratios, scaling laws, flagged runs, throughput per device across systems, MLPerf,
 trace, method, provenance. The page is bounded: long lists show their head, and the rest goes to CSV only
 (``Section.detail``), which the page says.
@@ -21,6 +22,7 @@ from bench.analytics import report_select as sel
 from bench.analytics import report_tables as tab
 from bench.analytics.compare import CompareCache, compare
 from bench.analytics.plot_data import device_noun
+from bench.analytics.report_changes import changes_section
 from bench.analytics.report_figures import trace_figure
 from bench.analytics.report_findings import findings_section, method_section
 from bench.analytics.report_html import render_html
@@ -82,7 +84,9 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
     cache = CompareCache()  # compare's rows and results, shared by the findings and the ratio tables
     # an MLPerf selection leads with its scores (its ResNet logs also give images/s: those sections follow)
     lead = bool(mlperf) and bool(first(con, "SELECT bool_and(format = 'mlperf') FROM runs")[0])  # type: ignore[index]
-    findings, found = findings_section(con, opts.baseline, cache, renderer, mlperf_found, mlperf_first=lead)
+    over_time, changed = changes_section(con, renderer)
+    findings, found = findings_section(con, opts.baseline, cache, renderer, mlperf_found, mlperf_first=lead,
+                                       changes=changed)
     selection = Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])
     throughput = bool(len(configs)) and bool(first(con, "SELECT 1 FROM _configs WHERE images_per_sec > 0 LIMIT 1"))
     # the sections with figures are built first, so the renderer's workers draw while the tables compute
@@ -96,7 +100,7 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
         ratios = _ratio_section(con, configs, runs, opts.equivalence, cache)
         laws = _shown(Section("Scaling laws"), [tab.fits_table(fits, labels, runs)], SHOWN_FITS)
     flagged = _shown(Section("Flagged runs"), [sel.flags_table(con, labels)], SHOWN_FLAGS)
-    sections = [findings, *(mlperf if lead else []), selection, *families, *ratios, *laws, *flagged, *per_device,
+    sections = [findings, *(mlperf if lead else []), selection, *over_time, *families, *ratios, *laws, *flagged, *per_device,
                 *([] if lead else mlperf), *trace]
     sections.append(method_section())
     sections += _provenance(con, labels, sections)

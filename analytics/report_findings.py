@@ -27,11 +27,13 @@ SCALING_BY_DEVICE = "scaling-by-device"
 
 def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache: CompareCache | None = None,
                      renderer: Renderer | None = None,
-                     mlperf: list[fd.Finding] | None = None, mlperf_first: bool = False) -> tuple[Section, list[fd.Finding]]:
+                     mlperf: list[fd.Finding] | None = None, mlperf_first: bool = False,
+                     changes: list[fd.Finding] | None = None) -> tuple[Section, list[fd.Finding]]:
     """The Findings section and its sentences (at most findings.MAX_FINDINGS), in the order people ask: which
     device trains fastest (the leaderboard of the first scope: training at its most measured device count),
     the MLPerf scores (``mlperf``: report_mlperf's findings), how each device scales, what fp16 and the
-    other settings buy, and what not to trust; ``mlperf_first``: an MLPerf selection leads with its scores.
+    other settings buy, and what not to trust; ``mlperf_first``: an MLPerf selection leads with its scores;
+    ``changes``: report_changes' (a series that changed level), after the leaderboard.
     Every other leaderboard (inference, ...) is a table below the
     first. ``cache``: compare's; ``renderer``: where the leaderboard's dot plot is drawn (here by default)."""
     boards = []
@@ -47,6 +49,7 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
     main = boards[0] if boards else None
     board_found = fd.leaderboard_findings(main, LEADERBOARD)
     found = [*(mlperf or []), *board_found] if mlperf_first else [*board_found, *(mlperf or [])]
+    found += changes or []
     found += fd.scaling_findings(con, SCALING_BY_DEVICE)
     found += fd.effect_findings(con, "ratio-summary", cache)
     found += fd.trust_findings(con, "status", "flags")
