@@ -83,11 +83,19 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/mypy -p bench.ingest -p bench.runner -p bench.analytics -p bench.sql; status=$$?; $(BIN)/pip install --quiet -e .; rm -rf build; exit $$status
 
 # Measured on this machine, each next to its baseline in the same run (a benchmark, not a test).
-bench: $(VENV)/.installed-dev bytecode
+bench: $(VENV)/.installed-dev bytecode .venv-otava/.installed
+	$(BIN)/python -m bench.analytics.changes_benchmark
 	$(BIN)/python -m bench.ingest.benchmark
 	$(BIN)/python -m bench.analytics.benchmark
 	$(BIN)/python -m bench.analytics.store_benchmark
 	$(BIN)/python -m bench.runner.benchmark
+
+# The references bench changes is measured against (bench.analytics.changes_benchmark), in a venv of their
+# own: apache-otava 0.8.0 pins numpy 2.2, which TensorFlow 2.15 in .venv cannot share. Never imported by bench.
+.venv-otava/.installed:
+	python3 -m venv .venv-otava
+	.venv-otava/bin/pip install --quiet apache-otava==0.8.0 ruptures==1.1.10
+	touch $@
 
 # requirements.lock: every package of the dev and train extras, pinned (pip-tools). Run after changing the
 # dependencies in pyproject.toml; .ci/run also tests the unpinned resolve and the declared floors.
@@ -104,5 +112,5 @@ gpu-wheels:
 		--platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
 
 clean:
-	rm -rf $(VENV) .ci-venv demo-store bench-store bench-report .pytest_cache ingest/_native*.so
+	rm -rf $(VENV) .ci-venv .venv-otava demo-store bench-store bench-report .pytest_cache ingest/_native*.so
 	find ingest runner analytics sql -name __pycache__ -prune -exec rm -rf {} +

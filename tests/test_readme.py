@@ -4,7 +4,7 @@ A command whose comment says ``needs ...`` (GPUs, a dataset) is not run here: ``
 sweep`` ones are run with ``--dry-run`` (their options and plan are checked), and the test checks that the
 README marks them. ``make demo`` and ``make test`` are the journey tests' and CI's. The names the README
 uses stand for files made in the workspace (``WORKSPACE`` below): ``logs/`` is fixtures/logs, ``run.log``
-and ``more.log`` are fixture logs, ``train.py`` a script that prints DLLogger lines, the two tarballs are
+and ``more.log`` are fixture logs, ``nights/`` the run folders of ``tests/nightly.py``, ``train.py`` a script that prints DLLogger lines, the two tarballs are
 ../shared/corpus's (their commands skip when it is absent), and ``/tmp/`` is the workspace's own folder.
 Commands that train with the bundled trainer skip where TensorFlow is not installed. Every run command must
 exit 0 (``--strict`` on logs with problems: 1, as documented).
@@ -103,6 +103,10 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if path.is_file():
             (ws / name).symlink_to(path)
     (ws / "tmp").mkdir()
+    sys.path.insert(0, str(REPO / "tests"))
+    import nightly  # the README's `python tests/nightly.py nights`
+
+    nightly.write_nights(ws / "nights")
     for line in _demo_ingests():  # demo-store, as `make demo` fills it
         subprocess.run([sys.executable, "-m", "bench.runner", *line], cwd=ws, check=True, capture_output=True)
     return ws
@@ -166,12 +170,13 @@ def test_readme_command_runs(command: str, workspace: Path) -> None:
     if "..." in argv:  # "the two above": the README's Lambda path patterns
         patterns = [a for a in _argv(next(c for c in COMMANDS if "{system}.logs" in c)) if "{system}" in a]
         argv = [a for a in argv if a not in ("...", "--path-pattern")] + [x for p in patterns for x in ("--path-pattern", p)]
-    _run(argv, workspace)
+    _run(argv, workspace, exits_1="exits 1" in _comment(command))
 
 
-def _run(argv: list[str], workspace: Path) -> None:
-    """``bench ARGV...`` in the workspace, as the user's shell would run it (with the README's exports)."""
+def _run(argv: list[str], workspace: Path, exits_1: bool = False) -> None:
+    """``bench ARGV...`` in the workspace, as the user's shell would run it (with the README's exports); a
+    command whose comment says it ``exits 1`` (bench check finding a regression) must exit 1."""
     res = subprocess.run([sys.executable, "-m", "bench.runner", *argv[1:]], cwd=workspace, env={**os.environ, **ENV},
                          capture_output=True, text=True, timeout=600)
-    allowed = {0, 1} if "--strict" in argv else {0}
+    allowed = {1} if exits_1 else {0, 1} if "--strict" in argv else {0}
     assert res.returncode in allowed, f"{argv}\nexit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
