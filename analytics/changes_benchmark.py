@@ -25,7 +25,6 @@ import math
 import os
 import platform
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -164,4 +163,4 @@ def _reference(series: list[dict[str, Any]], timed: list[np.ndarray], kept: list
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

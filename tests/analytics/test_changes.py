@@ -160,3 +160,26 @@ def test_a_time_is_lower_is_better(tmp_path: Path) -> None:
     assert code == 0, out
     change = json.loads(out)["changes"]
     assert len(change) == 1 and change[0]["change"] > 0 and change[0]["slower"]
+
+
+def test_a_commit_tag_does_not_split_a_series_and_a_system_tag_does(tmp_path: Path) -> None:
+    from bench.analytics.store import connect
+    from bench.analytics.views import register_views
+
+    for i in range(8):  # a commit per night, and two repeats of each: still one series
+        for r in range(2):
+            _folders(tmp_path / "runs" / f"{i}-{r}", [1000.0 + i + r], tags={"commit": f"abc{i}", "study": "x"})
+    for system in ("dgx1", "dgx2", "dgx3"):
+        _folders(tmp_path / "runs" / system, [900.0] * 4, host=system, model="vgg16", tags={"system": system, "study": "x"})
+    store = tmp_path / "store"
+    assert bench("ingest", str(tmp_path / "runs"), "--store", str(store))[0] == 0
+    con = connect(store)
+    register_views(con, ["run_configs"])
+    got = dict(con.execute("SELECT model, count(DISTINCT series_id) FROM run_configs GROUP BY model").fetchall())
+    assert got == {"resnet50": 1, "vgg16": 3}
+    tags = con.execute("SELECT DISTINCT series_tags FROM run_configs WHERE model = 'resnet50'").fetchall()
+    assert len(tags) == 1 and "commit" not in tags[0][0] and tags[0][0]["study"] == "x"
+    # the configuration keeps the commit (8 configurations); the series sets it aside
+    assert con.execute("SELECT count(DISTINCT config_id) FROM run_configs WHERE model = 'resnet50'").fetchone() == (8,)
+    code, out = bench("changes", "--store", str(store), "--order-by", "tags['commit']", "--json")
+    assert code == 0 and not json.loads(out)["too_short"]
