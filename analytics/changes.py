@@ -78,7 +78,7 @@ def series_label(d: dict[str, Any], varying: set[str]) -> str:
         parts.append(str(d["precision"]))
     for k in SERIES_COLUMNS:
         if k in varying and k not in LABELLED and k != "system" and d.get(k) is not None:
-            parts.append(f"x{d[k]}" if k == "num_devices" else str(d[k]))
+            parts.append(f"x{d[k]}" if k == "num_devices" else f"{d[k]} nodes" if k == "num_nodes" else str(d[k]))
     parts += [f"{k}={v}" for k, v in sorted((d.get("tags") or {}).items()) if f"tags.{k}" in varying and k != "system"]
     return " ".join(parts) + (f" on {d['system_kind']} {d['system']}" if d.get("system") else "")
 
@@ -86,10 +86,11 @@ def series_label(d: dict[str, Any], varying: set[str]) -> str:
 def _label_all(series: list[Series]) -> None:
     """Give every series its label, naming what tells it apart from the others."""
     seen: dict[str, set[str]] = defaultdict(set)
+    keys = {k for s in series for k in s.describe.get("tags", {})}
     for s in series:
         for k in SERIES_COLUMNS:
             seen[k].add(str(s.describe.get(k)))
-        for k in {k for t in series for k in t.describe.get("tags", {})}:
+        for k in keys:
             seen[f"tags.{k}"].add(str(s.describe.get("tags", {}).get(k)))
     varying = {k for k, values in seen.items() if len(values) > 1}
     for s in series:

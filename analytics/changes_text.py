@@ -12,6 +12,10 @@ if TYPE_CHECKING:
     from bench.analytics.check import CheckResult, Verdict
 
 
+#: "too short" lines printed; --json has every one
+SHOWN = 10
+
+
 def pct(x: float | None) -> str:
     return "?" if x is None else f"{x * 100:+.1f}%"
 
@@ -46,8 +50,10 @@ def print_changes(ch: Changes) -> None:
     for o in ch.outliers:
         typer.echo(f"outlier {o['label']}: {pct(o['change'])} against its neighbours on {day(o['at'])} "
                    f"(run {o['run_id']})")
-    for t in ch.too_short:
+    for t in ch.too_short[:SHOWN]:
         typer.echo(f"too short: {t['label']}: {t['n']} runs with a value (a series needs {2 * ch.min_runs})")
+    if len(ch.too_short) > SHOWN:
+        typer.echo(f"too short: {len(ch.too_short) - SHOWN} more series (--json lists each with its count)")
     if ch.left_out:
         reasons: dict[str, int] = {}
         for r in ch.left_out:

@@ -283,8 +283,13 @@ def changes_command(
     Example: bench changes --where "host = 'gpu-node07'"
     """
     from bench.analytics.changes import find_changes
+    from bench.analytics.results import first
+    from bench.ingest.errors import UsageError
 
-    found = find_changes(_selected(store, where, None), metric.value, order_by, min_runs)
+    con = _selected(store, where, None)
+    if where and not first(con, "SELECT 1 FROM runs LIMIT 1"):
+        raise UsageError(f"--where {where!r} selects no run")
+    found = find_changes(con, metric.value, order_by, min_runs)
     if as_json:
         typer.echo(found.to_json())
         return

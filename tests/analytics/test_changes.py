@@ -146,6 +146,8 @@ def test_what_does_not_fit_a_series_is_said(tmp_path: Path) -> None:
     assert code == 0 and reasons == {"status failed": 1, "no value of tags['build']": 19}
     code, out = bench("changes", "--store", store, "--order-by", "nonsense(")
     assert code == 2 and "--order-by" in out
+    code, out = bench("changes", "--store", store, "--where", "model = 'alexnet' AND host = 'nowhere'")
+    assert code == 2 and "selects no run" in out
 
 
 def test_a_time_is_lower_is_better(tmp_path: Path) -> None:
