@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
 import platform
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,6 +62,22 @@ def keep_tuned() -> None:
     global _FOR_GOOD
     tune_process()
     _FOR_GOOD = True
+
+
+#: deltalake's allocator, a jemalloc of its own (its symbols prefixed ``_rjem_``), reads its options from
+#: this variable when it starts: freed pages go back to the kernel at once instead of after 10 s.
+JEMALLOC_ENV = "_RJEM_MALLOC_CONF"
+JEMALLOC_CONF = "dirty_decay_ms:0,muzzy_decay_ms:0"
+
+
+def deltalake_gives_back() -> None:
+    """For a ``bench ingest`` process (the console entry point calls this before deltalake is imported):
+    deltalake frees what its commits and its OPTIMIZE allocated, and with jemalloc's default decay those
+    pages stayed in the process for 10 s, so the automatic compaction at the end of a long ingest stacked
+    on everything before it. Measured on a 200,000-member zip on the project's 2-core VM: the ingest
+    process peaked at 494-512 MB before, 425-429 MB with this, in the same wall time (48-57 s against
+    50-55 s). A value the user set is kept."""
+    os.environ.setdefault(JEMALLOC_ENV, JEMALLOC_CONF)
 
 
 def give_back() -> None:

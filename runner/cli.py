@@ -263,16 +263,17 @@ app.command("sweep")(_translated(sweep_command))
 def main() -> None:
     """Console entry point: user errors print ``Error: ...`` and exit 1; bugs keep their traceback.
 
-    A ``bench ingest`` process runs without pandas, keeps its memory settings to the end and skips its
-    last garbage collection (see bench.ingest.cli and bench.ingest.memory): it is started for that one
-    command and ends with it."""
+    A ``bench ingest`` process runs without pandas, keeps its memory settings (its own and those of
+    deltalake's allocator) to the end and skips its last garbage collection (see bench.ingest.cli and
+    bench.ingest.memory): it is started for that one command and ends with it."""
     ingest_process = sys.argv[1:2] == ["ingest"]
     if ingest_process:
         from bench.ingest.cli import keep_out_pandas, one_blas_thread
-        from bench.ingest.memory import keep_tuned
+        from bench.ingest.memory import deltalake_gives_back, keep_tuned
 
         keep_out_pandas()
         one_blas_thread()
+        deltalake_gives_back()
         keep_tuned()
     try:
         app()
