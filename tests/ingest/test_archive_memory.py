@@ -10,6 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 from logtools import tf_cnn_log
 
 MEMBERS = 200_000
@@ -22,6 +23,7 @@ sys.exit(res.returncode)
 """
 
 
+@pytest.mark.slow
 def test_a_200000_member_zip_ingests_under_500_mb(tmp_path: Path) -> None:
     base = tf_cnn_log(5, display_every=1, seed=1)
     archive = tmp_path / "many.zip"
