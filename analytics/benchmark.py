@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.analytics.compare import compare
-from bench.analytics.report import Options, make_report
+from bench.analytics.report.build import Options, make_report
 from bench.analytics.scaling_laws import fit
 from bench.analytics.store import connect
 from bench.ingest.schema import METADATA, TABLES

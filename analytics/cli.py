@@ -218,8 +218,8 @@ def report_command(
     """
     import json
 
-    from bench.analytics.report import Options, make_report
-    from bench.analytics.report_render import DEFAULT_WORKERS
+    from bench.analytics.report.build import Options, make_report
+    from bench.analytics.report.render import DEFAULT_WORKERS
     from bench.ingest.errors import UsageError
     from bench.ingest.store import default_store
 

@@ -1,5 +1,5 @@
 """``bench report``'s Findings: the few sentences a reader wants first, each with its number, its 95% CI,
-its n and the table behind it. Computed over a connection narrowed by ``report_select.select_runs``.
+its n and the table behind it. Computed over a connection narrowed by ``report.select.select_runs``.
 
 Kinds, in order (at most :data:`MAX_FINDINGS` sentences, every kind that has one keeping at least its first:
 :func:`keep`):
@@ -7,7 +7,7 @@ Kinds, in order (at most :data:`MAX_FINDINGS` sentences, every kind that has one
   default the device model measured on the most workloads), paired per workload by ``bench compare``'s
   system pairing (each side at its own best batch size where they share none), summarised by the
   geometric mean over workloads with its 95% CI (t on the log ratios);
-- MLPerf (report_mlperf.mlperf_findings, when the selection holds results of a round): the speedup of the
+- MLPerf (report.mlperf.mlperf_findings, when the selection holds results of a round): the speedup of the
   MLPerf section's A over B, and the fastest score of the benchmarks with the most scored result sets;
 - scaling: per configuration family measured at two or more device counts, the efficiency at its largest
   count and the first count where it falls below 80% (the families with the most runs first);

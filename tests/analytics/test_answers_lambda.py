@@ -117,7 +117,7 @@ def test_each_system_folders_metadata_fills_its_runs_facts(store: Path) -> None:
 
 
 def test_the_report_leads_with_findings_and_stays_small(store: Path, tmp_path: Path) -> None:
-    from bench.analytics.report import Options, build_report, write_report
+    from bench.analytics.report.build import Options, build_report, write_report
 
     report = build_report(connect(store), Options())
     found = report.findings

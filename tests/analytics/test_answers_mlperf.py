@@ -70,7 +70,7 @@ def test_best_shows_both_systems_and_ignore_framework_pairs_an_ipu_with_a_gpu(st
 
 
 def test_an_mlperf_report_leads_with_its_scores(store: Path, tmp_path: Path) -> None:
-    from bench.analytics.report import Options, build_report
+    from bench.analytics.report.build import Options, build_report
 
     report = build_report(connect(store), Options())
     titles = [s.title for s in report.sections if s.level == 2 and not s.detail]
@@ -85,7 +85,7 @@ def test_mlperf_findings_name_the_fastest_score_and_the_speedup(store: Path) -> 
     import re
 
     from bench.analytics.compare_mlperf import compare_scores
-    from bench.analytics.report import Options, build_report
+    from bench.analytics.report.build import Options, build_report
 
     times = []
     with tarfile.open(TARBALL) as tar:
@@ -109,7 +109,7 @@ def test_an_mlperf_report_says_nothing_it_does_not_know(store: Path, tmp_path: P
     """An MLPerf-only report had throughput sections headed "precision=nan" (its logs name no precision)."""
     import re
 
-    from bench.analytics.report import Options, build_report, write_report
+    from bench.analytics.report.build import Options, build_report, write_report
 
     report = build_report(connect(store), Options())
     html = write_report(report, tmp_path / "r").read_text()

@@ -311,7 +311,7 @@ def test_configurations_with_labels_of_150_characters_leave_the_axes_their_room(
 
 
 def test_a_family_at_one_device_count_has_no_speedup_or_efficiency_figure() -> None:
-    from bench.analytics import report_figures
+    from bench.analytics.report import figures as report_figures
 
     rows = [_run("a", "P100", 1, 100.0), _run("b", "K80", 1, 40.0)]
     con = _con(rows, ["run_configs", "configs", "scaling"])

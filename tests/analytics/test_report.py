@@ -18,9 +18,9 @@ import typer
 from typer.testing import CliRunner
 
 from bench.analytics.cli import report_command
-from bench.analytics.report import Options, build_report, write_report
-from bench.analytics.report_html import render_html
-from bench.analytics.report_model import Report, Section, Table, format_value
+from bench.analytics.report.build import Options, build_report, write_report
+from bench.analytics.report.html import render_html
+from bench.analytics.report.model import Report, Section, Table, format_value
 from bench.analytics.store import connect
 
 from .test_official_2017 import FOLDER, PATTERN, _published, make_logs
@@ -185,8 +185,8 @@ def test_report_opens_in_headless_chromium(written: tuple[Report, Path], tmp_pat
 def test_point_runs_come_in_one_order_whatever_the_group_by_returns(tmp_path: Path) -> None:
     """A figure lists its points' runs in ``point_runs`` order: a parallel GROUP BY gave its groups in a
     different order from run to run, and with them the report's bytes."""
-    from bench.analytics import report_select as sel
     from bench.analytics.benchmark import make_store
+    from bench.analytics.report import select as sel
 
     make_store(tmp_path / "st", 20_000, steps_per_run=1)
     con = connect(tmp_path / "st")
@@ -215,9 +215,9 @@ def test_a_baseline_that_names_no_device_is_a_usage_error(written: tuple[Report,
 
 
 def test_figures_drawn_by_workers_are_the_bytes_drawn_here(written: tuple[Report, Path], tmp_path: Path) -> None:
-    """The fast path (report_render's spawned workers draw while the tables compute) gives the plain path's
+    """The fast path (report.render's spawned workers draw while the tables compute) gives the plain path's
     bytes: every figure, and the written files."""
-    from bench.analytics.report import make_report
+    from bench.analytics.report.build import make_report
 
     store = written[1].parent / "store"
     opts = Options(title="TF 2017 <sheet>", equivalence=0.05, max_families=8)
@@ -259,7 +259,7 @@ def _dies_in_a_worker() -> object:
 
 
 def test_a_figure_whose_worker_died_is_drawn_here() -> None:
-    from bench.analytics.report_render import Renderer
+    from bench.analytics.report.render import Renderer
 
     with Renderer(0) as here:
         plain = here.svg(_dies_in_a_worker)
@@ -307,7 +307,7 @@ def test_a_one_run_report_renders_and_says_nothing_it_does_not_know(tmp_path: Pa
 
     from logtools import tf_cnn_log
 
-    from bench.analytics.report import make_report
+    from bench.analytics.report.build import make_report
     from bench.ingest.pipeline import ingest
 
     (tmp_path / "one.log").write_text(tf_cnn_log(40))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.analytics import plot_data
-from bench.analytics.report import Options, build_report
+from bench.analytics.report.build import Options, build_report
 from bench.analytics.store import connect
 
 
@@ -97,7 +97,7 @@ def test_the_first_screen_answers_what_people_ask(store: Path, tmp_path: Path) -
     import shutil
     import subprocess
 
-    from bench.analytics.report import write_report
+    from bench.analytics.report.build import write_report
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:

@@ -91,7 +91,7 @@ def test_the_report_has_an_mlperf_section_of_scores_speedups_and_time_to_train(s
     """bench report on the tree: one score row per result set, each linked to its runs; the speedup table
     of --mlperf-compare submitter:Supermicro:NVIDIA holds the summarizer's own scores of both sides; the
     log-log figure."""
-    from bench.analytics.report import Options, build_report
+    from bench.analytics.report.build import Options, build_report
 
     with EXPECTED.open() as fh:
         summarized = list(csv.DictReader(fh))

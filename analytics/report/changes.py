@@ -15,7 +15,7 @@ from bench.analytics.changes import Changes, find_changes
 from bench.analytics.changes_text import day, facts_text, pct
 from bench.analytics.findings import Finding
 from bench.analytics.plots import new_figure, wrap
-from bench.analytics.report_model import Figure, Section, Table, slugify
+from bench.analytics.report.model import Figure, Section, Table, slugify
 from bench.analytics.results import first
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     import duckdb
 
-    from bench.analytics.report_render import Renderer
+    from bench.analytics.report.render import Renderer
 
 MAX_FIGURES = 6
 CHANGES = "changes"

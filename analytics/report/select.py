@@ -1,5 +1,5 @@
 """``bench report``: the selection (``--where`` over ``runs``), what is in it, the flagged runs and the
-provenance table. Pure functions of a DuckDB connection; they return report_model Tables.
+provenance table. Pure functions of a DuckDB connection; they return report.model Tables.
 
 Choices it makes:
 - ``--where`` is a SQL boolean expression over the columns of ``runs`` (so ``tags['system']``, ``host``,
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from bench.analytics.report_model import Table
+from bench.analytics.report.model import Table
 from bench.analytics.results import first
 from bench.analytics.run_stats import STABLE_CV, compute_run_stats
 from bench.analytics.selection import narrow

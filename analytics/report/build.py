@@ -1,7 +1,7 @@
 """``bench report``: selection -> sections -> writers.
 
 :func:`build_report` narrows a store connection to the selection and builds the report as plain data
-(report_model: tables of unformatted numbers with the runs behind each, figures as SVG bytes);
+(report.model: tables of unformatted numbers with the runs behind each, figures as SVG bytes);
 :func:`write_report` writes it into a folder: ``report.html`` (one self-contained file: CSS inline, SVGs
 as data: URIs, no script, no network), ``report.md`` with ``figures/*.svg`` beside it, and every table
 as ``tables/<slug>.csv``. Section order: findings, (an MLPerf selection's scores), selection, changes over
@@ -17,19 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.analytics import report_figures as figs
-from bench.analytics import report_select as sel
-from bench.analytics import report_tables as tab
 from bench.analytics.compare import CompareCache, compare
 from bench.analytics.plot_data import device_noun
-from bench.analytics.report_changes import changes_section
-from bench.analytics.report_figures import trace_figure
-from bench.analytics.report_findings import findings_section, method_section
-from bench.analytics.report_html import render_html
-from bench.analytics.report_md import render_md, unique_slugs, write_assets
-from bench.analytics.report_mlperf import mlperf_sections
-from bench.analytics.report_model import Figure, Report, Section, Table, slugify
-from bench.analytics.report_render import DEFAULT_WORKERS, Renderer
+from bench.analytics.report import figures as figs
+from bench.analytics.report import select as sel
+from bench.analytics.report import tables as tab
+from bench.analytics.report.changes import changes_section
+from bench.analytics.report.figures import trace_figure
+from bench.analytics.report.findings import findings_section, method_section
+from bench.analytics.report.html import render_html
+from bench.analytics.report.md import render_md, unique_slugs, write_assets
+from bench.analytics.report.mlperf import mlperf_sections
+from bench.analytics.report.model import Figure, Report, Section, Table, slugify
+from bench.analytics.report.render import DEFAULT_WORKERS, Renderer
 from bench.analytics.results import first
 from bench.analytics.scaling_laws import fit
 from bench.analytics.store import connect
@@ -68,11 +68,11 @@ SHOWN_RUNS = 300  # provenance rows on the page
 
 
 def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Renderer | None = None) -> Report:
-    """The report of the runs of ``con`` (report_select.connect-style views) selected by ``opts.where``.
+    """The report of the runs of ``con`` (report.select.connect-style views) selected by ``opts.where``.
 
     Changes ``con`` (the selection replaces the view ``runs``). Raises BenchError for a bad --where, an
     empty selection, a bad --equivalence or an unknown --trace run. ``renderer``: where the figures are
-    drawn (report_render; here by default).
+    drawn (report.render; here by default).
     """
     renderer = renderer or Renderer()
 
@@ -183,7 +183,7 @@ def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict
 
 def _ratio_section(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, margin: float | None,
                    cache: CompareCache) -> list[Section]:
-    """The ratio tables of every factor that varies (report_tables.ratio_plan) and their summary; the first
+    """The ratio tables of every factor that varies (report.tables.ratio_plan) and their summary; the first
     SHOWN_RATIOS tables on the page, the others in CSV."""
 
     results, tables = [], []

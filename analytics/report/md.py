@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.analytics.report_model import Figure, Report, Table
+from bench.analytics.report.model import Figure, Report, Table
 
 if TYPE_CHECKING:
     from pathlib import Path

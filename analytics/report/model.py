@@ -1,5 +1,5 @@
 """The content of ``bench report`` as plain data: tables, figures and sections, built by
-bench.analytics.report and written by report_html / report_md (no formatting logic here beyond the
+bench.analytics.report and written by report.html / report.md (no formatting logic here beyond the
 number format of a column).
 
 A :class:`Table` holds its numbers unformatted (NaN / None = no value, shown as "—", never 0); its
@@ -42,7 +42,7 @@ class Table:
 
 
 class Drawing(Protocol):
-    """A figure being drawn elsewhere (report_render.Pending): its SVG bytes once done."""
+    """A figure being drawn elsewhere (report.render.Pending): its SVG bytes once done."""
 
     def result(self) -> bytes: ...
 
@@ -50,7 +50,7 @@ class Drawing(Protocol):
 @dataclass
 class Figure:
     """One figure as SVG bytes. ``slug``: file name (figures/<slug>.svg) and anchor; ``image``: the bytes, or
-    a :class:`Drawing` of them (report_render's workers), read through :attr:`svg`."""
+    a :class:`Drawing` of them (report.render's workers), read through :attr:`svg`."""
 
     slug: str
     caption: str

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from bench.analytics import findings as fd
 from bench.analytics.plots import new_figure
 from bench.analytics.ratio_stats import CI_METHOD
-from bench.analytics.report_model import Figure, Section, Table, slugify
-from bench.analytics.report_render import Renderer
+from bench.analytics.report.model import Figure, Section, Table, slugify
+from bench.analytics.report.render import Renderer
 from bench.analytics.results import rows
 from bench.ingest.errors import UsageError
 
@@ -31,9 +31,9 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
                      changes: list[fd.Finding] | None = None) -> tuple[Section, list[fd.Finding]]:
     """The Findings section and its sentences (at most findings.MAX_FINDINGS), in the order people ask: which
     device trains fastest (the leaderboard of the first scope: training at its most measured device count),
-    the MLPerf scores (``mlperf``: report_mlperf's findings), how each device scales, what fp16 and the
+    the MLPerf scores (``mlperf``: report.mlperf's findings), how each device scales, what fp16 and the
     other settings buy, and what not to trust; ``mlperf_first``: an MLPerf selection leads with its scores;
-    ``changes``: report_changes' (a series that changed level), after the leaderboard.
+    ``changes``: report.changes' (a series that changed level), after the leaderboard.
     Every other leaderboard (inference, ...) is a table below the
     first. ``cache``: compare's; ``renderer``: where the leaderboard's dot plot is drawn (here by default)."""
     boards = []

@@ -1,5 +1,5 @@
 """``bench report``: the table frames of the configuration families, the ratio tables and the scaling-law
-fits. Pure functions over a connection narrowed by ``report_select.select_runs``.
+fits. Pure functions over a connection narrowed by ``report.select.select_runs``.
 
 Choices it makes:
 - A *family* is the configurations that agree on :data:`FAMILY_FACTORS` (model, dataset, data, mode,
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare_text import summary_text
 from bench.analytics.plot_data import device_noun
-from bench.analytics.report_model import Table, slugify
+from bench.analytics.report.model import Table, slugify
 from bench.analytics.selection import FACTORS
 
 if TYPE_CHECKING:

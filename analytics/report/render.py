@@ -2,7 +2,7 @@
 
 A figure is a *drawing*: a module-level function of plain data (DataFrames, lists, text) that returns a
 matplotlib Figure, and its arguments. :meth:`Renderer.svg` gives the drawing's SVG bytes
-(report_model.svg_bytes), either drawn at once in this process (``workers=0``, the plain path) or in
+(report.model.svg_bytes), either drawn at once in this process (``workers=0``, the plain path) or in
 worker processes while the report goes on computing tables (the fast path; the same function on the same
 data, so the same bytes, which a test checks). A report's figures draw as fast as its tables compute:
 with workers, the slower of the two decides how long ``bench report`` takes, not their sum.
@@ -24,7 +24,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
 
-from bench.analytics.report_model import svg_bytes
+from bench.analytics.report.model import svg_bytes
 
 #: The default number of drawing processes: one per core beyond the report's own, at least one.
 DEFAULT_WORKERS = max(1, (os.cpu_count() or 1) - 1)

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics import plot_data, plots
 from bench.analytics.plots import new_figure
-from bench.analytics.report_model import Figure, slugify
-from bench.analytics.report_render import Renderer
-from bench.analytics.report_tables import label_of
+from bench.analytics.report.model import Figure, slugify
+from bench.analytics.report.render import Renderer
+from bench.analytics.report.tables import label_of
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -37,7 +37,7 @@ MAX_BARS = 60  #: bars in one throughput-per-device figure before it is split by
 def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFrame, points: pd.DataFrame,
                    run_ids: tuple[str, ...], fits: Sequence[ConfigFit] | None = None,
                    renderer: Renderer | None = None) -> list[Figure]:
-    """Throughput, speedup and efficiency figures of one family (``points``: report_tables.scaling_points
+    """Throughput, speedup and efficiency figures of one family (``points``: report.tables.scaling_points
     of its configurations; series labelled by ``family['series']``); speedup and efficiency only when a
     series spans two device counts or more. Empty when no point has a value. ``fits``: scaling_laws.fit of
     ``con`` (the USL curves), computed here when not given; ``renderer``: where they are drawn (here by

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import re
 
-from bench.analytics.report_model import Figure, Report, Section, Table, slugify
+from bench.analytics.report.model import Figure, Report, Section, Table, slugify
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1200px;
