@@ -8,7 +8,8 @@ tied runs is reported). The method is bench.analytics.changepoints'.
 Rules for what does not fit:
 
 - Runs without a value (failed, invalid, or not ok) are not points; they are listed beside their series
-  (``left_out``), as are runs whose ``--order-by`` value is NULL.
+  (``left_out``), as are runs whose ``--order-by`` value is NULL. A failed run whose log left a column
+  unknown (its node count) is listed beside the one series that agrees with everything it does say.
 - A series with fewer than ``2 * min_runs`` points is ``too_short``, with its count.
 - A series whose runs came from several hosts under one ``system`` tag gets a note naming them: the tag
   says they are one system, and the note says so rather than merging them silently.
@@ -148,8 +149,26 @@ def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | Non
         if s.points and s.points[-1].order == point.order:
             s.ties += 1
         s.points.append(point)
+    _adopt_pointless(found)
     _label_all(list(found.values()))
     return list(found.values())
+
+
+def _adopt_pointless(found: dict[str, Series]) -> None:
+    """A series without a point (only failed runs) joins the one series with points that agrees with every
+    column and tag it knows: a failed run's log may not say its node count, and its runs belong beside the
+    series it was meant to extend. With none or several such series, it stays on its own."""
+    full = [s for s in found.values() if s.points]
+    for sid, s in list(found.items()):
+        if s.points:
+            continue
+        known = {k: v for k, v in s.describe.items() if k not in ("tags", "system_kind") and v is not None}
+        match = [t for t in full if all(t.describe.get(k) == v for k, v in known.items())
+                 and s.describe["tags"].items() <= t.describe["tags"].items()]
+        if len(match) == 1:
+            match[0].left_out.extend(s.left_out)
+            match[0].hosts |= s.hosts
+            del found[sid]
 
 
 def what_changed(before: Point, after: Point) -> dict[str, tuple[str | None, str | None]]:

@@ -97,7 +97,7 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
     from scipy.special import stdtr, stdtrit
 
     picked = [p for p in s.points if p.run_id in cand]
-    failed = [r for r in s.left_out if r["run_id"] in cand]
+    failed = [r for r in s.left_out if r["run_id"] in cand and not r["reason"].startswith("no value of")]
     if not picked:
         return Verdict(s.describe, s.label, "failed", len(failed), 0) if failed else None
     if base_ids is not None:

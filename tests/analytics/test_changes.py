@@ -116,6 +116,7 @@ def _folders(root: Path, values: list[float | None], host: str = "h1", model: st
                         "exit_code": 0 if v else 1,
                         "started_at": f"2026-09-{1 + (0 if same_start else i % 28):02d}T0{i // 28}:00:00+00:00",
                         "host": {"hostname": host}, "tags": tags or {},
+                        "spec": {"model": model, "batch_size": 64, "num_gpus": 8, "precision": "fp16"},
                         "gpus": [{"name": "NVIDIA H100 80GB HBM3", "driver_version": "570.86.15"}] * 8}
         if v:  # the run's time: 50 steps of 512 images at the rate
             nightly_meta["wall_time_s"] = 50 * 512 / v
@@ -185,3 +186,14 @@ def test_a_commit_tag_does_not_split_a_series_and_a_system_tag_does(tmp_path: Pa
     assert con.execute("SELECT count(DISTINCT config_id) FROM run_configs WHERE model = 'resnet50'").fetchone() == (8,)
     code, out = bench("changes", "--store", str(store), "--order-by", "tags['commit']", "--json")
     assert code == 0 and not json.loads(out)["too_short"]
+
+
+def test_check_fails_a_series_whose_new_runs_all_failed(tmp_path: Path) -> None:
+    _folders(tmp_path / "runs", [1000.0 + i % 3 for i in range(10)] + [None, None])  # the last two nights failed
+    store = str(tmp_path / "store")
+    assert bench("ingest", str(tmp_path / "runs"), "--store", store)[0] == 0
+    code, out = bench("check", "--store", store, "--where", "status <> 'ok'", "--json")
+    verdicts = json.loads(out)["verdicts"]
+    assert code == 1 and [(v["status"], v["n_candidates"]) for v in verdicts] == [("failed", 2)]
+    code, out = bench("check", "--store", store, "--where", "started_at >= '2026-09-09'")  # one ok, two failed
+    assert code == 0 and out.startswith("ok resnet50"), out
