@@ -48,7 +48,7 @@ def history(x: list[datetime | int], values: list[float], levels: list[tuple[Any
                 color="#c44e52", label="outlier (not a change)")
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=7, loc="upper right")
-    fig.autofmt_xdate()
+    ax.tick_params(axis="x", labelrotation=30)  # dates; autofmt_xdate warns under the constrained layout
     return fig
 
 

@@ -324,3 +324,19 @@ def test_a_one_run_report_renders_and_says_nothing_it_does_not_know(tmp_path: Pa
                          capture_output=True, text=True, timeout=120)
     assert "Uncaught" not in run.stderr and "ERROR:CONSOLE" not in run.stderr, run.stderr[-2000:]
     assert (tmp_path / "one.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_ctrl_c_while_workers_are_spawned_is_held_not_lost() -> None:
+    """A Ctrl-C that came while the drawing workers were spawned was ignored by `bench report` itself (the
+    report then ran to its end): it is now held, and raised once the workers are started."""
+    import os
+    import signal
+    import time
+
+    from bench.analytics.report.render import _ctrl_c_ignored
+
+    with pytest.raises(KeyboardInterrupt):
+        with _ctrl_c_ignored():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        time.sleep(0.5)  # the handler runs at the next bytecode; this bounds a missed one
