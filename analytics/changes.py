@@ -51,7 +51,6 @@ class Point:
     order: Any
     value: float
     facts: dict[str, str]
-    host: str | None
 
 
 @dataclass
@@ -145,7 +144,7 @@ def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | Non
         facts = {k: v for k, v in (r["details"] or {}).items() if k not in FACT_EXCLUDED}
         if r["framework_version"] is not None:
             facts["framework_version"] = r["framework_version"]
-        point = Point(r["run_id"], r["started_at"], r["order_key"], float(value), facts, r["host"])
+        point = Point(r["run_id"], r["started_at"], r["order_key"], float(value), facts)
         if s.points and s.points[-1].order == point.order:
             s.ties += 1
         s.points.append(point)
@@ -259,9 +258,3 @@ def find_changes(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec",
                 what_changed(last, first)))
     return out
 
-
-def by_series(changes: Changes) -> dict[str, list[Change]]:
-    out: dict[str, list[Change]] = defaultdict(list)
-    for c in changes.changes:
-        out[c.series_id].append(c)
-    return out
