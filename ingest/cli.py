@@ -45,9 +45,13 @@ def ingest_command(
     from bench.ingest import registry
 
     if list_formats:
-        width = max(len(mod.NAME) for mod in registry.all_formats())
-        for mod in registry.all_formats():
-            typer.echo(f"{mod.NAME:{width}s}  {mod.DESCRIPTION}")
+        formats = registry.all_formats()
+        width = max(len(mod.NAME) for mod in formats)
+        for mod in formats:
+            plugin = "" if mod.NAME in registry.FORMAT_MODULES else f" (plugin: {registry.module_path(mod.NAME)})"
+            typer.echo(f"{mod.NAME:{width}s}  {mod.DESCRIPTION}{plugin}")
+        for name, error in registry.BROKEN_PLUGINS.items():
+            typer.echo(f"{name:{width}s}  (plugin {registry.module_path(name)} could not be imported: {error})")
         return
     from bench.ingest.store import default_store
 

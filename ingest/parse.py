@@ -48,7 +48,7 @@ def parse_bytes(
     ascii_only = data.isascii()  # then bytes are characters: no need to decode the whole file up front
     text, problems = (data[: registry.HEAD_CHARS].decode("ascii"), []) if ascii_only else decode(data)
     result.problems.extend(problems)
-    module = forced or registry.detect(text[: registry.HEAD_CHARS])
+    module = forced or registry.detect(text[: registry.HEAD_CHARS], result.problems)
     if module is None and len(data) > registry.HEAD_CHARS:
         module = registry.detect_beyond_head(data)
     if module is None and pat.match_first(pat.SYSTEMS_TREE, source):
@@ -241,7 +241,7 @@ def parse_stream(
     if is_binary(head[:8192]):
         result.problems.append(Problem("binary", "control bytes in the first 8 KiB: not a text log"))
         return FileParse(None, result)
-    module = forced or registry.detect(head.decode("utf-8", errors="replace")[: registry.HEAD_CHARS])
+    module = forced or registry.detect(head.decode("utf-8", errors="replace")[: registry.HEAD_CHARS], result.problems)
     if module is None:
         result.problems.append(Problem("unrecognized_format", UNRECOGNIZED))
         return FileParse(None, result)

@@ -161,6 +161,7 @@ class ParserPool:
                     except ImportError:
                         if name != "pandas":  # kept out by the ingest command (bench.ingest.cli)
                             raise
+                registry.all_formats()  # plugins too (one that cannot be imported is reported here, once)
                 ctx = multiprocessing.get_context("fork")
             else:
                 ctx = multiprocessing.get_context("forkserver")

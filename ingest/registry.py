@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any, Protocol, cast
 
 from bench.ingest.native import ext as native_ext
-from bench.ingest.records import ParseResult
+from bench.ingest.records import ParseResult, Problem
 
 #: Characters of a file's start that ``sniff`` sees.
 HEAD_CHARS = 256 * 1024
@@ -31,10 +31,24 @@ FORMAT_MODULES: tuple[str, ...] = (
     "caffe_time",
     "caffe",
     "mxnet",
+    "hf_trainer",
     "convnet",
     "host_metadata",
     "telemetry",
 )
+#: The built-in formats asked after any plugin: their markers are loose enough to accept other logs.
+LOOSE_FORMATS: tuple[str, ...] = ("convnet", "host_metadata", "telemetry")
+
+#: The entry-point group through which an installed package adds a format. Each entry names a module
+#: with ``NAME`` (the entry's name), ``DESCRIPTION``, ``sniff(head)`` and ``parse_lines`` (see
+#: ``FormatModule``); in the package's pyproject.toml::
+#:
+#:     [project.entry-points."dlbench.formats"]
+#:     my_format = "my_package.my_format"
+#:
+#: Plugins are asked after the built-in formats with specific markers and before ``LOOSE_FORMATS``, in
+#: the order of their names. A name that a built-in format has is not taken.
+PLUGIN_GROUP = "dlbench.formats"
 
 
 class FormatModule(Protocol):
@@ -49,30 +63,74 @@ class FormatModule(Protocol):
 
 
 _LOADED: dict[str, FormatModule] = {}
+_PLUGINS: dict[str, str] | None = None  # format name -> module path, read once per process
+_NAMES: tuple[str, ...] | None = None
+#: Plugins that could not be imported, name -> the exception line; they are left out of detection.
+BROKEN_PLUGINS: dict[str, str] = {}
+
+
+def plugins() -> dict[str, str]:
+    """The formats installed packages add (name -> module path), without names the built-ins have."""
+    global _PLUGINS
+    if _PLUGINS is None:
+        from importlib.metadata import entry_points
+
+        found = {ep.name: ep.value.split(":")[0] for ep in entry_points(group=PLUGIN_GROUP)}
+        _PLUGINS = {name: found[name] for name in sorted(found) if name not in FORMAT_MODULES}
+    return _PLUGINS
+
+
+def format_names() -> tuple[str, ...]:
+    """Every format's name in detection order: built-in, plugins, then the loose built-ins."""
+    global _NAMES
+    if _NAMES is None:
+        specific = tuple(n for n in FORMAT_MODULES if n not in LOOSE_FORMATS)
+        _NAMES = specific + tuple(plugins()) + LOOSE_FORMATS
+    return _NAMES
+
+
+def module_path(name: str) -> str:
+    """The importable module of the format called ``name``; raises KeyError for an unknown name."""
+    if name in FORMAT_MODULES:
+        return f"bench.ingest.formats.{name}"
+    return plugins()[name]
 
 
 def check_format(fmt: str | None) -> None:
     """UsageError (exit 2) for a forced format that names no parser; None forces nothing."""
     from bench.ingest.errors import UsageError
 
-    if fmt is not None and fmt not in FORMAT_MODULES:
+    if fmt is not None and fmt not in format_names():
         raise UsageError(f"unknown format {fmt!r}; `bench ingest --list-formats` lists them")
 
 
 def load(name: str) -> FormatModule:
     """The format module called ``name`` (imported once, then cached: detection asks for every format of
-    every file); raises KeyError for an unknown name."""
+    every file); raises KeyError for an unknown name. A plugin whose import raises is recorded in
+    ``BROKEN_PLUGINS`` and raises KeyError from then on."""
     module = _LOADED.get(name)
     if module is None:
-        if name not in FORMAT_MODULES:
+        if name in BROKEN_PLUGINS:
             raise KeyError(name)
-        found: ModuleType = importlib.import_module(f"bench.ingest.formats.{name}")
+        path = module_path(name)
+        try:
+            found: ModuleType = importlib.import_module(path)
+            if getattr(found, "NAME", None) != name:
+                raise ImportError(f"its NAME is {getattr(found, 'NAME', None)!r}, not the entry's name")
+        except Exception as e:  # a broken plugin must not stop the formats that work
+            if name in FORMAT_MODULES:
+                raise
+            BROKEN_PLUGINS[name] = f"{type(e).__name__}: {e}"
+            print(f"bench: format plugin {name!r} ({path}) could not be imported and is left out: "
+                  f"{BROKEN_PLUGINS[name]}", file=sys.stderr)
+            raise KeyError(name) from e
         module = _LOADED[name] = cast(FormatModule, found)
     return module
 
 
 def all_formats() -> list[FormatModule]:
-    return [load(n) for n in FORMAT_MODULES]
+    """Every format that can be loaded, in detection order."""
+    return [m for m in map(_loaded_plugin, format_names()) if m is not None]
 
 
 #: Characters of a head that holds only numbers (a Lambda thermal file). Every sniffer but telemetry's
@@ -91,7 +149,7 @@ MARKDOWN_CHARS = 4096
 _QUOTED = re.compile(r"^(```|~~~).*?(?:^\1[^\n]*$|\Z)|^ *[|>].*$|`[^`\n]*`", re.MULTILINE | re.DOTALL)
 
 
-def detect(head: str) -> FormatModule | None:
+def detect(head: str, problems: list[Problem] | None = None) -> FormatModule | None:
     """The first format whose ``sniff`` accepts ``head``, or None. A Markdown document is sniffed without
     what it quotes (code, tables, block quotes): a README that cites log lines is not a log, while a log
     with a stray ``# comment`` line still reads as one."""
@@ -99,12 +157,35 @@ def detect(head: str) -> FormatModule | None:
     if hashes and (head.startswith("#") or head.find("\n#", 0, MARKDOWN_CHARS) >= 0) \
             and _MARKDOWN.search(head, 0, MARKDOWN_CHARS):
         head = _QUOTED.sub("", head)
-    names = NUMERIC_FORMATS if _NUMERIC.fullmatch(head) else FORMAT_MODULES
-    for name in names:
-        fmt = load(name)
-        if fmt.sniff(head):
-            return fmt
+    if _NUMERIC.fullmatch(head):
+        return next((load(n) for n in NUMERIC_FORMATS if load(n).sniff(head)), None)
+    for name in format_names():
+        if name in FORMAT_MODULES:
+            fmt = load(name)
+            if fmt.sniff(head):
+                return fmt
+        elif (plugin := _loaded_plugin(name)) is not None and _plugin_sniff(plugin, head, problems):
+            return plugin
     return None
+
+
+def _loaded_plugin(name: str) -> FormatModule | None:
+    """The format called ``name``, or None for a plugin that could not be imported."""
+    try:
+        return load(name)
+    except KeyError:  # it could not be imported (load said so once)
+        return None
+
+
+def _plugin_sniff(fmt: FormatModule, head: str, problems: list[Problem] | None) -> bool:
+    """A plugin's ``sniff``; one that raises does not match, and says so in a problem row."""
+    try:
+        return bool(fmt.sniff(head))
+    except Exception as e:
+        if problems is not None:
+            problems.append(Problem("parser_error", f"format plugin {fmt.NAME!r}: sniff raised "
+                                    f"{type(e).__name__}: {e}; the plugin was not asked to parse this file"))
+        return False
 
 
 #: Markers that name a format wherever they are: a log whose head is all framework output is still

@@ -42,7 +42,8 @@ from bench.ingest.formats.caffe_glog import (
 )
 from bench.ingest.formats.caffe_run import RunState, run_status, throughput
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import GlogLine, GlogTimer, contains
+from bench.ingest.formats.lines import Line, LineFormat, drive
+from bench.ingest.text import contains
 
 NAME = "caffe"
 DESCRIPTION = "Caffe / NVCaffe / Intel / OpenCL Caffe `caffe train` glog logs (solver display lines)"
@@ -72,44 +73,49 @@ def sniff(head: str) -> bool:
 # ---- per-run state ------------------------------------------------------------------------------
 
 
-class _Parser:
-    def __init__(self, result: ParseResult):
-        self.result = result
-        self.glog = GlogTimer()
-        self.st: RunState | None = None
+class _Parser(LineFormat[RunState]):
+    GLOG = True
+
+    def new_run(self, line: Line) -> RunState:
+        return RunState(first_line=line.no)
+
+    def starts_run(self, line: Line) -> bool:
+        st = self.run
+        assert st is not None
+        return line.level is not None and st.started and line.msg.startswith(_RUN_MARKERS)
 
     # -- dispatch --
 
-    def line(self, no: int, line: str) -> None:
-        read = self.glog.read(line)
-        if read is None:
-            self._plain(no, line)
-            return
-        g, t = read
-        msg = g.message
-        st = self.st
-        if st is None or (st.started and msg.startswith(_RUN_MARKERS)):
-            st = self._new_run(no)
+    def read(self, line: Line) -> bool:
+        if line.level is None:
+            self._plain(line)
+            return True
+        msg, no, raw, t = line.msg, line.no, line.raw, line.time
+        assert t is not None
+        st = self.current(line)
         st.last_line, st.ctx = no, None
-        if g.level == "F":
-            self._fatal(st, no, line)
+        if line.level == "F":
+            self._fatal(st, no, raw)
         elif "Iteration" in msg:
-            self._iteration(st, no, msg, line, t)
+            self._iteration(st, no, msg, raw, t)
         elif "net output" in msg:
-            self._output(st, no, msg, line)
+            self._output(st, no, msg, raw)
         elif "Top shape" in msg:
             self._top_shape(st, msg)
         else:
-            self._setup(st, no, g, msg, line)
+            self._setup(st, no, line.source or "", msg, raw)
+        return True
 
-    def _plain(self, no: int, line: str) -> None:
+    def _plain(self, raw: Line) -> None:
+        no, line = raw.no, raw.raw
         year = header_year(line)
-        if year is not None:
-            if self.st is not None and self.st.started:
-                self._new_run(no)
+        st = self.run
+        if year is not None:  # a glog file header: after a started run, the next process
+            if st is not None and st.started:
+                self.open(raw)
+            assert self.glog is not None
             self.glog.set_year(year)
             return
-        st = self.st
         if st is None:
             return
         if line.startswith("Running on machine: "):
@@ -122,12 +128,6 @@ class _Parser:
             fact = proto_fact(line)
             if fact is not None:
                 (self._solver_param if st.ctx == "solver" else self._net_param)(st, *fact)
-
-    def _new_run(self, no: int) -> RunState:
-        if self.st is not None:
-            self.finish()
-        self.st = RunState(first_line=no)
-        return self.st
 
     # -- solver and net parameters --
 
@@ -161,7 +161,7 @@ class _Parser:
 
     # -- setup lines: devices, versions, anchors --
 
-    def _setup(self, st: RunState, no: int, g: GlogLine, msg: str, line: str) -> None:
+    def _setup(self, st: RunState, no: int, source: str, msg: str, line: str) -> None:
         if msg.startswith("Initializing solver from parameters"):
             st.ctx = "solver"
         elif msg.startswith("Initializing net from parameters"):
@@ -181,15 +181,15 @@ class _Parser:
         elif msg.startswith("Optimization stopped early"):
             st.details["stopped_early"] = "true"
         else:
-            self._device(st, g, msg)
+            self._device(st, source, msg)
 
-    def _device(self, st: RunState, g: GlogLine, msg: str) -> None:
+    def _device(self, st: RunState, source: str, msg: str) -> None:
         run = st.run
         m = _USING_GPUS.match(msg)
         if m:
             run["num_gpus"] = len([x for x in m.group(1).split(",") if x.strip()])
             st.tags["device"] = "gpu"
-        elif g.source.startswith("caffe.cpp") and (m := _GPU_NAME.match(msg)):
+        elif source.startswith("caffe.cpp") and (m := _GPU_NAME.match(msg)):
             run.setdefault("gpu_model", m.group(2).strip())
         elif (dev := device_of(msg)) is not None:
             st.tags["device"], run["num_gpus"] = dev
@@ -320,7 +320,7 @@ class _Parser:
     def _row(self, st: RunState, no: int, it: int, t: float, metrics: dict[str, float], **kw: Any) -> dict[str, Any]:
         if st.t0 is not None:
             metrics["elapsed_s"] = t - st.t0
-        ts = t if self.glog.absolute else None
+        ts = t if self.glog is not None and self.glog.absolute else None
         return {"step": it, "line_no": no, "timestamp": ts, "metrics": metrics, **kw}
 
     def _step(self, st: RunState, no: int, it: int, t: float, metrics: dict[str, float], **kw: Any) -> None:
@@ -339,11 +339,8 @@ class _Parser:
 
     # -- the run row --
 
-    def finish(self) -> None:
-        """Close the current run: flush its last step and append its Run."""
-        st, self.st = self.st, None
-        if st is None:
-            return
+    def emit(self, st: RunState) -> None:
+        """Flush the run's last step and append its Run."""
         self._flush(st)
         ips, mean, ranks, source = throughput(st)
         if st.rate_lines and st.images_per_iter() is None:
@@ -357,7 +354,7 @@ class _Parser:
         if "resumed_from" not in st.details and st.first_iter:
             st.details["resumed_from"] = str(st.first_iter)
         st.tags["caffe_action"] = "train"
-        absolute = self.glog.absolute
+        absolute = self.glog is not None and self.glog.absolute
         t0, t1, i0, i1 = st.t0, st.t1, st.first_iter, st.last_iter
         wall = t1 - t0 if t0 is not None and t1 is not None and t1 > t0 else None  # one line: no duration
         run = st.run
@@ -392,9 +389,4 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
     Pure: reads ``lines`` once (1-based numbers), never raises for bad input; unreadable solver lines
     become ``bad_line`` problems. ``source`` is accepted for the registry contract only.
     """
-    result = result if result is not None else ParseResult()
-    parser = _Parser(result)
-    for no, line in enumerate(lines, 1):
-        parser.line(no, line)
-    parser.finish()
-    return result
+    return drive(_Parser, lines, result)

@@ -28,7 +28,8 @@ from typing import Any
 
 from bench.ingest.formats import caffe_glog
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import GlogTimer, contains
+from bench.ingest.formats.lines import Line, LineFormat, drive
+from bench.ingest.text import contains
 
 NAME = "caffe_time"
 DESCRIPTION = "Caffe `caffe time` benchmark output (forward/backward ms per batch, per iteration)"
@@ -78,51 +79,55 @@ class _State:
         return self.batch if self.batch is not None else self.net_batch
 
 
-class _Parser:
-    def __init__(self, result: ParseResult):
-        self.result = result
-        self.glog = GlogTimer()
-        self.st: _State | None = None
+class _Parser(LineFormat[_State]):
+    GLOG = True
 
-    def line(self, no: int, line: str) -> None:
-        read = self.glog.read(line)
-        if read is None:
-            self._plain(no, line)
-            return
-        g, t = read
-        msg, st = g.message, self.st
+    def new_run(self, line: Line) -> _State:
+        return _State(first_line=line.no)
+
+    def starts_run(self, line: Line) -> bool:
+        st = self.run
+        assert st is not None
+        return line.level is not None and caffe_glog.device_of(line.msg) is not None and (st.began or st.fatal is not None)
+
+    def read(self, line: Line) -> bool:
+        if line.level is None:
+            self._plain(line)
+            return True
+        msg, st, no = line.msg, self.current(line), line.no
+        assert line.time is not None
         dev = caffe_glog.device_of(msg)
-        if st is None or (dev is not None and (st.began or st.fatal is not None)):
-            st = self._new_run(no)
         st.last_line, st.in_net = no, False
-        if g.level == "F":
+        if line.level == "F":
             if st.fatal is None:
-                st.fatal = line
+                st.fatal = line.raw
         elif dev is not None:
             st.tags["device"], st.run["num_gpus"] = dev
         elif msg.startswith("Iteration: "):
-            self._iteration(st, no, msg, line, t)
+            self._iteration(st, no, msg, line.raw, line.time)
         elif "forward: " in msg or "backward: " in msg:
-            return  # per-layer averages: not stored (see module docstring)
+            return True  # per-layer averages: not stored (see module docstring)
         elif "Top shape" in msg:
             got = caffe_glog.top_shape_batch(msg)
             if got is not None and st.batch is None:
                 st.batch = got[1]
         else:
-            self._other(st, no, msg, line)
+            self._other(st, no, msg, line.raw)
+        return True
 
-    def _plain(self, no: int, line: str) -> None:
-        year = caffe_glog.header_year(line)
-        if year is not None:
-            if self.st is not None and self.st.began:
-                self._new_run(no)
+    def _plain(self, line: Line) -> None:
+        year = caffe_glog.header_year(line.raw)
+        if year is not None:  # a glog file header: after a benchmark, the next process
+            if self.run is not None and self.run.began:
+                self.open(line)
+            assert self.glog is not None
             self.glog.set_year(year)
             return
-        st = self.st
+        st = self.run
         if st is None or not st.in_net:
             return
-        st.last_line = no
-        fact = caffe_glog.proto_fact(line)
+        st.last_line = line.no
+        fact = caffe_glog.proto_fact(line.raw)
         if fact is None:
             return
         indent, key, value = fact
@@ -133,12 +138,6 @@ class _Parser:
         kind = caffe_glog.data_kind(indent, key, value)
         if kind is not None:
             st.run.setdefault("data", kind)
-
-    def _new_run(self, no: int) -> _State:
-        if self.st is not None:
-            self.finish()
-        self.st = _State(first_line=no)
-        return self.st
 
     def _iteration(self, st: _State, no: int, msg: str, line: str, t: float) -> None:
         m = _ITER.match(msg)
@@ -155,7 +154,7 @@ class _Parser:
         rate = b * 1000.0 / ms if b is not None and ms > 0 else None
         if rate is not None:
             st.rate_sum += rate
-        ts = t if self.glog.absolute else None
+        ts = t if self.glog is not None and self.glog.absolute else None
         self.result.steps.add(len(self.result.runs), int(m.group(1)), step_time_ms=ms,
                               interval_images_per_sec=rate, timestamp=ts, line_no=no)
 
@@ -189,11 +188,8 @@ class _Parser:
         if not msg.startswith("Average time per layer") and not msg.startswith("Min time per layer"):
             self.result.problem("bad_line", "unreadable `caffe time` summary line", no, line)
 
-    def finish(self) -> None:
-        """Close the current benchmark run and append its Run row."""
-        st, self.st = self.st, None
-        if st is None:
-            return
+    def emit(self, st: _State) -> None:
+        """Append the Run row of one benchmark."""
         run = st.run
         fb = run.get("forward_backward_ms")
         iterations = st.planned or st.iters or None
@@ -225,9 +221,4 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
     Pure: reads ``lines`` once (1-based numbers), never raises for bad input; unreadable benchmark lines
     become ``bad_line`` problems. ``source`` is accepted for the registry contract only.
     """
-    result = result if result is not None else ParseResult()
-    parser = _Parser(result)
-    for no, line in enumerate(lines, 1):
-        parser.line(no, line)
-    parser.finish()
-    return result
+    return drive(_Parser, lines, result)

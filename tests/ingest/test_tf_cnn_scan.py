@@ -255,7 +255,7 @@ def test_an_overlong_line_is_skipped_and_reported_with_bounded_memory(
 
     def stream(data: bytes) -> ParseResult:
         head, rest = data[:100], data[100:]
-        monkeypatch.setattr("bench.ingest.registry.detect", lambda text: tf_cnn)  # the head is too short to sniff
+        monkeypatch.setattr("bench.ingest.registry.detect", lambda text, problems=None: tf_cnn)  # the head is too short to sniff
         chunks = iter([rest[i:i + chunk] for i in range(0, len(rest), chunk)])
         return parse.parse_stream(head, chunks, source="x", result=ParseResult()).result
 

@@ -1,0 +1,129 @@
+"""The driver that line formats share: a format says what its lines mean, the driver does the rest.
+
+The driver reads the lines once, numbering them from 1. For each it takes off what wraps the message:
+an MPI, Gloo, Slurm or MPICH rank prefix (``RANKS``) and a glog prefix (``GLOG``: severity and a time in
+seconds, kept monotonic across midnight and years by :class:`GlogTimer`). It asks the format whether the
+line starts the next run and, if so, closes the open one. A line that holds one of the format's
+``MUST_READ`` but that ``read`` did not use becomes a ``bad_line`` problem row, so a number the format
+could not read is reported instead of dropped. At the end it closes the last run and calls ``finish``.
+
+A format module then holds only what is its own: ``NAME``, ``DESCRIPTION``, ``sniff``, its regexes, and a
+:class:`LineFormat` subclass that turns lines into a run. Its ``parse_lines`` is one call::
+
+    def parse_lines(lines, *, source, result=None):
+        return drive(MyFormat, lines, result)
+
+``ingest/README.md`` walks through adding one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar, Generic, TypeVar
+
+from bench.ingest.records import ParseResult
+from bench.ingest.text import GlogTimer, split_rank
+
+S = TypeVar("S")
+
+
+class Line:
+    """One line as the format sees it: ``msg`` is the text behind the rank and glog prefixes; ``level``,
+    ``time`` and ``source`` (``solver.cpp:242``) are the glog prefix's, None on other lines."""
+
+    __slots__ = ("no", "raw", "msg", "rank", "level", "time", "source")
+
+    def __init__(self, no: int, raw: str, msg: str, rank: int | None = None, level: str | None = None,
+                 time: float | None = None, source: str | None = None):
+        self.no, self.raw, self.msg, self.rank = no, raw, msg, rank
+        self.level, self.time, self.source = level, time, source
+
+
+class LineFormat(Generic[S]):
+    """Base of a line format's parser. ``self.run`` is the run being read (a state of the format's own
+    type ``S``) or None; the run's rows go to ``self.result``, and its step rows carry ``self.index``."""
+
+    #: Take a rank prefix (``[1,0]<stdout>:``, ``[0]<stdout>:``, `` 0: ``, ``[0] ``) off each line.
+    RANKS: ClassVar[bool] = False
+    #: Read a glog prefix (``I1127 08:00:00.000000  123 file.cc:12] ``) off each line.
+    GLOG: ClassVar[bool] = False
+    #: Substrings that mark a line as carrying a value of this format (a rate, a time). Such a line that
+    #: ``read`` returns False for is reported as a ``bad_line`` problem with ``BAD_LINE`` as its detail.
+    MUST_READ: ClassVar[tuple[str, ...]] = ()
+    BAD_LINE: ClassVar[str] = "a line of this format that could not be read"
+
+    def __init__(self, result: ParseResult):
+        self.result = result
+        self.run: S | None = None
+        self.glog = GlogTimer() if self.GLOG else None
+
+    # -- what a format defines --
+
+    def new_run(self, line: Line) -> S:
+        """A fresh state for a run whose first line is ``line``."""
+        raise NotImplementedError
+
+    def starts_run(self, line: Line) -> bool:
+        """Whether ``line`` begins the next run (asked only while a run is open)."""
+        return False
+
+    def read(self, line: Line) -> bool:
+        """Use one line; False when it was not one of this format's lines."""
+        raise NotImplementedError
+
+    def emit(self, run: S) -> None:
+        """Append the finished run's Run row to ``self.result.runs``."""
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """Called once after the last line and the last run's ``emit``."""
+
+    # -- what the driver and the format share --
+
+    @property
+    def index(self) -> int:
+        """The run_index of the open run: runs are appended in order as they close."""
+        return len(self.result.runs)
+
+    def current(self, line: Line) -> S:
+        """The open run, opening one at ``line`` if none is."""
+        return self.run if self.run is not None else self.open(line)
+
+    def open(self, line: Line) -> S:
+        """Close the open run, if any, and open a new one at ``line``."""
+        self.close()
+        self.run = self.new_run(line)
+        return self.run
+
+    def close(self) -> None:
+        run, self.run = self.run, None
+        if run is not None:
+            self.emit(run)
+
+    def bad_line(self, line: Line, detail: str | None = None) -> None:
+        self.result.problem("bad_line", detail or self.BAD_LINE, line.no, line.raw)
+
+    def step(self, step: int | None, **values: Any) -> None:
+        """A step row of the open run."""
+        self.result.steps.add(self.index, step, **values)
+
+
+def drive(fmt: type[LineFormat[Any]], lines: Iterable[str], result: ParseResult | None = None) -> ParseResult:
+    """Run the line format ``fmt`` over ``lines`` into ``result`` (a new one if None) and return it."""
+    result = result if result is not None else ParseResult()
+    p = fmt(result)
+    ranks, glog, markers = fmt.RANKS, p.glog, fmt.MUST_READ
+    for no, raw in enumerate(lines, 1):
+        rank, msg = split_rank(raw) if ranks else (None, raw)
+        if glog is not None and (got := glog.read(msg)) is not None:
+            g = got[0]
+            line = Line(no, raw, g.message, rank, g.level, got[1], g.source)
+        else:
+            line = Line(no, raw, msg, rank)
+        if p.run is not None and p.starts_run(line):
+            p.close()
+        if not p.read(line) and markers and any(m in msg for m in markers):
+            p.bad_line(line)
+    p.close()
+    p.finish()
+    return result
