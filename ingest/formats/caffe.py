@@ -41,8 +41,8 @@ from bench.ingest.formats.caffe_glog import (
     top_shape_batch,
 )
 from bench.ingest.formats.caffe_run import RunState, run_status, throughput
-from bench.ingest.records import ParseResult, Run
 from bench.ingest.formats.lines import Line, LineFormat, drive
+from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import contains
 
 NAME = "caffe"

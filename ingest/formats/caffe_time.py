@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.ingest.formats import caffe_glog
-from bench.ingest.records import ParseResult, Run
 from bench.ingest.formats.lines import Line, LineFormat, drive
+from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import contains
 
 NAME = "caffe_time"

@@ -56,6 +56,7 @@ class _State:
     facts: dict[str, int] = field(default_factory=dict)
     details: dict[str, str] = field(default_factory=dict)
     in_eval: bool = False
+    completed: bool = False  # "Training completed": the loop ended, whatever its summary says
     summary: dict[str, float] | None = None
     error: str | None = None
     stamps: list[float] = field(default_factory=list)
@@ -80,14 +81,16 @@ class _Parser(LineFormat[_State]):
         if st is None or (m is not None and m.group(1) != "trainer.py"):
             return True  # other modules log while a process sets up: that is before its run
         st.last_line = line.no
-        if m is not None:
-            st.stamps[1:] = [utc_seconds(*m.groups()[1:])]
+        if m is not None and (stamp := utc_seconds(*m.groups()[1:])) is not None:
+            st.stamps[1:] = [stamp]
         if dict_line:
             return self._metrics(st, line, msg)
         if msg.endswith("***** Running Evaluation *****"):
             st.in_eval = True
         elif not st.in_eval and (h := _HEADER.match(msg)) is not None:
             st.facts[_HEADER_FIELDS[h.group(1)]] = int(h.group(2).replace(",", ""))
+        elif msg.startswith("Training completed"):
+            st.completed = True
         elif msg.startswith("Traceback (most recent call last)"):
             st.error = st.error or msg
         elif st.error is not None and _EXCEPTION.fullmatch(msg):
@@ -116,7 +119,8 @@ class _Parser(LineFormat[_State]):
     def emit(self, st: _State) -> None:
         f, s = st.facts, st.summary or {}
         rate = s.get("train_samples_per_second")
-        status = "ok" if rate is not None and rate > 0 else "no_result" if st.summary is not None else "truncated"
+        ended = st.summary is not None or st.completed
+        status = "ok" if rate is not None and rate > 0 else "no_result" if ended else "truncated"
         if st.error is not None:
             status = "oom" if "out of memory" in st.error.lower() else "failed"
         details = dict(st.details)
@@ -127,10 +131,10 @@ class _Parser(LineFormat[_State]):
         for key in ("train_steps_per_second", "train_loss"):
             if key in s:
                 details[key] = f"{s[key]:g}"
-        kw: dict[str, Any] = dict(throughput=rate, throughput_unit="samples/sec", throughput_derived=False,
-                                  wall_time_s=s.get("train_runtime"))
-        if status != "ok":
-            kw = {}
+        kw: dict[str, Any] = {}
+        if status == "ok":
+            kw = {"throughput": rate, "throughput_unit": "samples/sec", "throughput_derived": False,
+                  "wall_time_s": s.get("train_runtime")}
         self.result.runs.append(Run(
             run_index=self.index, format=NAME, framework="transformers", mode="train",
             batch_size_per_device=f.get("batch"), global_batch_size=f.get("global_batch"), num_steps=f.get("steps"),

@@ -31,7 +31,7 @@ class Line:
     """One line as the format sees it: ``msg`` is the text behind the rank and glog prefixes; ``level``,
     ``time`` and ``source`` (``solver.cpp:242``) are the glog prefix's, None on other lines."""
 
-    __slots__ = ("no", "raw", "msg", "rank", "level", "time", "source")
+    __slots__ = ("level", "msg", "no", "rank", "raw", "source", "time")
 
     def __init__(self, no: int, raw: str, msg: str, rank: int | None = None, level: str | None = None,
                  time: float | None = None, source: str | None = None):
