@@ -76,8 +76,8 @@ def sniff(head: str) -> bool:
 class _Parser(LineFormat[RunState]):
     GLOG = True
 
-    def new_run(self, line: Line) -> RunState:
-        return RunState(first_line=line.no)
+    def new_run(self, no: int) -> RunState:
+        return RunState(first_line=no)
 
     def starts_run(self, line: Line) -> bool:
         st = self.run
@@ -92,7 +92,7 @@ class _Parser(LineFormat[RunState]):
             return True
         msg, no, raw, t = line.msg, line.no, line.raw, line.time
         assert t is not None
-        st = self.current(line)
+        st = self.current(line.no)
         st.last_line, st.ctx = no, None
         if line.level == "F":
             self._fatal(st, no, raw)
@@ -112,7 +112,7 @@ class _Parser(LineFormat[RunState]):
         st = self.run
         if year is not None:  # a glog file header: after a started run, the next process
             if st is not None and st.started:
-                self.open(raw)
+                self.open(no)
             assert self.glog is not None
             self.glog.set_year(year)
             return

@@ -82,8 +82,8 @@ class _State:
 class _Parser(LineFormat[_State]):
     GLOG = True
 
-    def new_run(self, line: Line) -> _State:
-        return _State(first_line=line.no)
+    def new_run(self, no: int) -> _State:
+        return _State(first_line=no)
 
     def starts_run(self, line: Line) -> bool:
         st = self.run
@@ -94,7 +94,7 @@ class _Parser(LineFormat[_State]):
         if line.level is None:
             self._plain(line)
             return True
-        msg, st, no = line.msg, self.current(line), line.no
+        msg, st, no = line.msg, self.current(line.no), line.no
         assert line.time is not None
         dev = caffe_glog.device_of(msg)
         st.last_line, st.in_net = no, False
@@ -119,7 +119,7 @@ class _Parser(LineFormat[_State]):
         year = caffe_glog.header_year(line.raw)
         if year is not None:  # a glog file header: after a benchmark, the next process
             if self.run is not None and self.run.began:
-                self.open(line)
+                self.open(line.no)
             assert self.glog is not None
             self.glog.set_year(year)
             return

@@ -1,6 +1,6 @@
 """convnet-benchmarks era timers and early TensorFlow throughput lines, one module, six dialects.
 
-Each dialect is a few handler functions called from one line loop (``_dispatch``), not a copy of it:
+Each dialect is a few handler functions that ``_dispatch`` calls for a line (the shared line driver reads them):
 
 - ``torch7``: ``ModelType: AlexNet<TAB>Kernels: cudnn<TAB>Input shape: 128x3x224x224`` then
   ``<lib>  :updateOutput(): / :updateGradInput(): / :accGradParameters(): / :Forward: / :Backward: /
@@ -25,15 +25,14 @@ Each dialect is a few handler functions called from one line loop (``_dispatch``
 - ``tf_estimator``: absl/glog ``examples/sec: r`` lines (TPUEstimator and Estimator), with ``loss = L, step = N
   (t sec)`` and ``global_step/sec: g`` before them. One run per ``Using config:`` (Estimator construction);
   it finished at TPUEstimator's ``Elapsed seconds`` or Estimator's ``Loss for final step: L.`` (detail
-  ``final_loss``). Steps:
-  one row per ``examples/sec`` line (an interval rate). ``throughput`` (examples/sec: the log does not say
+  ``final_loss``). Steps: one row per ``examples/sec`` line (an interval rate). ``throughput`` (examples/sec: the log does not say
   they are images, so ``images_per_sec`` stays NULL) = total examples / total time over the rate lines
   after the first (the first interval includes the early, slow steps): Σ Δstep / Σ (Δstep / r), Δstep =
   step difference between successive rate lines; when steps are not known, the arithmetic mean of those
   rates. A single rate line is used as is. Without examples/sec, the mean ``global_step/sec`` after the
   first (steps/sec). NVIDIA BERT's ``Throughput Average (sentences/sec) = X`` (not the "with overhead"
-  one) is the throughput in sentences/sec and ends the run (``Total Training/Inference Time`` sets mode). ``global_batch_size`` = r / g when every
-  line gives the same integer (±0.5%).
+  one) is the throughput in sentences/sec and ends the run (``Total Training/Inference Time`` sets mode).
+  ``global_batch_size`` = r / g when every line gives the same integer (±0.5%).
 
 A run whose timer says ``FAILED`` is ``failed``; a run cut before its result is ``truncated``; an
 Estimator run that finished without examples/sec (evaluation) is ``no_result``. Metrics None then.
@@ -46,6 +45,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from bench.ingest.formats.lines import Line, LineFormat, drive
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import contains, parse_glog, utc_seconds
 
@@ -106,29 +106,40 @@ def sniff(head: str) -> bool:
     return _SNIFF.search(head) is not None
 
 
-class _Parser:
-    """Line loop state: the open run (a dict of Run fields plus private ``_`` accumulators)."""
+class _Parser(LineFormat[dict[str, Any]]):
+    """The open run is a dict of Run fields plus private ``_`` accumulators. Finished runs are kept in
+    ``runs`` and built at the end, when the file-wide facts (``ctx``: the GPU name) are known."""
 
     def __init__(self, result: ParseResult):
-        self.res = result
-        self.runs: list[dict[str, Any]] = []  # finished runs' fields; Runs are built at the end
-        self.cur: dict[str, Any] | None = None
-        self.ctx: dict[str, Any] = {}  # file-wide facts (GPU name) given to every run
+        super().__init__(result)
+        self.runs: list[dict[str, Any]] = []
+        self.ctx: dict[str, Any] = {}
         self.config: tuple[str, int] | None = None  # current layer CONFIG (model text, batch)
         self.word: str | None = None  # the last bare word line (Chainer prints the arch name)
         self.base = len(result.runs)  # run_index of the first run of this file
 
-    def open(self, dialect: str, n: int, **fields: Any) -> dict[str, Any]:
+    def start(self, dialect: str, n: int, **fields: Any) -> dict[str, Any]:
+        """Open a run of one of the dialects this module reads."""
         self.close()
         frameworks = {"tf_legacy": "tensorflow", "tf_estimator": "tensorflow"}
-        self.cur = {"format": NAME, "framework": frameworks.get(dialect, dialect), "first_line": n,
+        self.run = {"format": NAME, "framework": frameworks.get(dialect, dialect), "first_line": n,
                     "last_line": n, "_dialect": dialect, **fields}
-        return self.cur
+        return self.run
 
-    def close(self) -> None:
-        if self.cur is not None:
-            self.runs.append(self.cur)
-            self.cur = None
+    def read(self, line: Line) -> bool:
+        text = line.raw.rstrip()
+        if text:
+            _dispatch(self, line.no, text)
+        return True
+
+    def emit(self, run: dict[str, Any]) -> None:
+        self.runs.append(run)
+
+    def finish(self) -> None:
+        for kw in self.runs:
+            _emit(self, kw)
+        if not self.runs:
+            self.result.problem("missing_field", "no convnet-benchmarks timer or throughput line found")
 
     def run_index(self) -> int:
         """Index of the open run (runs are numbered in the order they are opened)."""
@@ -137,18 +148,7 @@ class _Parser:
 
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
     """Parse one convnet-era output file into runs (per model, layer config, table or phase) and steps."""
-    result = result if result is not None else ParseResult()
-    p = _Parser(result)
-    for n, raw in enumerate(lines, 1):
-        line = raw.rstrip()
-        if line:
-            _dispatch(p, n, line)
-    p.close()
-    for kw in p.runs:
-        _emit(p, kw)
-    if not p.runs:
-        result.problem("missing_field", "no convnet-benchmarks timer or throughput line found")
-    return result
+    return drive(_Parser, lines, result)
 
 
 def _dispatch(p: _Parser, n: int, line: str) -> None:
@@ -164,7 +164,7 @@ def _dispatch(p: _Parser, n: int, line: str) -> None:
     elif ":" in line and (m := _TORCH.match(line)):
         _torch(p, n, m)
     elif line.startswith("ModelType: ") and (m := _MODELTYPE.match(line)):
-        p.open("torch7", n, model=m.group(1), batch_size_per_device=int(m.group(3)), mode="train",
+        p.start("torch7", n, model=m.group(1), batch_size_per_device=int(m.group(3)), mode="train",
                tags={"kernels": m.group(2), "input_shape": f"{m.group(3)}x{m.group(4)}"})
     elif line.startswith("CONFIG: ") and (m := _CONFIG.match(line)):
         p.close()
@@ -180,18 +180,18 @@ def _dispatch(p: _Parser, n: int, line: str) -> None:
     elif _WORD.match(line):
         p.word = line
     elif any(k in line for k in _BAD_MARKERS):
-        p.res.problem("bad_line", "a timer or throughput line that could not be read", n, line)
-    elif p.cur is not None and p.cur["_dialect"] == "tf_estimator":
-        _error(p.cur, line)
+        p.result.problem("bad_line", "a timer or throughput line that could not be read", n, line)
+    elif p.run is not None and p.run["_dialect"] == "tf_estimator":
+        _error(p.run, line)
 
 
 def _torch(p: _Parser, n: int, m: re.Match[str]) -> None:
     lib, key, value = m.group(1), m.group(2), m.group(3)
-    cur = p.cur
+    cur = p.run
     if p.config is not None and (cur is None or cur.get("tags", {}).get("implementation") != lib or "TOTAL" in cur):
         cur = _open_layer(p, n, "torch7", lib)
     elif cur is None or cur["_dialect"] != "torch7":
-        cur = p.open("torch7", n, mode="train")
+        cur = p.start("torch7", n, mode="train")
     cur["last_line"] = n
     if value == "FAILED!":
         cur.setdefault("_failed", m.group(0).strip())
@@ -201,13 +201,13 @@ def _torch(p: _Parser, n: int, m: re.Match[str]) -> None:
 
 def _open_layer(p: _Parser, n: int, framework: str, impl: str) -> dict[str, Any]:
     model, batch = p.config or (None, None)
-    return p.open(framework, n, model=model, batch_size_per_device=batch, mode="layer",
+    return p.start(framework, n, model=model, batch_size_per_device=batch, mode="layer",
                   tags={"implementation": impl})
 
 
 def _layer_pass(p: _Parser, n: int, impl: str, pass_name: str, ms: float | None, failed: str | None) -> None:
     """A Theano ``impl ==> pass ==> ms`` (or ``impl pass: FAILED ...``) line."""
-    cur = p.cur
+    cur = p.run
     if cur is None or cur.get("tags", {}).get("implementation") != impl or pass_name in cur:
         cur = _open_layer(p, n, "theano", impl)
     cur["last_line"] = n
@@ -220,16 +220,16 @@ def _neon(p: _Parser, n: int, line: str) -> None:
     m = _NEON.match(line)
     if m is None:
         if "Func" in line and "Mean" in line:  # a table header: one table per benchmarked net
-            p.open("neon", n, mode="train")
-        elif p.cur is not None and p.cur["_dialect"] == "neon":
-            p.res.problem("bad_line", "neon table row without numbers", n, line)
+            p.start("neon", n, mode="train")
+        elif p.run is not None and p.run["_dialect"] == "neon":
+            p.result.problem("bad_line", "neon table row without numbers", n, line)
         return
-    cur = p.cur
+    cur = p.run
     if cur is None or cur["_dialect"] != "neon" or m.group(1) in cur:  # a repeated row: the next table
-        cur = p.open("neon", n, mode="train")
+        cur = p.start("neon", n, mode="train")
     scale = {"msec": 1.0, "ms": 1.0, "sec": 1000.0, "usec": 0.001}.get(m.group(6))
     if scale is None:
-        p.res.problem("bad_line", f"unknown time unit {m.group(6)!r}", n, line)
+        p.result.problem("bad_line", f"unknown time unit {m.group(6)!r}", n, line)
         return
     mean, median, low, high = (float(v) * scale for v in m.group(2, 3, 4, 5))
     cur[m.group(1)] = mean
@@ -240,9 +240,9 @@ def _neon(p: _Parser, n: int, line: str) -> None:
 
 
 def _chainer(p: _Parser, n: int, key: str, ms: float) -> None:
-    cur = p.cur
+    cur = p.run
     if cur is None or cur["_dialect"] != "chainer" or key in cur:
-        cur = p.open("chainer", n, model=p.word, mode="train")
+        cur = p.start("chainer", n, model=p.word, mode="train")
     cur[key] = ms
     cur["last_line"] = n
 
@@ -250,12 +250,12 @@ def _chainer(p: _Parser, n: int, key: str, ms: float) -> None:
 def _tf_legacy(p: _Parser, n: int, m: re.Match[str]) -> None:
     y, mo, d, hh, mi, ss = m.group(1, 2, 3, 4, 5, 6)
     stamp = utc_seconds(y, mo, d, hh, mi, ss)
-    cur = p.cur
+    cur = p.run
     if cur is None or cur["_dialect"] != "tf_legacy" or "_summary" in cur:
-        cur = p.open("tf_legacy", n, started_at=stamp)
+        cur = p.start("tf_legacy", n, started_at=stamp)
     cur["last_line"], cur["ended_at"] = n, stamp
     if m.group(7) is not None:  # step line: the duration of that one step (seconds)
-        p.res.steps.add(p.run_index(), int(m.group(7)), step_time_ms=float(m.group(8)) * 1000.0,
+        p.result.steps.add(p.run_index(), int(m.group(7)), step_time_ms=float(m.group(8)) * 1000.0,
                         timestamp=stamp, line_no=n)
         return
     kind, steps, mean_s, sd_s = m.group(9), int(m.group(10)), float(m.group(11)), float(m.group(12))
@@ -273,15 +273,15 @@ def _estimator_line(p: _Parser, n: int, line: str) -> None:
         msg = g.message if g is not None else line
     else:
         msg = line.split(":", 2)[2]
-    cur = p.cur if p.cur is not None and p.cur["_dialect"] == "tf_estimator" else None
+    cur = p.run if p.run is not None and p.run["_dialect"] == "tf_estimator" else None
     if not any(k in msg for k in _ESTIMATOR_KEYS) or (m := _EST.search(msg)) is None:
         if "examples/sec" in msg or "global_step/sec" in msg:
-            p.res.problem("bad_line", "an Estimator rate line that could not be read", n, line)
+            p.result.problem("bad_line", "an Estimator rate line that could not be read", n, line)
         elif cur is not None:
             _error(cur, msg)
         return
     if m.group(10) is not None or cur is None:  # "Using config:" = a new Estimator in this process
-        cur = p.open("tf_estimator", n, _rates=[0, None, 0.0, 0.0, 0.0, True], _ratios=[])
+        cur = p.start("tf_estimator", n, _rates=[0, None, 0.0, 0.0, 0.0, True], _ratios=[])
     cur["last_line"] = n
     _estimator_fields(p, cur, n, m)
 
@@ -322,7 +322,7 @@ def _estimator_rate(p: _Parser, cur: dict[str, Any], n: int, rate: float) -> Non
     """One ``examples/sec`` line: a step row, and the sums behind the run's throughput."""
     step, gsps = cur.get("_step"), cur.pop("_gsps", None)
     metrics = {"global_step_per_sec": gsps} if gsps is not None else None
-    p.res.steps.add(p.run_index(), step, images_per_sec=rate, interval_images_per_sec=rate,
+    p.result.steps.add(p.run_index(), step, images_per_sec=rate, interval_images_per_sec=rate,
                     loss=cur.get("_loss"), line_no=n, metrics=metrics)
     if gsps:
         r = cur["_ratios"]  # [min, max, first] of examples/sec ÷ global_step/sec = global batch
@@ -370,7 +370,7 @@ def _emit(p: _Parser, kw: dict[str, Any]) -> None:
     if fields.get("status", "ok") != "ok":
         for name in ("images_per_sec", "images_per_sec_mean", "forward_ms", "backward_ms", "forward_backward_ms"):
             fields[name] = None
-    p.res.runs.append(Run(run_index=len(p.res.runs), **fields))
+    p.result.runs.append(Run(run_index=len(p.result.runs), **fields))
 
 
 def _timer_status(kw: dict[str, Any], complete: bool) -> dict[str, Any]:

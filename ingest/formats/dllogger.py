@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bench.ingest.formats.dllogger_state import Series, State
+from bench.ingest.formats.lines import Line, LineFormat, drive
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import contains, split_rank, utc_seconds
 from bench.ingest.units import IMAGES, unit_of
@@ -411,26 +412,37 @@ def _build_run(st: State) -> Run:
                last_line=last, tags=tags, details=details, **_run_facts(st))
 
 
-def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
-    """Parse one DLLogger file (either backend) into one run and its step rows."""
-    res = result if result is not None else ParseResult()
-    st = State()
-    for line_no, line in enumerate(lines, 1):
-        rank, text = (None, line) if line.startswith("DLL") else split_rank(line)
+class _Parser(LineFormat[State]):
+    """One run per file: the state opens at the first line."""
+
+    RANKS = True  # DLLogger's own lines never start with a rank prefix; a launcher's tag is taken off
+
+    def new_run(self, no: int) -> State:
+        return State()
+
+    def read(self, line: Line) -> bool:
+        st, res, text = self.current(line.no), self.result, line.msg
         if not text.startswith("DLL"):
-            _on_other(st, res, line, line_no)
-            continue
+            _on_other(st, res, line.raw, line.no)
+            return True
         _finish_wrap(st, res)
         if text.startswith("DLLL {"):
-            ok = _json_line(st, res, text, line_no, rank)
+            ok = _json_line(st, res, text, line.no, line.rank)
         elif _STDOUT.match(text):
-            ok = _stdout_line(st, res, text, line_no, rank)
+            ok = _stdout_line(st, res, text, line.no, line.rank)
         else:
-            continue  # "DLL..." that is not a record
+            return True  # "DLL..." that is not a record
         if not ok:
-            res.problem("bad_line", "DLLogger record that cannot be read", line_no, line)
-    _finish_wrap(st, res)
-    _flush(st, res)
-    if st.first_line is not None:
-        res.runs.append(_build_run(st))
-    return res
+            res.problem("bad_line", "DLLogger record that cannot be read", line.no, line.raw)
+        return True
+
+    def emit(self, st: State) -> None:
+        _finish_wrap(st, self.result)
+        _flush(st, self.result)
+        if st.first_line is not None:
+            self.result.runs.append(_build_run(st))
+
+
+def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
+    """Parse one DLLogger file (either backend) into one run and its step rows."""
+    return drive(_Parser, lines, result)

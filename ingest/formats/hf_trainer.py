@@ -66,8 +66,8 @@ class _Parser(LineFormat[_State]):
     MUST_READ = ("{'",)
     BAD_LINE = "a Trainer metrics line that is cut short or whose values are not numbers"
 
-    def new_run(self, line: Line) -> _State:
-        return _State(first_line=line.no)
+    def new_run(self, no: int) -> _State:
+        return _State(first_line=no)
 
     def read(self, line: Line) -> bool:
         msg, m = line.msg, _PREFIX.match(line.msg)
@@ -76,7 +76,7 @@ class _Parser(LineFormat[_State]):
         dict_line = msg.startswith("{'")
         # a run opens at its header block, or (logging below INFO prints no header) at its first metrics
         if msg.endswith("***** Running training *****") or (dict_line and (self.run is None or self.run.summary)):
-            self.open(line)
+            self.open(line.no)
         st = self.run
         if st is None or (m is not None and m.group(1) != "trainer.py"):
             return True  # other modules log while a process sets up: that is before its run

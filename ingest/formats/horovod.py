@@ -45,8 +45,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.ingest.formats.lines import Line, LineFormat, drive
 from bench.ingest.records import ParseResult, Run
-from bench.ingest.text import contains, split_rank, tf_stamp_seconds, utc_seconds
+from bench.ingest.text import contains, tf_stamp_seconds, utc_seconds
 
 NAME = "horovod"
 DESCRIPTION = "Horovod synthetic benchmark (Iter #k / Total img/sec) and NVIDIA nvcnn_hvd step tables"
@@ -134,50 +135,53 @@ def _asctime(raw: str) -> float | None:
     return utc_seconds(year, _MONTHS[mon], day, hh, mi, ss)
 
 
-def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
-    """Parse Horovod synthetic / nvcnn_hvd output into runs (one per program start) and step rows.
+class _Parser(LineFormat[_State]):
+    """A run per ``Model:``/``Horovod size:``/``Num ranks:``/``TensorFlow:`` header block: a new block
+    starts when a header repeats or after results."""
 
-    Grain: a run per ``Model:``/``Horovod size:``/``Num ranks:``/``TensorFlow:`` header block (a new
-    block starts when a header repeats or after results); steps per Iter line or table row, per rank.
-    """
-    result = result if result is not None else ParseResult()
-    st = _State(first_line=1)
-    seen_any = False
-    for line_no, raw in enumerate(lines, 1):
+    RANKS = True
+
+    def new_run(self, no: int) -> _State:
+        return _State(first_line=no)
+
+    def read(self, line: Line) -> bool:
+        raw, n, rank = line.raw, line.no, line.rank
         if not raw.strip():
-            continue
-        rank, msg = split_rank(raw)
-        st = _line(st, result, line_no, raw, rank, msg.rstrip())
-        seen_any = True
-    if seen_any and (st.results or st.fields or st.error):
-        _finish(st, result)
-    elif not result.runs:
-        result.problem("missing_field", "no Horovod benchmark header or result line found")
-    return result
+            return True
+        st = self.run if self.run is not None else self.open(1)
+        msg = line.msg.rstrip()
+        header = _header(msg) if msg and rank in (None, 0) else None
+        if header is not None and (st.results or header[0] in st.fields):
+            st = self.open(n)  # a header that repeats, or one after results: the next program run
+        stamp = _asctime(raw) if rank is not None and raw[:1].isalpha() else None
+        if stamp is None and msg[:2] == "20" and msg[4:5] == "-":
+            stamp = tf_stamp_seconds(msg)
+            if stamp is not None:  # a TF C++ stderr line
+                st.fields.setdefault("framework", "tensorflow")
+        if stamp is not None:
+            _span(st.stamps, stamp)
+            st.last_stamp_line = n
+        if header is not None:
+            st.fields[header[0]] = header[1]
+        elif msg and _result(st, self.result, n, rank, msg, stamp):
+            st.last_result_line = n
+        elif msg:
+            _context(st, raw, msg)
+        st.last_line = n
+        return True
+
+    def emit(self, st: _State) -> None:
+        if st.results or st.fields or st.error:
+            _finish(st, self.result)
+
+    def finish(self) -> None:
+        if not self.result.runs:
+            self.result.problem("missing_field", "no Horovod benchmark header or result line found")
 
 
-def _line(st: _State, res: ParseResult, n: int, raw: str, rank: int | None, msg: str) -> _State:
-    """Apply one line to the current run; returns the (possibly new) current run state."""
-    header = _header(msg) if msg and rank in (None, 0) else None
-    if header is not None and (st.results or header[0] in st.fields):
-        _finish(st, res)  # a header that repeats, or one after results: the next program run
-        st = _State(first_line=n)
-    stamp = _asctime(raw) if rank is not None and raw[:1].isalpha() else None
-    if stamp is None and msg[:2] == "20" and msg[4:5] == "-":
-        stamp = tf_stamp_seconds(msg)
-        if stamp is not None:  # a TF C++ stderr line
-            st.fields.setdefault("framework", "tensorflow")
-    if stamp is not None:
-        _span(st.stamps, stamp)
-        st.last_stamp_line = n
-    if header is not None:
-        st.fields[header[0]] = header[1]
-    elif msg and _result(st, res, n, rank, msg, stamp):
-        st.last_result_line = n
-    elif msg:
-        _context(st, raw, msg)
-    st.last_line = n
-    return st
+def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
+    """Parse Horovod synthetic / nvcnn_hvd output into runs (one per program start) and step rows, per rank."""
+    return drive(_Parser, lines, result)
 
 
 def _header(msg: str) -> tuple[str, Any] | None:

@@ -56,11 +56,13 @@ class LineFormat(Generic[S]):
         self.result = result
         self.run: S | None = None
         self.glog = GlogTimer() if self.GLOG else None
+        #: True while ``emit`` runs for a run that another run's start closed (not the end of the lines).
+        self.followed = False
 
     # -- what a format defines --
 
-    def new_run(self, line: Line) -> S:
-        """A fresh state for a run whose first line is ``line``."""
+    def new_run(self, no: int) -> S:
+        """A fresh state for a run whose first line is line ``no``."""
         raise NotImplementedError
 
     def starts_run(self, line: Line) -> bool:
@@ -85,20 +87,23 @@ class LineFormat(Generic[S]):
         """The run_index of the open run: runs are appended in order as they close."""
         return len(self.result.runs)
 
-    def current(self, line: Line) -> S:
-        """The open run, opening one at ``line`` if none is."""
-        return self.run if self.run is not None else self.open(line)
+    def current(self, no: int) -> S:
+        """The open run, opening one at line ``no`` if none is."""
+        return self.run if self.run is not None else self.open(no)
 
-    def open(self, line: Line) -> S:
-        """Close the open run, if any, and open a new one at ``line``."""
-        self.close()
-        self.run = self.new_run(line)
+    def open(self, no: int) -> S:
+        """Close the open run, if any (another run follows it), and open a new one at line ``no``."""
+        if self.run is not None:
+            self.followed = True
+            self.close()
+        self.run = self.new_run(no)
         return self.run
 
     def close(self) -> None:
         run, self.run = self.run, None
         if run is not None:
             self.emit(run)
+        self.followed = False
 
     def bad_line(self, line: Line, detail: str | None = None) -> None:
         self.result.problem("bad_line", detail or self.BAD_LINE, line.no, line.raw)
@@ -121,6 +126,7 @@ def drive(fmt: type[LineFormat[Any]], lines: Iterable[str], result: ParseResult 
         else:
             line = Line(no, raw, msg, rank)
         if p.run is not None and p.starts_run(line):
+            p.followed = True
             p.close()
         if not p.read(line) and markers and any(m in msg for m in markers):
             p.bad_line(line)

@@ -30,6 +30,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from bench.ingest.formats.lines import Line, LineFormat, drive
 from bench.ingest.formats.mxnet_run import NAME as NAME  # the registry reads NAME here
 from bench.ingest.formats.mxnet_run import RankState, RunState, build_run
 from bench.ingest.records import ParseResult
@@ -148,31 +149,21 @@ def _columns(row: dict[str, Any], metrics: dict[str, float]) -> None:
             row[col] = value
 
 
-class _Parser:
-    """Single pass over the lines; one :class:`RunState` open at a time, finished when the next starts."""
+class _Parser(LineFormat[RunState]):
+    """One :class:`RunState` open at a time, finished when the next starts."""
 
-    def __init__(self, result: ParseResult):
-        self.result = result
-        self.run: RunState | None = None
-        self.count = 0
+    def new_run(self, no: int) -> RunState:
+        return RunState(self.index, no, no)
 
-    def new_run(self, line_no: int) -> RunState:
+    def open(self, no: int) -> RunState:
         if self.run is not None:
-            self.run.last_line = line_no - 1
-            self.close(followed=True)
-        self.run = RunState(self.count, line_no, line_no)
-        self.count += 1
-        return self.run
+            self.run.last_line = no - 1  # the line that starts the next run is not this one's
+        return super().open(no)
 
-    def current(self, line_no: int) -> RunState:
-        return self.run if self.run is not None else self.new_run(line_no)
-
-    def close(self, followed: bool) -> None:
-        run = self.run
-        assert run is not None
+    def emit(self, run: RunState) -> None:
         for st in run.ranks.values():
             self.flush(run, st)
-        self.result.runs.append(build_run(run, followed))
+        self.result.runs.append(build_run(run, self.followed))
 
     def flush(self, run: RunState, st: RankState, which: tuple[str, ...] = ("pending", "epoch_row")) -> None:
         for key in which:
@@ -184,17 +175,19 @@ class _Parser:
     def bad(self, message: str, line_no: int, line: str) -> None:
         self.result.problem("bad_line", message, line_no, line)
 
-    def feed(self, line_no: int, line: str) -> None:
+    def read(self, raw: Line) -> bool:
+        line_no, line = raw.no, raw.raw
         if self.run is not None:
             self.run.last_line = line_no
         if "samples/sec" in line and self.speed_line(line_no, line):
-            return
+            return True
         if "Epoch" in line and self.epoch_line(line_no, line):
-            return
+            return True
         if ("Namespace(" in line or "Start training with" in line) and self.header_line(line_no, line):
-            return
+            return True
         if _ERRORISH.search(line):
             self.error_line(line_no, line)
+        return True
 
     def speed_line(self, line_no: int, line: str) -> bool:
         got = _speedometer(line)
@@ -213,7 +206,7 @@ class _Parser:
         last = run.ranks[rank].last if rank in run.ranks else None
         if got[0] is not None and last is not None and last[0] is not None:
             if got[0] < last[0] or (got[0] == last[0] and got[2] < last[1]):
-                run = self.new_run(line_no)  # epoch or batch went back: a restart without a header
+                run = self.open(line_no)  # epoch or batch went back: a restart without a header
         self.interval(run, rank, got, line_no, ts)
         return True
 
@@ -310,7 +303,7 @@ class _Parser:
         rank, ts = _where(line[: m.start()], line)
         is_ns, run = m.re is _NAMESPACE, self.run
         if run is None or rank in run.ranks or rank in run.started or (is_ns and rank in run.ns_ranks):
-            run = self.new_run(line_no)  # this rank already started the current run: a new one
+            run = self.open(line_no)  # this rank already started the current run: a new one
         if is_ns:
             run.ns_ranks.add(rank)
             for k, v in _NS_ITEM.findall(m.group(1)):
@@ -333,18 +326,12 @@ class _Parser:
             run.error = text[:500]  # the last exception line is the one that ended the program
             run.oom = run.oom or "out of memory" in text
 
-    def end(self) -> None:
-        if self.run is None:  # never dropped: a run row that says nothing usable was found
+    def finish(self) -> None:
+        if not self.result.runs:  # never dropped: a run row that says nothing usable was found
             self.result.problem("missing_field", "no MXNet Speedometer, epoch or Namespace line found")
-            self.new_run(1)
-        self.close(followed=False)
+            self.emit(self.new_run(1))
 
 
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:
     """Parse an MXNet log (see the module docstring). Pure, one pass; unreadable lines become problems."""
-    result = result if result is not None else ParseResult()
-    parser = _Parser(result)
-    for line_no, line in enumerate(lines, 1):
-        parser.feed(line_no, line)
-    parser.end()
-    return result
+    return drive(_Parser, lines, result)

@@ -53,12 +53,12 @@ def sniff(head):
 class _Parser(LineFormat):
     MUST_READ = ("samples/sec",)
 
-    def new_run(self, line):
-        return {"first": line.no, "last": line.no, "total": None, "model": line.msg.split()[-1]}
+    def new_run(self, no):
+        return {"first": no, "last": no, "total": None, "model": None}
 
     def read(self, line):
         if line.msg.startswith("DEMO TRAINER"):
-            self.open(line)
+            self.open(line.no)["model"] = line.msg.split()[-1]
             return True
         run = self.run
         if run is None:
