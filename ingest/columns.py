@@ -1,6 +1,6 @@
-"""Column buffers: how parsers hand over step and telemetry rows without an object per row.
+"""Column buffers: how parsers hand over rows of a per-sample table without an object per row.
 
-A ``StepTable`` or ``TelemetryTable`` holds rows as columns (``array('q')``, ``array('d')``, a list for
+A ``ColumnBuffer`` (``bench.ingest.tables`` declares the step and telemetry tables) holds rows as columns (``array('q')``, ``array('d')``, a list for
 metrics, or whole numpy blocks from a fast path). NULL is a sentinel inside a numeric column:
 ``INT_NULL`` in an int64 column, the NaN with payload ``NULL_BITS`` (``NULL_FLOAT``) in a float64 one,
 so that a real NaN (a diverged ``loss = nan``) stays NaN while a missing value becomes NULL on write
@@ -13,26 +13,7 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
-
-# Columns of the steps table, in order, with their kinds ("i" int64 / "d" float64 / "m" metrics map).
-STEP_COLUMNS: dict[str, str] = {
-    "run_index": "i",
-    "rank": "i",
-    "step": "i",
-    "epoch": "i",
-    "images_per_sec": "d",  # the rate as printed (tf_cnn: cumulative mean since warm-up)
-    "interval_images_per_sec": "d",  # the rate over this interval alone (derived where not printed)
-    "images_per_sec_stderr": "d",
-    "images_per_sec_jitter": "d",
-    "loss": "d",
-    "top1_accuracy": "d",
-    "top5_accuracy": "d",
-    "step_time_ms": "d",
-    "timestamp": "d",  # unix seconds, where the log gives one
-    "line_no": "i",
-    "metrics": "m",  # other named values on the line, e.g. MXNet "Train-accuracy"
-}
+from typing import Any, ClassVar, cast
 
 #: NULL inside array('d'): a NaN with a payload of our own, so that a real NaN (a diverged ``loss = nan``)
 #: stays NaN in the store while a missing value becomes NULL.
@@ -96,6 +77,20 @@ def joined_values(buffers: list[Any], dtype: Any) -> Any:
     return np.frombuffer(buffers[0] if len(buffers) == 1 else b"".join(buffers), dtype=dtype)
 
 
+def _appender(columns: dict[str, str]) -> Callable[[Any, tuple[Any, ...]], None]:
+    """``_append`` for a table of ``columns``, written out one statement per column as a hand-written one
+    would be (the way ``dataclasses`` writes ``__init__``): a loop over the columns costs a third more per
+    row, and parsers add rows one at a time."""
+    nulls = {"i": "INT_NULL if v{0} is None else v{0}", "d": "NULL_FLOAT if v{0} is None else v{0}", "m": "v{0}"}
+    body = [f"    c[{name!r}].append({nulls[kind].format(i)})" for i, (name, kind) in enumerate(columns.items())]
+    values = "".join(f"v{i}, " for i in range(len(columns)))
+    source = "\n".join(["def _append(self, row):", "    c = self._cols or self._row_buffer()", f"    ({values}) = row",
+                        *body, "    self._added()"])
+    namespace: dict[str, Any] = {}
+    exec(source, {"INT_NULL": INT_NULL, "NULL_FLOAT": NULL_FLOAT}, namespace)
+    return cast(Callable[[Any, tuple[Any, ...]], None], namespace["_append"])
+
+
 class ColumnBuffer:
     """Columnar buffer of rows (array('q') / array('d') / list per column) with bounded memory.
 
@@ -106,6 +101,8 @@ class ColumnBuffer:
     """
 
     COLUMNS: ClassVar[dict[str, str]] = {}
+    #: What indexing and iteration give for a row, called with the row's columns (None for NULL).
+    ROW: ClassVar[Callable[..., Any]] = dict
     #: float columns whose values must be finite, >= 0 and at most the bound; any other value becomes NULL
     #: when the rows leave the buffer (spilled, or checked at the end of the parse) and is counted in
     #: ``nulled`` (column -> (count, first such value)), which ``bench.ingest.checks`` reports.
@@ -148,6 +145,16 @@ class ColumnBuffer:
         """Rows held now (added since the last take or spill)."""
         return self._n
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        setattr(cls, "_append", _appender(cls.COLUMNS))  # noqa: B010 - a method made for this class
+
+    def _append(self, row: tuple[Any, ...]) -> None:
+        """Add one row: its values in ``COLUMNS`` order, None for NULL. The one row-at-a-time path of
+        every table: a subclass's ``add`` names the columns and calls it, and each subclass gets its own
+        copy made from its ``COLUMNS`` (``_appender``)."""
+        raise NotImplementedError
+
     def _added(self) -> None:
         self._n += 1
         self.total_rows += 1
@@ -165,6 +172,28 @@ class ColumnBuffer:
         self.total_rows += n
         if self._spill is not None and self._n >= self._spill_rows:
             self.flush()
+
+    def add_block(self, run_index: int, n: int, columns: dict[str, Any]) -> None:
+        """``n`` rows of one run at once: ``columns`` maps column names to buffers of n native int64 /
+        float64 values with the NULL sentinels already in place (e.g. numpy arrays); a column not given is
+        NULL (a metrics column is all None). The bulk path of the C step scanner; the same rows as ``n`` calls of
+        :meth:`add`."""
+        import numpy as np
+
+        block: dict[str, Any] = {}
+        for name, kind in self.COLUMNS.items():
+            if kind == "m":
+                block[name] = Fill(n, None)
+            elif name == "run_index":
+                block[name] = Fill(n, run_index)
+            elif name in columns:
+                values = np.frombuffer(columns[name], np.int64 if kind == "i" else np.float64)
+                if len(values) != n:
+                    raise ValueError(f"column {name}: {len(values)} values for {n} rows")
+                block[name] = values
+            else:
+                block[name] = Fill(n, INT_NULL if kind == "i" else NULL_FLOAT)
+        self._add_block(n, block)
 
     def add_raw(self, n: int, columns: dict[str, Any], run_index: int = INT_NULL) -> None:
         """Append ``n`` rows to the row buffer, the same rows as ``n`` calls of ``add``: ``columns`` maps
@@ -339,6 +368,16 @@ class ColumnBuffer:
             self._add_block(kept, block)
         return True
 
+    def __getitem__(self, i: int) -> Any:
+        n = self._n
+        if not -n <= i < n:
+            raise IndexError(i)
+        return self.ROW(**self._row(i % n, self._consolidated()))
+
+    def __iter__(self) -> Iterator[Any]:
+        cols = self._consolidated()
+        return (self.ROW(**self._row(i, cols)) for i in range(self._n))
+
     def rows(self) -> list[dict[str, Any]]:
         """Buffered rows as dicts with None for NULL (for tests and small files)."""
         cols = self._consolidated()
@@ -357,78 +396,3 @@ class ColumnBuffer:
             else:
                 row[name] = v
         return row
-
-
-class StepTable(ColumnBuffer):
-    """Step rows (``STEP_COLUMNS``); parsers call :meth:`add`."""
-
-    COLUMNS: ClassVar[dict[str, str]] = STEP_COLUMNS
-    #: A rate beyond 10^12 images/s (10^7 per device on 10^5 devices, bench.ingest.checks) or a step of more
-    #: than a day is a misprint, as is a negative, infinite or NaN one.
-    CHECKED: ClassVar[dict[str, float]] = {
-        "images_per_sec": 1e12, "interval_images_per_sec": 1e12, "images_per_sec_stderr": 1e12,
-        "images_per_sec_jitter": 1e12, "step_time_ms": 86_400_000.0}
-
-    def add(
-        self,
-        run_index: int,
-        step: int | None,
-        *,
-        rank: int | None = None,
-        epoch: int | None = None,
-        images_per_sec: float | None = None,
-        interval_images_per_sec: float | None = None,
-        images_per_sec_stderr: float | None = None,
-        images_per_sec_jitter: float | None = None,
-        loss: float | None = None,
-        top1_accuracy: float | None = None,
-        top5_accuracy: float | None = None,
-        step_time_ms: float | None = None,
-        timestamp: float | None = None,
-        line_no: int | None = None,
-        metrics: dict[str, float] | None = None,
-    ) -> None:
-        for name, value in (("step", step), ("epoch", epoch), ("rank", rank)):
-            if value is not None and not -MAX_INT <= value <= MAX_INT:
-                self.refused.append((run_index, line_no, f"{name} {value}"))
-                return
-        c = self._cols or self._row_buffer()
-        c["run_index"].append(run_index)
-        c["rank"].append(INT_NULL if rank is None else rank)
-        c["step"].append(INT_NULL if step is None else step)
-        c["epoch"].append(INT_NULL if epoch is None else epoch)
-        c["images_per_sec"].append(NULL_FLOAT if images_per_sec is None else images_per_sec)
-        c["interval_images_per_sec"].append(
-            NULL_FLOAT if interval_images_per_sec is None else interval_images_per_sec
-        )
-        c["images_per_sec_stderr"].append(NULL_FLOAT if images_per_sec_stderr is None else images_per_sec_stderr)
-        c["images_per_sec_jitter"].append(NULL_FLOAT if images_per_sec_jitter is None else images_per_sec_jitter)
-        c["loss"].append(NULL_FLOAT if loss is None else loss)
-        c["top1_accuracy"].append(NULL_FLOAT if top1_accuracy is None else top1_accuracy)
-        c["top5_accuracy"].append(NULL_FLOAT if top5_accuracy is None else top5_accuracy)
-        c["step_time_ms"].append(NULL_FLOAT if step_time_ms is None else step_time_ms)
-        c["timestamp"].append(NULL_FLOAT if timestamp is None else timestamp)
-        c["line_no"].append(INT_NULL if line_no is None else line_no)
-        c["metrics"].append(metrics)
-        self._added()
-
-    def add_block(self, run_index: int, n: int, columns: dict[str, Any]) -> None:
-        """``n`` rows of one run at once: ``columns`` maps column names to buffers of n native int64 /
-        float64 values with the NULL sentinels already in place (e.g. numpy arrays); a column not given is
-        NULL. The bulk path of the C step scanner; the same rows as ``n`` calls of :meth:`add`."""
-        import numpy as np
-
-        block: dict[str, Any] = {}
-        for name, kind in self.COLUMNS.items():
-            if name == "metrics":
-                block[name] = Fill(n, None)
-            elif name == "run_index":
-                block[name] = Fill(n, run_index)
-            elif name in columns:
-                values = np.frombuffer(columns[name], np.int64 if kind == "i" else np.float64)
-                if len(values) != n:
-                    raise ValueError(f"column {name}: {len(values)} values for {n} rows")
-                block[name] = values
-            else:
-                block[name] = Fill(n, INT_NULL if kind == "i" else NULL_FLOAT)
-        self._add_block(n, block)

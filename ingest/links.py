@@ -33,7 +33,7 @@ Span = tuple[int | None, int | None]  # epoch microseconds of a file's first and
 
 
 def span(columns: dict[str, Any]) -> Span | None:
-    """The span of telemetry buffers (``columns``: bench.ingest.telemetry_columns), or None when they need
+    """The span of telemetry buffers (``columns``: bench.ingest.tables), or None when they need
     no link: no samples, or samples inside a run's own log (their rows carry its run_id)."""
     import numpy as np
 

@@ -5,8 +5,8 @@ A metric that the log does not give is ``None`` (stored as NULL), never 0.
 
 Grain:
 - ``Run``: one training/benchmark run found in a file (a file may hold several, e.g. appended runs).
-- steps (``StepTable``): one row per printed step or interval, per rank (``bench.ingest.columns``).
-- telemetry (``TelemetryTable`` of ``TelemetrySample``): one row per sample per GPU (``telemetry_columns``).
+- steps (``StepTable``): one row per printed step or interval, per rank (``bench.ingest.tables``).
+- telemetry (``TelemetryTable`` of ``TelemetrySample``): one row per sample per GPU (``bench.ingest.tables``).
 - ``Problem``: one row per thing in a file that could not be read as its format says.
 """
 
@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench.ingest.columns import StepTable
-from bench.ingest.telemetry_columns import TelemetrySample, TelemetryTable
+from bench.ingest.tables import StepTable, TelemetrySample, TelemetryTable
 
 __all__ = ["PROBLEM_KINDS", "SCHEMA_VERSION", "STATUSES", "ParseResult", "Problem", "Run", "ScoreScale", "StepTable", "System",
            "TelemetrySample", "TelemetryTable"]

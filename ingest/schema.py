@@ -15,10 +15,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench.ingest.columns import INT_NULL, NULL_BITS, STEP_COLUMNS, Fill, joined_values
+from bench.ingest.columns import INT_NULL, NULL_BITS, Fill, joined_values
 from bench.ingest.devices import device_type, devices_to_fill
 from bench.ingest.records import SCHEMA_VERSION, Run, ScoreScale, System
-from bench.ingest.telemetry_columns import TELEMETRY_COLUMNS
+from bench.ingest.tables import STEP_COLUMNS, TELEMETRY_COLUMNS
 
 TAGS = pa.map_(pa.string(), pa.string())
 #: Per-file constants repeated on every step/telemetry row are dictionary-encoded (as Parquet stores

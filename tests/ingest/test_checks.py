@@ -204,7 +204,7 @@ def test_step_values_are_checked_like_run_values(tmp_path: Path) -> None:
 
 
 def test_spilled_step_values_are_checked() -> None:
-    from bench.ingest.columns import StepTable
+    from bench.ingest.tables import StepTable
 
     spilled: list[dict] = []
     table = StepTable(spill=spilled.append, spill_rows=2)

@@ -233,7 +233,7 @@ def test_a_slow_hash_holds_at_most_max_backlog_parts_then_the_parse_waits(
     import threading
     from concurrent.futures import Future
 
-    from bench.ingest.columns import StepTable
+    from bench.ingest.tables import StepTable
 
     monkeypatch.setattr(bigfile.PartWriter, "PART_ROWS", 10)
     monkeypatch.setattr(bigfile.PartWriter, "MAX_BACKLOG", 3)

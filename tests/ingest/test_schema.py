@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from bench.ingest.columns import INT_NULL, StepTable
+from bench.ingest.columns import INT_NULL
 from bench.ingest.schema import steps_table
+from bench.ingest.tables import StepTable
 
 
 def test_run_ids_of_many_files_in_one_table() -> None:

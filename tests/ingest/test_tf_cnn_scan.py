@@ -274,7 +274,8 @@ def test_an_overlong_line_is_skipped_and_reported_with_bounded_memory(
 def test_add_raw_is_add_row_by_row_and_refuses_a_column_of_another_length() -> None:
     from array import array
 
-    from bench.ingest.columns import INT_NULL, NULL_FLOAT, StepTable
+    from bench.ingest.columns import INT_NULL, NULL_FLOAT
+    from bench.ingest.tables import StepTable
 
     one, bulk = StepTable(), StepTable()
     one.add(0, 5, rank=1, images_per_sec=2.5, loss=float("nan"), line_no=9)

@@ -1,0 +1,171 @@
+"""The per-sample tables parsers fill: steps and telemetry. Each is a ``ColumnBuffer`` (``bench.ingest.columns``)
+declared by its columns; its ``add`` names them, so a parser's call reads as the row it adds. A new
+per-sample table is one more such declaration."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from bench.ingest.columns import MAX_INT, NULL_FLOAT, ColumnBuffer
+
+# Columns of the steps table, in order, with their kinds ("i" int64 / "d" float64 / "m" metrics map).
+STEP_COLUMNS: dict[str, str] = {
+    "run_index": "i",
+    "rank": "i",
+    "step": "i",
+    "epoch": "i",
+    "images_per_sec": "d",  # the rate as printed (tf_cnn: cumulative mean since warm-up)
+    "interval_images_per_sec": "d",  # the rate over this interval alone (derived where not printed)
+    "images_per_sec_stderr": "d",
+    "images_per_sec_jitter": "d",
+    "loss": "d",
+    "top1_accuracy": "d",
+    "top5_accuracy": "d",
+    "step_time_ms": "d",
+    "timestamp": "d",  # unix seconds, where the log gives one
+    "line_no": "i",
+    "metrics": "m",  # other named values on the line, e.g. MXNet "Train-accuracy"
+}
+
+
+class StepTable(ColumnBuffer):
+    """Step rows (``STEP_COLUMNS``); parsers call :meth:`add`."""
+
+    COLUMNS: ClassVar[dict[str, str]] = STEP_COLUMNS
+    #: A rate beyond 10^12 images/s (10^7 per device on 10^5 devices, bench.ingest.checks) or a step of more
+    #: than a day is a misprint, as is a negative, infinite or NaN one.
+    CHECKED: ClassVar[dict[str, float]] = {
+        "images_per_sec": 1e12, "interval_images_per_sec": 1e12, "images_per_sec_stderr": 1e12,
+        "images_per_sec_jitter": 1e12, "step_time_ms": 86_400_000.0}
+
+    def add(
+        self,
+        run_index: int,
+        step: int | None,
+        *,
+        rank: int | None = None,
+        epoch: int | None = None,
+        images_per_sec: float | None = None,
+        interval_images_per_sec: float | None = None,
+        images_per_sec_stderr: float | None = None,
+        images_per_sec_jitter: float | None = None,
+        loss: float | None = None,
+        top1_accuracy: float | None = None,
+        top5_accuracy: float | None = None,
+        step_time_ms: float | None = None,
+        timestamp: float | None = None,
+        line_no: int | None = None,
+        metrics: dict[str, float] | None = None,
+    ) -> None:
+        for name, value in (("step", step), ("epoch", epoch), ("rank", rank)):
+            if value is not None and not -MAX_INT <= value <= MAX_INT:
+                self.refused.append((run_index, line_no, f"{name} {value}"))
+                return
+        self._append((run_index, rank, step, epoch, images_per_sec, interval_images_per_sec, images_per_sec_stderr,
+                      images_per_sec_jitter, loss, top1_accuracy, top5_accuracy, step_time_ms, timestamp, line_no,
+                      metrics))
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySample:
+    """One telemetry sample for one GPU (``gpu_index`` None for host-wide values): the row shape of
+    ``TelemetryTable``, which stores them as columns."""
+
+    sample_index: int
+    timestamp: float | None = None  # unix seconds
+    elapsed_s: float | None = None
+    gpu_index: int | None = None
+    images_per_sec: float | None = None
+    temperature_c: float | None = None
+    utilization_pct: float | None = None
+    memory_used_mib: float | None = None
+    power_w: float | None = None
+    sm_clock_mhz: float | None = None
+    run_index: int | None = None
+
+
+# Columns of the telemetry table as parsers give them (see TelemetrySample for the meaning).
+TELEMETRY_COLUMNS: dict[str, str] = {
+    "run_index": "i",
+    "sample_index": "i",
+    "timestamp": "d",
+    "elapsed_s": "d",
+    "gpu_index": "i",
+    "images_per_sec": "d",
+    "temperature_c": "d",
+    "utilization_pct": "d",
+    "memory_used_mib": "d",
+    "power_w": "d",
+    "sm_clock_mhz": "d",
+}
+
+
+class TelemetryTable(ColumnBuffer):
+    """Telemetry rows, one per sample per GPU. Indexing and iteration give ``TelemetrySample`` rows."""
+
+    COLUMNS: ClassVar[dict[str, str]] = TELEMETRY_COLUMNS
+    ROW = TelemetrySample
+
+    def add(
+        self,
+        sample_index: int,
+        *,
+        timestamp: float | None = None,
+        elapsed_s: float | None = None,
+        gpu_index: int | None = None,
+        images_per_sec: float | None = None,
+        temperature_c: float | None = None,
+        utilization_pct: float | None = None,
+        memory_used_mib: float | None = None,
+        power_w: float | None = None,
+        sm_clock_mhz: float | None = None,
+        run_index: int | None = None,
+    ) -> None:
+        self._append((run_index, sample_index, timestamp, elapsed_s, gpu_index, images_per_sec, temperature_c,
+                      utilization_pct, memory_used_mib, power_w, sm_clock_mhz))
+
+    def add_gpu_samples(
+        self, sample_index: list[int], temperatures_c: list[list[float]], *, timestamp: list[float],
+        elapsed_s: list[float], images_per_sec: list[float | None],
+    ) -> None:
+        """Many samples of several GPUs at once (sample j has one temperature per GPU): the fast path
+        for files with one line per sample, such as Lambda's thermal files. Lists are parallel."""
+        counts = [len(t) for t in temperatures_c]
+
+        def each(code: str, values: Iterable[Any]) -> memoryview:
+            return memoryview(array(code, [v for v, n in zip(values, counts, strict=True) for _ in range(n)])).cast("B")
+
+        columns = {
+            "sample_index": each("q", sample_index), "timestamp": each("d", timestamp),
+            "elapsed_s": each("d", elapsed_s),
+            "images_per_sec": each("d", (NULL_FLOAT if r is None else r for r in images_per_sec)),
+            "gpu_index": memoryview(array("q", [i for n in counts for i in range(n)])).cast("B"),
+            "temperature_c": memoryview(array("d", [t for temps in temperatures_c for t in temps])).cast("B"),
+        }
+        if sum(counts):
+            self.add_raw(sum(counts), columns)
+
+    def add_gpu_matrix(self, first_sample: int, timestamp: Any, elapsed_s: Any, images_per_sec: Any, present: Any,
+                       temperatures_c: Any) -> None:
+        """The numpy form of :meth:`add_gpu_samples` for n samples of g GPUs each: ``timestamp``,
+        ``elapsed_s`` and ``images_per_sec`` are float arrays of n (``present`` False where the rate is
+        NULL), ``temperatures_c`` an n x g array; samples are numbered from ``first_sample``. The rows
+        are the ones add_gpu_samples would add, appended at once."""
+        import numpy as np
+
+        n, g = temperatures_c.shape
+        k = n * g
+        if not k:
+            return
+        rate = np.where(present, images_per_sec, NULL_FLOAT)
+        columns = {
+            "sample_index": np.repeat(np.arange(first_sample, first_sample + n, dtype=np.int64), g),
+            "timestamp": np.repeat(np.asarray(timestamp, np.float64), g),
+            "elapsed_s": np.repeat(np.asarray(elapsed_s, np.float64), g),
+            "gpu_index": np.tile(np.arange(g, dtype=np.int64), n), "images_per_sec": np.repeat(rate, g),
+            "temperature_c": np.ascontiguousarray(temperatures_c, dtype=np.float64).ravel(),
+        }
+        self.add_raw(k, {name: v.view(np.uint8) for name, v in columns.items()})
