@@ -88,6 +88,7 @@ bench: $(VENV)/.installed-dev bytecode .venv-otava/.installed
 	$(BIN)/python -m bench.ingest.benchmark
 	$(BIN)/python -m bench.analytics.benchmark
 	$(BIN)/python -m bench.analytics.store_benchmark
+	$(BIN)/python -m bench.ingest.layout_benchmark
 	$(BIN)/python -m bench.runner.benchmark
 
 # The references bench changes is measured against (bench.analytics.changes_benchmark), in a venv of their

@@ -82,15 +82,15 @@ def big_log() -> Path:
     return path
 
 
-def before_core(tmp: Path) -> tuple[dict[str, str] | None, str]:
-    """The environment under which ``python -m bench.runner`` runs the ingest core of commit ``BEFORE``
-    (its tree exported from this clone's git history, its C extension built), or None and why not."""
-    if not BEFORE:
+def before_core(tmp: Path, commit: str = BEFORE) -> tuple[dict[str, str] | None, str]:
+    """The environment under which ``python -m bench.runner`` runs the code of ``commit`` (its tree
+    exported from this clone's git history, its C extension built), or None and why not."""
+    if not commit:
         return None, "BENCH_BEFORE is empty"
-    tree, pkg = tmp / "before", tmp / "before-pkg" / "bench"
+    tree, pkg = tmp / f"before-{commit}", tmp / f"before-{commit}-pkg" / "bench"
     tree.mkdir()
     try:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", BEFORE], capture_output=True, check=True).stdout
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
         include = sysconfig.get_paths()["include"]
         for source in (tree / "ingest").glob("_*.c"):
@@ -99,7 +99,7 @@ def before_core(tmp: Path) -> tuple[dict[str, str] | None, str]:
                             "-o", str(target)], capture_output=True, check=True)
     except (OSError, subprocess.CalledProcessError) as e:
         detail = getattr(e, "stderr", None) or b""
-        return None, f"could not export and build commit {BEFORE}: {e} {detail.decode(errors='replace')[:200]}"
+        return None, f"could not export and build commit {commit}: {e} {detail.decode(errors='replace')[:200]}"
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], capture_output=True, check=False)
     pkg.mkdir(parents=True)
     for name in ("ingest", "runner", "analytics", "sql"):

@@ -76,6 +76,27 @@ def bench_run_result(out: Path, store: Path) -> tuple[Path, bytes, dict[str, Any
     return run_dir, (run_dir / "output.log").read_bytes(), row
 
 
+def bench_run_ok(runs: dict[str, tuple[subprocess.CompletedProcess[bytes], Path]], key: str = "bench"
+                 ) -> tuple[Path, bytes, dict[str, Any]]:
+    """``bench_run_result`` of the concurrent run ``key`` (``run_concurrently``), which must have exited 0
+    into ``logs/`` and ``store/`` of its folder."""
+    proc, tmp = runs[key]
+    assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()[-3000:]
+    return bench_run_result(tmp / "logs", tmp / "store")
+
+
+def lambda_members(corpus: Path, suffix: str) -> Any:
+    """(name, bytes) of each file in Lambda's tarball whose name ends with ``suffix``, streamed in order."""
+    import tarfile
+
+    with tarfile.open(corpus / "tf_cnn_benchmarks" / "lambda-logs.tar.gz", mode="r|gz") as tar:
+        for member in tar:
+            if member.isfile() and member.name.endswith(suffix):
+                f = tar.extractfile(member)
+                assert f is not None
+                yield member.name, f.read()
+
+
 def parse_or_die(jobs: Any, fmt: Any, patterns: Any, scratch: Any) -> Any:
     """``bench.ingest.pool.parse_many``, except that a chunk holding the bytes ``KILL-THIS-WORKER`` kills its
     process with SIGKILL, as the OS's OOM killer does (a test patches it in; forked workers inherit it)."""

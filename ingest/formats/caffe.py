@@ -74,15 +74,10 @@ def sniff(head: str) -> bool:
 
 
 class _Parser(LineFormat[RunState]):
-    GLOG = True
+    GLOG, STATE = True, RunState
 
-    def new_run(self, no: int) -> RunState:
-        return RunState(first_line=no)
-
-    def starts_run(self, line: Line) -> bool:
-        st = self.run
-        assert st is not None
-        return line.level is not None and st.started and line.msg.startswith(_RUN_MARKERS)
+    def starts_run(self, run: RunState, line: Line) -> bool:
+        return line.level is not None and run.started and line.msg.startswith(_RUN_MARKERS)
 
     # -- dispatch --
 

@@ -80,15 +80,13 @@ class _State:
 
 
 class _Parser(LineFormat[_State]):
-    GLOG = True
+    """A new run starts where a device is chosen again after a benchmark began or failed."""
 
-    def new_run(self, no: int) -> _State:
-        return _State(first_line=no)
+    GLOG, STATE = True, _State
 
-    def starts_run(self, line: Line) -> bool:
-        st = self.run
-        assert st is not None
-        return line.level is not None and caffe_glog.device_of(line.msg) is not None and (st.began or st.fatal is not None)
+    def starts_run(self, run: _State, line: Line) -> bool:
+        return (run.began or run.fatal is not None) and line.level is not None and \
+            caffe_glog.device_of(line.msg) is not None
 
     def read(self, line: Line) -> bool:
         if line.level is None:

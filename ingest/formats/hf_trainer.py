@@ -63,11 +63,8 @@ class _State:
 
 
 class _Parser(LineFormat[_State]):
-    MUST_READ = ("{'",)
+    MUST_READ, STATE = ("{'",), _State
     BAD_LINE = "a Trainer metrics line that is cut short or whose values are not numbers"
-
-    def new_run(self, no: int) -> _State:
-        return _State(first_line=no)
 
     def read(self, line: Line) -> bool:
         msg, m = line.msg, _PREFIX.match(line.msg)

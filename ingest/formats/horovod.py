@@ -139,10 +139,7 @@ class _Parser(LineFormat[_State]):
     """A run per ``Model:``/``Horovod size:``/``Num ranks:``/``TensorFlow:`` header block: a new block
     starts when a header repeats or after results."""
 
-    RANKS = True
-
-    def new_run(self, no: int) -> _State:
-        return _State(first_line=no)
+    RANKS, STATE = True, _State
 
     def read(self, line: Line) -> bool:
         raw, n, rank = line.raw, line.no, line.rank

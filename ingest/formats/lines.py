@@ -18,7 +18,7 @@ A format module then holds only what is its own: ``NAME``, ``DESCRIPTION``, ``sn
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from bench.ingest.records import ParseResult
@@ -51,6 +51,8 @@ class LineFormat(Generic[S]):
     #: ``read`` returns False for is reported as a ``bad_line`` problem with ``BAD_LINE`` as its detail.
     MUST_READ: ClassVar[tuple[str, ...]] = ()
     BAD_LINE: ClassVar[str] = "a line of this format that could not be read"
+    #: The state of one run: a class that takes ``first_line`` (or override ``new_run``).
+    STATE: ClassVar[Callable[..., Any]]
 
     def __init__(self, result: ParseResult):
         self.result = result
@@ -62,11 +64,11 @@ class LineFormat(Generic[S]):
     # -- what a format defines --
 
     def new_run(self, no: int) -> S:
-        """A fresh state for a run whose first line is line ``no``."""
-        raise NotImplementedError
+        """A fresh state for a run whose first line is line ``no``: by default ``STATE(first_line=no)``."""
+        return self.STATE(first_line=no)
 
-    def starts_run(self, line: Line) -> bool:
-        """Whether ``line`` begins the next run (asked only while a run is open)."""
+    def starts_run(self, run: S, line: Line) -> bool:
+        """Whether ``line`` begins the next run, ``run`` being the open one."""
         return False
 
     def read(self, line: Line) -> bool:
@@ -125,7 +127,7 @@ def drive(fmt: type[LineFormat[Any]], lines: Iterable[str], result: ParseResult 
             line = Line(no, raw, g.message, rank, g.level, got[1], g.source)
         else:
             line = Line(no, raw, msg, rank)
-        if p.run is not None and p.starts_run(line):
+        if p.run is not None and p.starts_run(p.run, line):
             p.followed = True
             p.close()
         if not p.read(line) and markers and any(m in msg for m in markers):

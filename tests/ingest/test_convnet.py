@@ -111,35 +111,6 @@ def test_estimator_traceback_after_finish_keeps_ok() -> None:
     assert _parse(text).runs[0].status == "ok"
 
 
-@pytest.mark.parametrize(
-    "head",
-    [
-        "cudnn                                            :TOTAL:      80.96\t\n",
-        "| fprop       |  28.419     |  28.351     |  27.964     |  28.898     |    msec     |\n",
-        "alexnet\nAverage Forward:   40.734  ms\n",
-        "2016-04-25 13:46:58.813401: step 10, duration = 0.027\n",
-        "I0822 20:31:37.441203 140195756140288 tf_logging.py:115] examples/sec: 3734.69\n",
-        "(auto) theano.sandbox.cuda.blas.GpuCorrMM          ==> fprop         ==>      91\n",
-    ],
-)
-def test_sniff_accepts(head: str) -> None:
-    assert convnet.sniff(head)
-
-
-@pytest.mark.parametrize(
-    "head",
-    [
-        "I0921 15:32:11.123456 12345 caffe.cpp:412] Average Forward pass: 10.5 ms.\n",  # caffe time
-        "I0921 15:32:11.123456 12345 caffe.cpp:414] Average Forward-Backward: 80.2 ms.\n",
-        "100\timages/sec: 4527.8 +/- 2.2 (jitter = 5.6)\t7.466\n",  # tf_cnn
-        "INFO:root:Epoch[0] Batch [20]\tSpeed: 351.02 samples/sec\taccuracy=0.1\n",  # mxnet
-        "1599331669, 1729.8, 40, 38, \n",  # telemetry
-    ],
-)
-def test_sniff_rejects(head: str) -> None:
-    assert not convnet.sniff(head)
-
-
 def test_torch7_imagenet_winners(corpus: Path) -> None:
     res = _corpus(corpus, "torch7/convnet-benchmarks-torch7-imagenet-winners.log")
     assert [r.model for r in res.runs] == ["AlexNet", "OverFeat[fast]", "VGG Model-A", "GoogleNet"]

@@ -13,9 +13,10 @@ Directory layout: ``<machine>.logs/<syn|real>-<variable_update>-<fp16|fp32>-<N>g
 from __future__ import annotations
 
 import re
-import tarfile
 import time
 from pathlib import Path
+
+from logtools import lambda_members
 
 from bench.ingest.parse import parse_bytes
 
@@ -86,16 +87,10 @@ def test_every_lambda_throughput_log(corpus: Path) -> None:
     t0 = time.perf_counter()
     errors: list[str] = []
     members = no_total = 0
-    with tarfile.open(corpus / "tf_cnn_benchmarks" / "lambda-logs.tar.gz", mode="r|gz") as tar:
-        for member in tar:
-            if not (member.isfile() and member.name.endswith("/throughput/1")):
-                continue
-            f = tar.extractfile(member)
-            assert f is not None
-            data = f.read()
-            members += 1
-            no_total += _TOTAL.search(data) is None
-            errors.extend(_check(member.name, data))
+    for name, data in lambda_members(corpus, "/throughput/1"):
+        members += 1
+        no_total += _TOTAL.search(data) is None
+        errors.extend(_check(name, data))
     assert errors == []
     # 3,949 throughput logs (corpus PROVENANCE.md); 19 of them have no total (grep -L).
     assert (members, no_total) == (3949, len(_NO_TOTAL)) == (3949, 19)

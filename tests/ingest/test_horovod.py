@@ -123,36 +123,6 @@ def test_nothing_recognised_is_a_problem() -> None:
     assert not res.runs and [p.kind for p in res.problems] == ["missing_field"]
 
 
-@pytest.mark.parametrize(
-    "head",
-    [
-        SYNTH,
-        "[1,0]<stdout>:Iter #3: 11.5 img/sec per GPU\n",
-        "Mon Jan  4 10:00:00 2021[0]<stdout>:Number of CPUs: 2\n",
-        "  Step Epoch Speed   Loss  FinLoss   LR\n",
-        "[1,0]<stdout>:  Step Epoch Img/sec   Loss   LR\n",
-    ],
-)
-def test_sniff_accepts(head: str) -> None:
-    assert horovod.sniff(head)
-
-
-@pytest.mark.parametrize(
-    "head",
-    [
-        # tf_cnn_benchmarks header (also has Model: and Batch size:)
-        "TensorFlow:  2.3\nModel:       resnet50\nDataset:     imagenet (synthetic)\nMode:        training\n"
-        "Batch size:  64 global\n             64 per device\nDevices:     ['horovod/gpu:0']\n",
-        # DLLogger stdout under Horovod
-        "DLL 2020-06-20 01:16:39.766736 - (0, 50) total_ips : 6724.37 img/s\n",
-        # MLPerf
-        ':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "global_batch_size"}\n',
-    ],
-)
-def test_sniff_rejects(head: str) -> None:
-    assert not horovod.sniff(head)
-
-
 def test_pkb_nvcnn_corpus_log(corpus: Path) -> None:
     """Values checked with grep/awk on the file (see fixtures/README.md, horovod section)."""
     path = corpus / "horovod" / "pkb-horovod-nvcnn-results.txt"

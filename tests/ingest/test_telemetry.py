@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from logtools import lambda_members
 
 from bench.ingest.formats import telemetry, tf_cnn_scan
 from bench.ingest.parse import parse_bytes
@@ -60,33 +61,6 @@ def test_smi_nounits_values() -> None:
     assert (s.gpu_index, s.utilization_pct, s.memory_used_mib) == (3, 88.0, 1024.0)
 
 
-@pytest.mark.parametrize(
-    "head",
-    [
-        "1599331669, 1729.8, 40, 38, \n",
-        "1599331669.5, , 40, \n1599331671.5, 3.0, 41, \n",
-        "timestamp, index, temperature.gpu\n2021/01/04 10:00:00.000, 0, 60\n",
-    ],
-)
-def test_sniff_accepts(head: str) -> None:
-    assert telemetry.sniff(head)
-
-
-@pytest.mark.parametrize(
-    "head",
-    [
-        "12, 1729.8, 40, 38, \n",  # not a plausible unix time
-        "1599331669, 1729.8, \n",  # no temperature column
-        "1599331669, 1729.8, 40, \nI0302 03:28:02.104485  8238 solver.cpp:242] Iteration 0\n",
-        "epoch, loss, acc\n1, 0.5, 0.9\n",  # some other CSV
-        "timestamp, loss\n2021/01/04 10:00:00.000, 1.0\n",  # a header without GPU fields
-        "Step\tImg/sec\ttotal_loss\n1\timages/sec: 4527.2 +/- 0.0 (jitter = 0.0)\t7.861 1599331741\n",
-    ],
-)
-def test_sniff_rejects(head: str) -> None:
-    assert not telemetry.sniff(head)
-
-
 def test_empty_input_is_a_problem_not_a_crash() -> None:
     res = _parse("")
     assert not res.telemetry
@@ -102,23 +76,16 @@ def _independent_count(data: bytes) -> tuple[int, int]:
 
 def test_every_lambda_thermal_file(corpus: Path) -> None:
     """Every ``thermal/1`` member of the Lambda archive is detected as telemetry and fully read."""
-    archive = corpus / "tf_cnn_benchmarks" / "lambda-logs.tar.gz"
     checked = 0
-    with tarfile.open(archive, "r|gz") as tar:
-        for member in tar:
-            if not (member.isfile() and member.name.endswith("/thermal/1")):
-                continue
-            fh = tar.extractfile(member)
-            assert fh is not None
-            data = fh.read()
-            parsed = parse_bytes(data, source=member.name)
-            assert parsed.format == "telemetry", member.name
-            res = parsed.result
-            n_lines, n_rows = _independent_count(data)
-            assert len(res.telemetry) == n_rows, member.name
-            assert res.telemetry[-1].sample_index == n_lines - 1, member.name
-            assert not res.problems and not res.runs, member.name
-            checked += 1
+    for name, data in lambda_members(corpus, "/thermal/1"):
+        parsed = parse_bytes(data, source=name)
+        assert parsed.format == "telemetry", name
+        res = parsed.result
+        n_lines, n_rows = _independent_count(data)
+        assert len(res.telemetry) == n_rows, name
+        assert res.telemetry[-1].sample_index == n_lines - 1, name
+        assert not res.problems and not res.runs, name
+        checked += 1
     assert checked == 3680  # corpus PROVENANCE.md: 3,680 thermal/1 files in the archive
 
 

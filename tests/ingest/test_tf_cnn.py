@@ -39,40 +39,6 @@ def parse(text: str) -> ParseResult:
 # -- sniff --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "head",
-    [
-        "1\timages/sec: 4527.2 +/- 0.0 (jitter = 0.0)\t7.861 1599331741\n",
-        "[1,0]<stdout>:10\timages/sec: 46.7 +/- 0.1 (jitter = 0.4)\t7.90\n",
-        "blah\ntotal images/sec: 4526.99\n",
-        "Model:       resnet50\nBatch size:  64 global\n             32 per device\nVariables:   horovod\n",
-        'Traceback (most recent call last):\nFile "tf_cnn_benchmarks.py", line 29, in <module>\n',
-    ],
-)
-def test_sniff_accepts_tf_cnn(head: str) -> None:
-    assert tf_cnn.sniff(head)
-
-
-@pytest.mark.parametrize(
-    "head",
-    [
-        # Horovod synthetic benchmark (log-formats §4)
-        "Model: ResNet50\nBatch size: 32\nNumber of GPUs: 4\nIter #9: 108.3 img/sec per GPU\n"
-        "Img/sec per GPU: 108.2 +-1.2\nTotal img/sec on 4 GPU(s): 432.8 +-4.9\n",
-        # nvcnn_hvd tables and its v1.1 summary (capital I)
-        "  Step Epoch Speed   Loss  FinLoss   LR\n     0   0.0    32.9  6.683  8.022 0.10000\n",
-        "Images/sec: 1650.5 +/- 3.2 (jitter = 9.1)\n",
-        # DLLogger, MLPerf, TF Estimator
-        'DLLL {"timestamp": "1", "type": "LOG", "step": [0, 50], "data": {"total_ips": 6724.3}}\n',
-        ':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "global_batch_size"}\n',
-        "I0822 20:31:37.441203 140195756140288 tf_logging.py:115] examples/sec: 3734.69\n",
-        "Batch size: 64\nVariables: 3\n",
-    ],
-)
-def test_sniff_rejects_other_formats(head: str) -> None:
-    assert not tf_cnn.sniff(head)
-
-
 # -- step lines and interval rates --------------------------------------------------------------------
 
 

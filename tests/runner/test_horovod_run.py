@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from logtools import bench_run_result, run_concurrently
+from logtools import bench_run_ok, run_concurrently
 
 from bench.ingest.parse import parse_bytes
 from bench.runner.train import hvd, trainer
@@ -141,13 +141,9 @@ def test_ranks_start_from_rank_0s_weights_and_stay_equal(
 @pytest.mark.slow
 def test_bench_run_with_horovodrun_runs_and_ingests(
         runs: dict[str, tuple[subprocess.CompletedProcess[bytes], Path]]) -> None:
-
-
-    proc, tmp = runs["bench"]
-    assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()[-3000:]
-    run_dir, log, row = bench_run_result(tmp / "logs", tmp / "store")
+    run_dir, log, row = bench_run_ok(runs)
     assert b"[1]<stdout>:Variables:   horovod" in log
     assert (row["status"], row["num_ranks"], row["global_batch_size"]) == ("ok", 2, 8)
     totals = dict(TOTAL.findall(log))
     assert row["images_per_sec"] == float(totals[b"0"])
-    assert f"{run_dir}: ok".encode() in proc.stdout
+    assert f"{run_dir}: ok".encode() in runs["bench"][0].stdout
