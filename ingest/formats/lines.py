@@ -13,7 +13,9 @@ A format module then holds only what is its own: ``NAME``, ``DESCRIPTION``, ``sn
     def parse_lines(lines, *, source, result=None):
         return drive(MyFormat, lines, result)
 
-``ingest/README.md`` walks through adding one.
+``ingest/README.md`` walks through adding one. Two formats keep a loop of their own, because a C scanner
+hands them their lines and that loop is their hot path: tf_cnn (``tf_cnn_scan`` feeds its ``Reader`` the
+lines it does not read itself) and mlperf (it gets ``""`` for each line without an MLPerf marker).
 """
 
 from __future__ import annotations
