@@ -19,8 +19,8 @@ from pathlib import Path
 
 from bench.ingest.benchmark import LAMBDA, before_core
 
-#: The last commit before the layout changes.
-BEFORE = os.environ.get("BENCH_LAYOUT_BEFORE", "7424894")
+#: The last commit before the layout changes (the report folder was the first).
+BEFORE = os.environ.get("BENCH_LAYOUT_BEFORE", "a90d075")
 PATTERNS = [
     f"{{system}}.logs/{{data_mode}}-{{variable_update}}-{{precision}}-{{num_gpus}}gpus{tail}/{{model}}-"
     f"{{batch_size_per_device}}/{kind}/{{repeat}}"
