@@ -31,8 +31,9 @@ def test_the_core_before_the_redesign_runs_from_this_clone(tmp_path: Path) -> No
     assert env is not None, why
     where = subprocess.run([sys.executable, "-c", "import bench.ingest.pipeline as p; print(p.__file__)"], env=env,
                            capture_output=True, text=True, check=True).stdout.strip()
-    assert Path(where).is_relative_to(tmp_path / "before-pkg")  # not this checkout's package
-    assert not (tmp_path / "before-pkg" / "bench" / "ingest" / "pool.py").exists()  # a module the redesign added
+    pkg = tmp_path / f"before-{benchmark.BEFORE}-pkg"
+    assert Path(where).is_relative_to(pkg)  # not this checkout's package
+    assert not (pkg / "bench" / "ingest" / "pool.py").exists()  # a module the redesign added
     summaries = []
     for name, run_env in (("before", env), ("now", None)):
         out = subprocess.run([sys.executable, "-m", "bench.runner", "ingest", str(LOGS), "--store",
