@@ -20,9 +20,9 @@ from typing import Any
 from bench.analytics.compare import compare
 from bench.analytics.report.build import Options, make_report
 from bench.analytics.scaling_laws import fit
-from bench.analytics.store import connect
-from bench.ingest.schema import METADATA, TABLES
-from bench.ingest.store import StoreWriter
+from bench.sql.read import connect
+from bench.sql.schema import METADATA, TABLES
+from bench.sql.store import StoreWriter
 
 N_RUNS = 1_000_000
 STEPS_PER_RUN = 50
@@ -67,7 +67,7 @@ def make_store(root: Path, n_runs: int = N_RUNS, steps_per_run: int = STEPS_PER_
     arrays["wall_time_s"] = pa.array(100 * np.array(BATCHES)[batch_i] * n_gpus / rate, mask=~ok)
     runs = pa.table({f.name: arrays[f.name].cast(f.type) if f.name in arrays else pa.nulls(n_runs, f.type)
                      for f in TABLES["runs"]}, schema=TABLES["runs"])
-    with StoreWriter(root) as writer:  # committed as an ingest commits its files (bench.ingest.store)
+    with StoreWriter(root) as writer:  # committed as an ingest commits its files (bench.sql.store)
         scratch = writer.scratch()
         pq.write_table(runs.replace_schema_metadata(METADATA), scratch / "runs-generated.parquet")
         writer.add("runs", [scratch / "runs-generated.parquet"])

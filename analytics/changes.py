@@ -28,8 +28,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.changepoints import ALPHA, MIN_RUNS, Detection, Level, detect
-from bench.analytics.store import view_error
-from bench.ingest.errors import UsageError
+from bench.analytics.query import view_error
+from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb
@@ -101,7 +101,7 @@ def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | Non
     """Every series of the runs of ``con`` (a store connection, narrowed or not), its points in order."""
     import duckdb
 
-    from bench.analytics.views import register_views
+    from bench.sql.views import register_views
 
     if metric not in METRICS:
         raise UsageError(f"--metric {metric!r}: one of {', '.join(METRICS)}")

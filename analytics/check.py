@@ -27,7 +27,7 @@ import numpy as np
 
 from bench.analytics.changepoints import MIN_RUNS, detect, find_outliers, noise
 from bench.analytics.changes import METRICS, Point, Series, load_series, what_changed
-from bench.ingest.errors import UsageError
+from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb

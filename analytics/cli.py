@@ -10,17 +10,14 @@ from typing import Annotated
 
 import typer
 
-from bench.ingest.cli import StoreOpt
-
-WhereOpt = Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of runs, tags included, applied before anything is aggregated, e.g. \"num_devices = 8 AND tags['system'] LIKE '%A100%'\"")]
-IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", help="Take a factor (framework_version; framework, which also takes its version) or a tag (system) out of what makes a configuration, for this question (repeatable)")]
+from bench.sql.options import IgnoreOpt, StoreOpt, WhereOpt
 
 
 def _selected(store: Path | None, where: str | None, ignore: list[str] | None):  # type: ignore[no-untyped-def]
     """A connection to the store whose ``runs`` are the selected ones (bench.analytics.selection)."""
     from bench.analytics.selection import narrow
-    from bench.analytics.store import connect
-    from bench.ingest.store import default_store
+    from bench.sql.read import connect
+    from bench.sql.store import default_store
 
     con = connect(store or default_store())
     narrow(con, where, ignore or ())
@@ -44,9 +41,9 @@ def sql_command(
     Example: bench sql "SELECT model, num_devices, median(images_per_sec) FROM runs GROUP BY ALL"
     """
     from bench.analytics import render
-    from bench.analytics.store import run_sql
-    from bench.ingest.errors import BenchError
-    from bench.ingest.store import default_store
+    from bench.analytics.query import run_sql
+    from bench.sql.errors import BenchError
+    from bench.sql.store import default_store
 
     if (query is None) == (file is None):
         raise typer.BadParameter("give either a QUERY or -f FILE")
@@ -220,8 +217,8 @@ def report_command(
 
     from bench.analytics.report.build import Options, make_report
     from bench.analytics.report.render import DEFAULT_WORKERS
-    from bench.ingest.errors import UsageError
-    from bench.ingest.store import default_store
+    from bench.sql.errors import UsageError
+    from bench.sql.store import default_store
 
     ab = tuple(mlperf_compare.split(":", 2)) if mlperf_compare else None
     if ab is not None and (len(ab) != 3 or not all(ab)):
@@ -284,7 +281,7 @@ def changes_command(
     """
     from bench.analytics.changes import find_changes
     from bench.analytics.results import first
-    from bench.ingest.errors import UsageError
+    from bench.sql.errors import UsageError
 
     con = _selected(store, where, None)
     if where and not first(con, "SELECT 1 FROM runs LIMIT 1"):
@@ -315,9 +312,9 @@ def check_command(
     Example: bench check --where "started_at >= current_date" --junit bench-check.xml
     """
     from bench.analytics.check import check
-    from bench.analytics.store import connect
-    from bench.ingest.errors import BenchError
-    from bench.ingest.store import default_store
+    from bench.sql.errors import BenchError
+    from bench.sql.read import connect
+    from bench.sql.store import default_store
 
     result = check(connect(store or default_store()), where, threshold, baseline_where, metric.value, order_by,
                    min_runs=min_runs)

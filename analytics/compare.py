@@ -40,10 +40,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bench.analytics.query import view_error
 from bench.analytics.ratio_stats import Summary, summarize
 from bench.analytics.selection import FACTORS, SYSTEM_TAGS, WORKLOAD
-from bench.analytics.store import view_error
-from bench.ingest.errors import BenchError, UsageError
+from bench.sql.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
     import duckdb

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare import CompareResult, Pair, Unmatched, resolve_value, summarize
-from bench.analytics.store import view_error
-from bench.ingest.errors import BenchError, UsageError
+from bench.analytics.query import view_error
+from bench.sql.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
     import duckdb

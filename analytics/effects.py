@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bench.analytics.store import view_error
-from bench.ingest.errors import BenchError
+from bench.analytics.query import view_error
+from bench.sql.errors import BenchError
 
 if TYPE_CHECKING:
     import duckdb

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from bench.analytics.compare import CompareCache, CompareResult, compare
 from bench.analytics.ratio_stats import Summary, summarize
 from bench.analytics.results import rows
-from bench.ingest.errors import UsageError
+from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb

@@ -1,6 +1,6 @@
 """The tidy frames that ``bench plot`` draws: one pandas DataFrame per kind, read from the store's views.
 
-Each function takes a DuckDB connection with the views it names (``bench.analytics.store.connect``) and
+Each function takes a DuckDB connection with the views it names (``bench.sql.read.connect``) and
 a ``where`` (a SQL boolean expression over that view's columns). Series are labelled by the factors
 that vary in the selection, ``by`` first (see :func:`add_labels`); a factor that is the same for every
 row says nothing about a line and is left out of its label.
@@ -16,7 +16,7 @@ Choices it makes:
   gpu_index < num_gpus when the run's GPU count is known (a Lambda thermal file samples every GPU of the
   machine; the idle ones would pull a 2-GPU run's 78 °C down to 48 °C), else every GPU.
 - A telemetry row belongs to the run its run_id names in the ``telemetry`` view: its own, or, for a file
-  that names no run (Lambda ``thermal/1`` beside ``throughput/1``), the run bench.ingest.links joined it
+  that names no run (Lambda ``thermal/1`` beside ``throughput/1``), the run bench.sql.links joined it
   to at ingest by tags and time.
 - Telemetry time is put on the steps' clock: seconds since the first step's timestamp, from the sample's
   own timestamp (so samples before training started are at negative times). Only when the steps or the
@@ -28,11 +28,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare import compare
+from bench.analytics.query import view_error
 from bench.analytics.results import first
 from bench.analytics.run_stats import MIN_INTERVALS, mser5
 from bench.analytics.scaling_laws import fit
-from bench.analytics.store import view_error
-from bench.ingest.errors import BenchError, UsageError
+from bench.sql.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -203,7 +203,7 @@ def trace_frames(con: duckdb.DuckDBPyConnection, where: str | None = None) -> tu
 
 def traced_run(con: duckdb.DuckDBPyConnection, where: str | None) -> str | None:
     """The first run (by run_id) matching ``where`` with step rows and telemetry (its own, or a telemetry
-    file joined to it at ingest: bench.ingest.links). None when no such run has both."""
+    file joined to it at ingest: bench.sql.links). None when no such run has both."""
     found = first(con, f"""SELECT min(run_id) FROM runs WHERE ({_where(where)}) AND run_id IN (SELECT run_id FROM steps)
                            AND run_id IN (SELECT run_id FROM telemetry)""")
     return None if not found or found[0] is None else str(found[0])

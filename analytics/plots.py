@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics import plot_data
-from bench.ingest.errors import BenchError, UsageError
+from bench.sql.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -48,8 +48,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from bench.analytics.store import view_error
-from bench.ingest.errors import UsageError
+from bench.analytics.query import view_error
+from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb

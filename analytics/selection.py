@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from bench.analytics.query import view_error
 from bench.analytics.results import first
-from bench.analytics.store import view_error
-from bench.ingest.errors import UsageError
+from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb

@@ -65,8 +65,8 @@ def cron_case(tmp: Path, n: int = 1000) -> None:
     process (each as its own ingest, commit and automatic compaction past compact.AUTO_FILES; without
     the command's start-up). Then each command must exit 0, and a query takes at most 1.5x its time on
     the same rows ingested at once."""
-    from bench.ingest import delta
     from bench.ingest.pipeline import ingest
+    from bench.sql import delta
 
     paths = [str(p) for p in write_logs(tmp / "many-logs", n)]
     one, many = tmp / "one", tmp / "many"

@@ -26,9 +26,9 @@ from bench.ingest import links, registry
 from bench.ingest.items import Item, Reader
 from bench.ingest.parse import FileParse, parse_stream
 from bench.ingest.records import ParseResult, StepTable, TelemetryTable
-from bench.ingest.schema import steps_table, telemetry_table
-from bench.ingest.store import write_part
+from bench.ingest.table_rows import steps_table, telemetry_table
 from bench.ingest.versions import Hashing
+from bench.sql.store import write_part
 
 BIG_FILE = 64 * 1024 * 1024  # above this a file is parsed as a stream, never held whole
 CHUNK = 8 * 1024 * 1024

@@ -11,7 +11,7 @@ is not a result. Step rows the column buffers refused (a step or epoch beyond 2^
 against their run. A printed ``nan`` loss is data, not an error: losses and accuracies are not checked.
 
 Text is checked too: a string UTF-8 cannot encode (a lone surrogate, from a ``\\ud800`` escape in JSON) is
-stored escaped (``text.storable``), with an ``encoding`` problem.
+stored escaped (``bench.sql.names.storable``), with an ``encoding`` problem.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from bench.ingest.records import ParseResult, Problem, Run, System
-from bench.ingest.text import storable
 from bench.ingest.units import IMAGES
+from bench.sql.names import storable
 
 MAX_COUNT = 2**53
 MAX_IMAGES_PER_SEC_PER_DEVICE = 1e7
@@ -121,7 +121,7 @@ _TEXT_FIELDS = {Run: _text_fields(Run), System: _text_fields(System)}
 
 
 def _storable_text(record: Run | System) -> dict[str, Any]:
-    """The changes that make every text of ``record`` storable (``text.storable``), or nothing. Python
+    """The changes that make every text of ``record`` storable (``bench.sql.names.storable``), or nothing. Python
     strings may hold what UTF-8 cannot: JSON's ``"\\ud800"`` escape gives a lone surrogate, which Arrow refuses
     (the whole ingest raised at its commit)."""
     fixed: dict[str, Any] = {}

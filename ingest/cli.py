@@ -5,15 +5,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-StoreOpt = Annotated[
-    Path | None,
-    typer.Option("--store", help="Store directory [default: $BENCH_STORE or ./bench-store]", show_default=False),
-]
+from bench.sql.options import StoreOpt
 
 
 def ingest_command(
@@ -53,12 +49,12 @@ def ingest_command(
         for name, error in registry.BROKEN_PLUGINS.items():
             typer.echo(f"{name:{width}s}  (plugin {registry.module_path(name)} could not be imported: {error})")
         return
-    from bench.ingest.store import default_store
+    from bench.sql.store import default_store
 
     root = store or default_store()
     if check:
-        from bench.ingest.health import findings
-        from bench.ingest.store import check_store
+        from bench.sql.health import findings
+        from bench.sql.store import check_store
 
         check_store(root)
         found = findings(root)
@@ -69,8 +65,8 @@ def ingest_command(
         typer.echo(f"store {root}: every file matches its recorded checksum")
         return
     if compact:
-        from bench.ingest.compact import compact as do_compact
-        from bench.ingest.store import StoreWriter, check_store
+        from bench.sql.compact import compact as do_compact
+        from bench.sql.store import StoreWriter, check_store
 
         check_store(root, old_ok=True)
         with StoreWriter(root, wait_message=_waiting) as writer:

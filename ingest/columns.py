@@ -4,7 +4,7 @@ A ``ColumnBuffer`` (``bench.ingest.tables`` declares the step and telemetry tabl
 metrics, or whole numpy blocks from a fast path). NULL is a sentinel inside a numeric column:
 ``INT_NULL`` in an int64 column, the NaN with payload ``NULL_BITS`` (``NULL_FLOAT``) in a float64 one,
 so that a real NaN (a diverged ``loss = nan``) stays NaN while a missing value becomes NULL on write
-(``bench.ingest.schema``). With a ``spill`` callback, every ``spill_rows`` rows are handed on as a dict
+(``bench.sql.schema``). With a ``spill`` callback, every ``spill_rows`` rows are handed on as a dict
 of columns and the buffer is cleared, so a 10-million-row log never sits in memory.
 """
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any, Protocol, cast
 
-from bench.ingest.text import storable
+from bench.sql.names import storable
 
 #: What a corrupt deflate stream raises in ``gunzip``.
 InflateError: type[Exception]
@@ -82,7 +82,7 @@ class Item:
 
     @property
     def name(self) -> str:
-        """``source`` as the store keeps it (``text.storable``: a name that is not UTF-8 is escaped)."""
+        """``source`` as the store keeps it (``bench.sql.names.storable``: a name that is not UTF-8 is escaped)."""
         return storable(self.source)
 
 

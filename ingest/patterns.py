@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.ingest.errors import BenchError
 from bench.ingest.records import Problem, Run
+from bench.sql.errors import BenchError
 
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: Columns that hold whole numbers: a pattern field (or a run.json tag) naming one must be digits.

@@ -7,7 +7,7 @@ schema version). Idempotent: a source whose SHA-256 is already in the store is s
 The loop: ``iter_items`` (files, directories, archive members) -> read and hash -> parse (small files in
 ``pool.ParserPool``, large ones streamed by ``bigfile``) -> rows (``rows.file_rows``) -> the current
 ``store.Batch`` -> committed to the tables every ``BATCH_SOURCES`` sources and at the end -> published
-once (bench.ingest.store's protocol), so that a reader sees all of the ingest or none of it.
+once (bench.sql.store's protocol), so that a reader sees all of the ingest or none of it.
 """
 
 from __future__ import annotations
@@ -25,18 +25,18 @@ from typing import Any
 
 from bench.ingest import bigfile, links, registry, rundir, runjson
 from bench.ingest import patterns as pat
-from bench.ingest.compact import maybe_compact
-from bench.ingest.errors import BenchError
 from bench.ingest.items import DEFAULT_LIMITS, READ_ERRORS, Item, Limits
 from bench.ingest.memory import give_back, tuned
 from bench.ingest.pool import Job, ParserPool, file_ref
 from bench.ingest.records import Problem
 from bench.ingest.rows import FileRows, file_rows, problem_row
-from bench.ingest.schema import run_id
 from bench.ingest.sources import is_archive, iter_items
-from bench.ingest.store import Batch, StoreWriter
-from bench.ingest.text import storable
+from bench.ingest.table_rows import run_id
 from bench.ingest.versions import Hashing, Place, Versions
+from bench.sql.compact import maybe_compact
+from bench.sql.errors import BenchError
+from bench.sql.names import storable
+from bench.sql.store import Batch, StoreWriter
 
 BATCH_SOURCES = 2000  # commit every this many new sources, so a long ingest keeps its progress
 
@@ -72,7 +72,7 @@ class IngestSummary:
     lost: list[str] = field(default_factory=list)
     runs_by_status: dict[str, int] = field(default_factory=dict)
     runs_by_format: dict[str, int] = field(default_factory=dict)
-    #: Files that compaction after the ingest merged (bench.ingest.compact); 0 when it did not run.
+    #: Files that compaction after the ingest merged (bench.sql.compact); 0 when it did not run.
     compacted_files: int = 0
 
     @property

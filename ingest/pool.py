@@ -24,7 +24,7 @@ from bench.ingest.memory import tune_process
 from bench.ingest.parse import parse_bytes
 from bench.ingest.records import Problem
 from bench.ingest.rows import FileRef, FileRows, chunk_rows, problem_row
-from bench.ingest.store import write_part
+from bench.sql.store import write_part
 
 
 @dataclass
@@ -148,7 +148,7 @@ class ParserPool:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            preload = ["bench.ingest.rows", "bench.ingest.store", "pandas", "bench.ingest.formats.tf_cnn_scan",
+            preload = ["bench.ingest.rows", "bench.sql.store", "pandas", "bench.ingest.formats.tf_cnn_scan",
                        *(f"bench.ingest.formats.{name}" for name in registry.FORMAT_MODULES)]
             fork = threading.active_count() == 1
             ctx: Any

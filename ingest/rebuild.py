@@ -1,7 +1,7 @@
 """``bench ingest --rebuild``: re-parse every source recorded in the store (after a parser fix, or to
 repair damage that ``bench ingest --check`` found).
 
-The new generation is built beside the old one and published as one commit (bench.ingest.store); rows of
+The new generation is built beside the old one and published as one commit (bench.sql.store); rows of
 sources that can no longer be read (moved, deleted, changed) are carried over unchanged, so a rebuild
 never loses data it can still read, and names what it could not restore.
 """
@@ -18,12 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.ingest import delta, health
-from bench.ingest.errors import BenchError
 from bench.ingest.pipeline import IngestSummary, ingest
-from bench.ingest.schema import TABLES, conform
-from bench.ingest.store import StoreWriter, table_files, write_part
-from bench.ingest.text import fs_name
+from bench.sql import delta, health
+from bench.sql.errors import BenchError
+from bench.sql.names import fs_name
+from bench.sql.schema import TABLES, conform
+from bench.sql.store import StoreWriter, table_files, write_part
 
 
 def _plans(sources: list[dict[str, Any]]) -> list[tuple[str, str | None, tuple[str, ...]]]:
@@ -48,7 +48,7 @@ def _passes(plans: list[tuple[str, str | None, tuple[str, ...]]]) -> dict[tuple[
 
 def _original(row: dict[str, Any]) -> str:
     """Where a recorded source's file is now: its path as given, else its absolute path, each as stored
-    or with ``text.storable``'s escapes of a name that is not UTF-8 undone; the path as given when none
+    or with ``bench.sql.names.storable``'s escapes of a name that is not UTF-8 undone; the path as given when none
     of these exists."""
     given = row["archive"] or row["source"]
     for path in (given, row["resolved_path"]):

@@ -16,13 +16,8 @@ from dataclasses import dataclass, field
 
 from bench.ingest.tables import StepTable, TelemetrySample, TelemetryTable
 
-__all__ = ["PROBLEM_KINDS", "SCHEMA_VERSION", "STATUSES", "ParseResult", "Problem", "Run", "ScoreScale", "StepTable", "System",
+__all__ = ["PROBLEM_KINDS", "STATUSES", "ParseResult", "Problem", "Run", "ScoreScale", "StepTable", "System",
            "TelemetrySample", "TelemetryTable"]
-
-SCHEMA_VERSION = 6  # 2: MANIFEST.json per batch, status "invalid", problem kinds invalid_value and store_error;
-#                     3: runs.num_devices/device_type/device_model, throughput/_unit/_derived, tables systems
-#                        and score_scales; 4: sources.content_sha256 and supersedes; 5: systems.details;
-#                     6: Delta Lake tables and their commits table (bench.ingest.store), not batch folders
 
 #: Allowed values of ``Run.status``. ``timeout`` and ``interrupted`` come from ``bench run``.
 #: ``invalid``: the log printed a result no run can have (NaN, infinite, zero, negative or beyond the

@@ -98,7 +98,7 @@ def module_path(name: str) -> str:
 
 def check_format(fmt: str | None) -> None:
     """UsageError (exit 2) for a forced format that names no parser; None forces nothing."""
-    from bench.ingest.errors import UsageError
+    from bench.sql.errors import UsageError
 
     if fmt is not None and fmt not in format_names():
         raise UsageError(f"unknown format {fmt!r}; `bench ingest --list-formats` lists them")

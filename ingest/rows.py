@@ -14,8 +14,8 @@ from bench.ingest import links, rundir, runjson
 from bench.ingest import patterns as pat
 from bench.ingest.parse import FileParse
 from bench.ingest.records import Problem
-from bench.ingest.schema import run_row, score_scale_row, steps_table, system_row, telemetry_table
-from bench.ingest.text import storable
+from bench.ingest.table_rows import run_row, score_scale_row, steps_table, system_row, telemetry_table
+from bench.sql.names import storable
 
 
 @dataclass
@@ -27,7 +27,7 @@ class FileRows:
     problems: list[dict[str, Any]] = field(default_factory=list)
     systems: list[dict[str, Any]] = field(default_factory=list)
     score_scales: list[dict[str, Any]] = field(default_factory=list)
-    telemetry_links: list[dict[str, Any]] = field(default_factory=list)  # its pending row (bench.ingest.links)
+    telemetry_links: list[dict[str, Any]] = field(default_factory=list)  # its pending row (bench.ingest.links, bench.sql.links)
     n_steps: int = 0
     n_telemetry: int = 0
 

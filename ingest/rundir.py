@@ -38,7 +38,7 @@ from bench.ingest import patterns
 from bench.ingest.parse import RESULT_METRICS
 from bench.ingest.records import Problem, Run
 from bench.ingest.runjson import OUTPUT_LOG, RUN_JSON, TELEMETRY_CSV
-from bench.ingest.schema import run_id
+from bench.ingest.table_rows import run_id
 
 __all__ = ["apply_run_json", "empty_run", "resolve_status", "run_details", "telemetry_run_id"]
 

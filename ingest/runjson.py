@@ -5,7 +5,7 @@
   ended; ``TELEMETRY_CSV``: GPU samples taken while it ran.
 - run.json (``SCHEMA_VERSION`` 2) keys and their JSON types are ``KEYS``, one spelling each; times
   (``started_at``, ``ended_at``) are ISO 8601 text or unix seconds; ``status`` is one of
-  ``LAUNCHER_STATUSES``. ``write`` writes it atomically (bench.ingest.atomic).
+  ``LAUNCHER_STATUSES``. ``write`` writes it atomically (bench.sql.atomic).
 - ``load(bytes)`` reads any supported version through ``upgrade`` (version 1 also spelt ``gpu_topology``
   ``topology``, a GPU's ``driver_version`` ``driver``, ``sm_clock_max_mhz`` ``clocks_max_sm_mhz``, and the
   host's ``memory_total_mib`` ``memory_mib``), checks it, and never raises: a run.json that is not UTF-8 JSON, not an object, or of an
@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.ingest.atomic import write_json
 from bench.ingest.records import Problem
+from bench.sql.atomic import write_json
 
 OUTPUT_LOG = "output.log"
 RUN_JSON = "run.json"

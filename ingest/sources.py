@@ -32,7 +32,7 @@ from bench.ingest.items import (
 )
 from bench.ingest.pairing import pair_members
 from bench.ingest.tarstream import TarFormatError, iter_members
-from bench.ingest.text import storable
+from bench.sql.names import storable
 
 __all__ = ["ARCHIVE_SUFFIXES", "MEMBER_SEP", "Item", "Limits", "Reader", "is_archive", "iter_items"]
 

@@ -1,5 +1,5 @@
 """The per-sample tables parsers fill: steps and telemetry. Each is a ``ColumnBuffer`` (``bench.ingest.columns``)
-declared by its columns; its ``add`` names them, so a parser's call reads as the row it adds. A new
+declared by its columns (``bench.sql.schema``: they are the store's); its ``add`` names them, so a parser's call reads as the row it adds. A new
 per-sample table is one more such declaration."""
 
 from __future__ import annotations
@@ -10,25 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from bench.ingest.columns import MAX_INT, NULL_FLOAT, ColumnBuffer
-
-# Columns of the steps table, in order, with their kinds ("i" int64 / "d" float64 / "m" metrics map).
-STEP_COLUMNS: dict[str, str] = {
-    "run_index": "i",
-    "rank": "i",
-    "step": "i",
-    "epoch": "i",
-    "images_per_sec": "d",  # the rate as printed (tf_cnn: cumulative mean since warm-up)
-    "interval_images_per_sec": "d",  # the rate over this interval alone (derived where not printed)
-    "images_per_sec_stderr": "d",
-    "images_per_sec_jitter": "d",
-    "loss": "d",
-    "top1_accuracy": "d",
-    "top5_accuracy": "d",
-    "step_time_ms": "d",
-    "timestamp": "d",  # unix seconds, where the log gives one
-    "line_no": "i",
-    "metrics": "m",  # other named values on the line, e.g. MXNet "Train-accuracy"
-}
+from bench.sql.schema import STEP_COLUMNS, TELEMETRY_COLUMNS
 
 
 class StepTable(ColumnBuffer):
@@ -85,22 +67,6 @@ class TelemetrySample:
     power_w: float | None = None
     sm_clock_mhz: float | None = None
     run_index: int | None = None
-
-
-# Columns of the telemetry table as parsers give them (see TelemetrySample for the meaning).
-TELEMETRY_COLUMNS: dict[str, str] = {
-    "run_index": "i",
-    "sample_index": "i",
-    "timestamp": "d",
-    "elapsed_s": "d",
-    "gpu_index": "i",
-    "images_per_sec": "d",
-    "temperature_c": "d",
-    "utilization_pct": "d",
-    "memory_used_mib": "d",
-    "power_w": "d",
-    "sm_clock_mhz": "d",
-}
 
 
 class TelemetryTable(ColumnBuffer):

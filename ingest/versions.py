@@ -3,7 +3,7 @@
 A log ingested while its job still runs, then again once the job is done, is one file in two versions, the
 second beginning with every byte of the first. Both stay in the store (nothing is lost), and the sources
 row of the later one names the earlier one in ``supersedes``. The analytics views leave out the rows of a
-superseded version (``bench.analytics.store``): the runs it held are not counted twice, nor as unfinished
+superseded version (``bench.sql.read``): the runs it held are not counted twice, nor as unfinished
 (``no_result``) when they had only not finished yet. A file whose start changed (overwritten by another
 run) is another log, and both versions count.
 

@@ -23,8 +23,9 @@ from bench.analytics.cli import (
     report_command,
     sql_command,
 )
-from bench.ingest.cli import StoreOpt, ingest_command
-from bench.ingest.errors import BenchError, UsageError, fault_message
+from bench.ingest.cli import ingest_command
+from bench.sql.errors import BenchError, UsageError, fault_message
+from bench.sql.options import StoreOpt
 
 app = typer.Typer(
     name="bench",
@@ -177,7 +178,7 @@ def run_command(
     lr.rundir.check_out(out)
     lr.check_tensorflow(spec)
     if not no_ingest:  # a store that cannot take the runs is found now, not after the training
-        from bench.ingest.store import check_writable
+        from bench.sql.store import check_writable
 
         check_writable(_store_root(store))
     outcomes = lr.run_many(spec, out, repeat, drop=drop_caches, telemetry_interval_s=telemetry_interval,
@@ -205,7 +206,7 @@ def _split_command(args: list[str], shell: bool) -> tuple[tuple[str, ...], tuple
 
 
 def _store_root(store: Path | None) -> Path:
-    from bench.ingest.store import default_store
+    from bench.sql.store import default_store
 
     return store or default_store()
 

@@ -35,7 +35,7 @@ def bench(*args: str, timeout_s: float = 900) -> subprocess.CompletedProcess[str
 
 
 def query(store: Path, sql: str) -> list[dict[str, Any]]:
-    from bench.analytics.store import run_sql
+    from bench.analytics.query import run_sql
 
     cols, rows = run_sql(store, sql)
     return [dict(zip(cols, r, strict=True)) for r in rows]

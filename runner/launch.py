@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.ingest import runjson
-from bench.ingest.errors import BenchError, UsageError
 from bench.ingest.pipeline import ingest
 from bench.runner import rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script, trainer_argv
 from bench.runner.verdict import classify, failure_cause, has_result, no_result_cause
+from bench.sql.errors import BenchError, UsageError
 
 SMI_TELEMETRY = ["nvidia-smi",
                  "--query-gpu=timestamp,index,utilization.gpu,memory.used,temperature.gpu,power.draw,clocks.sm",

@@ -29,9 +29,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.ingest.errors import UsageError
 from bench.ingest.runjson import SCHEMA_VERSION
 from bench.runner.spec import ENV_PREFIXES, RunSpec
+from bench.sql.errors import UsageError
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _PACKAGES = {

@@ -20,8 +20,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
-from bench.ingest.errors import UsageError
 from bench.ingest.patterns import INT_COLUMNS
+from bench.sql.errors import UsageError
 
 LAUNCHERS = ("local", "horovodrun", "mpirun", "slurm")
 #: variable-update modes whose processes are configured by TF_CONFIG (bench.runner.train.cluster)

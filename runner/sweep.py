@@ -43,12 +43,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.ingest.atomic import write_json
-from bench.ingest.errors import BenchError
-from bench.ingest.store import check_writable, table_files
 from bench.runner import launch, template
 from bench.runner.progress import PlainReporter, eta_s
 from bench.runner.spec import DEFAULT_TRAINER, LAUNCHERS, RunSpec, trainer_argv
+from bench.sql.atomic import write_json
+from bench.sql.errors import BenchError
+from bench.sql.store import check_writable, table_files
 
 SCHEMA_VERSION = 1
 SCALING = ("weak", "strong")

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.ingest.errors import BenchError
+from bench.sql.errors import BenchError
 
 KEYS = {"argv": list, "shell": bool, "tags": dict}
 DERIVED = ("batch_size", "global_batch", "devices", "repeat")

@@ -1,0 +1,11 @@
+"""The store: the one package that owns what bench keeps on disk, and the SQL over it.
+
+``bench.ingest`` writes through it and ``bench.analytics`` reads through it; it imports neither. It holds the
+tables' schemas and schema version (``schema``), the layout, lock and commit protocol (``store``), the Delta
+tables and the ``commits`` table (``delta``), which files a reader may use and their checksums (``health``),
+OPTIMIZE and VACUUM (``compact``), the conversion of an old store (``migrate``), atomic writes (``atomic``),
+stored names (``names``), the ``telemetry_links`` table (``links``), and the read connection (``read``) with
+its views (``views``: each ``*.sql`` here is a view of the same name). The errors and the command-line
+options every ``bench`` command shares are here too (``errors``, ``options``), since every command meets the
+store.
+"""

@@ -39,7 +39,7 @@ def runs_table(rows: list[dict[str, Any]]) -> Any:
     import pyarrow as pa
 
     from bench.ingest.devices import device_columns
-    from bench.ingest.schema import RUNS
+    from bench.sql.schema import RUNS
 
     rows = [r if "device_type" in r or "num_devices" in r else
             r | dict(zip(("num_devices", "device_type", "device_model"),
@@ -68,7 +68,7 @@ def bench_run_result(out: Path, store: Path) -> tuple[Path, bytes, dict[str, Any
     and the one ``runs`` row ingested from it."""
     import pyarrow.parquet as pq
 
-    from bench.ingest.store import table_files
+    from bench.sql.store import table_files
 
     (run_dir,) = out.iterdir()
     rows = [r for part in table_files(store, "runs") for r in pq.read_table(part).to_pylist()]

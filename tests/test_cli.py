@@ -95,7 +95,7 @@ def test_an_ingest_process_runs_without_pandas_and_stores_the_same_rows(tmp_path
     import pyarrow.parquet as pq
 
     from bench.ingest.pipeline import ingest
-    from bench.ingest.store import table_files
+    from bench.sql.store import table_files
 
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -287,7 +287,7 @@ def test_a_full_disk_or_read_only_store_is_one_line(tmp_path: Path, monkeypatch:
     assert result.exit_code == 1, result.output
     assert f"Error: {what} (" in result.output and "Traceback" not in result.output
     assert "was not committed (a store commits an ingest whole" in " ".join(result.output.split())
-    from bench.ingest import delta
+    from bench.sql import delta
 
     assert delta.snapshot(st) is None  # nothing of it committed
     monkeypatch.undo()

@@ -32,8 +32,8 @@ from bench.analytics.report.model import Figure, Report, Section, Table, slugify
 from bench.analytics.report.render import DEFAULT_WORKERS, Renderer
 from bench.analytics.results import first
 from bench.analytics.scaling_laws import fit
-from bench.analytics.store import connect
-from bench.ingest.errors import BenchError
+from bench.sql.errors import BenchError
+from bench.sql.read import connect
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -13,7 +13,7 @@ from bench.analytics.ratio_stats import CI_METHOD
 from bench.analytics.report.model import Figure, Section, Table, slugify
 from bench.analytics.report.render import Renderer
 from bench.analytics.results import rows
-from bench.ingest.errors import UsageError
+from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb

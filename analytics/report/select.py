@@ -20,7 +20,7 @@ from bench.analytics.report.model import Table
 from bench.analytics.results import first
 from bench.analytics.run_stats import STABLE_CV, compute_run_stats
 from bench.analytics.selection import narrow
-from bench.ingest.errors import BenchError
+from bench.sql.errors import BenchError
 
 if TYPE_CHECKING:
     import duckdb

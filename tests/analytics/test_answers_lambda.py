@@ -14,7 +14,7 @@ from conftest import LAMBDA_TARBALL
 from bench.analytics.compare import compare
 from bench.analytics.results import rows
 from bench.analytics.selection import narrow
-from bench.analytics.store import connect
+from bench.sql.read import connect
 
 TARBALL = LAMBDA_TARBALL
 TOTAL = re.compile(rb"^total images/sec: ([0-9.]+)", re.M)

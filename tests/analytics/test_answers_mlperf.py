@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.analytics.results import rows
-from bench.analytics.store import connect
+from bench.sql.read import connect
 
 TARBALL = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "mlperf_results" / "training_results_v1.0.tar.gz"
 SYSTEMS = {("Graphcore", "ipu-pod16-TF1"): "ipu", ("Dell", "DSS8440x8A100-PCIE-40GB"): "gpu"}

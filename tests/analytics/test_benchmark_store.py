@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench.analytics.benchmark import GPUS, make_store
 from bench.analytics.compare import compare
-from bench.analytics.store import connect
+from bench.sql.read import connect
 
 
 def test_a_small_generated_store_answers_configs_scaling_and_compare(tmp_path: Path) -> None:

@@ -166,8 +166,8 @@ def test_a_time_is_lower_is_better(tmp_path: Path) -> None:
 
 
 def test_a_commit_tag_does_not_split_a_series_and_a_system_tag_does(tmp_path: Path) -> None:
-    from bench.analytics.store import connect
-    from bench.analytics.views import register_views
+    from bench.sql.read import connect
+    from bench.sql.views import register_views
 
     for i in range(8):  # a commit per night, and two repeats of each: still one series
         for r in range(2):

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from bench.analytics import compare as cmp
 from bench.analytics.cli import compare_command
-from bench.ingest.errors import BenchError
+from bench.sql.errors import BenchError
 
 P100, K80, P40 = "Tesla P100-SXM2-16GB", "Tesla K80", "Tesla P40"
 OFFICIAL = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tf-official-2017.csv"
@@ -230,7 +230,7 @@ def test_speedup_compares_scaling_and_leaves_out_the_baseline_pairs() -> None:
 
 def test_compare_reads_the_shipped_configs_and_scaling_views() -> None:
     """End to end over sql/configs.sql and sql/scaling.sql: repeats are averaged, a failed run is left out."""
-    from bench.analytics.views import register_views
+    from bench.sql.views import register_views
 
     runs = []
     for gpu, per_gpu in ((P100, 200.0), (K80, 50.0)):
@@ -301,7 +301,7 @@ def test_cli_json_is_one_object_with_the_documented_keys(monkeypatch: pytest.Mon
         {"model": "inception3", "device_model": K80, "images_per_sec": 50.0},
         {"model": "vgg16", "device_model": K80, "images_per_sec": 10.0},
     ])
-    monkeypatch.setattr("bench.analytics.store.connect", lambda root: con)
+    monkeypatch.setattr("bench.sql.read.connect", lambda root: con)
     res = CliRunner().invoke(_app(), ["--factor", "device_model", "--a", "P100", "--b", "K80", "--json", "--store", str(tmp_path)])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
@@ -318,7 +318,7 @@ def test_cli_json_is_one_object_with_the_documented_keys(monkeypatch: pytest.Mon
 
 def test_cli_table_and_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     con = _con([{"device_model": g, "images_per_sec": v} for g, v in ((P100, 300.0), (K80, 100.0), (P40, 200.0))])
-    monkeypatch.setattr("bench.analytics.store.connect", lambda root: con)
+    monkeypatch.setattr("bench.sql.read.connect", lambda root: con)
     args = ["--factor", "device_model", "--b", "K80", "--equivalence", "0.05", "--store", str(tmp_path)]
     res = CliRunner().invoke(_app(), [*args, "--a", "P100"])
     assert res.exit_code == 0, res.output

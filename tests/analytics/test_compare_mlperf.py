@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from bench.analytics.compare_mlperf import compare_scores
-from bench.ingest.errors import BenchError
+from bench.sql.errors import BenchError
 
 _BASE: dict[str, Any] = {"round": "1.0", "division": "closed", "submitter": "S", "benchmark": "resnet",
                          "framework": "mxnet", "num_nodes": 1, "num_devices": 8, "device_type": "gpu",

@@ -16,7 +16,7 @@ from logtools import runs_table
 
 from bench.analytics.ratio_stats import summarize
 from bench.analytics.run_stats import batch_means_ci
-from bench.analytics.views import register_views
+from bench.sql.views import register_views
 
 REPLICATES = 2000
 NS = (2, 3, 5, 10, 30)

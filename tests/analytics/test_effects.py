@@ -16,7 +16,7 @@ import typer
 from typer.testing import CliRunner
 
 from bench.analytics.effects import effect_lines, effects
-from bench.ingest.errors import BenchError
+from bench.sql.errors import BenchError
 
 MODEL = {"inception3": 1.0, "resnet50": 1.61}
 DATA = {"synthetic": 1.0, "real": 0.99}
@@ -125,7 +125,8 @@ def test_a_confounded_factor_is_flagged_not_estimated() -> None:
 
 
 def test_cli_effects_text_json_and_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from bench.analytics import cli, store
+    from bench.analytics import cli
+    from bench.sql import read as store
 
     app = typer.Typer()
     app.command()(cli.effects_command)

@@ -23,7 +23,7 @@ import pytest
 
 from bench.analytics.results import first
 from bench.ingest.pipeline import IngestSummary, ingest
-from bench.ingest.store import table_files
+from bench.sql.store import table_files
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDER = REPO / "fixtures" / "official-2017"
@@ -247,7 +247,7 @@ def test_synthetic_over_real_medians_per_gpu_count(sheet: Ingested) -> None:
 
 
 def test_scaling_view_reproduces_every_speedup_and_efficiency_of_the_sheet(sheet: Ingested) -> None:
-    from bench.analytics.store import connect
+    from bench.sql.read import connect
 
     rows = connect(sheet.store).execute("""
         SELECT batch_size_per_device, data, model, device_model, num_devices, baseline_devices, speedup, efficiency,
@@ -279,7 +279,7 @@ def test_compare_reproduces_the_sheets_ratio_medians(
     sheet: Ingested, factor: str, a: str, b: str, where: str | None, want_n: int, want_median: float
 ) -> None:
     from bench.analytics.compare import compare
-    from bench.analytics.store import connect
+    from bench.sql.read import connect
 
     result = compare(connect(sheet.store), factor, a, b, where=where)
     assert (result.summary.n, round(result.summary.median, 2)) == (want_n, want_median)

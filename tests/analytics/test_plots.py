@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 
 from bench.analytics import plot_data, plots
 from bench.analytics.cli import plot_command
-from bench.analytics.views import register_views
-from bench.ingest.errors import BenchError
-from bench.ingest.schema import RUNS, STEPS, TELEMETRY
+from bench.sql.errors import BenchError
+from bench.sql.schema import RUNS, STEPS, TELEMETRY
+from bench.sql.views import register_views
 
 matplotlib.use("Agg")
 approx = pytest.approx
@@ -234,7 +234,7 @@ def official_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_command_on_the_official_sheet(official_store: Path, tmp_path: Path) -> None:
-    from bench.analytics.store import connect
+    from bench.sql.read import connect
 
     app = typer.Typer()
     app.command()(plot_command)
@@ -337,7 +337,7 @@ def test_every_figure_fits_a_screen_with_its_legend_inside(official_store: Path,
     within the figure."""
     import struct
 
-    from bench.analytics.store import connect
+    from bench.sql.read import connect
 
     con = connect(official_store)
     extra = {"by": "gpu_model", "a": "Tesla P100-SXM2-16GB", "b": "Tesla K80"} if kind == "ratio" else {}

@@ -10,7 +10,7 @@ import pytest
 
 from bench.analytics import plot_data
 from bench.analytics.report.build import Options, build_report
-from bench.analytics.store import connect
+from bench.sql.read import connect
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 from bench.analytics.run_stats import batch_means_ci, compute_run_stats, mser5, schema
-from bench.ingest.schema import STEPS
+from bench.sql.schema import STEPS
 
 
 def _steps(rows: list[tuple[str, int | None, int, float | None]]) -> duckdb.DuckDBPyConnection:

@@ -21,7 +21,7 @@ from bench.analytics.scaling_laws import (
     fit_scaling,
 )
 from bench.analytics.scaling_text import print_fits
-from bench.ingest.errors import BenchError
+from bench.sql.errors import BenchError
 
 
 def usl(n: float, alpha: float, beta: float) -> float:
@@ -187,7 +187,8 @@ def _same(got: object, want: object) -> None:
 
 def _cli(monkeypatch: pytest.MonkeyPatch, con: duckdb.DuckDBPyConnection | None) -> typer.Typer:
     """A one-command app running ``bench fit``; the store's connection replaced by ``con`` when given."""
-    from bench.analytics import cli, store
+    from bench.analytics import cli
+    from bench.sql import read as store
 
     if con is not None:
         monkeypatch.setattr(store, "connect", lambda root: con)
@@ -221,8 +222,8 @@ def test_cli_fit_table_json_and_user_error(monkeypatch: pytest.MonkeyPatch, tmp_
 
 def test_fit_reads_the_curated_scaling_view_built_from_runs() -> None:
     """Contract with sql/configs.sql and sql/scaling.sql: the columns fit() needs, factors, config_tags."""
-    from bench.analytics.views import register_views
-    from bench.ingest.schema import RUNS
+    from bench.sql.schema import RUNS
+    from bench.sql.views import register_views
 
     rows = [{"run_id": f"{n}-{rep}", "model": "resnet50", "framework": "tensorflow", "device_model": "P100",
              "num_devices": n, "num_nodes": 1, "status": "ok", "batch_size_per_device": 64,

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 from logtools import runs_table
 
-from bench.analytics.views import register_views
+from bench.sql.views import register_views
 
 P100 = "Tesla P100-SXM2-16GB"
 

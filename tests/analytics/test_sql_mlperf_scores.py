@@ -6,8 +6,8 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from bench.analytics.views import register_views
-from bench.ingest.schema import SCORE_SCALES
+from bench.sql.schema import SCORE_SCALES
+from bench.sql.views import register_views
 
 
 def _runs(sets: dict[tuple[str, str], list[float | None]], scales: pa.Table | None = None,

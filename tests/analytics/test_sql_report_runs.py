@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 from logtools import runs_table
 
-from bench.analytics.views import register_views
+from bench.sql.views import register_views
 
 INCEPTION = {"framework": "tensorflow", "model": "inception3", "batch_size_per_device": 64,
              "gpu_model": "Tesla P100-SXM2-16GB", "data": "synthetic", "num_devices": 1, "num_nodes": 1}

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from logtools import runs_table
 
-from bench.analytics.views import load_sql, register_views
+from bench.sql.views import load_sql, register_views
 
 REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "tf-official-2017.csv"
 OUT = "config_id, num_devices, num_nodes, images_per_sec, baseline_devices, baseline_images_per_sec, speedup, efficiency, superlinear"

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from logtools import runs_table
 
-from bench.analytics.views import load_sql, register_views
+from bench.sql.views import load_sql, register_views
 
 FACTORS = ["framework", "framework_version", "model", "dataset", "data", "mode", "precision", "data_format",
            "variable_update", "all_reduce", "device_type", "device_model"]

@@ -8,7 +8,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from bench.analytics import views
+from bench.sql import views
 
 
 def test_views_are_created_in_dependency_order(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,9 +36,9 @@ def test_every_shipped_query_is_listed() -> None:
 def test_a_table_without_files_has_the_columns_and_types_of_its_schema(tmp_path: Path) -> None:
     """An empty table's view is typed NULLs (not a registered Arrow table, which imports pandas): the same
     names and DuckDB types as the schema's Arrow table would give."""
-    from bench.analytics.store import connect
-    from bench.ingest.schema import TABLES
-    from bench.ingest.store import StoreWriter
+    from bench.sql.read import connect
+    from bench.sql.schema import TABLES
+    from bench.sql.store import StoreWriter
 
     with StoreWriter(tmp_path / "st"):
         pass

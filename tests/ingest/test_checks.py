@@ -15,7 +15,7 @@ import pytest
 from bench.ingest import pool
 from bench.ingest.parse import parse_bytes
 from bench.ingest.pipeline import ingest
-from bench.ingest.store import table_files
+from bench.sql.store import table_files
 
 LOG = (Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "tf_cnn" / "hand-lambda-2gpu.log").read_bytes()
 TOTAL = b"total images/sec: 1248.31"
@@ -186,7 +186,7 @@ def test_system_descriptions_get_the_same_text_check() -> None:
 def test_step_values_are_checked_like_run_values(tmp_path: Path) -> None:
     """17,057 step rows of the fuzzed set held NaN, infinity or 1e308, so avg(images_per_sec) over steps was
     NaN for the whole store. Such a value is NULL with a problem row (an MXNet Speedometer log, written here)."""
-    from bench.analytics.store import connect
+    from bench.sql.read import connect
 
     speeds = ["100.00", "nan", "110.00", "inf", "1e308", "-5.00", "120.00"]
     lines = ["INFO:root:start with arguments Namespace(batch_size=32, gpus='0', network='resnet', num_epochs=1)"]

@@ -1,4 +1,4 @@
-"""Compaction (bench.ingest.compact): Delta OPTIMIZE and VACUUM, by hand (--compact) and by an ingest past
+"""Compaction (bench.sql.compact): Delta OPTIMIZE and VACUUM, by hand (--compact) and by an ingest past
 AUTO_FILES; the same answers after as before, sources and supersedes kept, replaced files kept for readers.
 (Kill points and readers during compactions: tests/ingest/test_store.py.)"""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from logtools import tf_cnn_log, total_of
 
-from bench.analytics.store import run_sql
-from bench.ingest import compact, health
-from bench.ingest.delta import table_path
+from bench.analytics.query import run_sql
 from bench.ingest.pipeline import ingest
-from bench.ingest.store import StoreWriter, table_files
+from bench.sql import compact, health
+from bench.sql.delta import table_path
+from bench.sql.store import StoreWriter, table_files
 
 QUERIES = ("SELECT count(*), count(DISTINCT run_id), sum(images_per_sec) FROM runs",
            "SELECT count(*), sum(images_per_sec) FROM steps",

@@ -12,7 +12,7 @@ import pytest
 
 from bench.ingest.parse import parse_bytes
 from bench.ingest.pipeline import ingest
-from bench.ingest.store import table_files
+from bench.sql.store import table_files
 
 # corpus folder -> the format its files are (the two MLPerf result files in mxnet/ are MLPerf logs
 # that embed Speedometer lines; see the corpus README)

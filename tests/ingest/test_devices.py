@@ -10,7 +10,7 @@ import pytest
 
 from bench.ingest.devices import DEVICE_TYPES, device_type
 from bench.ingest.pipeline import ingest
-from bench.ingest.store import table_files
+from bench.sql.store import table_files
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 

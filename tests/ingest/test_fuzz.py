@@ -27,8 +27,8 @@ import pytest
 from bench.ingest.checks import MAX_DEVICES, MAX_IMAGES_PER_SEC_PER_DEVICE
 from bench.ingest.pipeline import ingest
 from bench.ingest.records import STATUSES
-from bench.ingest.store import table_files
-from bench.ingest.text import fs_name
+from bench.sql.names import fs_name
+from bench.sql.store import table_files
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 BAD_NUMBERS = ("nan", "inf", "-inf", "0", "0.0", "-1", "1e308", "9.99e307", str(2**64), "1" * 20)
@@ -111,7 +111,7 @@ def test_mutants_of_every_fixture_keep_the_reliability_properties(tmp_path: Path
     orphans = {s["run_id"] for s in steps} - run_ids - {None}
     assert not orphans, f"{len(orphans)} runs have steps but no run row"
     from bench.analytics.results import rows
-    from bench.analytics.store import connect
+    from bench.sql.read import connect
 
     stray = rows(connect(tmp_path / "st"), "SELECT count(*) FROM all_steps WHERE run_id IS NOT NULL AND run_id NOT IN "
                                           "(SELECT run_id FROM all_runs)")

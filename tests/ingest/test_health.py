@@ -11,10 +11,10 @@ from pathlib import Path
 from logtools import tf_cnn_log, total_of
 from typer.testing import CliRunner
 
-from bench.ingest import delta
 from bench.ingest.pipeline import ingest
-from bench.ingest.records import SCHEMA_VERSION
 from bench.runner.cli import app
+from bench.sql import delta
+from bench.sql.schema import SCHEMA_VERSION
 
 runner = CliRunner()
 
@@ -109,7 +109,7 @@ def test_a_lost_or_empty_sources_file_still_rebuilds_every_run(tmp_path: Path) -
     commits table keeps each commit's sources, so a rebuild finds them without the sources table."""
     import pyarrow.parquet as pq
 
-    from bench.ingest.schema import TABLES
+    from bench.sql.schema import TABLES
 
     st, texts = _two_batches(tmp_path)
     _file_of(st, 0, "sources").unlink()

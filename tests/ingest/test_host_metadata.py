@@ -8,10 +8,10 @@ import tarfile
 from pathlib import Path
 
 from bench.analytics.results import rows
-from bench.analytics.store import connect
 from bench.ingest import registry
 from bench.ingest.formats import host_metadata
 from bench.ingest.pipeline import ingest
+from bench.sql.read import connect
 
 META = "Memory\t62.6676GB\nCPU\tThreadripper\nGPU 0\tGeForce RTX 3080\nGPU 1\tGeForce RTX 3080\nCUDA\tV11.1.74\n" \
        "Nvidia\t460.39\nTF\t1.15.4\nKernel\t5.4.0-52-generic\nPython\t3.6.9\n"

@@ -1,4 +1,4 @@
-"""Telemetry files joined to their runs at ingest (bench.ingest.links): Lambda's layout in miniature, a
+"""Telemetry files joined to their runs at ingest (bench.sql.links): Lambda's layout in miniature, a
 thermal file beside its throughput log, with a training and an inference folder whose tags the thermal
 file shares (it names no variant). Expected run_ids are worked out from the files' own stamps."""
 
@@ -11,10 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 from logtools import tf_cnn_log
 
-from bench.analytics.store import connect
-from bench.ingest import delta, links
+from bench.ingest import links as pending
 from bench.ingest.pipeline import ingest
-from bench.ingest.store import StoreWriter, table_files
+from bench.sql import delta, links
+from bench.sql.read import connect
+from bench.sql.store import StoreWriter, table_files
 
 PATTERNS = [f"{{system}}.logs/{{data_mode}}-{{variable_update}}-{{precision}}-{{num_gpus}}gpus{tail}/{{model}}-"
             f"{{batch_size_per_device}}/{kind}/{{repeat}}" for kind in ("throughput", "thermal") for tail in ("-{variant}", "")]
@@ -85,7 +86,7 @@ def test_a_store_from_before_the_table_gets_its_links(tmp_path: Path, monkeypatc
     rows are made from its telemetry rows, and the links from them, by the next writer."""
     paths = _tree(tmp_path / "logs", T0 + 3600)
     with monkeypatch.context() as m:
-        m.setattr(links, "pending_row", lambda *a: None)
+        m.setattr(pending, "pending_row", lambda *a: None)
         m.setattr(StoreWriter, "link_telemetry", lambda self: None)
         ingest([str(tmp_path / "logs")], tmp_path / "st", path_patterns=PATTERNS, workers=0)
     assert not table_files(tmp_path / "st", links.TABLE) and _owners(tmp_path / "st") == [(None, 8)]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS
 
-from bench.analytics.store import connect
 from bench.ingest.pipeline import ingest
+from bench.sql.read import connect
 
 EXPECTED = Path(__file__).resolve().parents[2] / "fixtures" / "mlperf" / "summarizer-v1.0.csv"
 #: Where bench and the summarizer disagree, and why: nowhere. Dell's DSS8440 dlrm folder holds 5 result files

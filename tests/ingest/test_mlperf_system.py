@@ -9,7 +9,7 @@ from pathlib import Path
 from bench.ingest.formats import mlperf_system
 from bench.ingest.parse import parse_bytes
 from bench.ingest.pipeline import ingest
-from bench.ingest.store import table_files
+from bench.sql.store import table_files
 
 GPU = {"submitter": "Acme", "division": "closed", "status": "available", "system_name": "Box 8xA100",
        "number_of_nodes": "2", "accelerators_per_node": "8", "accelerator_model_name": "NVIDIA A100-SXM4-80GB",

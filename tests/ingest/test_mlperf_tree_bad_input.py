@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.analytics.store import connect
 from bench.ingest.pipeline import ingest
+from bench.sql.read import connect
 
 SUBMITTERS, SYSTEMS, BENCHMARKS, RUNS = 10, 40, ("resnet", "bert", "ssd", "rnnt", "maskrcnn"), 5
 T0 = 1_600_000_000_000  # ms

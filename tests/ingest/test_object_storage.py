@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.ingest import delta
 from bench.ingest.pipeline import ingest
-from bench.ingest.store import table_files
+from bench.sql import delta
+from bench.sql.store import table_files
 
 FIXTURE_LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 

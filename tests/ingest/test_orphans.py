@@ -7,10 +7,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from bench.analytics.results import rows
-from bench.analytics.store import connect
 from bench.ingest.parse import run_parser
 from bench.ingest.pipeline import ingest
 from bench.ingest.records import ParseResult, Run
+from bench.sql.read import connect
 
 REPO = Path(__file__).resolve().parents[2]
 

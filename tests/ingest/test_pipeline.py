@@ -16,9 +16,9 @@ import pytest
 from logtools import tf_cnn_log, total_of
 
 from bench.ingest import bigfile, items, pool
-from bench.ingest.errors import BenchError
 from bench.ingest.pipeline import ingest
-from bench.ingest.store import table_files
+from bench.sql.errors import BenchError
+from bench.sql.store import table_files
 
 
 def read(store: Path, table: str) -> list[dict]:
@@ -556,7 +556,7 @@ def test_a_worker_killed_by_the_os_costs_one_file_not_the_ingest(tmp_path: Path,
 
     from logtools import parse_or_die, tf_cnn_log
 
-    from bench.analytics.store import run_sql
+    from bench.analytics.query import run_sql
     from bench.ingest import pool
 
     # forked workers inherit the patched parser (a forkserver's would import it fresh); whatever threads the

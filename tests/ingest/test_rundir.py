@@ -22,7 +22,7 @@ from bench.ingest.pipeline import ingest
 from bench.ingest.rebuild import rebuild
 from bench.ingest.records import Run
 from bench.ingest.sources import iter_items
-from bench.ingest.store import table_files
+from bench.sql.store import table_files
 
 RUNS = Path(__file__).resolve().parents[2] / "fixtures" / "runs"
 TELEMETRY_CSV = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "telemetry" / "nvidia-smi-query.csv"

@@ -1,9 +1,9 @@
-"""schema.steps_table / telemetry_table: buffered columns of many files -> one Arrow table."""
+"""table_rows.steps_table / telemetry_table: buffered columns of many files -> one Arrow table."""
 
 from __future__ import annotations
 
 from bench.ingest.columns import INT_NULL
-from bench.ingest.schema import steps_table
+from bench.ingest.table_rows import steps_table
 from bench.ingest.tables import StepTable
 
 

@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 from logtools import tf_cnn_log
 
-from bench.ingest import delta, health
-from bench.ingest import store as store_mod
 from bench.ingest.pipeline import ingest
 from bench.ingest.rebuild import rebuild
-from bench.ingest.store import table_files
+from bench.sql import delta, health
+from bench.sql import store as store_mod
+from bench.sql.store import table_files
 
 N_FILES = 600
 REPO = Path(__file__).resolve().parents[2]
@@ -62,14 +62,15 @@ def _assert_consistent(st: Path, complete: bool) -> None:
 
 
 #: Runs ``bench.ingest`` in a process that SIGKILLs itself at its Nth protocol event (argv[1]; 0: never)
-#: and prints how many events it met: each call of a step of bench.ingest.store's protocol (a table
+#: and prints how many events it met: each call of a step of bench.sql.store's protocol (a table
 #: commit, a checksum, an fsync, the commits row) and of Delta's OPTIMIZE, VACUUM and RESTORE, before and
 #: after it. argv[2]: ingest (argv[4]: logs), compact or rebuild; argv[3]: the store.
 KILLER = """
 import os, signal, sys
 from deltalake import DeltaTable
 from deltalake.table import TableOptimizer
-from bench.ingest import delta, pipeline, pool
+from bench.ingest import pipeline, pool
+from bench.sql import delta
 n, op, store = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 count = [0]
 def event():
@@ -91,8 +92,8 @@ pipeline.BATCH_SOURCES = 10
 if op == "ingest":
     pipeline.ingest([sys.argv[4]], store, workers=0)
 elif op == "compact":
-    from bench.ingest.compact import compact
-    from bench.ingest.store import StoreWriter
+    from bench.sql.compact import compact
+    from bench.sql.store import StoreWriter
     with StoreWriter(__import__("pathlib").Path(store)) as writer:
         compact(writer, retention_hours=0)
 else:
@@ -115,7 +116,7 @@ def _killed_at(n: int, op: str, st: Path, logs: Path | None = None) -> int:
 
 def _state(st: Path) -> tuple[int, int, float]:
     """What a reader sees: runs, steps and the sum of the runs' rates, consistent or the test fails."""
-    from bench.analytics.store import run_sql
+    from bench.analytics.query import run_sql
 
     runs = read(st, "runs")
     ids = [r["run_id"] for r in runs]
@@ -187,7 +188,7 @@ def test_readers_see_one_committed_state_during_ingests_and_compactions(tmp_path
     the runs of a committed state, never 0 once the first ingest is in, and never raises."""
     import duckdb
 
-    from bench.analytics.store import run_sql
+    from bench.analytics.query import run_sql
 
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -196,7 +197,7 @@ def test_readers_see_one_committed_state_during_ingests_and_compactions(tmp_path
     st = tmp_path / "st"
     ingest([str(logs / "r00.log")], st, workers=0)
     code = ("import sys, time; from pathlib import Path; from bench.ingest.pipeline import ingest; "
-            "from bench.ingest.compact import compact; from bench.ingest.store import StoreWriter\n"
+            "from bench.sql.compact import compact; from bench.sql.store import StoreWriter\n"
             "def wait(k):  # for the reader's 5 reads per step\n"
             "    while int(Path(sys.argv[3]).read_text() or 0) < 5 * k: time.sleep(0.01)\n"
             "for i in range(1, 21):\n"
@@ -229,8 +230,8 @@ def test_a_schema_5_store_made_by_the_code_before_is_converted_once_and_loses_no
     """fixtures/store-v5 was written by the batch-folder store (fixtures/README.md). Opened, it is converted
     into Delta tables holding every row it held; a conversion killed before its commit point leaves the
     old layout, which the next command converts."""
-    from bench.analytics.store import run_sql
-    from bench.ingest import atomic, migrate
+    from bench.analytics.query import run_sql
+    from bench.sql import atomic, migrate
 
     st = tmp_path / "st"
     shutil.copytree(REPO / "fixtures" / "store-v5", st)
@@ -282,8 +283,8 @@ def test_parts_without_nulls_are_required_and_read_back_as_one_nullable_column(t
     NULLs in place, and every value as written."""
     import pyarrow.dataset as ds
 
-    from bench.analytics.store import connect
-    from bench.ingest.schema import STEPS
+    from bench.sql.read import connect
+    from bench.sql.schema import STEPS
 
     def part(run: str, steps: list[int], loss: list[float | None]) -> pa.Table:
         cols = {f.name: pa.nulls(len(steps), f.type) for f in STEPS}
@@ -357,7 +358,7 @@ def test_names_that_are_not_utf8_are_stored_escaped_and_rebuilt(tmp_path: Path, 
 def test_rebuild_is_one_ingest_per_set_of_options_and_as_few_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A directory of 120 files ingested once is rebuilt by one ingest of that directory's files (it was one
     ingest per file: quadratic, and one batch per file); a path ingested with a forced format is a second."""
-    from bench.analytics.store import run_sql
+    from bench.analytics.query import run_sql
     from bench.ingest import rebuild as rb
 
     logs = tmp_path / "logs"

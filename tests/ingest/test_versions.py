@@ -12,12 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 from logtools import tf_cnn_log, total_of
 
-from bench.analytics.store import connect
 from bench.ingest import bigfile
 from bench.ingest.pipeline import ingest
 from bench.ingest.rebuild import rebuild
-from bench.ingest.store import table_files
 from bench.ingest.versions import Hashing
+from bench.sql.read import connect
+from bench.sql.store import table_files
 
 RUNS = [tf_cnn_log(12, seed=s) for s in (1, 2, 3)]
 WHOLE = "".join(RUNS)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from logtools import bench_run_result
 
-from bench.ingest.errors import BenchError
 from bench.runner.spec import RunSpec, build_command, build_sbatch_script
 from bench.runner.train import cluster, trainer, workers
+from bench.sql.errors import BenchError
 
 GOLDEN = Path(__file__).parent / "golden"
 TRAINER = ("python", "-m", "bench.runner.train.trainer")
@@ -195,7 +195,7 @@ def test_cpu_runs_of_one_and_two_devices_reach_scaling(tmp_path: Path) -> None:
                                "--telemetry-interval", "0", "--timeout", "150", "--out", str(tmp_path / "logs"),
                                "--store", str(store)], capture_output=True, env=env, timeout=200)
         assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()[-3000:]
-    from bench.analytics.store import connect
+    from bench.sql.read import connect
 
     con = connect(store)
     runs = con.execute("SELECT num_gpus, num_devices, device_type, images_per_sec FROM runs ORDER BY num_devices").fetchall()

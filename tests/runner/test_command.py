@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.analytics.store import run_sql
+from bench.analytics.query import run_sql
 from bench.ingest.pipeline import ingest
 
 REPO = Path(__file__).resolve().parents[2]

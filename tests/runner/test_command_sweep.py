@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.analytics.store import run_sql
-from bench.ingest.errors import BenchError
+from bench.analytics.query import run_sql
 from bench.runner import sweep
+from bench.sql.errors import BenchError
 
 REPO = Path(__file__).resolve().parents[2]
 # prints a DLLogger summary of 100 x its first argument images/s, and its arguments

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from bench.ingest.errors import BenchError
 from bench.runner.spec import (
     RunSpec,
     build_command,
@@ -21,6 +20,7 @@ from bench.runner.spec import (
     parse_tags,
     trainer_argv,
 )
+from bench.sql.errors import BenchError
 
 GOLDEN = Path(__file__).parent / "golden"
 TRAINER = ("python", "-m", "bench.runner.train.trainer")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.ingest.errors import BenchError
 from bench.runner import progress, sweep
 from bench.runner.cli import app
+from bench.sql.errors import BenchError
 
 PLANS = Path(__file__).resolve().parents[2] / "fixtures" / "plans"
 

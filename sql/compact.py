@@ -4,7 +4,7 @@ no reader needs.
 
 ``compact(writer)`` runs under a writer's lock. OPTIMIZE rewrites each table's small files into few large
 ones (one new Delta version per table; the old files stay on disk), the new files' SHA-256 are recorded, and
-one ``commits`` row publishes the new versions (bench.ingest.store, step 4). Nothing is moved under a
+one ``commits`` row publishes the new versions (bench.sql.store, step 4). Nothing is moved under a
 reader: a query that started before reads the old files, which VACUUM deletes only ``VACUUM_HOURS``
 after they were replaced. Killed at any point, the store's committed state is the old one or the new one
 (the next writer restores a table optimized but not published). Rows are rewritten, never re-parsed:
@@ -16,9 +16,9 @@ demand: ``bench ingest --compact``.
 
 from __future__ import annotations
 
-from bench.ingest import delta
-from bench.ingest.schema import TABLES
-from bench.ingest.store import VACUUM_HOURS, StoreWriter
+from bench.sql import delta
+from bench.sql.schema import TABLES
+from bench.sql.store import VACUUM_HOURS, StoreWriter
 
 #: An ingest that leaves a table with more files than this compacts the store.
 AUTO_FILES = 32

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.ingest import delta
-from bench.ingest.schema import TABLES
+from bench.sql import delta
+from bench.sql.schema import TABLES
 
 
 @dataclass

@@ -20,10 +20,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.ingest import delta
-from bench.ingest.atomic import write_atomic
-from bench.ingest.records import SCHEMA_VERSION
-from bench.ingest.schema import TABLES
+from bench.sql import delta
+from bench.sql.atomic import write_atomic
+from bench.sql.schema import SCHEMA_VERSION, TABLES
 
 MANIFEST = "MANIFEST.json"
 

@@ -1,8 +1,8 @@
 """Open the Parquet store as DuckDB views: ``runs``, ``steps``, ``telemetry``, ``problems``, ``sources``,
-and the curated views of ``sql/`` (see bench.analytics.views).
+and the curated views of ``sql/`` (see bench.sql.views).
 
 ``runs`` fills an MLPerf run's devices from its system description. ``telemetry`` gives the samples of a
-file joined to its run at ingest (bench.ingest.links) that run's id. ``runs``, ``steps``, ``telemetry`` and
+file joined to its run at ingest (bench.sql.links) that run's id. ``runs``, ``steps``, ``telemetry`` and
 ``problems`` leave out the rows of a file's version that a later,
 longer version of the same file supersedes (a log ingested while its job ran, then again once it was done;
 see bench.ingest.versions): those runs would count twice, or as unfinished. ``all_runs``, ``all_steps``,
@@ -20,14 +20,10 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from bench.analytics.results import first
-from bench.analytics.run_stats import compute_run_stats
-from bench.analytics.views import register_views
-from bench.ingest import health
-from bench.ingest.errors import BenchError, UsageError
-from bench.ingest.records import SCHEMA_VERSION
-from bench.ingest.schema import TABLES
-from bench.ingest.store import StoreWriter, check_store
+from bench.sql import health
+from bench.sql.schema import SCHEMA_VERSION, TABLES
+from bench.sql.store import StoreWriter, check_store
+from bench.sql.views import register_views
 
 if TYPE_CHECKING:
     import duckdb
@@ -37,8 +33,8 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per store table (empty views for empty tables).
 
     Raises BenchError when ``root`` is not a store of this schema version (a schema-5 store is converted
-    first: bench.ingest.migrate). Every table is read in one committed state (bench.ingest.store); a
-    damaged file is left out with a one-line warning on stderr naming it and the fix (bench.ingest.health).
+    first: bench.sql.migrate). Every table is read in one committed state (bench.sql.store); a
+    damaged file is left out with a one-line warning on stderr naming it and the fix (bench.sql.health).
     """
     import duckdb
 
@@ -58,13 +54,13 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
         else:  # typed NULLs, no rows (registering an empty Arrow table imports pandas: 0.3 s a command)
             columns = ", ".join(f"CAST(NULL AS {_sql_type(f.type)}) AS \"{f.name}\"" for f in schema)
             con.execute(f"CREATE VIEW {name} AS SELECT {columns} WHERE false")
-    row = first(con, "SELECT count(*) FROM sources WHERE supersedes IS NOT NULL")
-    superseded = bool(row and row[0])
+    (count,), = con.execute("SELECT count(*) FROM sources WHERE supersedes IS NOT NULL").fetchall()
+    superseded = bool(count)
     for table, current in _CURRENT.items():
         where = f" WHERE {current}" if superseded else ""
         if table == "runs":
             con.execute(f"CREATE VIEW runs AS {_RUNS_WITH_DEVICES}{where}")
-        elif table == "telemetry":  # a file's samples take the run its link names (bench.ingest.links)
+        elif table == "telemetry":  # a file's samples take the run its link names (bench.sql.links)
             con.execute(f"""CREATE VIEW telemetry AS SELECT * FROM (
                 SELECT t.* REPLACE (coalesce(t.run_id, l.run_id) AS run_id) FROM all_telemetry t
                 LEFT JOIN (SELECT source_sha256, min(run_id) AS run_id FROM telemetry_links
@@ -81,7 +77,7 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
 
 
 def _sql_type(t: pa.DataType) -> str:
-    """The DuckDB type of a store column's Arrow type (those of bench.ingest.schema)."""
+    """The DuckDB type of a store column's Arrow type (those of bench.sql.schema)."""
     if pa.types.is_dictionary(t):
         return _sql_type(t.value_type)
     if pa.types.is_map(t):
@@ -140,38 +136,3 @@ _CURRENT = {
     "telemetry": f"source_sha256 NOT IN {_GONE}",
     "problems": f"source_sha256 IS NULL OR source_sha256 NOT IN {_GONE}",
 }
-
-
-def register_python_views(con: duckdb.DuckDBPyConnection, sql: str) -> None:
-    """Register the Python-computed views that ``sql`` mentions (``run_stats``: per-run warm-up, CV and a
-    batch-means confidence interval from the steps; see bench.analytics.run_stats)."""
-    import re
-
-    if re.search(r"\brun_stats\b", sql, re.IGNORECASE):
-
-        con.register("run_stats", compute_run_stats(con))
-
-
-def view_error(error: Exception, view: str, where: str | None) -> BenchError:
-    """The user error for a failed read of ``view``: a UsageError (exit 2) naming --where when one was
-    given (it is what failed), else a BenchError naming the view."""
-    if where:
-        return UsageError(f"reading {view} with --where {where!r} failed: {error}")
-    return BenchError(f"reading the view {view} failed: {error}")
-
-
-def run_sql(root: Path, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
-    """Run one SQL statement over the store; returns (column names, rows); a statement that returns no
-    rows gives ([], []). Raises UsageError for an empty query, BenchError on SQL errors."""
-    import duckdb
-
-    if not sql.strip():
-        raise UsageError('the SQL query is empty; e.g. bench sql "SELECT * FROM runs LIMIT 5"')
-    con = connect(root)
-    try:
-        register_python_views(con, sql)
-        rel = con.execute(sql)
-        cols = [d[0] for d in rel.description] if rel.description else []
-        return cols, rel.fetchall()
-    except duckdb.Error as e:
-        raise BenchError(f"SQL failed: {e}") from e

@@ -5,12 +5,12 @@ Layout (Spark, Trino, Polars and DuckDB read each table without bench; README "R
     STORE/STORE.json                     {"schema_version": 6, "layout": "delta", ...}
     STORE/tables/<table>/                a Delta Lake table of Parquet files: runs, steps, telemetry,
                                          problems, sources, systems, score_scales,
-                                         telemetry_links (bench.ingest.links)
+                                         telemetry_links (bench.sql.links)
     STORE/tables/commits/                a Delta table: one row per committed state of the store
     STORE/_tmp/                          files being written (never read), removed by the next writer
     STORE/.lock                          held (flock) by the one writer
 
-The commit protocol (bench.ingest.delta does each step):
+The commit protocol (bench.sql.delta does each step):
 
 1. A writer takes the lock, reads the newest ``commits`` row (the committed state) and restores any table
    whose files differ from its version there: what a killed writer committed and never published.
@@ -22,9 +22,9 @@ The commit protocol (bench.ingest.delta does each step):
    is the commit point: an ingest, compaction or rebuild is visible all at once, or (killed before) not.
 5. Compaction (Delta OPTIMIZE, then VACUUM) deletes only files no version since ``VACUUM_HOURS`` needs.
 
-Readers (bench.analytics.store) take one ``commits`` row and read the files of each table's version in it,
+Readers (bench.sql.read) take one ``commits`` row and read the files of each table's version in it,
 so a query made during an ingest, a compaction or a rebuild sees one committed state. A schema-5 store
-(batch folders) is converted once by its first writer (bench.ingest.migrate).
+(batch folders) is converted once by its first writer (bench.sql.migrate).
 """
 
 from __future__ import annotations
@@ -41,14 +41,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.ingest import delta
-from bench.ingest.atomic import write_atomic
-from bench.ingest.errors import BenchError, UsageError
-from bench.ingest.records import SCHEMA_VERSION
-from bench.ingest.schema import METADATA, TABLES, write_options
-from bench.ingest.text import storable
+from bench.sql import delta
+from bench.sql.atomic import write_atomic
+from bench.sql.errors import BenchError, UsageError
+from bench.sql.names import storable
+from bench.sql.schema import METADATA, SCHEMA_VERSION, TABLES, write_options
 
-#: The schema version of the batch-folder layout that a writer converts (bench.ingest.migrate).
+#: The schema version of the batch-folder layout that a writer converts (bench.sql.migrate).
 MIGRATES_FROM = 5
 #: Hours a file that compaction replaced is kept for the readers that may still read it: longer than any
 #: query, report or ``bench sql`` session (Delta's own default is a week).
@@ -143,7 +142,7 @@ class StoreWriter:
         self.start: delta.Snapshot | None = None
         self.versions: dict[str, int] = {}
         #: What the next ``publish`` records: the new files' SHA-256, and the sources they came from
-        #: (bench.ingest.delta.sources_json: compressed, a few dozen bytes a source, not a row's dict).
+        #: (bench.sql.delta.sources_json: compressed, a few dozen bytes a source, not a row's dict).
         self.checksums: dict[str, str] = {}
         self.sources: list[bytes] = []
         #: Files placed in a table's folder and not yet committed to it (``flush``).
@@ -188,7 +187,7 @@ class StoreWriter:
         (self.root / "_tmp").mkdir()
         migrated = check_store(self.root, old_ok=True) == MIGRATES_FROM
         if migrated:
-            from bench.ingest.migrate import migrate
+            from bench.sql.migrate import migrate
 
             migrate(self.root)
         delta.ensure_tables(self.root)
@@ -295,8 +294,8 @@ class StoreWriter:
             self.add(table, [path])
 
     def link_telemetry(self) -> None:
-        """Join the telemetry files that name no run to their runs (bench.ingest.links), before a publish."""
-        from bench.ingest import links  # pyarrow.compute: 37 ms that bench sql and report need not import
+        """Join the telemetry files that name no run to their runs (bench.sql.links), before a publish."""
+        from bench.sql import links  # pyarrow.compute: 37 ms that bench sql and report need not import
 
         self.flush()  # the link step reads the runs committed so far
         self.add_rows(links.TABLE, links.new_rows(self.root, self.start, self.versions))

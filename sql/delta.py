@@ -4,7 +4,7 @@ Delta Lake commits one table at a time; an ingest writes several. The ``commits`
 table) ties them together: each of its rows names, for every table, the version that belongs to one
 committed state of the store, with the SHA-256 of every file that state added. Readers read the newest
 row and each table *at its version* (Delta time travel), so what a writer committed to a table after
-that row, and what it would roll back, is never seen. See bench.ingest.store for the protocol.
+that row, and what it would roll back, is never seen. See bench.sql.store for the protocol.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.ingest.schema import TABLES
+from bench.sql.schema import TABLES
 
 if TYPE_CHECKING:
     from deltalake.transaction import RemoveAction  # deltalake 1.6.0 (the floor) has none at run time
