@@ -1,37 +1,30 @@
-"""A format from a package outside this repository: pip installs a tiny plugin package into a temporary
-folder, and `bench ingest`, run with that folder on its path, finds it through the ``dlbench.formats``
+"""A format from a package outside this repository: pip installs a tiny plugin package (a wheel) into a
+temporary folder, and `bench ingest`, run with that folder on its path, finds it through the ``dlbench.formats``
 entry-point group. Plugins that raise (on import, in ``sniff``, in ``parse_lines``) give problem rows or
 a warning, never a crash, and the formats that work still work."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
 
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "dlbench-demo-formats"
-version = "0.1"
-
-[project.entry-points."dlbench.formats"]
-demo_rate = "demo_rate"
-broken_import = "broken_import"
-raising_parse = "raising_parse"
-raising_sniff = "raising_sniff"
-
-[tool.setuptools]
-py-modules = ["demo_rate", "broken_import", "raising_parse", "raising_sniff"]
+ENTRY_POINTS = """\
+[dlbench.formats]
+demo_rate = demo_rate
+broken_import = broken_import
+raising_parse = raising_parse
+raising_sniff = raising_sniff
 """
+DIST = "dlbench_demo_formats-0.1.dist-info"
 
 # A complete line format in the style the ingest README describes: header, step lines, closing total.
 DEMO_RATE = '''\
@@ -116,22 +109,37 @@ def parse_lines(lines, *, source, result=None):
 '''
 
 
+def _wheel(path: Path, modules: dict[str, str]) -> None:
+    """A wheel of the plugin package, written directly (a zip with its dist-info), so that no build backend
+    is needed: pip installs it as it installs any wheel."""
+    files = {f"{name}.py": text for name, text in modules.items()}
+    files[f"{DIST}/METADATA"] = "Metadata-Version: 2.1\nName: dlbench-demo-formats\nVersion: 0.1\n"
+    files[f"{DIST}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: test_plugins\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{DIST}/entry_points.txt"] = ENTRY_POINTS
+    record = [f"{name},sha256={_digest(text)},{len(text.encode())}" for name, text in files.items()]
+    files[f"{DIST}/RECORD"] = "\n".join([*record, f"{DIST}/RECORD,,"]) + "\n"
+    with zipfile.ZipFile(path, "w") as whl:
+        for name, text in files.items():
+            whl.writestr(name, text)
+
+
+def _digest(text: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+
+
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The plugin package, pip-installed (with its entry points) into a folder of its own."""
     root = tmp_path_factory.mktemp("plugin")
-    src = root / "src"
-    src.mkdir()
-    (src / "pyproject.toml").write_text(PYPROJECT)
-    for name, text in (("demo_rate", DEMO_RATE), ("broken_import", BROKEN_IMPORT),
-                       ("raising_parse", RAISING_PARSE), ("raising_sniff", RAISING_SNIFF)):
-        (src / f"{name}.py").write_text(text)
+    wheel = root / "dlbench_demo_formats-0.1-py3-none-any.whl"
+    _wheel(wheel, {"demo_rate": DEMO_RATE, "broken_import": BROKEN_IMPORT, "raising_parse": RAISING_PARSE,
+                   "raising_sniff": RAISING_SNIFF})
     site = root / "site"
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                           "--no-index", "--target", str(site), str(src)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                           "--target", str(site), str(wheel)], capture_output=True, text=True)
     if done.returncode != 0:
         pytest.fail(f"pip could not install the plugin: {done.stderr}")
-    assert list(site.glob("dlbench_demo_formats-0.1.dist-info/entry_points.txt"))
+    assert (site / DIST / "entry_points.txt").read_text() == ENTRY_POINTS
     return site
 
 
