@@ -1,6 +1,7 @@
-"""The per-sample tables parsers fill: steps and telemetry. Each is a ``ColumnBuffer`` (``bench.ingest.columns``)
-declared by its columns (``bench.sql.schema``: they are the store's); its ``add`` names them, so a parser's call reads as the row it adds. A new
-per-sample table is one more such declaration."""
+"""The per-sample tables parsers fill: steps and telemetry. Each is a ``ColumnBuffer``
+(``bench.ingest.columns``) declared by its columns (``bench.sql.schema``: they are the store's); its ``add``
+names them, so a parser's call reads as the row it adds. A new per-sample table is one more such declaration.
+"""
 
 from __future__ import annotations
 
