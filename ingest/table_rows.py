@@ -10,7 +10,8 @@ import pyarrow as pa
 from bench.ingest.columns import INT_NULL, NULL_BITS, Fill, joined_values
 from bench.ingest.devices import device_type, devices_to_fill
 from bench.ingest.records import Run, ScoreScale, System
-from bench.sql.schema import STEP_COLUMNS, STEPS, TAGS, TELEMETRY, TELEMETRY_COLUMNS, TS, step_types
+from bench.sql.columns import STEP_COLUMNS, TELEMETRY_COLUMNS
+from bench.sql.schema import STEPS, TAGS, TELEMETRY, TS, step_types
 
 
 def _ts(x: float | None) -> int | None:

@@ -1,7 +1,8 @@
 """The store: the one package that owns what bench keeps on disk, and the SQL over it.
 
 ``bench.ingest`` writes through it and ``bench.analytics`` reads through it; it imports neither. It holds the
-tables' schemas and schema version (``schema``), the layout, lock and commit protocol (``store``), the Delta
+tables' schemas and schema version (``schema``; the per-sample tables' columns in ``columns``, which a parser
+imports without pyarrow), the layout, lock and commit protocol (``store``), the Delta
 tables and the ``commits`` table (``delta``), which files a reader may use and their checksums (``health``),
 OPTIMIZE and VACUUM (``compact``), the conversion of an old store (``migrate``), atomic writes (``atomic``),
 stored names (``names``), the ``telemetry_links`` table (``links``), and the read connection (``read``) with

@@ -16,44 +16,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from bench.sql.columns import STEP_COLUMNS
+
 SCHEMA_VERSION = 6  # 2: MANIFEST.json per batch, status "invalid", problem kinds invalid_value and store_error;
 #                     3: runs.num_devices/device_type/device_model, throughput/_unit/_derived, tables systems
 #                        and score_scales; 4: sources.content_sha256 and supersedes; 5: systems.details;
 #                     6: Delta Lake tables and their commits table (bench.sql.store), not batch folders
 
-# Columns of the steps table, in order, with their kinds ("i" int64 / "d" float64 / "m" metrics map): what
-# parsers fill (bench.ingest.tables) and what the steps schema below is made of.
-STEP_COLUMNS: dict[str, str] = {
-    "run_index": "i",
-    "rank": "i",
-    "step": "i",
-    "epoch": "i",
-    "images_per_sec": "d",  # the rate as printed (tf_cnn: cumulative mean since warm-up)
-    "interval_images_per_sec": "d",  # the rate over this interval alone (derived where not printed)
-    "images_per_sec_stderr": "d",
-    "images_per_sec_jitter": "d",
-    "loss": "d",
-    "top1_accuracy": "d",
-    "top5_accuracy": "d",
-    "step_time_ms": "d",
-    "timestamp": "d",  # unix seconds, where the log gives one
-    "line_no": "i",
-    "metrics": "m",  # other named values on the line, e.g. MXNet "Train-accuracy"
-}
-# Columns of the telemetry table as parsers give them (see bench.ingest.tables.TelemetrySample).
-TELEMETRY_COLUMNS: dict[str, str] = {
-    "run_index": "i",
-    "sample_index": "i",
-    "timestamp": "d",
-    "elapsed_s": "d",
-    "gpu_index": "i",
-    "images_per_sec": "d",
-    "temperature_c": "d",
-    "utilization_pct": "d",
-    "memory_used_mib": "d",
-    "power_w": "d",
-    "sm_clock_mhz": "d",
-}
 
 TAGS = pa.map_(pa.string(), pa.string())
 #: Per-file constants repeated on every step/telemetry row are dictionary-encoded (as Parquet stores

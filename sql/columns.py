@@ -1,0 +1,39 @@
+"""The columns of the per-sample tables, in order, with their kinds: what parsers fill (bench.ingest.tables)
+and what the Arrow schemas are made of (bench.sql.schema). Kept apart from the schemas so that a parser's
+imports do not load pyarrow."""
+
+from __future__ import annotations
+
+# Columns of the steps table, in order, with their kinds ("i" int64 / "d" float64 / "m" metrics map): what
+# parsers fill (bench.ingest.tables) and what the steps schema below is made of.
+STEP_COLUMNS: dict[str, str] = {
+    "run_index": "i",
+    "rank": "i",
+    "step": "i",
+    "epoch": "i",
+    "images_per_sec": "d",  # the rate as printed (tf_cnn: cumulative mean since warm-up)
+    "interval_images_per_sec": "d",  # the rate over this interval alone (derived where not printed)
+    "images_per_sec_stderr": "d",
+    "images_per_sec_jitter": "d",
+    "loss": "d",
+    "top1_accuracy": "d",
+    "top5_accuracy": "d",
+    "step_time_ms": "d",
+    "timestamp": "d",  # unix seconds, where the log gives one
+    "line_no": "i",
+    "metrics": "m",  # other named values on the line, e.g. MXNet "Train-accuracy"
+}
+# Columns of the telemetry table as parsers give them (see bench.ingest.tables.TelemetrySample).
+TELEMETRY_COLUMNS: dict[str, str] = {
+    "run_index": "i",
+    "sample_index": "i",
+    "timestamp": "d",
+    "elapsed_s": "d",
+    "gpu_index": "i",
+    "images_per_sec": "d",
+    "temperature_c": "d",
+    "utilization_pct": "d",
+    "memory_used_mib": "d",
+    "power_w": "d",
+    "sm_clock_mhz": "d",
+}
