@@ -133,6 +133,7 @@ class ColumnBuffer:
     def _reset(self) -> None:
         self._cols = None  # the row buffer, made by _row_buffer() when first needed
         self._n = 0
+        self._clean = 0  # rows already checked (check_values) and unchanged since
         # Blocks added whole (add_block), in order before the rows in ``_cols``: (rows, columns), where a
         # numeric column is any buffer of native 8-byte values.
         self._blocks: list[tuple[int, dict[str, Any]]] = []
@@ -254,8 +255,9 @@ class ColumnBuffer:
         """Hand buffered rows to the spill callback (if any), one call per block (blocks are not copied),
         and clear the buffer."""
         if self._spill is not None and self._n:
+            checked = self._clean == self._n
             for cols in self._parts():
-                self._spill(self._checked(cols))
+                self._spill(cols if checked else self._checked(cols))
             self._reset()
 
     def _checked(self, cols: dict[str, Any]) -> dict[str, Any]:
@@ -294,6 +296,7 @@ class ColumnBuffer:
             self._reset()
             self.total_rows -= n
             self._add_block(n, checked)
+        self._clean = n
 
     def _consolidated(self) -> dict[str, Any]:
         """The buffered rows as one dict of columns, kept as the only block (so reading rows one by one

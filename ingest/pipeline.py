@@ -4,10 +4,11 @@ Contract: never raises for bad input (it becomes a problem row or a run status);
 usage errors (a path that does not exist, an unknown --format, a bad --path-pattern, a store of another
 schema version). Idempotent: a source whose SHA-256 is already in the store is skipped.
 
-The loop: ``iter_items`` (files, directories, archive members) -> read and hash -> parse (small files in
-``pool.ParserPool``, large ones streamed by ``bigfile``) -> rows (``rows.file_rows``) -> the current
-``store.Batch`` -> committed to the tables every ``BATCH_SOURCES`` sources and at the end -> published
-once (bench.sql.store's protocol), so that a reader sees all of the ingest or none of it.
+The loop: ``iter_items`` (files, directories, archive members) -> the read stage (``_read_item``: read
+and hash, identity) -> detect, parse, buffer, write (``stages.parse_files``: held files in chunks in
+``pool.ParserPool``, a streamed one here) -> the current ``store.Batch`` (``_record``) -> committed to the
+tables every ``BATCH_SOURCES`` sources and at the end -> published once (bench.sql.store's protocol), so
+that a reader sees all of the ingest or none of it.
 """
 
 from __future__ import annotations
@@ -18,19 +19,20 @@ import posixpath
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.ingest import bigfile, links, registry, rundir, runjson
 from bench.ingest import patterns as pat
+from bench.ingest import read, registry, rundir, runjson
 from bench.ingest.items import DEFAULT_LIMITS, READ_ERRORS, Item, Limits
 from bench.ingest.memory import give_back, tuned
+from bench.ingest.parts import Parts
 from bench.ingest.pool import Job, ParserPool, file_ref
 from bench.ingest.records import Problem
-from bench.ingest.rows import FileRows, file_rows, problem_row
+from bench.ingest.rows import FileRows, problem_row
 from bench.ingest.sources import is_archive, iter_items
+from bench.ingest.stages import parse_files
 from bench.ingest.table_rows import run_id
 from bench.ingest.versions import Hashing, Place, Versions
 from bench.sql.compact import maybe_compact
@@ -182,40 +184,67 @@ def _archive_bytes(paths: list[str]) -> int:
 
 
 def _read_item(item: Item, ctx: _Context) -> Job | None:
-    """Read and hash one item. Returns a parse job for a new small file; handles the rest here."""
+    """The read stage: read and hash one item. Returns the parse job of a new held file; a streamed one
+    goes through the other stages here (``_stream``), and a file not to be parsed is dealt with here."""
     ctx.summary.files_seen += 1
     if item.reader is None:
         _problem_only(ctx, item, Problem("read_error", item.error or "unreadable"))
         return None
+    where = _place(item, ctx)
+    hashing = Hashing(ctx.versions.sizes(where))
+    if item.size > read.BIG_FILE:
+        _stream(item, where, hashing, ctx)
+        return None
     try:
-        if item.size > bigfile.BIG_FILE:
-            _ingest_big(item, ctx)
-            return None
-        data = item.reader.read()
+        data = read.read_held(item, hashing)
     except READ_ERRORS as e:
         _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
         return None
     ctx.summary.bytes_read += len(data)
-    where = _place(item, ctx)
-    hashing = Hashing(ctx.versions.sizes(where))
-    hashing.update(data)
-    meaning = None
-    if item.match_path.endswith(".json"):  # an MLPerf JSON means what its place says: the place is its identity too
-        found = pat.match_first([*pat.SCALING_TREE, *pat.SYSTEMS_TREE], item.match_path)
-        meaning = repr(sorted(found.items())).encode() if found else b""
-    elif item.match_path.rsplit("/", 1)[-1] == "metadata":  # a machine's metadata describes its folder, by name
-        meaning = b"folder " + item.match_path.rsplit("/", 2)[-2].encode() if "/" in item.match_path else b""
-    sha = hashing.finish(item.sidecar, meaning)  # a bench run directory: output.log + run.json is one source
-    _note_run_dir(item, sha, ctx)
-    first = ctx.known.get(sha)
-    if first is not None and first != where:  # the same bytes elsewhere: a copy, not this file read again
-        here = _copy(item, sha, first, where, ctx)
-        if here is None:
-            return None
-        sha = here
-    elif _is_duplicate(sha, ctx, where):
+    sha = _identify(item, hashing.finish(item.sidecar, _meaning(item)), where, ctx)
+    if sha is None:
         return None
     return Job(item, sha, data, _owner(item, ctx), *_new_version(where, len(data), hashing, sha, ctx))
+
+
+def _stream(item: Item, where: Place, hashing: Hashing, ctx: _Context) -> None:
+    """A file over ``read.BIG_FILE``, never held: the same stages as a held file's (``stages.parse_files``),
+    run here, hashed on a thread while it is parsed, its part files written on threads."""
+    ctx.summary.bytes_read += item.size
+    owner = _owner(item, ctx)
+    try:
+        with (Parts(str(ctx.writer.scratch()), threads=Parts.WRITERS) as parts,  # closed last: its writes wait
+              read.Streamed(item, hashing, _meaning(item), lambda sha: _identify(item, sha, where, ctx)) as streamed):
+            (rows,), files = parse_files([(streamed, file_ref(item, "", owner))], ctx.fmt, ctx.patterns, parts)
+    except READ_ERRORS as e:
+        _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
+        return
+    if rows is None:  # in the store already
+        return
+    for name, path in files:
+        ctx.batch.adopt(name, path)
+    sha = streamed.identity.result()
+    _record(item, sha, item.size, rows, ctx, *_new_version(where, item.size, hashing, sha, ctx))
+
+
+def _meaning(item: Item) -> bytes | None:
+    """What a file means besides its bytes, hashed into its identity: an MLPerf JSON means what its place
+    says, a machine's metadata describes its folder, by name."""
+    if item.match_path.endswith(".json"):
+        found = pat.match_first([*pat.SCALING_TREE, *pat.SYSTEMS_TREE], item.match_path)
+        return repr(sorted(found.items())).encode() if found else b""
+    if item.match_path.rsplit("/", 1)[-1] == "metadata":
+        return b"folder " + item.match_path.rsplit("/", 2)[-2].encode() if "/" in item.match_path else b""
+    return None
+
+
+def _identify(item: Item, sha: str, where: Place, ctx: _Context) -> str | None:
+    """The identity a file whose hash is ``sha`` is stored under, or None when it is not stored again."""
+    _note_run_dir(item, sha, ctx)  # a bench run directory: output.log + run.json is one source
+    first = ctx.known.get(sha)
+    if first is not None and first != where:  # the same bytes elsewhere: a copy, not this file read again
+        return _copy(item, sha, first, where, ctx)
+    return None if _is_duplicate(sha, ctx, where) else sha
 
 
 def _copy(item: Item, sha: str, first: Place, where: Place, ctx: _Context) -> str | None:
@@ -296,50 +325,6 @@ def _is_duplicate(sha: str, ctx: _Context, where: Place = ("", None)) -> bool:
     return False
 
 
-def _ingest_big(item: Item, ctx: _Context) -> None:
-    """A large file, streamed (``bigfile``); its part files join the batch only once it is whole. A read
-    error or a failure to store its rows is its own problem row: nothing of it is stored, and the
-    ingest goes on."""
-    assert item.reader is not None
-    ctx.summary.bytes_read += item.size
-    owner = _owner(item, ctx)
-    where = _place(item, ctx)
-    hashing = Hashing(ctx.versions.sizes(where))
-    with ThreadPoolExecutor(1, thread_name_prefix="bench-sha256") as pool:
-        try:
-            hashed = bigfile.start_hash(item, pool, hashing)
-        except READ_ERRORS as e:
-            _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
-            return
-        if hashed.done():
-            _note_run_dir(item, hashed.result(), ctx)
-        tags = pat.match_first(ctx.patterns, item.match_path)
-        parts = bigfile.PartWriter(str(ctx.writer.scratch()), hashed, item.name, tags, owner)
-        try:
-            try:
-                parsed = bigfile.parse_big(item, ctx.fmt, hashed, lambda sha: _is_duplicate(sha, ctx), parts)
-                sha = hashed.result()
-            except READ_ERRORS as e:
-                _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
-                return
-            if parsed is None:
-                return
-            files = parts.finish()
-            rows = file_rows(parsed, file_ref(item, sha, owner), ctx.patterns, time.time())
-            pending = links.pending_row(parts.span, sha, item.name, tags, time.time())
-            rows.telemetry_links = [pending] if pending else []
-        except Exception as e:  # a part not written, values not storable: this file's problem, not the ingest's
-            _problem_only(ctx, item, Problem("store_error", f"this file's rows could not be stored, so none were: "
-                                                            f"{type(e).__name__}: {e}"[:300]))
-            return
-        finally:
-            parts.close()
-    for name, path in files:
-        ctx.batch.adopt(name, path)
-    content, supersedes = _new_version(where, item.size, hashing, sha, ctx)
-    _record(item, sha, item.size, rows, ctx, content, supersedes)
-
-
 def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context, content: str | None = None,
             supersedes: str | None = None) -> None:
     """Add one file's rows and its sources row to the current batch, and count them."""
@@ -357,6 +342,9 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context, cont
         ctx.counters["problems"][p["kind"]] += 1
     if ctx.patterns and file.runs and not pat.match_first(ctx.patterns, item.match_path):
         ctx.summary.pattern_misses += 1
+    if not file.stored:  # its problems only: the next ingest reads it again
+        ctx.summary.files_parsed += 1
+        return
     batch.rows["sources"].append(
         {"source": item.name, "source_sha256": sha, "content_sha256": content, "supersedes": supersedes,
          "size_bytes": size, "archive": _text(item.archive), "member": _text(item.member), "resolved_path": where[0],

@@ -1,8 +1,8 @@
 """Small files parsed in worker processes, handed back in the order they were read.
 
-``ParserPool`` groups files into chunks of about ``CHUNK_BYTES`` and parses a chunk with ``parse_many``:
-in this process while the ingest is small, in forked workers once it is not. A worker writes the
-chunk's steps and telemetry part files itself and returns the run, problem and sources rows.
+``ParserPool`` groups held files into chunks of about ``CHUNK_BYTES`` and takes a chunk through the stages
+(``stages.parse_files``: detect, parse, buffer, write): in this process while the ingest is small, in
+forked workers once it is not. A worker writes the chunk's part files itself and returns the other rows.
 """
 
 from __future__ import annotations
@@ -10,21 +10,19 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from bench.ingest import patterns as pat
 from bench.ingest import registry
 from bench.ingest.items import Item
 from bench.ingest.memory import tune_process
-from bench.ingest.parse import parse_bytes
+from bench.ingest.parts import Parts
 from bench.ingest.records import Problem
-from bench.ingest.rows import FileRef, FileRows, chunk_rows, problem_row
-from bench.sql.store import write_part
+from bench.ingest.rows import FileRef, FileRows, problem_row
+from bench.ingest.stages import parse_files
 
 
 @dataclass
@@ -50,20 +48,12 @@ def file_ref(item: Item, sha: str, owner: str | None) -> FileRef:
 def parse_many(
     jobs: list[tuple[bytes, FileRef]], fmt: str | None, patterns: list[pat.PathPattern], scratch: str
 ) -> tuple[list[FileRows], list[tuple[str, str]]]:
-    """Parse a chunk of small files (in a worker): each file's rows, and the part files holding all their
-    steps and telemetry, written here into ``scratch`` as (table, path). Writing them in the worker keeps
-    the encoding on the workers' cores and the rows out of the pipe back to the ingest process. A file
-    whose rows cannot be stored is one problem row (``rows.chunk_rows``); the other files are not touched."""
-    now = time.time()
-    parses = [(parse_bytes(data, source=ref.source, fmt=fmt), ref) for data, ref in jobs]
-    rows, steps, telemetry = chunk_rows(parses, patterns, now)
-    parts = []
-    for name, table in (("steps", steps), ("telemetry", telemetry)):
-        if table.num_rows:
-            path = os.path.join(scratch, f"{name}-{uuid.uuid4().hex}.parquet")
-            write_part(table, Path(path), required=True)
-            parts.append((name, path))
-    return rows, parts
+    """Parse a chunk of held files (in a worker): ``stages.parse_files``, its part files written here into
+    ``scratch``, which keeps the encoding on the workers' cores and the rows out of the pipe back to the
+    ingest process."""
+    with Parts(scratch) as parts:
+        rows, written = parse_files(list(jobs), fmt, patterns, parts)
+    return [r for r in rows if r is not None], written
 
 
 #: The job area: an anonymous shared mapping that the ingest process makes just before it forks its
@@ -148,7 +138,7 @@ class ParserPool:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            preload = ["bench.ingest.rows", "bench.sql.store", "pandas", "bench.ingest.formats.tf_cnn_scan",
+            preload = ["bench.ingest.stages", "bench.sql.store", "pandas", "bench.ingest.formats.tf_cnn_scan",
                        *(f"bench.ingest.formats.{name}" for name in registry.FORMAT_MODULES)]
             fork = threading.active_count() == 1
             ctx: Any

@@ -1,6 +1,7 @@
-"""One parsed file -> the rows it adds to the store's tables (runs, problems, steps, telemetry).
+"""One parsed file -> its run, problem, system and score-scale rows (its steps and telemetry are written
+as part files: ``parts``).
 
-Runs in the parser workers, so that the main ingest process only concatenates and writes.
+Made where the file was parsed (``stages``): in a parser worker for held files.
 """
 
 from __future__ import annotations
@@ -8,13 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
-from bench.ingest import links, rundir, runjson
 from bench.ingest import patterns as pat
+from bench.ingest import rundir, runjson
 from bench.ingest.parse import FileParse
 from bench.ingest.records import Problem
-from bench.ingest.table_rows import run_row, score_scale_row, steps_table, system_row, telemetry_table
+from bench.ingest.table_rows import run_row, score_scale_row, system_row
 from bench.sql.names import storable
 
 
@@ -30,6 +29,9 @@ class FileRows:
     telemetry_links: list[dict[str, Any]] = field(default_factory=list)  # its pending row (bench.ingest.links, bench.sql.links)
     n_steps: int = 0
     n_telemetry: int = 0
+    #: False for a file whose rows could not be stored (``failed_rows``): it gets no sources row, so that
+    #: the next ingest reads it again.
+    stored: bool = True
 
 
 @dataclass(frozen=True)
@@ -75,65 +77,13 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
     return out
 
 
-def chunk_rows(parses: list[tuple[FileParse, FileRef]], patterns: list[pat.PathPattern], now: float
-               ) -> tuple[list[FileRows], pa.Table, pa.Table]:
-    """The rows of a chunk of parsed files: each file's run and problem rows, and the steps and telemetry
-    of all of them as two Arrow tables (buffers emptied). Per-file isolation: a file whose rows cannot be
-    made (an Arrow or conversion error) keeps only its problem rows plus one ``store_error`` problem naming
-    the error; none of its runs, steps or telemetry are stored, and the other files are not touched."""
-    rows: list[Any] = [_guarded(file_rows, p, ref, patterns, now) for p, ref in parses]
-    steps_in = [(p.result.steps.take(), ref.sha) if p.result.steps.buffered() else None for p, ref in parses]
-    telemetry_in = [((p.result.telemetry.take(), ref.sha, ref.source, pat.match_first(patterns, ref.match_path)),
-                     ref.run_id) if p.result.telemetry.buffered() else None for p, ref in parses]
-
-    def build(ok: list[int]) -> tuple[pa.Table, pa.Table]:
-        steps = [s for i in ok if (s := steps_in[i]) is not None]
-        sampled = [t for i in ok if (t := telemetry_in[i]) is not None]
-        return steps_table(steps), telemetry_table([t for t, _ in sampled], [owner for _, owner in sampled])
-
-    kept = [i for i, r in enumerate(rows) if not isinstance(r, _Failed)]
-    try:
-        steps, telemetry = build(kept)
-    except Exception:  # one file's values broke the chunk's tables: find it, keep the others
-        tables = []
-        for i in kept:
-            one = _guarded(build, [i])
-            if isinstance(one, _Failed):
-                rows[i] = one
-            else:
-                tables.append(one)
-        steps = _concat([t[0] for t in tables], steps_table([]))
-        telemetry = _concat([t[1] for t in tables], telemetry_table([], []))
-    out = [r.rows(p, ref, now) if isinstance(r, _Failed) else r for (p, ref), r in zip(parses, rows, strict=True)]
-    for r, sampled in zip(rows, telemetry_in, strict=True):
-        if sampled is not None and sampled[1] is None and not isinstance(r, _Failed):
-            cols, sha, source, tags = sampled[0]
-            pending = links.pending_row(links.span(cols), sha, source, tags, now)
-            r.telemetry_links = [pending] if pending else []
-    return out, steps, telemetry
-
-
-@dataclass
-class _Failed:
-    """A file whose rows could not be made, and why."""
-
-    error: str
-
-    def rows(self, parsed: FileParse, ref: FileRef, now: float) -> FileRows:
-        problems = [*parsed.result.problems,
-                    Problem("store_error", f"this file's rows could not be stored, so none were: {self.error}")]
-        return FileRows(parsed.format, problems=[problem_row(ref.source, ref.sha, parsed.format, p, now) for p in problems])
-
-
-def _guarded(make: Any, *args: Any) -> Any:
-    try:
-        return make(*args)
-    except Exception as e:  # values a parser let through; the file is isolated, never the ingest
-        return _Failed(f"{type(e).__name__}: {e}"[:300])
-
-
-def _concat(tables: list[pa.Table], empty: pa.Table) -> pa.Table:
-    return pa.concat_tables(tables, promote_options="default") if tables else empty
+def failed_rows(parsed: FileParse, ref: FileRef, error: str, now: float) -> FileRows:
+    """The rows of a file whose rows could not be made or written: its problems, and one ``store_error``
+    naming ``error``; none of its runs."""
+    problems = [*parsed.result.problems,
+                Problem("store_error", f"this file's rows could not be stored, so none were: {error}")]
+    return FileRows(parsed.format, problems=[problem_row(ref.source, ref.sha, parsed.format, p, now) for p in problems],
+                    stored=False)
 
 
 def problem_row(source: str, sha: str | None, fmt: str | None, p: Problem, now: float) -> dict[str, Any]:

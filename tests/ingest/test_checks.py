@@ -62,18 +62,18 @@ def test_one_file_whose_rows_cannot_be_made_does_not_take_its_chunk_down(tmp_pat
     """Three files in one parse chunk; making the rows of the second raises (standing in for any Arrow or
     conversion error a parser lets through). It must become one store_error problem with nothing else of
     it stored, and the other two files must be stored whole."""
-    from bench.ingest import rows
+    from bench.ingest import stages
 
     for name, total in (("a.log", b"1248.31"), ("b.log", b"1250.00"), ("c.log", b"1300.50")):
         (tmp_path / name).write_bytes(LOG.replace(TOTAL, b"total images/sec: " + total))
-    real = rows.file_rows
+    real = stages.file_rows
 
     def broken(parsed, ref, patterns, now):  # type: ignore[no-untyped-def]
         if ref.source.endswith("b.log"):
             raise OverflowError("Python int too large to convert to C long")
         return real(parsed, ref, patterns, now)
 
-    monkeypatch.setattr(rows, "file_rows", broken)
+    monkeypatch.setattr(stages, "file_rows", broken)
     monkeypatch.setattr(pool.ParserPool, "CHUNK_BYTES", 1 << 20)  # all three in one chunk
     summary = ingest([str(tmp_path / n) for n in ("a.log", "b.log", "c.log")], tmp_path / "st", workers=0)
     runs = _read(tmp_path / "st", "runs")
@@ -83,6 +83,11 @@ def test_one_file_whose_rows_cannot_be_made_does_not_take_its_chunk_down(tmp_pat
     (err,) = [p for p in _read(tmp_path / "st", "problems") if p["kind"] == "store_error"]
     assert Path(err["source"]).name == "b.log" and "OverflowError" in err["message"]
     assert summary.runs_added == 2 and len(summary.run_ids) == 2
+    # b.log got no sources row: once its rows can be made, the next ingest stores it
+    monkeypatch.setattr(stages, "file_rows", real)
+    again = ingest([str(tmp_path / n) for n in ("a.log", "b.log", "c.log")], tmp_path / "st", workers=0)
+    assert (again.runs_added, again.duplicates_skipped) == (1, 2)
+    assert {r["images_per_sec"] for r in _read(tmp_path / "st", "runs")} == {1248.31, 1250.0, 1300.5}
 
 
 def test_thousands_of_identical_runs_are_stored_once_with_one_problem(tmp_path: Path) -> None:

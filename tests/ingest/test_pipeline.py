@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from logtools import tf_cnn_log, total_of
 
-from bench.ingest import bigfile, items, pool
+from bench.ingest import items, parts, pool, stages
+from bench.ingest import read as read_stage
 from bench.ingest.pipeline import ingest
 from bench.sql.errors import BenchError
 from bench.sql.store import table_files
@@ -203,10 +204,10 @@ def test_bad_input_streamed_as_big_files_gives_the_same_rows(tmp_path: Path, mon
     _bad_inputs(d)
     whole = ingest([str(d)], tmp_path / "whole", workers=0)
     monkeypatch.setattr(registry, "HEAD_CHARS", 512)
-    monkeypatch.setattr(bigfile, "BIG_FILE", 0)
-    monkeypatch.setattr(bigfile, "CHUNK", 333)
-    monkeypatch.setattr(bigfile, "SPILL_ROWS", 1)
-    monkeypatch.setattr(bigfile.PartWriter, "PART_ROWS", 2)
+    monkeypatch.setattr(read_stage, "BIG_FILE", 0)
+    monkeypatch.setattr(read_stage, "CHUNK", 333)
+    monkeypatch.setattr(stages, "SPILL_ROWS", 1)
+    monkeypatch.setattr(parts.Parts, "PART_ROWS", 2)
     streamed = ingest([str(d)], tmp_path / "streamed", workers=0)
     assert (streamed.files_seen, streamed.runs_added, streamed.steps_added) == (whole.files_seen, whole.runs_added,
                                                                                 whole.steps_added) == (7, 4, 10)
@@ -235,11 +236,11 @@ def test_a_slow_hash_holds_at_most_max_backlog_parts_then_the_parse_waits(
 
     from bench.ingest.tables import StepTable
 
-    monkeypatch.setattr(bigfile.PartWriter, "PART_ROWS", 10)
-    monkeypatch.setattr(bigfile.PartWriter, "MAX_BACKLOG", 3)
+    monkeypatch.setattr(parts.Parts, "PART_ROWS", 10)
+    monkeypatch.setattr(parts.Parts, "MAX_BACKLOG", 3)
     hashed: Future[str] = Future()
-    parts = bigfile.PartWriter(str(tmp_path), hashed, "big.log", {}, None)
-    steps = StepTable(spill=lambda cols: parts.add("steps", cols), spill_rows=10)
+    writer = parts.Parts(str(tmp_path), threads=parts.Parts.WRITERS)
+    steps = StepTable(spill=writer.file(hashed, "big.log", {}, None).sink("steps"), spill_rows=10)
 
     def parse() -> None:
         for i in range(50):
@@ -255,9 +256,9 @@ def test_a_slow_hash_holds_at_most_max_backlog_parts_then_the_parse_waits(
         parser.join(timeout=30)
     assert not parser.is_alive()
     try:
-        files = parts.finish()
+        files = writer.finish()
     finally:
-        parts.close()
+        writer.close()
     table = pa.concat_tables([pq.read_table(path) for _, path in files], promote_options="default")
     assert [name for name, _ in files] == ["steps"] * 5
     assert table.column("step").to_pylist() == list(range(1, 51))
@@ -310,8 +311,8 @@ def test_big_files_stream_with_the_same_result(tmp_path: Path, monkeypatch: pyte
     with tarfile.open(tmp_path / "b.tar.gz", "w:gz") as tf:
         tf.add(tmp_path / "a" / "big.log", arcname="m/big2.log")
     (tmp_path / "a" / "big3.log").write_text(text.replace("resnet50", "resnet101"))
-    monkeypatch.setattr(bigfile, "BIG_FILE", 10_000)
-    monkeypatch.setattr(bigfile, "CHUNK", 4096)
+    monkeypatch.setattr(read_stage, "BIG_FILE", 10_000)
+    monkeypatch.setattr(read_stage, "CHUNK", 4096)
     s = ingest([str(tmp_path / "a"), str(tmp_path / "b.tar.gz")], tmp_path / "st", workers=0)
     assert s.duplicates_skipped == 1  # big2.log has big.log's bytes
     runs = read(tmp_path / "st", "runs")
@@ -331,13 +332,13 @@ def test_big_files_parts_wait_for_the_hash(tmp_path: Path, monkeypatch: pytest.M
     import time
 
     if hash_late:
-        hash_file = bigfile._hash_file
+        hash_file = read_stage._hash_file
 
         def slow_hash(item: Any, hashing: Any) -> str:
             time.sleep(0.5)
             return hash_file(item, hashing)
 
-        monkeypatch.setattr(bigfile, "_hash_file", slow_hash)
+        monkeypatch.setattr(read_stage, "_hash_file", slow_hash)
 
     one, two = tf_cnn_log(700, display_every=1, seed=3), tf_cnn_log(700, display_every=1, seed=4)
     (tmp_path / "two-runs.log").write_text(one + two)
@@ -345,10 +346,10 @@ def test_big_files_parts_wait_for_the_hash(tmp_path: Path, monkeypatch: pytest.M
     from bench.ingest import registry
 
     monkeypatch.setattr(registry, "HEAD_CHARS", 4096)  # the rest is read in 4 KiB chunks
-    monkeypatch.setattr(bigfile, "BIG_FILE", 10_000)
-    monkeypatch.setattr(bigfile, "CHUNK", 4096)
-    monkeypatch.setattr(bigfile, "SPILL_ROWS", 100)
-    monkeypatch.setattr(bigfile.PartWriter, "PART_ROWS", 300)
+    monkeypatch.setattr(read_stage, "BIG_FILE", 10_000)
+    monkeypatch.setattr(read_stage, "CHUNK", 4096)
+    monkeypatch.setattr(stages, "SPILL_ROWS", 100)
+    monkeypatch.setattr(parts.Parts, "PART_ROWS", 300)
     s = ingest([str(tmp_path / "two-runs.log"), str(tmp_path / "thermal")], tmp_path / "st", workers=0)
     assert (s.runs_added, s.steps_added, s.telemetry_added) == (2, 1400, 1800)
     runs = read(tmp_path / "st", "runs")
@@ -370,9 +371,9 @@ def test_a_big_duplicate_spills_nothing(tmp_path: Path, monkeypatch: pytest.Monk
     text = tf_cnn_log(2000, display_every=1, seed=3)
     for name in ("a.log", "b.log"):
         (tmp_path / name).write_text(text)
-    monkeypatch.setattr(bigfile, "BIG_FILE", 10_000)
-    monkeypatch.setattr(bigfile, "CHUNK", 4096)
-    monkeypatch.setattr(bigfile, "SPILL_ROWS", 300)
+    monkeypatch.setattr(read_stage, "BIG_FILE", 10_000)
+    monkeypatch.setattr(read_stage, "CHUNK", 4096)
+    monkeypatch.setattr(stages, "SPILL_ROWS", 300)
     s = ingest([str(tmp_path / "a.log"), str(tmp_path / "b.log")], tmp_path / "st", workers=0)
     assert (s.duplicates_skipped, s.runs_added, s.steps_added) == (1, 1, 2000)
     assert len(read(tmp_path / "st", "steps")) == 2000
@@ -497,12 +498,12 @@ def test_a_big_file_whose_part_cannot_be_written_stores_nothing_and_the_ingest_g
     big, small = tmp_path / "big.log", tmp_path / "small.log"
     big.write_text(tf_cnn_log(2000, display_every=1, seed=3))
     small.write_text(tf_cnn_log(10, seed=4))
-    monkeypatch.setattr(bigfile, "BIG_FILE", 10_000)
-    monkeypatch.setattr(bigfile, "CHUNK", 4096)  # small chunks: many spills, several parts
+    monkeypatch.setattr(read_stage, "BIG_FILE", 10_000)
+    monkeypatch.setattr(read_stage, "CHUNK", 4096)  # small chunks: many spills, several parts
     monkeypatch.setattr(registry, "HEAD_CHARS", 4096)
-    monkeypatch.setattr(bigfile, "SPILL_ROWS", 300)
-    monkeypatch.setattr(bigfile.PartWriter, "PART_ROWS", 300)
-    real = bigfile.write_part
+    monkeypatch.setattr(stages, "SPILL_ROWS", 300)
+    monkeypatch.setattr(parts.Parts, "PART_ROWS", 300)
+    real = parts.write_part
     calls = []
 
     def full_disk(table: Any, path: Path, **kw: Any) -> None:
@@ -511,7 +512,7 @@ def test_a_big_file_whose_part_cannot_be_written_stores_nothing_and_the_ingest_g
             raise OSError(28, "No space left on device")
         real(table, path, **kw)
 
-    monkeypatch.setattr(bigfile, "write_part", full_disk)
+    monkeypatch.setattr(parts, "write_part", full_disk)
     s = ingest([str(big), str(small)], tmp_path / "st", workers=0)
     assert s.runs_added == 1 and s.problems_by_kind == {"store_error": 1}
     (run,) = read(tmp_path / "st", "runs")
@@ -520,6 +521,12 @@ def test_a_big_file_whose_part_cannot_be_written_stores_nothing_and_the_ingest_g
     (problem,) = read(tmp_path / "st", "problems")
     assert problem["source"] == str(big) and "No space left on device" in problem["message"]
     assert not list((tmp_path / "st" / "_tmp").glob("**/*.parquet"))
+    # with room on the disk again, the next ingest reads the big file again (no sources row kept it out)
+    monkeypatch.setattr(parts, "write_part", real)
+    again = ingest([str(big), str(small)], tmp_path / "st", workers=0)
+    assert (again.runs_added, again.duplicates_skipped) == (1, 1)
+    steps = [r for r in read(tmp_path / "st", "steps") if r["run_id"] != run["run_id"]]
+    assert len(steps) == big.read_text().count("\timages/sec: ") == 2000
 
 
 def test_a_fifo_or_socket_in_a_walked_directory_is_a_problem_not_a_hang(tmp_path: Path) -> None:

@@ -326,10 +326,10 @@ def test_names_that_are_not_utf8_are_stored_escaped_and_rebuilt(tmp_path: Path, 
     import io
     import tarfile
 
-    from bench.ingest import bigfile
+    from bench.ingest import read as read_stage
 
     if big:
-        monkeypatch.setattr(bigfile, "BIG_FILE", 100)  # every file streamed: its rows written by the part writer
+        monkeypatch.setattr(read_stage, "BIG_FILE", 100)  # every file streamed: its rows written by the part writer
     raw = os.fsencode(tmp_path) + b"/logs\xff"
     os.mkdir(raw)
     with open(raw + b"/run\xe9.log", "w") as fh:

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from logtools import tf_cnn_log, total_of
 
-from bench.ingest import bigfile
+from bench.ingest import read as read_stage
 from bench.ingest.pipeline import ingest
 from bench.ingest.rebuild import rebuild
 from bench.ingest.versions import Hashing
@@ -49,7 +49,7 @@ def test_hashing_takes_the_digest_at_each_length_on_the_way() -> None:
 def test_a_grown_log_supersedes_the_version_ingested_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            big: bool) -> None:
     if big:
-        monkeypatch.setattr(bigfile, "BIG_FILE", 100)
+        monkeypatch.setattr(read_stage, "BIG_FILE", 100)
     log, st = tmp_path / "train.log", tmp_path / "st"
     log.write_text(PART)
     ingest([str(log)], st, workers=0)
