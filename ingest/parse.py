@@ -48,15 +48,8 @@ def parse_bytes(
     ascii_only = data.isascii()  # then bytes are characters: no need to decode the whole file up front
     text, problems = (data[: registry.HEAD_CHARS].decode("ascii"), []) if ascii_only else decode(data)
     result.problems.extend(problems)
-    module = forced or registry.detect(text[: registry.HEAD_CHARS], result.problems)
-    if module is None and len(data) > registry.HEAD_CHARS:
-        module = registry.detect_beyond_head(data)
-    if module is None and pat.match_first(pat.SYSTEMS_TREE, source):
-        module = registry.load("mlperf_system")  # a results repository's systems/<name>.json, however broken
-    elif module is None and pat.match_first(pat.SCALING_TREE, source):
-        module = registry.load("mlperf_scaling")  # and a result set's scaling.json
+    module = detect(text, source=source, forced=forced, problems=result.problems, whole=data)
     if module is None:
-        result.problems.append(Problem("unrecognized_format", UNRECOGNIZED))
         return FileParse(None, result)
     fast = registry.chunk_parser(module)
     if fast is not None:
@@ -75,6 +68,24 @@ def parse_bytes(
             Problem("truncated", "the file ends without a final newline (cut mid-line?)", n_lines + 1, last)
         )
     return FileParse(module.NAME, result)
+
+
+def detect(head: str, *, source: str, forced: registry.FormatModule | None, problems: list[Problem],
+           whole: bytes | None = None) -> registry.FormatModule | None:
+    """The detect stage, for a held file and a streamed one alike: the forced ``--format``, else the first
+    format whose ``sniff`` accepts the first ``HEAD_CHARS`` of ``head``, else (a held file, ``whole``) one
+    whose marker is further in, else what the file's place in an MLPerf results tree says it is. None, with
+    an ``unrecognized_format`` problem, when nothing matched."""
+    module = forced or registry.detect(head[: registry.HEAD_CHARS], problems)
+    if module is None and whole is not None and len(whole) > registry.HEAD_CHARS:
+        module = registry.detect_beyond_head(whole)
+    if module is None and pat.match_first(pat.SYSTEMS_TREE, source):
+        module = registry.load("mlperf_system")  # a results repository's systems/<name>.json, however broken
+    elif module is None and pat.match_first(pat.SCALING_TREE, source):
+        module = registry.load("mlperf_scaling")  # and a result set's scaling.json
+    if module is None:
+        problems.append(Problem("unrecognized_format", UNRECOGNIZED))
+    return module
 
 
 def _whole_fast(module: registry.FormatModule, data: bytes, result: ParseResult) -> bool:
@@ -241,9 +252,8 @@ def parse_stream(
     if is_binary(head[:8192]):
         result.problems.append(Problem("binary", "control bytes in the first 8 KiB: not a text log"))
         return FileParse(None, result)
-    module = forced or registry.detect(head.decode("utf-8", errors="replace")[: registry.HEAD_CHARS], result.problems)
+    module = detect(head.decode("utf-8", errors="replace"), source=source, forced=forced, problems=result.problems)
     if module is None:
-        result.problems.append(Problem("unrecognized_format", UNRECOGNIZED))
         return FileParse(None, result)
     tail: list[bytes] = []  # the bytes after the last line end so far (a cut last line), up to MAX_LINE_BYTES
     tail_bytes = 0
