@@ -296,7 +296,7 @@ class ColumnBuffer:
             self._reset()
             self.total_rows -= n
             self._add_block(n, checked)
-        self._clean = n
+        self._clean = self._n
 
     def _consolidated(self) -> dict[str, Any]:
         """The buffered rows as one dict of columns, kept as the only block (so reading rows one by one

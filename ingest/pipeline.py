@@ -13,9 +13,7 @@ that a reader sees all of the ingest or none of it.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import posixpath
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -24,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.ingest import patterns as pat
-from bench.ingest import read, registry, rundir, runjson
+from bench.ingest import read, registry
+from bench.ingest.identity import Identities, meaning, text
 from bench.ingest.items import DEFAULT_LIMITS, READ_ERRORS, Item, Limits
 from bench.ingest.memory import give_back, tuned
 from bench.ingest.parts import Parts
@@ -33,11 +32,9 @@ from bench.ingest.records import Problem
 from bench.ingest.rows import FileRows, problem_row
 from bench.ingest.sources import is_archive, iter_items
 from bench.ingest.stages import parse_files
-from bench.ingest.table_rows import run_id
-from bench.ingest.versions import Hashing, Place, Versions
+from bench.ingest.versions import Hashing, Place
 from bench.sql.compact import maybe_compact
 from bench.sql.errors import BenchError
-from bench.sql.names import storable
 from bench.sql.store import Batch, StoreWriter
 
 BATCH_SOURCES = 2000  # commit every this many new sources, so a long ingest keeps its progress
@@ -95,17 +92,12 @@ class IngestSummary:
 class _Context:
     writer: StoreWriter
     batch: Batch
-    known: dict[str, Place]  # source_sha256 -> where that source was first read
+    ids: Identities | None  # None once the read stage is over
     fmt: str | None
     patterns: list[pat.PathPattern]
     summary: IngestSummary
     counters: dict[str, Counter[str]]
     pattern_texts: list[str]
-    #: (archive, folder) -> run_id of the bench run directory log read from that archive folder
-    archive_runs: dict[tuple[str, str], str] = field(default_factory=dict)
-    #: every version of each file place, in the store and added by this ingest
-    versions: Versions = field(default_factory=Versions)
-    resolved: dict[str, str] = field(default_factory=dict)  # path -> its absolute path, as stored
 
 
 def ingest(
@@ -125,8 +117,8 @@ def ingest(
 
     ``workers`` parser processes (default: one per core, started once more than ``ParserPool.INLINE_BYTES``
     are queued, or at once for an archive larger than that; 0 parses in this process). The main process
-    reads, hashes, parses large files and commits batches; small files are parsed in the workers, which
-    write their steps and telemetry part files themselves; results are recorded in file order.
+    reads and hashes, takes streamed files through the stages and commits batches; held files go through
+    them in the workers, which write their part files themselves; results are recorded in file order.
     ``skip_globs``: files found under a directory or in an archive whose path or name matches one of
     these shell patterns are not read. ``limits``: how far an archive member may expand before it is
     stopped as a decompression bomb (its read_error problem says so). ``earlier``: sources rows of versions
@@ -145,13 +137,9 @@ def ingest(
         parsers.scratch = str(writer.scratch())
         if _archive_bytes(paths) > ParserPool.INLINE_BYTES:
             parsers.start()  # a big archive's first chunks go to the workers too
-        known = writer.known_sources()
-        first = {row["source_sha256"]: (row["resolved_path"], row["member"]) for row in known}
-        first.update(dict.fromkeys(writer.known_duplicates(), ("", None)))
-        ctx = _Context(writer, writer.new_batch(), first, fmt, compiled, summary,
-                       {"problems": Counter(), "status": Counter(), "format": Counter()}, list(path_patterns),
-                       versions=Versions.from_sources([*earlier, *known]))
-        del known
+        ids = Identities(writer.known_sources(), writer.known_duplicates(), list(earlier))
+        ctx = _Context(writer, writer.new_batch(), ids, fmt, compiled, summary,
+                       {"problems": Counter(), "status": Counter(), "format": Counter()}, list(path_patterns))
         for item in iter_items(paths, exclude=str(store), skip_globs=tuple(skip_globs), limits=limits):
             job = _read_item(item, ctx)
             if job is not None:
@@ -162,10 +150,11 @@ def ingest(
             _finish(*chunk, ctx, progress)
         if ctx.batch.n_sources or ctx.batch.rows["problems"]:
             ctx.summary.runs_files.extend(map(str, ctx.batch.commit()))
-        # what the parse kept per file is not needed by the commit: freed, and given back, before the link
-        # step and a compaction allocate (a 200,000-member archive's ingest peaked there)
-        ctx.known.clear()
-        ctx.versions, ctx.resolved, ctx.archive_runs = Versions(), {}, {}
+        # what the read stage kept per file is not needed by the commit: freed, and given back, before the
+        # link step and a compaction allocate (a 200,000-member archive's ingest peaked there)
+        summary.duplicates_skipped = ids.skipped
+        ctx.ids = None
+        del ids
         give_back()
         writer.link_telemetry()  # telemetry files to the runs they were sampled for
         if writer.sources or writer.checksums:
@@ -184,16 +173,18 @@ def _archive_bytes(paths: list[str]) -> int:
 
 
 def _read_item(item: Item, ctx: _Context) -> Job | None:
-    """The read stage: read and hash one item. Returns the parse job of a new held file; a streamed one
-    goes through the other stages here (``_stream``), and a file not to be parsed is dealt with here."""
+    """The read stage: read and hash one item, and settle its identity (``identity``). Returns the parse
+    job of a new held file; a streamed one goes through the other stages here (``_stream``)."""
     ctx.summary.files_seen += 1
+    ids = ctx.ids
+    assert ids is not None
     if item.reader is None:
         _problem_only(ctx, item, Problem("read_error", item.error or "unreadable"))
         return None
-    where = _place(item, ctx)
-    hashing = Hashing(ctx.versions.sizes(where))
+    where = ids.place(item)
+    hashing = ids.hashing(where)
     if item.size > read.BIG_FILE:
-        _stream(item, where, hashing, ctx)
+        _stream(item, where, hashing, ids, ctx)
         return None
     try:
         data = read.read_held(item, hashing)
@@ -201,104 +192,40 @@ def _read_item(item: Item, ctx: _Context) -> Job | None:
         _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
         return None
     ctx.summary.bytes_read += len(data)
-    sha = _identify(item, hashing.finish(item.sidecar, _meaning(item)), where, ctx)
+    sha = ids.identify(item, hashing.finish(item.sidecar, meaning(item)), where)
+    _copies(ids, ctx)
     if sha is None:
         return None
-    return Job(item, sha, data, _owner(item, ctx), *_new_version(where, len(data), hashing, sha, ctx))
+    return Job(item, sha, data, ids.owner(item), *ids.new_version(where, len(data), hashing, sha))
 
 
-def _stream(item: Item, where: Place, hashing: Hashing, ctx: _Context) -> None:
+def _stream(item: Item, where: Place, hashing: Hashing, ids: Identities, ctx: _Context) -> None:
     """A file over ``read.BIG_FILE``, never held: the same stages as a held file's (``stages.parse_files``),
     run here, hashed on a thread while it is parsed, its part files written on threads."""
     ctx.summary.bytes_read += item.size
-    owner = _owner(item, ctx)
+    owner = ids.owner(item)
     try:
         with (Parts(str(ctx.writer.scratch()), threads=Parts.WRITERS) as parts,  # closed last: its writes wait
-              read.Streamed(item, hashing, _meaning(item), lambda sha: _identify(item, sha, where, ctx)) as streamed):
+              read.Streamed(item, hashing, meaning(item), lambda sha: ids.identify(item, sha, where)) as streamed):
             (rows,), files = parse_files([(streamed, file_ref(item, "", owner))], ctx.fmt, ctx.patterns, parts)
     except READ_ERRORS as e:
         _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
         return
+    finally:
+        _copies(ids, ctx)
     if rows is None:  # in the store already
         return
     for name, path in files:
         ctx.batch.adopt(name, path)
     sha = streamed.identity.result()
-    _record(item, sha, item.size, rows, ctx, *_new_version(where, item.size, hashing, sha, ctx))
+    _record(item, sha, item.size, rows, ctx, *ids.new_version(where, item.size, hashing, sha))
 
 
-def _meaning(item: Item) -> bytes | None:
-    """What a file means besides its bytes, hashed into its identity: an MLPerf JSON means what its place
-    says, a machine's metadata describes its folder, by name."""
-    if item.match_path.endswith(".json"):
-        found = pat.match_first([*pat.SCALING_TREE, *pat.SYSTEMS_TREE], item.match_path)
-        return repr(sorted(found.items())).encode() if found else b""
-    if item.match_path.rsplit("/", 1)[-1] == "metadata":
-        return b"folder " + item.match_path.rsplit("/", 2)[-2].encode() if "/" in item.match_path else b""
-    return None
-
-
-def _identify(item: Item, sha: str, where: Place, ctx: _Context) -> str | None:
-    """The identity a file whose hash is ``sha`` is stored under, or None when it is not stored again."""
-    _note_run_dir(item, sha, ctx)  # a bench run directory: output.log + run.json is one source
-    first = ctx.known.get(sha)
-    if first is not None and first != where:  # the same bytes elsewhere: a copy, not this file read again
-        return _copy(item, sha, first, where, ctx)
-    return None if _is_duplicate(sha, ctx, where) else sha
-
-
-def _copy(item: Item, sha: str, first: Place, where: Place, ctx: _Context) -> str | None:
-    """A file whose bytes were stored from another place. Its identity here is (content, place), so ingesting
-    the same folder again finds it known. An MLPerf result file means what its place in the results tree
-    says (the summarizer scores every system folder), so it is stored again under that identity, with a
-    ``warning``; any other copy is skipped, counted and listed (a ``duplicate`` problem: the view
-    ``duplicates``). Returns the identity to store the file under, or None when it is skipped."""
-    here = hashlib.sha256(f"{sha}\0{where[0]}\0{where[1] or ''}".encode()).hexdigest()
-    if _is_duplicate(here, ctx, where):
-        return None
-    origin = first[0] + (f"!{first[1]}" if first[1] else "")
-    if pat.match_first(pat.RESULTS_TREE, item.match_path):
-        _problem_only(ctx, item, Problem(
-            "warning", f"byte-identical to {origin}: two systems' results are the same bytes; both are scored"), here)
-        return here
-    ctx.summary.duplicates_skipped += 1
-    _problem_only(ctx, item, Problem("duplicate", f"the same bytes as {origin}, stored from there; skipped"), here)
-    return None
-
-
-def _place(item: Item, ctx: _Context) -> Place:
-    """Where a file lives, as its sources row says: the absolute path of the file or archive (worked out
-    once per path: an archive's members share it), and the member."""
-    path = item.archive or item.source
-    resolved = ctx.resolved.get(path)
-    if resolved is None:
-        resolved = ctx.resolved[path] = storable(os.path.abspath(path))
-    return resolved, _text(item.member)
-
-
-def _new_version(where: Place, size: int, hashing: Hashing, sha: str, ctx: _Context) -> tuple[str | None, str | None]:
-    """Record a new file's version; (its content_sha256 when that differs from its sha, the source_sha256
-    of the earlier version of its place that it extends)."""
-    supersedes = ctx.versions.superseded(where, hashing, sha)
-    ctx.versions.add(where, size, hashing.content_sha256, sha)
-    return (hashing.content_sha256 if hashing.content_sha256 != sha else None), supersedes
-
-
-def _note_run_dir(item: Item, sha: str, ctx: _Context) -> None:
-    """Remember the run of a run directory's log read from an archive, for its telemetry.csv (which
-    ``pairing.pair_members`` passes on after the log)."""
-    if item.sidecar is not None and item.archive is not None:
-        ctx.archive_runs[(item.archive, posixpath.dirname(item.member or ""))] = run_id(sha, 0)
-
-
-def _owner(item: Item, ctx: _Context) -> str | None:
-    """The run_id of the run a run directory's telemetry.csv was sampled for (None for other files): from
-    the log beside it on disk, or from the log already read from the same archive folder."""
-    if posixpath.basename(item.match_path) != runjson.TELEMETRY_CSV:
-        return None
-    if item.archive is None:
-        return rundir.telemetry_run_id(item.source)
-    return ctx.archive_runs.get((item.archive, posixpath.dirname(item.member or "")))
+def _copies(ids: Identities, ctx: _Context) -> None:
+    """The problem rows of the copies the read stage found."""
+    for item, problem, sha in ids.problems:
+        _problem_only(ctx, item, problem, sha)
+    ids.problems.clear()
 
 
 def _finish(
@@ -317,18 +244,11 @@ def _finish(
         ctx.batch = ctx.writer.new_batch()
 
 
-def _is_duplicate(sha: str, ctx: _Context, where: Place = ("", None)) -> bool:
-    if sha in ctx.known:
-        ctx.summary.duplicates_skipped += 1
-        return True
-    ctx.known[sha] = where
-    return False
-
-
 def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context, content: str | None = None,
             supersedes: str | None = None) -> None:
     """Add one file's rows and its sources row to the current batch, and count them."""
-    batch, now, where = ctx.batch, time.time(), _place(item, ctx)
+    assert ctx.ids is not None
+    batch, now, where = ctx.batch, time.time(), ctx.ids.place(item)
     batch.rows["runs"].extend(file.runs)
     batch.rows["problems"].extend(file.problems)
     batch.rows["systems"].extend(file.systems)
@@ -347,7 +267,7 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context, cont
         return
     batch.rows["sources"].append(
         {"source": item.name, "source_sha256": sha, "content_sha256": content, "supersedes": supersedes,
-         "size_bytes": size, "archive": _text(item.archive), "member": _text(item.member), "resolved_path": where[0],
+         "size_bytes": size, "archive": text(item.archive), "member": text(item.member), "resolved_path": where[0],
          "format": file.format, "forced_format": ctx.fmt is not None, "path_patterns": ctx.pattern_texts,
          "n_runs": len(file.runs), "n_steps": file.n_steps, "n_problems": len(file.problems),
          "ingested_at": round(now * 1e6)}
@@ -367,7 +287,3 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context, cont
 def _problem_only(ctx: _Context, item: Item, p: Problem, sha: str | None = None) -> None:
     ctx.batch.rows["problems"].append(problem_row(item.name, sha, None, p, time.time()))
     ctx.counters["problems"][p.kind] += 1
-
-
-def _text(name: str | None) -> str | None:
-    return None if name is None else storable(name)

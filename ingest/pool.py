@@ -1,4 +1,5 @@
-"""Small files parsed in worker processes, handed back in the order they were read.
+"""Held files taken through the stages in chunks, in worker processes once the ingest is large; handed back in
+the order they were read.
 
 ``ParserPool`` groups held files into chunks of about ``CHUNK_BYTES`` and takes a chunk through the stages
 (``stages.parse_files``: detect, parse, buffer, write): in this process while the ingest is small, in
@@ -27,7 +28,7 @@ from bench.ingest.stages import parse_files
 
 @dataclass
 class Job:
-    """A small file read and hashed, waiting to be parsed."""
+    """A held file read and hashed, waiting for the other stages."""
 
     item: Item
     sha: str
@@ -85,7 +86,7 @@ def _exit_with_ingest(ingest_pid: int) -> None:
 
 
 class ParserPool:
-    """Parses small files in worker processes, handing results back in submission order.
+    """Takes held files through the stages in worker processes, handing results back in submission order.
 
     Jobs are grouped into chunks of about ``CHUNK_BYTES`` to amortise inter-process overhead, and at
     most ``MAX_PENDING`` chunks are in flight, so memory stays bounded whatever the input size.

@@ -488,6 +488,28 @@ def test_a_decompression_bomb_member_is_stopped_and_the_next_member_is_read(tmp_
     assert s.problems_by_kind == {"unrecognized_format": 1} and s.runs_added == 1
 
 
+def test_a_chunk_whose_part_cannot_be_written_is_problems_and_is_read_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held files share their chunk's part file. When it cannot be written (a full disk), each of the
+    chunk's files with rows in it is one store_error problem and none of their rows are stored; the ingest
+    goes on, and no sources row keeps them out of the next ingest, which stores them."""
+    for i in range(3):
+        (tmp_path / f"r{i}.log").write_text(tf_cnn_log(10, display_every=1, seed=i))  # 10 step lines each
+    real = parts.write_part
+
+    def full_disk(table: Any, path: Path, **kw: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(parts, "write_part", full_disk)
+    s = ingest([str(tmp_path)], tmp_path / "st", workers=0)
+    assert (s.runs_added, s.problems_by_kind) == (0, {"store_error": 3})
+    assert read(tmp_path / "st", "runs") == [] and read(tmp_path / "st", "steps") == []
+    monkeypatch.setattr(parts, "write_part", real)
+    again = ingest([str(tmp_path)], tmp_path / "st", workers=0)
+    assert (again.runs_added, again.steps_added, again.duplicates_skipped) == (3, 30, 0)
+    assert len(read(tmp_path / "st", "steps")) == 30
+
+
 def test_a_big_file_whose_part_cannot_be_written_stores_nothing_and_the_ingest_goes_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from bench.ingest import registry
