@@ -70,8 +70,9 @@ class Identities:
         """A hash of a file at ``where`` that also takes the digests at its earlier versions' lengths."""
         return Hashing(self._versions.sizes(where))
 
-    def identify(self, item: Item, sha: str, where: Place) -> str | None:
-        """The identity a file whose hash is ``sha`` is stored under, or None when it is not stored again."""
+    def identify(self, item: Item, where: Place, sha: str) -> str | None:
+        """The identity a file at ``where`` whose hash is ``sha`` is stored under, or None when it is not
+        stored again."""
         if item.sidecar is not None and item.archive is not None:  # for the run directory's telemetry.csv
             self._archive_runs[(item.archive, posixpath.dirname(item.member or ""))] = run_id(sha, 0)
         first = self._first.get(sha)

@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -187,12 +188,12 @@ def _read_item(item: Item, ctx: _Context) -> Job | None:
         _stream(item, where, hashing, ids, ctx)
         return None
     try:
-        data = read.read_held(item, hashing)
+        data, hashed = read.read_held(item, hashing, meaning(item))
     except READ_ERRORS as e:
         _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
         return None
     ctx.summary.bytes_read += len(data)
-    sha = ids.identify(item, hashing.finish(item.sidecar, meaning(item)), where)
+    sha = ids.identify(item, where, hashed)
     _copies(ids, ctx)
     if sha is None:
         return None
@@ -206,7 +207,7 @@ def _stream(item: Item, where: Place, hashing: Hashing, ids: Identities, ctx: _C
     owner = ids.owner(item)
     try:
         with (Parts(str(ctx.writer.scratch()), threads=Parts.WRITERS) as parts,  # closed last: its writes wait
-              read.Streamed(item, hashing, meaning(item), lambda sha: ids.identify(item, sha, where)) as streamed):
+              read.Streamed(item, hashing, meaning(item), partial(ids.identify, item, where)) as streamed):
             (rows,), files = parse_files([(streamed, file_ref(item, "", owner))], ctx.fmt, ctx.patterns, parts)
     except READ_ERRORS as e:
         _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))

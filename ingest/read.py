@@ -23,12 +23,13 @@ CHUNK = 8 * 1024 * 1024
 _HASH_BLOCK = 1024 * 1024  # small enough that what read() copied is still in cache when SHA-256 reads it
 
 
-def read_held(item: Item, hashing: Hashing) -> bytes:
-    """A small file's bytes, fed through ``hashing`` (its identity is ``hashing.finish``)."""
+def read_held(item: Item, hashing: Hashing, extra: bytes | None = None) -> tuple[bytes, str]:
+    """A small file's bytes, and its hash: of the bytes fed through ``hashing``, then of its run.json
+    sidecar and ``extra``."""
     assert item.reader is not None
     data = item.reader.read()
     hashing.update(data)
-    return data
+    return data, hashing.finish(item.sidecar, extra)
 
 
 class Streamed:
