@@ -1,7 +1,7 @@
 """The write stage: step and telemetry rows of one or more files -> part files in the store's scratch folder.
 
 Every file's rows reach the store through ``Parts``. A parser's column buffers hand their rows to it
-(``PartFile.sink``): a held file's at the end of its parse, a streamed file's every ``stages.SPILL_ROWS``
+(``Parts.sink``): a held file's at the end of its parse, a streamed file's every ``stages.SPILL_ROWS``
 rows too. Every ``PART_ROWS`` rows of a table, and at ``finish``, they are converted to the store's schema
 (``table_rows``) and written as one part file. A file's run ids are made of its SHA-256, so a write
 first waits for that (``PartFile.sha``): a streamed file is hashed on a thread while it is parsed.
@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +52,6 @@ class PartFile:
     span: links.Span | None = None
     #: Why its rows could not be written; None while they can.
     error: str | None = None
-    parts: Parts | None = field(default=None, repr=False)
-
-    def sink(self, table: str) -> Callable[[dict[str, Any]], None]:
-        """Where a column buffer of ``table`` hands its rows (``ColumnBuffer(spill=...)``)."""
-        assert self.parts is not None
-        return lambda cols: self.parts.add(self, table, cols)  # type: ignore[union-attr]
 
 
 class Parts:
@@ -89,9 +83,13 @@ class Parts:
     def file(self, sha: Future[str], source: str, tags: dict[str, str], owner: str | None,
              resolve: Callable[[], object] | None = None) -> PartFile:
         """A file whose rows will be added."""
-        one = PartFile(sha, source, tags, owner, resolve, parts=self)
+        one = PartFile(sha, source, tags, owner, resolve)
         self._files.append(one)
         return one
+
+    def sink(self, file: PartFile, table: str) -> Callable[[dict[str, Any]], None]:
+        """Where a column buffer of ``file``'s ``table`` hands its rows (``ColumnBuffer(spill=...)``)."""
+        return lambda cols: self.add(file, table, cols)
 
     def add(self, file: PartFile, table: str, cols: dict[str, Any]) -> None:
         """Take rows of ``table`` from ``file``; write a part once there are ``PART_ROWS``. Never raises into

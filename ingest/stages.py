@@ -31,7 +31,6 @@ from bench.ingest.tables import StepTable, TelemetryTable
 #: What ``parse_files`` is given of one file: its bytes (held) or its stream. A streamed file's
 #: ``FileRef.sha`` is set once its hash is known (``Streamed.resolve``).
 Content = bytes | Streamed
-SKIPPED = "in the store already"
 SPILL_ROWS = 500_000  # a streamed file's step / telemetry rows are handed on every this many rows
 
 
@@ -42,24 +41,24 @@ def parse_files(files: Sequence[tuple[Content, FileRef]], fmt: str | None, patte
     a file's bad values: a file whose rows cannot be made or written keeps only its problem rows plus a
     ``store_error`` problem naming the error, and the other files are not touched."""
     now = time.time()
-    done: list[tuple[FileParse, FileRef, PartFile, FileRows | None]] = []
+    done: list[tuple[FileParse, FileRef, PartFile, FileRows | None, bool]] = []  # ..., skipped
     for content, ref in files:
         streamed = content if isinstance(content, Streamed) else None
         sha = streamed.identity if streamed else _known(ref.sha)
         tags = pat.match_first(patterns, ref.match_path)
         target = parts.file(sha, ref.source, tags, ref.run_id, streamed.resolve if streamed else None)
         spill_rows = SPILL_ROWS if streamed else sys.maxsize  # a held file's rows stay in reach of the checks
-        result = ParseResult(steps=StepTable(spill=target.sink("steps"), spill_rows=spill_rows),
-                             telemetry=TelemetryTable(spill=target.sink("telemetry"), spill_rows=spill_rows))
+        result = ParseResult(steps=StepTable(spill=parts.sink(target, "steps"), spill_rows=spill_rows),
+                             telemetry=TelemetryTable(spill=parts.sink(target, "telemetry"), spill_rows=spill_rows))
         if streamed is None:
             assert isinstance(content, bytes)
             parsed = parse_bytes(content, source=ref.source, fmt=fmt, result=result)
         else:
             with streamed.open() as chunks:
                 parsed = parse_stream(streamed.head, chunks, source=ref.source, fmt=fmt, result=result)
-            if streamed.resolve() is None:
-                target.error = SKIPPED  # its rows are not written
-                done.append((parsed, ref, target, None))
+            if streamed.resolve() is None:  # in the store already
+                target.error = "in the store already"  # its rows are not written
+                done.append((parsed, ref, target, None, True))
                 continue
             ref = dataclasses.replace(ref, sha=sha.result())
         try:
@@ -69,11 +68,11 @@ def parse_files(files: Sequence[tuple[Content, FileRef]], fmt: str | None, patte
             rows = None
         result.steps.flush()
         result.telemetry.flush()
-        done.append((parsed, ref, target, rows))
+        done.append((parsed, ref, target, rows, False))
     written = parts.finish()
     out: list[FileRows | None] = []
-    for parsed, ref, target, rows in done:
-        if target.error is SKIPPED:
+    for parsed, ref, target, rows, skipped in done:
+        if skipped:
             out.append(None)
         elif rows is None or target.error is not None:
             out.append(failed_rows(parsed, ref, target.error or "", now))

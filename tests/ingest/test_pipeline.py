@@ -240,7 +240,7 @@ def test_a_slow_hash_holds_at_most_max_backlog_parts_then_the_parse_waits(
     monkeypatch.setattr(parts.Parts, "MAX_BACKLOG", 3)
     hashed: Future[str] = Future()
     writer = parts.Parts(str(tmp_path), threads=parts.Parts.WRITERS)
-    steps = StepTable(spill=writer.file(hashed, "big.log", {}, None).sink("steps"), spill_rows=10)
+    steps = StepTable(spill=writer.sink(writer.file(hashed, "big.log", {}, None), "steps"), spill_rows=10)
 
     def parse() -> None:
         for i in range(50):
