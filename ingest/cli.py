@@ -27,6 +27,8 @@ def ingest_command(
     list_formats: Annotated[bool, typer.Option("--list-formats", help="List the formats and exit")] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Re-parse every source recorded in the store")] = False,
     check: Annotated[bool, typer.Option("--check", help="Verify the store's files and say what is wrong")] = False,
+    accept_loss: Annotated[bool, typer.Option(
+        "--accept-loss", help="--rebuild: keep what can be restored even when that is fewer runs than the store held")] = False,
     compact: Annotated[bool, typer.Option("--compact", help="Merge each table's files (Delta OPTIMIZE) and delete replaced ones (VACUUM); an ingest does it past 32 files in a table")] = False,
     max_expansion: Annotated[float, typer.Option(
         "--max-expansion", min=1.0,
@@ -77,7 +79,7 @@ def ingest_command(
     if rebuild:
         from bench.ingest.rebuild import rebuild as do_rebuild
 
-        summary = do_rebuild(root, on_wait=_waiting)
+        summary = do_rebuild(root, on_wait=_waiting, accept_loss=accept_loss)
     else:
         if not paths:
             raise typer.BadParameter("give at least one PATH (or --rebuild / --list-formats)")
@@ -101,6 +103,8 @@ def ingest_command(
                    f"{', '.join(summary.rolled_back)}", err=True)
     for line in summary.set_aside:
         typer.echo(f"store {root}: {line}, and made again from the recorded sources", err=True)
+    if summary.recovered:
+        typer.echo(f"store {root}: {summary.recovered}", err=True)
     for source in summary.lost:
         typer.echo(f"not restored: {source}: its file cannot be read and the store holds no readable rows of it",
                    err=True)

@@ -70,6 +70,8 @@ class IngestSummary:
     #: neither parse again nor carry over (their rows are gone).
     set_aside: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
+    #: ``--rebuild`` only: how a damaged or lost commits table was made again (bench.sql.recover), or None.
+    recovered: str | None = None
     runs_by_status: dict[str, int] = field(default_factory=dict)
     runs_by_format: dict[str, int] = field(default_factory=dict)
     #: Files that compaction after the ingest merged (bench.sql.compact); 0 when it did not run.

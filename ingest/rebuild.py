@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -58,18 +59,25 @@ def _original(row: dict[str, Any]) -> str:
     return str(given)
 
 
-def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None) -> IngestSummary:
+def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None, accept_loss: bool = False) -> IngestSummary:
     """Re-ingest every recorded source into a fresh generation (a store under ``_tmp``), in one ingest per
     set of options (usually one), and publish it as one commit that overwrites every table. Sources are
     those of the sources table and those each ``commits`` row recorded, so a rebuild restores runs whatever
-    table was damaged, the sources table included. Rows of sources whose files cannot be read any more
-    are carried over from the readable files; a source neither parsed again nor carried over is named."""
+    table was damaged, the sources table included (a damaged commits table is recovered first:
+    bench.sql.recover). Rows of sources whose files cannot be read any more are carried over from the
+    readable files; a source neither parsed again nor carried over is named. A rebuild that would leave
+    fewer runs than the store's runs table holds (its Delta log's row counts, damaged files included)
+    replaces nothing and raises BenchError naming what it cannot restore, unless ``accept_loss``."""
     if not (root / "STORE.json").exists():
         raise BenchError(f"{root} is not a bench store; nothing to rebuild")
     total = IngestSummary(store=str(root))
     with StoreWriter(root, wait_message=on_wait, repair=True) as writer:
-        total.rolled_back, total.set_aside = writer.rolled_back, writer.set_aside
+        total.rolled_back, total.set_aside, total.recovered = writer.rolled_back, writer.set_aside, writer.recovered
         state = health.readable(root)
+        held = sum(f.rows or 0 for f in delta.files(root, "runs", writer.start))
+        for table, replayed in writer.aside.items():  # a table whose log was unreadable: what it held
+            state.files[table] = _intact(replayed, root)
+            held += sum(f.rows or 0 for f in replayed.files) if table == "runs" else 0
         earlier = _recorded_sources(root, state)  # also what supersedes is found against
         new = root / "_tmp" / "rebuild"
         for (fmt, patterns), paths in _passes(_plans(earlier)).items():
@@ -77,15 +85,61 @@ def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None) -> IngestS
         files = {t: table_files(new, t) if (new / "STORE.json").exists() else [] for t in TABLES}
         have = {r["source_sha256"] for f in files["sources"] for r in pq.read_table(f, columns=["source_sha256"]).to_pylist()}
         carried = _carry_over(state, have, root / "_tmp")
-        for table in TABLES:
-            writer.add(table, files[table] + carried.get(table, []), overwrite=True)
-        now = [r for f in writer.files("sources") for r in pq.read_table(f.path).to_pylist()]
-        writer.sources = [delta.sources_json(now)]
+        files = {t: files[t] + carried.get(t, []) for t in TABLES}
+        now = [r for f in files["sources"] for r in pq.read_table(f).to_pylist()]
         lost = {r["source_sha256"]: r["source"] for r in earlier if r.get("source_sha256")}
-        total.lost = sorted(src for sha, src in lost.items() if sha not in {s["source_sha256"] for s in now})
+        runs_of = Counter(v for f in files["runs"] for v in pq.read_table(f, columns=["source_sha256"]).column(0).to_pylist())
+        short = {s["source_sha256"]: s["source"] for s in now if (s.get("n_runs") or 0) > runs_of[s["source_sha256"]]}
+        total.lost = sorted({src for sha, src in lost.items() if sha not in {s["source_sha256"] for s in now}}
+                            | set(short.values()))
+        runs = runs_of.total()
+        if runs < held and not accept_loss:
+            raise BenchError(_refusal(root, held, runs, total.lost, writer.recovered))
+        if short:  # forgotten, so that ingesting the log again (found, or put back) stores its runs
+            now = [s for s in now if s["source_sha256"] not in short]
+            files["sources"] = [root / "_tmp" / f"sources-kept-{uuid.uuid4().hex[:8]}.parquet"]
+            write_part(pa.Table.from_pylist(now, schema=TABLES["sources"]), files["sources"][0], sync=True)
+        for table in TABLES:
+            writer.add(table, files[table], overwrite=True)
+        writer.sources = [delta.sources_json(now)]
         writer.publish("rebuild")
     total.store = str(root)
     return total
+
+
+def _refusal(root: Path, held: int, runs: int, lost: list[str], recovered: str | None) -> str:
+    what = f"; not restored: {', '.join(lost[:10])}{' and more' if len(lost) > 10 else ''}" if lost else ""
+    done = f" ({recovered}, and committed: queries read the store as its tables hold it)" if recovered else ""
+    return (f"--rebuild would leave {runs} runs where the store holds {held}{what}: nothing was replaced{done}. "
+            f"Put the missing logs back where they were ingested from and run it again, or run "
+            f"`bench ingest --rebuild --accept-loss --store {root}` to keep only what can be restored")
+
+
+def _intact(replayed: delta.Replayed, root: Path) -> list[Path]:
+    """The files of a set-aside table (``StoreWriter.aside``) that hold its rows: those its log's replay
+    lists, there with their committed size and, where a commit recorded it, their SHA-256. When the replay
+    is incomplete (a commit lost or cut), also the folder's files whose SHA-256 a commit recorded, unless
+    the table ever had files removed (a compaction's inputs stay on disk and would count twice): then none."""
+    try:
+        recorded = {k: v for row in delta.commit_rows(root, ["checksums"]) for k, v in row["checksums"] or []}
+    except Exception:  # a damaged commits table: sizes are all there is to go by
+        recorded = {}
+    if (not replayed.complete and replayed.removes) or not replayed.files:
+        return []
+    table = replayed.files[0].table
+    files = {f.path: f.size for f in replayed.files}
+    if not replayed.complete and replayed.files:
+        folder = replayed.files[0].path.parent
+        files.update({folder / k.split("/", 1)[1]: None for k in recorded if k.startswith(f"{table}/")})
+    out = []
+    for path, size in files.items():
+        try:
+            sha = delta.sha256(path)
+        except OSError:
+            continue
+        if (size is None or path.stat().st_size == size) and recorded.get(f"{table}/{path.name}", sha) == sha:
+            out.append(path)
+    return out
 
 
 def _recorded_sources(root: Path, state: health.Health) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.sql.errors import one_line
 from bench.sql.schema import TABLES
 
 if TYPE_CHECKING:
@@ -77,19 +78,39 @@ class Snapshot:
     versions: dict[str, int]
 
 
+class CommitsDamaged(Exception):
+    """The commits table is missing, or a file of it cannot be read whole (``bench ingest --rebuild``
+    recovers it from the tables' own logs: bench.sql.recover)."""
+
+
+def has_history(root: Path) -> bool:
+    """Whether any data table was ever committed to (its log goes past the version that created it).
+    Logs are never cleaned up (``CONFIG``), so version 1's file stays."""
+    return any((table_path(root, t) / "_delta_log" / f"{1:020d}.json").exists() for t in TABLES)
+
+
 def snapshot(root: Path) -> Snapshot | None:
-    """The newest committed state of the store, or None before its first commit."""
+    """The newest committed state of the store, or None before its first commit. Raises CommitsDamaged
+    when the commits table is gone while the tables hold data (never an empty state that is not)."""
     from deltalake import DeltaTable
 
     path = table_path(root, COMMITS)
     if not DeltaTable.is_deltatable(str(path)):
+        if has_history(root):
+            raise CommitsDamaged(f"table {COMMITS} is missing while the other tables hold commits")
         return None
     files = DeltaTable(str(path)).file_uris()
     if not files:
         return None
-    rows = pa.concat_tables([pq.ParquetFile(f).read(columns=["seq", "versions"]) for f in files])  # no dataset import
-    best = max(rows.to_pylist(), key=lambda r: r["seq"])
+    rows = [r for f in files for r in read_commit_file(f, ["seq", "versions"])]  # no dataset import
+    best = max(rows, key=lambda r: r["seq"])
     return Snapshot(best["seq"], dict(best["versions"]))
+
+
+def read_commit_file(path: str | Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """The rows of one file of the commits table, its page checksums verified (files written before they
+    were have none to verify)."""
+    return pq.ParquetFile(path, page_checksum_verification=True).read(columns=columns).to_pylist()
 
 
 @dataclass(frozen=True)
@@ -137,6 +158,63 @@ def current_versions(root: Path) -> dict[str, int]:
     return {t: DeltaTable(str(table_path(root, t))).version() for t in TABLES}
 
 
+def newest_versions(root: Path) -> tuple[dict[str, int], dict[str, str]]:
+    """Each data table's newest version, of those whose log can be read, and why the others cannot be."""
+    from deltalake import DeltaTable
+
+    versions, unreadable = {}, {}
+    for table in TABLES:
+        try:
+            versions[table] = DeltaTable(str(table_path(root, table))).version()
+        except Exception as e:  # deltalake's own errors
+            unreadable[table] = one_line(e)
+    return versions, unreadable
+
+
+@dataclass
+class Replayed:
+    """A table's files as its Delta log's JSON commits give them (``replay_log``)."""
+
+    files: list[DataFile]
+    complete: bool  # every commit of the log read whole (else some adds or removes may be missing)
+    version: int    # the newest commit read
+    removes: int    # files removed (by a compaction or an overwrite) in what was read
+
+
+def replay_log(path: Path, table: str) -> Replayed:
+    """The files of the Delta table at ``path`` from its log's JSON commits alone, replayed in order
+    (add, remove): what a table whose log deltalake cannot open (a damaged checkpoint or commit) still
+    says it holds. Every commit stays on disk (``CONFIG``: no log clean-up), so the JSON commits are the
+    whole history; a line that does not parse, or a missing commit, makes the replay incomplete."""
+    from urllib.parse import unquote
+
+    live: dict[str, DataFile] = {}
+    complete, version, removes = True, -1, 0
+    logs = sorted((p for p in (path / "_delta_log").glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem))
+    for log in logs:
+        complete &= int(log.stem) == version + 1
+        version = int(log.stem)
+        try:
+            lines = log.read_bytes().splitlines()
+        except OSError:
+            complete = False
+            continue
+        for line in lines:
+            try:
+                action = json.loads(line)
+                if "add" in action:
+                    add = action["add"]
+                    stats = json.loads(add.get("stats") or "{}")
+                    name = unquote(add["path"])
+                    live[name] = DataFile(table, path / name, int(add["size"]), stats.get("numRecords"))
+                elif "remove" in action:
+                    live.pop(unquote(action["remove"]["path"]), None)
+                    removes += 1
+            except (ValueError, KeyError, TypeError, AttributeError):
+                complete = False
+    return Replayed(list(live.values()), complete and bool(logs), version, removes)
+
+
 def add_files(root: Path, table: str, paths: list[Path], *, overwrite: bool = False) -> int:
     """Commit ``paths`` (Parquet files already in the table's directory, fsynced) to ``table`` as one Delta
     commit; ``overwrite``: they replace every file of the table. Returns the table's new version."""
@@ -162,8 +240,18 @@ def sources_json(rows: list[dict[str, Any]]) -> bytes:
 
 
 def recorded_sources(commit_row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The source rows (their SOURCE_KEYS) a ``commits`` row recorded."""
-    return [r for chunk in commit_row["sources"] or [] for r in json.loads(zlib.decompress(chunk))]
+    """The source rows (their SOURCE_KEYS) a ``commits`` row recorded; CommitsDamaged when one of its
+    chunks does not decompress to a JSON array of objects."""
+    out = []
+    for chunk in commit_row["sources"] or []:
+        try:
+            rows = json.loads(zlib.decompress(chunk))
+        except (zlib.error, ValueError) as e:
+            raise CommitsDamaged(f"commit {commit_row.get('seq')}'s record of its sources is damaged ({e})") from e
+        if not (isinstance(rows, list) and all(isinstance(r, dict) for r in rows)):
+            raise CommitsDamaged(f"commit {commit_row.get('seq')}'s record of its sources is not a list of sources")
+        out += rows
+    return out
 
 
 def commit(root: Path, kind: str, versions: dict[str, int], checksums: dict[str, str],
@@ -177,7 +265,8 @@ def commit(root: Path, kind: str, versions: dict[str, int], checksums: dict[str,
     # written here and added as the data tables' files are (deltalake's own writer took 130 MB more memory
     # for this one row of a 50,000-source ingest)
     path = table_path(root, COMMITS) / f"commit-{seq:010d}-{uuid.uuid4().hex[:8]}.parquet"
-    pq.write_table(pa.Table.from_pylist([row], schema=COMMITS_SCHEMA), path, compression="zstd")
+    pq.write_table(pa.Table.from_pylist([row], schema=COMMITS_SCHEMA), path, compression="zstd",
+                   write_page_checksum=True)
     fsync(path)
     fsync(path.parent)
     add_files(root, COMMITS, [path])
@@ -189,8 +278,39 @@ def commit_rows(root: Path, columns: list[str]) -> list[dict[str, Any]]:
     from deltalake import DeltaTable
 
     uris = DeltaTable(str(table_path(root, COMMITS))).file_uris()
-    rows = [r for f in uris for r in pq.ParquetFile(f).read(columns=["seq", *columns]).to_pylist()]
+    rows = [r for f in uris for r in read_commit_file(f, ["seq", *columns])]
     return sorted(rows, key=lambda r: r["seq"])
+
+
+def roll_forward(root: Path, snap: Snapshot | None, *, record: bool = True) -> tuple[Snapshot | None, list[str]]:
+    """Finish the commits whose row was written (fsynced, with every table committed and every checksum
+    taken) but never added to the commits table's log: a writer killed at its very commit point, or a log
+    entry lost to damage. Rolling back instead would undo a whole ingest that only lacked that entry. A row
+    is taken only when it is the next in sequence, reads whole, and every table holds its version. Returns
+    the committed state after, and the files taken; ``record`` False (a reader): the log is left as it is."""
+    folder = table_path(root, COMMITS)
+    seq = snap.seq if snap is not None else -1
+    pending: dict[int, list[Path]] = {}
+    for f in folder.glob("commit-*.parquet"):
+        number = f.name.split("-")[1]
+        if number.isdigit() and int(number) > seq:
+            pending.setdefault(int(number), []).append(f)
+    taken: list[str] = []
+    newest: dict[str, int] | None = None
+    while len(found := pending.get(seq + 1, [])) == 1:
+        try:
+            (row,) = read_commit_file(found[0], ["seq", "versions"])
+        except Exception:  # unreadable: not a commit to finish (--check names the commits table's damage)
+            break
+        newest = newest or newest_versions(root)[0]
+        versions = dict(row["versions"])
+        if row["seq"] != seq + 1 or any(newest.get(t, -1) < v for t, v in versions.items()):
+            break
+        if record:
+            add_files(root, COMMITS, found)
+        snap, seq = Snapshot(row["seq"], versions), row["seq"]
+        taken.append(found[0].name)
+    return snap, taken
 
 
 def roll_back(root: Path, snap: Snapshot | None) -> list[str]:

@@ -38,3 +38,9 @@ def fault_message(e: BaseException) -> str | None:
     where = f" ({filename})" if filename else ""
     return (f"{what}{where}: what was being written was not committed (a store commits an ingest whole, or "
             "nothing of it); free space or give a --store / --out you may write to, and run it again")
+
+
+def one_line(e: BaseException) -> str:
+    """An exception as one short line: its type and its message's first line (deltalake's errors are
+    several lines long)."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"

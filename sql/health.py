@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.sql import delta
+from bench.sql.errors import one_line
 from bench.sql.schema import TABLES
 
 
@@ -23,26 +24,35 @@ class Health:
     snap: delta.Snapshot | None = None
     files: dict[str, list[Path]] = field(default_factory=dict)
     damaged: list[tuple[str, str]] = field(default_factory=list)  # (what, why)
+    #: Commits rows written but not yet in the commits table's log (bench.sql.delta.roll_forward): read as
+    #: committed; the next writer records them.
+    pending: list[str] = field(default_factory=list)
 
     def messages(self, root: Path) -> list[str]:
         """One line per damaged file or table, naming it, what is wrong and the fix."""
         fix = f"run `bench ingest --rebuild --store {root}` to parse its sources again"
-        return [f"store {what} is damaged ({why}) and is left out; {fix}" for what, why in self.damaged]
+        return [f"store {what} is damaged ({why}); run `bench ingest --rebuild --store {root}` to recover it"
+                if what == f"table {delta.COMMITS}" else f"store {what} is damaged ({why}) and is left out; {fix}"
+                for what, why in self.damaged]
 
 
 def readable(root: Path) -> Health:
     """The committed state's files that are there with their committed size (see the module docstring)."""
     out = Health()
     try:
-        out.snap = delta.snapshot(root)
+        out.snap, out.pending = delta.roll_forward(root, delta.snapshot(root), record=False)
     except Exception as e:  # deltalake raises its own types and OSError; all mean the same to a reader
-        out.damaged.append((f"table {delta.COMMITS}", _why(e)))
-        return out
+        # the tables' own logs still say what they hold: read each at its newest version, which may include
+        # what a killed writer committed and never published (said in the warning), rather than nothing
+        out.damaged.append((f"table {delta.COMMITS}", f"{one_line(e)}; every table is read at its newest version"))
+        versions, unreadable = delta.newest_versions(root)
+        out.snap = delta.Snapshot(-1, versions)
+        out.damaged += [(f"table {t}", why) for t, why in unreadable.items()]
     for table in TABLES:
         try:
             found = delta.files(root, table, out.snap)
         except Exception as e:
-            out.damaged.append((f"table {table}", _why(e)))
+            out.damaged.append((f"table {table}", one_line(e)))
             out.files[table] = []
             continue
         out.files[table] = []
@@ -65,18 +75,21 @@ def _file_damage(f: delta.DataFile) -> str | None:
     return None if size == f.size else f"{size} bytes where its commit recorded {f.size}"
 
 
-def _why(e: BaseException) -> str:
-    return f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
-
-
 def findings(root: Path) -> list[str]:
     """What ``bench ingest --check`` reports, one line each; empty when the store is sound."""
+    from bench.sql.recover import commits_damage
+
     state = readable(root)
     out = state.messages(root)
-    try:
-        rows = delta.commit_rows(root, ["checksums"])
-    except Exception as e:
-        return [*out, f"store table {delta.COMMITS} cannot be read ({_why(e)}); its checksums cannot be verified"]
+    why = commits_damage(root)
+    if why is not None:
+        return [*out, f"store table {delta.COMMITS} is damaged: {why}; its checksums cannot be verified; run "
+                      f"`bench ingest --rebuild --store {root}` to recover it from the tables' own logs"]
+    rows = delta.commit_rows(root, ["checksums"])
+    out += [f"store table {delta.COMMITS}: {name} is not in the table's log (a writer killed at its commit point, "
+            "or a log entry lost); it is read as committed, and the next ingest records it" for name in state.pending]
+    rows += [r for name in state.pending for r in delta.read_commit_file(delta.table_path(root, delta.COMMITS) / name,
+                                                                         ["seq", "checksums"])]
     recorded = {k: v for row in rows for k, v in (row["checksums"] or [])}
     fix = f"run `bench ingest --rebuild --store {root}` to parse its sources again"
     for table, paths in state.files.items():

@@ -41,7 +41,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.sql import delta
+from bench.sql import delta, recover
 from bench.sql.atomic import write_atomic
 from bench.sql.errors import BenchError, UsageError
 from bench.sql.names import storable
@@ -151,6 +151,13 @@ class StoreWriter:
         #: tables whose log could not be read, moved aside.
         self.rolled_back: list[str] = []
         self.set_aside: list[str] = []
+        #: Commits rows a killed writer wrote and never added to the commits table's log, added now.
+        self.rolled_forward: list[str] = []
+        #: (``repair``) what was done to recover a damaged or lost commits table (bench.sql.recover), or None;
+        #: and the files each data table set aside held, as its log's JSON commits say (its rows are carried
+        #: over where its sources cannot be parsed again).
+        self.recovered: str | None = None
+        self.aside: dict[str, delta.Replayed] = {}
 
     def __enter__(self) -> StoreWriter:
         _check_text_path(self.root)
@@ -190,39 +197,69 @@ class StoreWriter:
             from bench.sql.migrate import migrate
 
             migrate(self.root)
+        # before ensure_tables makes an empty commits table: a store whose tables hold commits and whose
+        # commits table is gone is damaged, not new (rolling back to "no commit" would empty every table)
+        lost = not (delta.table_path(self.root, delta.COMMITS) / "_delta_log").exists() and delta.has_history(self.root)
+        if lost and not self._repair:
+            raise BenchError(f"store {self.root} is damaged (table {delta.COMMITS} is missing while the other tables "
+                             f"hold commits); run `bench ingest --rebuild --store {self.root}` to recover it")
         delta.ensure_tables(self.root)
         try:
-            self.start = delta.snapshot(self.root)
+            if lost:
+                raise delta.CommitsDamaged(f"table {delta.COMMITS} is missing while the other tables hold commits")
+            if self._repair and (why := recover.commits_damage(self.root)):
+                raise delta.CommitsDamaged(f"table {delta.COMMITS}: {why}")
+            self.start, self.rolled_forward = delta.roll_forward(self.root, delta.snapshot(self.root))
             self.rolled_back = delta.roll_back(self.root, self.start)
         except Exception as e:  # deltalake's own errors: a log or file that cannot be read
             if not self._repair:
                 raise BenchError(f"store {self.root} is damaged ({type(e).__name__}: {str(e)[:200]}); "
                                  f"run `bench ingest --rebuild --store {self.root}`") from e
-            self.start = self._start_anew()
+            self.start = self._start_anew(commits_damaged=isinstance(e, delta.CommitsDamaged), commits_lost=lost)
         self.versions = dict(self.start.versions) if self.start else delta.current_versions(self.root)
         if migrated:  # the old layout had no telemetry links: made once, with the conversion
             self.link_telemetry()
             if self.checksums:
                 self.publish("link")
 
-    def _start_anew(self) -> delta.Snapshot:
+    def _start_anew(self, *, commits_damaged: bool, commits_lost: bool) -> delta.Snapshot:
         """For ``--rebuild`` on a damaged store: every table whose log cannot be read is moved into
         ``STORE/damaged/`` and created again, empty; the others are taken at their newest version (their
-        commits row may be what was lost), for the rebuild to overwrite."""
+        commits row may be what was lost), for the rebuild to overwrite. A damaged or lost commits table is
+        recovered (bench.sql.recover) and that state committed at once: the rebuild starts from everything
+        the tables hold, and a rebuild that stops early leaves the store readable."""
         from deltalake import DeltaTable
 
+        commits_aside = None
+        try:  # the versions the newest commit names: a table that cannot be opened at its own is damaged too
+            named = {} if commits_damaged else delta.snapshot(self.root).versions  # type: ignore[union-attr]
+        except Exception:  # deltalake's own errors (set aside below), or no commit yet
+            named = {}
         for table in [*TABLES, delta.COMMITS]:
             path = delta.table_path(self.root, table)
             try:
                 DeltaTable(str(path)).version()
-                if table == delta.COMMITS:
-                    delta.commit_rows(self.root, [])
+                if table in named:
+                    DeltaTable(str(path), version=named[table])
+                if table == delta.COMMITS and commits_damaged and not commits_lost:
+                    raise delta.CommitsDamaged(table)
             except Exception:  # deltalake's own errors
                 aside = self.root / "damaged" / f"{table}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
                 aside.parent.mkdir(exist_ok=True)
                 os.rename(path, aside)
                 self.set_aside.append(f"table {table} could not be read; it was moved to {aside}")
+                if table == delta.COMMITS:
+                    commits_aside, commits_damaged = aside, True
+                else:
+                    replayed = self.aside[table] = delta.replay_log(aside, table)
+                    replayed.complete &= replayed.version >= named.get(table, -1)  # its newest commits lost
         delta.ensure_tables(self.root)
+        if commits_damaged:
+            snap, unread = recover.recover(self.root, commits_aside)
+            self.recovered = (f"table {delta.COMMITS} was made again from the tables' own logs (each at its newest "
+                              f"version) and the {'old table' if commits_aside else 'nothing left of it'}"
+                              + (f"; its files {', '.join(unread)} could not be read" if unread else ""))
+            return snap
         last = delta.snapshot(self.root)
         return delta.Snapshot(last.seq if last else -1, delta.current_versions(self.root))
 
