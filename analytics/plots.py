@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics import plot_data
+from bench.analytics.render import shown_figure
 from bench.sql.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
@@ -312,6 +313,7 @@ def save(fig: Figure, out: Path) -> Path:
     Raises BenchError for another suffix or an unwritable path."""
     if out.suffix.lower() not in FORMATS:
         raise UsageError(f"--out must end in {', '.join(FORMATS)}, got {out.name!r}")
+    shown_figure(fig)
     try:
         fig.savefig(out, dpi=150)
     except OSError as e:

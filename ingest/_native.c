@@ -241,7 +241,8 @@ typedef struct {
 
 #define MARK(t) {t, sizeof t - 1}
 /* a TF C++ stderr line that the Python reader must see */
-static const Mark STDERR_MARKS[] = {MARK("OOM"), MARK("ResourceExhausted"), MARK("name: "), MARK("device ("), {NULL, 0}};
+static const Mark STDERR_MARKS[] = {MARK("OOM"), MARK("ResourceExhausted"), MARK("name: "), MARK("device ("),
+                                    MARK("OP_REQUIRES failed"), {NULL, 0}};
 /* a line that is not inert (a GPU name, "name: ", is looked for apart: see quiet()) */
 static const Mark INERT_MARKS[] = {MARK("/sec"), MARK("rror"),   MARK("xception"), MARK("OOM"),
                                    MARK("Traceback ("), MARK(" --"), {NULL, 0}};
@@ -320,7 +321,7 @@ static const char *strip_rank(const char *s, const char *e, long long *rank) {
     return q + 2;
 }
 
-/* The trailing tokens: (loss)? (top1 top5)? (stamp)? as the regex backtracks over them. */
+/* The trailing tokens: (loss (top1 (top5)?)?)? (stamp)? as the regex reads them. */
 static int tail_tokens(const char *p, const char *e, double v[4], uint64_t nullb) {
     Tok tok[5];
     int n = 0;
@@ -346,9 +347,9 @@ static int tail_tokens(const char *p, const char *e, double v[4], uint64_t nullb
             return 1;
     if (n == 1) {
         v[0] = tok[0].v;
-    } else if (n == 2) { /* "(F)?(F F)?": the regex gives both to the accuracy pair */
-        v[1] = tok[0].v;
-        v[2] = tok[1].v;
+    } else if (n == 2) { /* by position, as the regex: the loss, then top-1 (a field never shifts) */
+        v[0] = tok[0].v;
+        v[1] = tok[1].v;
     } else if (n == 3) {
         v[0] = tok[0].v;
         v[1] = tok[1].v;

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from bench.ingest.columns import MAX_UNIX, MIN_UNIX
 from bench.ingest.records import ParseResult, Problem, Run, System
 from bench.ingest.units import IMAGES
 from bench.sql.names import storable
@@ -34,7 +35,6 @@ MAX_DEVICES = 100_000
 #: per-device bound is known, so it is only required to be finite, positive and below this.
 MAX_SAMPLES_PER_SEC = 1e13
 MAX_SECONDS = 10 * 365 * 86400  # a run time over ten years is a misprint
-MIN_UNIX, MAX_UNIX = 315532800.0, 4102444800.0  # 1980-01-01 .. 2100-01-01 UTC
 
 def by_index(values: Mapping[int, float | None]) -> tuple[float | None, ...] | None:
     """Per-device or per-rank values as a tuple indexed 0..max (None where an index was not printed);
@@ -87,10 +87,15 @@ def check_result(result: ParseResult, result_metrics: tuple[str, ...]) -> None:
     for run_index, line_no, what in result.steps.refused + result.telemetry.refused:
         result.problems.append(Problem("invalid_value", f"{what} is beyond 2^53: row not stored", line_no))
         refused.setdefault(run_index, what)
-    result.steps.check_values()
-    for name, (count, first) in result.steps.nulled.items():
-        result.problems.append(Problem("invalid_value", f"{count} step value(s) of {name} not finite, negative or "
-                                                        f"beyond the possible (the first: {first!r}); stored as NULL"))
+    for table, what, where in ((result.steps, "step", "line"), (result.telemetry, "telemetry", "sample")):
+        table.check_values()
+        for name, (count, first, at) in table.nulled.items():
+            low, high, closed = table.CHECKED[name]
+            place = f" at {where} {at}" if at is not None else ""
+            result.problems.append(Problem(
+                "invalid_value", f"{count} {what} value(s) of {name} outside {'[' if closed else '('}{low:g}, {high:g}] "
+                                 f"(NaN and infinities included; the first: {first!r}{place}); stored as NULL",
+                at if where == "line" else None))
     for i, system in enumerate(result.systems):
         if fixed := _storable_text(system):
             result.systems[i] = dataclasses.replace(system, **fixed)

@@ -27,6 +27,8 @@ def ingest_command(
     list_formats: Annotated[bool, typer.Option("--list-formats", help="List the formats and exit")] = False,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Re-parse every source recorded in the store")] = False,
     check: Annotated[bool, typer.Option("--check", help="Verify the store's files and say what is wrong")] = False,
+    init: Annotated[bool, typer.Option(
+        "--init", help="Make --store a store even when it is a folder that already holds other files")] = False,
     accept_loss: Annotated[bool, typer.Option(
         "--accept-loss", help="--rebuild: keep what can be restored even when that is fewer runs than the store held")] = False,
     compact: Annotated[bool, typer.Option("--compact", help="Merge each table's files (Delta OPTIMIZE) and delete replaced ones (VACUUM); an ingest does it past 32 files in a table")] = False,
@@ -88,6 +90,10 @@ def ingest_command(
             raise typer.BadParameter(f"no such file or directory: {', '.join(missing)}", param_hint="PATH")
         from bench.ingest.items import Limits
         from bench.ingest.pipeline import ingest
+        from bench.sql.store import check_writable
+
+        if not init:  # as bench run does: a folder of other files is not made a store by mistake
+            check_writable(root)
 
         try:
             with _progress() as progress:

@@ -20,6 +20,8 @@ from typing import Any, ClassVar, cast
 NULL_BITS = 0x7FF8_DEAD_BEEF_0001
 NULL_FLOAT = struct.unpack("<d", struct.pack("<Q", NULL_BITS))[0]
 INT_NULL = -(2**63)  # sentinel for a NULL integer inside array('q'); converted to NULL on write
+#: A time stamp outside these (unix seconds) is a misprint: 1980-01-01 .. 2100-01-01 UTC.
+MIN_UNIX, MAX_UNIX = 315532800.0, 4102444800.0
 MAX_INT = 2**53  # a step or epoch beyond this is refused (a float, and so DuckDB's DOUBLE, cannot hold it)
 _NULL_Q, _NULL_D = array("q", (INT_NULL,)), array("d", (NULL_FLOAT,))  # one NULL, to repeat
 _NULL_KEY = struct.pack("<d", NULL_FLOAT)
@@ -103,10 +105,13 @@ class ColumnBuffer:
     COLUMNS: ClassVar[dict[str, str]] = {}
     #: What indexing and iteration give for a row, called with the row's columns (None for NULL).
     ROW: ClassVar[Callable[..., Any]] = dict
-    #: float columns whose values must be finite, >= 0 and at most the bound; any other value becomes NULL
-    #: when the rows leave the buffer (spilled, or checked at the end of the parse) and is counted in
-    #: ``nulled`` (column -> (count, first such value)), which ``bench.ingest.checks`` reports.
-    CHECKED: ClassVar[dict[str, float]] = {}
+    #: float column -> (low, high, low included): a value outside, NaN or infinite becomes NULL when the
+    #: rows leave the buffer (spilled, or checked at the end of the parse) and is counted in ``nulled``
+    #: (column -> (count, first such value, where it was: the ``POSITION`` column's value)), which
+    #: ``bench.ingest.checks`` reports.
+    CHECKED: ClassVar[dict[str, tuple[float, float, bool]]] = {}
+    #: The int column that says where a row came from (a line number, a sample index), for ``nulled``.
+    POSITION: ClassVar[str | None] = None
     _cols: dict[str, Any] | None
 
     def __init__(self, spill: Callable[[dict[str, Any]], None] | None = None, spill_rows: int = 500_000):
@@ -116,7 +121,7 @@ class ColumnBuffer:
         #: Rows not taken because an integer was beyond MAX_INT: (run_index, line_no, "step 123...").
         #: ``bench.ingest.checks`` reports them and marks their runs.
         self.refused: list[tuple[int | None, int | None, str]] = []
-        self.nulled: dict[str, tuple[int, float]] = {}
+        self.nulled: dict[str, tuple[int, float, int | None]] = {}
         self._reset()
 
     def _fresh(self) -> dict[str, Any]:
@@ -268,23 +273,33 @@ class ColumnBuffer:
         import numpy as np
 
         out = cols
-        for name, bound in self.CHECKED.items():
+        for name, (low, high, closed) in self.CHECKED.items():
             col = cols[name]
             values = np.array([col.value]) if isinstance(col, Fill) else np.frombuffer(col, np.float64)
             with np.errstate(invalid="ignore"):
-                bad = ~((values >= 0) & (values <= bound)) & (values.view(np.uint64) != NULL_BITS)
+                above = values >= low if closed else values > low
+                bad = ~(above & (values <= high)) & (values.view(np.uint64) != NULL_BITS)
             if not bad.any():
                 continue
-            count, first = self.nulled.get(name, (0, float(values[bad][0])))
+            first = int(np.argmax(bad))
+            count, value, where = self.nulled.get(name, (0, float(values[first]), self._position(cols, first)))
             if isinstance(col, Fill):
                 fixed: Any = Fill(col.n, NULL_FLOAT)
                 count += col.n
             else:
                 fixed = np.where(bad, NULL_FLOAT, values)
                 count += int(bad.sum())
-            self.nulled[name] = (count, first)
+            self.nulled[name] = (count, value, where)
             out = {**out, name: fixed}
         return out
+
+    def _position(self, cols: dict[str, Any], i: int) -> int | None:
+        """Row ``i``'s ``POSITION`` value (None when there is none)."""
+        if self.POSITION is None:
+            return None
+        col = cols[self.POSITION]
+        value = col.value if isinstance(col, Fill) else memoryview(col).cast("B").cast("q")[i]
+        return None if value == INT_NULL else int(value)
 
     def check_values(self) -> None:
         """Check the buffered rows' CHECKED columns now (the end of a parse), as a spill does."""

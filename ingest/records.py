@@ -166,3 +166,14 @@ class ParseResult:
 
     def problem(self, kind: str, message: str, line_no: int | None = None, text: str | None = None) -> None:
         self.problems.append(Problem(kind, message, line_no, text))
+
+    def number(self, text: str | None, name: str, line_no: int) -> float | None:
+        """A printed number, or None (and an ``invalid_value`` problem naming the field) when it is not one
+        (``Time --1``): one field that will not convert never costs its line's other values, or the run."""
+        if text is None:
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            self.problem("invalid_value", f"{name} {text!r} is not a number; stored as NULL", line_no)
+            return None

@@ -5,12 +5,13 @@ names them, so a parser's call reads as the row it adds. A new per-sample table 
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from bench.ingest.columns import MAX_INT, NULL_FLOAT, ColumnBuffer
+from bench.ingest.columns import MAX_INT, MAX_UNIX, MIN_UNIX, NULL_FLOAT, ColumnBuffer
 from bench.sql.columns import STEP_COLUMNS, TELEMETRY_COLUMNS
 
 
@@ -18,11 +19,18 @@ class StepTable(ColumnBuffer):
     """Step rows (``STEP_COLUMNS``); parsers call :meth:`add`."""
 
     COLUMNS: ClassVar[dict[str, str]] = STEP_COLUMNS
-    #: A rate beyond 10^12 images/s (10^7 per device on 10^5 devices, bench.ingest.checks) or a step of more
-    #: than a day is a misprint, as is a negative, infinite or NaN one.
-    CHECKED: ClassVar[dict[str, float]] = {
-        "images_per_sec": 1e12, "interval_images_per_sec": 1e12, "images_per_sec_stderr": 1e12,
-        "images_per_sec_jitter": 1e12, "step_time_ms": 86_400_000.0}
+    #: What a step's values can be (bench.ingest.checks states the rules): a rate beyond 10^12 images/s
+    #: (10^7 per device on 10^5 devices) or a step of more than a day is a misprint, as is a rate or a step
+    #: time of 0 on a line that says a step ran; a loss is finite and >= 0 (every format's is a
+    #: cross-entropy or a sum of them; a diverging one is large, 1.4e20 in a real tf_cnn CPU run, and stays),
+    #: an accuracy a fraction or a percentage, a stamp a unix time.
+    CHECKED: ClassVar[dict[str, tuple[float, float, bool]]] = {
+        "images_per_sec": (0.0, 1e12, False), "interval_images_per_sec": (0.0, 1e12, False),
+        "images_per_sec_stderr": (0.0, 1e12, True), "images_per_sec_jitter": (0.0, 1e12, True),
+        "step_time_ms": (0.0, 86_400_000.0, False), "loss": (0.0, sys.float_info.max, True),
+        "top1_accuracy": (0.0, 100.0, True), "top5_accuracy": (0.0, 100.0, True),
+        "timestamp": (MIN_UNIX, MAX_UNIX, True)}
+    POSITION = "line_no"
 
     def add(
         self,
@@ -75,6 +83,14 @@ class TelemetryTable(ColumnBuffer):
 
     COLUMNS: ClassVar[dict[str, str]] = TELEMETRY_COLUMNS
     ROW = TelemetrySample
+    #: What a sample's values can be: a stamp a unix time, a temperature between -50 and 200 C (a
+    #: sensor's), utilisation a percentage, memory, power and clocks >= 0 and below any device's.
+    CHECKED: ClassVar[dict[str, tuple[float, float, bool]]] = {
+        "timestamp": (MIN_UNIX, MAX_UNIX, True), "elapsed_s": (0.0, 10 * 365 * 86400.0, True),
+        "images_per_sec": (0.0, 1e12, True), "temperature_c": (-50.0, 200.0, True),
+        "utilization_pct": (0.0, 100.0, True), "memory_used_mib": (0.0, 1e9, True), "power_w": (0.0, 1e6, True),
+        "sm_clock_mhz": (0.0, 1e6, True)}
+    POSITION = "sample_index"
 
     def add(
         self,

@@ -32,6 +32,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -94,8 +95,12 @@ def check_writable(root: Path) -> None:
 
 
 def _check_text_path(root: Path) -> None:
-    """Raise UsageError for a store path that is not UTF-8 text (a Latin-1 name on Linux): Arrow and DuckDB
-    take paths as UTF-8, and could neither write nor read the store."""
+    """Raise UsageError for a store path that is a URL (``s3://bucket``: a folder named ``s3:`` is not what
+    was meant) or not UTF-8 text (a Latin-1 name on Linux): Arrow and DuckDB take paths as UTF-8, and could
+    neither write nor read the store."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(root)):  # Path("s3://b") reads "s3:/b"
+        raise UsageError(f"--store {root}: bench keeps a store on a file system (local or mounted), not at a URL; "
+                         "other tools can read a copy on object storage (README \"Several hosts and object storage\")")
     text = storable(str(root))
     if text != str(root):
         raise UsageError(f"--store {text}: the path is not UTF-8 text, which Arrow and DuckDB need; give another")
@@ -190,9 +195,9 @@ class StoreWriter:
         meta = self.root / "STORE.json"
         if not meta.exists():
             write_atomic(meta, delta.store_json(SCHEMA_VERSION))
+        migrated = check_store(self.root, old_ok=True) == MIGRATES_FROM  # before anything is written
         shutil.rmtree(self.root / "_tmp", ignore_errors=True)  # left by a killed writer; we hold the lock
         (self.root / "_tmp").mkdir()
-        migrated = check_store(self.root, old_ok=True) == MIGRATES_FROM
         if migrated:
             from bench.sql.migrate import migrate
 

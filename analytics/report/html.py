@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import re
 
+from bench.analytics.render import shown
 from bench.analytics.report.model import Figure, Report, Section, Table, slugify
 
 CSS = """
@@ -35,7 +36,8 @@ nav ul { columns: 2; font-size: 13px; }
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Text from the store as HTML shows it: HTML and control characters escaped."""
+    return html.escape(shown(str(text)), quote=True)
 
 
 def _anchor(run_id: str) -> str:

@@ -1,11 +1,15 @@
 """``bench report`` writers for the folder: report.md (figures linked as figures/<slug>.svg) and the
 files beside it (figures/*.svg, tables/*.csv with the numbers unformatted, NULL as an empty field).
-Text from the store is written as is in Markdown table cells, with ``|`` and newlines escaped."""
+Text from the store is data, never markup: in report.md its control characters are escaped
+(bench.analytics.render.shown), and so are HTML's ``<``, ``>`` and ``&`` (Markdown passes HTML through to the
+page) and, in table cells, ``|`` and newlines; the CSVs escape control characters too."""
 
 from __future__ import annotations
 
+import html
 from typing import TYPE_CHECKING
 
+from bench.analytics.render import shown
 from bench.analytics.report.model import Figure, Report, Table
 
 if TYPE_CHECKING:
@@ -20,7 +24,10 @@ def write_assets(report: Report, out: Path) -> None:
         for fig in sec.figures:
             (out / "figures" / f"{fig.slug}.svg").write_bytes(fig.svg)
         for t in sec.tables:
-            t.frame.to_csv(out / "tables" / f"{t.slug}.csv", index=False)
+            frame = t.frame.rename(columns=lambda c: shown(str(c)))
+            text = [c for c in frame.columns if frame[c].dtype == object]
+            frame[text] = frame[text].map(lambda v: shown(v) if isinstance(v, str) else v)
+            frame.to_csv(out / "tables" / f"{t.slug}.csv", index=False)
 
 
 def unique_slugs(report: Report) -> None:
@@ -35,8 +42,13 @@ def unique_slugs(report: Report) -> None:
                 item.slug = f"{item.slug}-{n}"
 
 
+def _md(text: str) -> str:
+    """Text as Markdown shows it: control characters and HTML escaped."""
+    return html.escape(shown(text), quote=False)
+
+
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return _md(text).replace("|", "\\|").replace("\n", " ")
 
 
 def md_table(t: Table) -> list[str]:
@@ -56,17 +68,17 @@ def md_table(t: Table) -> list[str]:
 def render_md(report: Report) -> str:
     """report.md: title, the selection, then each section's paragraphs, tables and figures."""
     unique_slugs(report)
-    lines = [f"# {report.title}", "", f"Selection: {report.selection}", ""]
+    lines = [f"# {_md(report.title)}", "", f"Selection: {_md(report.selection)}", ""]
     for sec in report.sections:
         if sec.detail:
             continue
-        lines += ["#" * sec.level + " " + sec.title, ""]
-        lines += [f"{i}. {text} ([table](#{link}))" for i, (text, link) in enumerate(sec.findings, 1)]
+        lines += ["#" * sec.level + " " + _md(sec.title), ""]
+        lines += [f"{i}. {_md(text)} ([table](#{link}))" for i, (text, link) in enumerate(sec.findings, 1)]
         lines += [""] if sec.findings else []
         for p in sec.paragraphs:
-            lines += [p, ""]
+            lines += [_md(p), ""]
         for t in sec.tables:
             lines += md_table(t)
         for f in sec.figures:
-            lines += [f"![{f.caption}](figures/{f.slug}.svg)", ""]
+            lines += [f"![{_cell(f.caption)}](figures/{f.slug}.svg)", ""]
     return "\n".join(lines) + "\n"

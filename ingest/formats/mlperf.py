@@ -271,11 +271,11 @@ def _on_other(line: str, st: _State, res: ParseResult, run_index: int, line_no: 
         m = _GNMT_TRAIN.search(body)
         if m:
             st.tokens = True
-            loss = m.group(6)
-            res.steps.add(run_index, int(m.group(2)), rank=rank, epoch=int(m.group(1)),
-                          step_time_ms=float(m.group(3)) * 1000, loss=float(loss) if loss else None,
-                          line_no=line_no, metrics={"tokens_per_sec": float(m.group(4)),
-                                                    "tokens_per_sec_avg": float(m.group(5))})
+            time_s, rate, mean, loss = (res.number(m.group(k), name, line_no)  # a field that will not convert: NULL
+                                        for k, name in ((3, "Time"), (4, "Tok/s"), (5, "Tok/s mean"), (6, "Loss/tok")))
+            metrics = {k: v for k, v in (("tokens_per_sec", rate), ("tokens_per_sec_avg", mean)) if v is not None}
+            res.steps.add(run_index, int(m.group(2)), rank=rank, epoch=int(m.group(1)), loss=loss, line_no=line_no,
+                          step_time_ms=None if time_s is None else time_s * 1000, metrics=metrics or None)
             return True
         m = _GNMT_PERF.search(body)
         if m:

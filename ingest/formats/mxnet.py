@@ -240,6 +240,7 @@ class _Parser(LineFormat[RunState]):
         _columns(row, metrics)
         st.pending = row
         run.intervals += 1
+        run.rated += 0 < speed < math.inf
         run.last_event = "interval"
         run.seen(ts, epoch)
 

@@ -48,6 +48,7 @@ class RunState:
     start_gpus: int | None = None
     ranks: dict[int | None, RankState] = field(default_factory=dict)
     intervals: int = 0
+    rated: int = 0  # intervals whose Speed was a rate (finite and > 0)
     epoch_ends: int = 0
     last_event: str = ""  # "interval" | "epoch_end"
     max_epoch: int | None = None
@@ -105,6 +106,8 @@ def _status(run: RunState, followed: bool) -> str:
         return "interrupted" if "KeyboardInterrupt" in run.error else "failed"
     if not run.intervals and not run.gluon[1]:
         return "no_result"
+    if not run.rated and not run.gluon[1]:
+        return "invalid"  # it ran (it printed intervals) and no Speed: says how fast: not a result
     if run.last_event == "interval" and (run.epoch_ends or followed):
         return "truncated"  # ended mid-epoch although epochs end with lines, or a new run followed
     num_epochs = _int(run.ns.get("num_epochs"))
@@ -135,6 +138,8 @@ def build_run(run: RunState, followed: bool) -> Run:
         started_at=run.stamps[0] if run.stamps else None, ended_at=run.stamps[1] if run.stamps else None,
         wall_time_s=max(costs) if costs else None,
         images_per_sec=ips, images_per_sec_mean=mean, images_per_sec_ranks=ranks,
-        status=_status(run, followed), status_detail=run.error if failed else None,
+        status=(status := _status(run, followed)),
+        status_detail=run.error if failed else f"no Speed: of its {run.intervals} intervals is a rate (> 0)"
+        if status == "invalid" else None,
         first_line=run.first_line, last_line=run.last_line, tags=tags, details=details,
     )

@@ -44,7 +44,7 @@ DESCRIPTION = "TensorFlow tf_cnn_benchmarks (header, images/sec step lines, tota
 _F = r"[-+]?(?:\d+\.\d+|nan|inf)"  # loss / accuracy: always printed with %.3f (or nan/inf)
 _STEP = re.compile(
     r"(\d+)\s+images/sec: (\d+(?:\.\d*)?)(?: \+/- (\d+(?:\.\d*)?|nan) \(jitter = (\d+(?:\.\d*)?|nan)\))?"
-    rf"(?:\s+({_F}))?(?:\s+({_F})\s+({_F}))?(?:\s+(\d{{9,11}}))?\s*$"
+    rf"(?:\s+({_F})(?:\s+({_F})(?:\s+({_F}))?)?)?(?:\s+(\d{{9,11}}))?\s*$"  # loss, top-1, top-5 by position
 )
 _EVAL = re.compile(r"(\d+)\s+(\d+(?:\.\d*)?) examples/sec(?:\s+(\d{9,11}))?\s*$")
 _TOTAL = re.compile(r"total images/sec: (\d+(?:\.\d*)?|nan|inf)\s*(?:\d{9,11})?\s*$")
@@ -53,6 +53,11 @@ _GROUP = re.compile(r"\s*(\d+) batches per prepocessing group\s*$")
 _ACCURACY = re.compile(r"(?:Accuracy|Precision) @ 1 = ([\d.]+|nan) (?:Accuracy|recall) @ 5 = ([\d.]+|nan)(?: \[(\d+) examples\])?")
 _EXC = re.compile(r"(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Interrupt)(?::|\s*$)")
 _COORD = re.compile(r"Error reported to Coordinator: (.*)")
+#: The root cause under TensorFlow's wrappers ("2 root error(s) found."): a numbered root error, or the op
+#: that failed with where (``OP_REQUIRES failed at nccl_ops.cc:104 : Internal: unhandled system error``).
+_ROOT = re.compile(r"(?:^\s*\(\d+\) |OP_REQUIRES failed at (\S+) : )((?:Internal|Unknown|Invalid ?argument|Not ?found|"
+                   r"Failed ?precondition|Resource ?exhausted|Unavailable|Aborted|Data ?loss|Out ?of ?range|"
+                   r"Unimplemented|Cancell?ed|Deadline ?exceeded|Permission ?denied): .*)", re.IGNORECASE)
 _GPU = re.compile(
     r"StreamExecutor device \(\d+\): (.+?), Compute Capability"
     r"|\(device: \d+, name: ([^,]+),"  # TF>=1.5 "physical GPU (device: ..."; TF<=1.4 "-> (device: 0, name: X, pci"
@@ -289,6 +294,7 @@ class Reader:
             st.oom = True
             if st.oom_detail is None:
                 st.oom_detail = line[:500]
+        self.root_cause(st, line)
         c = _COORD.search(line)
         if c is not None:
             if st.coord_detail is None:
@@ -300,6 +306,13 @@ class Reader:
         if st.error_line is None:
             st.error_line = no
         st.last_line = no
+
+    @staticmethod
+    def root_cause(st: RunState, line: str) -> None:
+        """Keep the most specific root error: the first that names where it failed, else the first."""
+        r = _ROOT.search(line)
+        if r is not None and (st.root_detail is None or (r[1] and " (at " not in st.root_detail)):
+            st.root_detail = (r[2].strip() + (f" (at {r[1]})" if r[1] else ""))[:500]
 
     def rare_line(self, no: int, line: str) -> None:
         st = self.cur
@@ -336,6 +349,8 @@ class Reader:
         self.seg_last, self.seg_last_no = line, no
         if "OOM" in line or "ResourceExhausted" in line:
             self.error_line(no, line)
+        elif "OP_REQUIRES failed" in line:
+            self.root_cause(self.cur if self.cur is not None else self.pending, line)
         elif self.gpu is None and ("name: " in line or "device (" in line):
             self.find_gpu(line)
 

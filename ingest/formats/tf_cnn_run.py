@@ -72,6 +72,7 @@ class RunState:
     exc_detail: str | None = None  # the last exception line (the final one of chained tracebacks)
     coord_detail: str | None = None  # the first "Error reported to Coordinator"
     oom_detail: str | None = None  # the first ResourceExhaustedError / OOM line
+    root_detail: str | None = None  # the root error under the wrappers (tf_cnn._ROOT), where it names one
     oom: bool = False
     nan_losses: int = 0
     stamp_first: str | None = None
@@ -253,7 +254,8 @@ def build_run(st: RunState, gpu: str | None, result: ParseResult) -> Run:
         images_per_sec_jitter=s.jitter if s is not None else None, images_per_sec_ranks=by_rank,
         status=status, first_line=st.first_line, last_line=st.last_line, tags=_tags(st, topo),
         details=_details(st, rank),
-        status_detail=(st.exc_detail or st.coord_detail or st.oom_detail) if status in ("failed", "oom") else None,
+        status_detail=(st.root_detail or st.exc_detail or st.coord_detail or st.oom_detail)
+        if status in ("failed", "oom") else None,
     )
 
 

@@ -204,8 +204,9 @@ def test_step_values_are_checked_like_run_values(tmp_path: Path) -> None:
                                  "FROM steps").fetchall()[0]
     assert (n, n_null) == (7, 4) and avg == pytest.approx((100 + 110 + 120) / 3)
     msgs = [m for (m,) in con.execute("SELECT message FROM problems WHERE kind = 'invalid_value'").fetchall()]
-    assert "4 step value(s) of images_per_sec not finite, negative or beyond the possible (the first: nan); " \
-           "stored as NULL" in msgs
+    # the first bad one is line 3's nan (line 1 is the Namespace line)
+    assert "4 step value(s) of images_per_sec outside (0, 1e+12] (NaN and infinities included; the first: nan at " \
+           "line 3); stored as NULL" in msgs
 
 
 def test_spilled_step_values_are_checked() -> None:

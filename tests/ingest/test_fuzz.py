@@ -107,6 +107,8 @@ def test_mutants_of_every_fixture_keep_the_reliability_properties(tmp_path: Path
             assert rate is None, (run["source"], run["status"], rate)
     assert sum(r["status"] == "invalid" for r in runs) > 0  # the mutator does make impossible results
 
+    _stored_values_are_checked(tmp_path / "st", steps)
+
     run_ids = {r["run_id"] for r in runs}
     orphans = {s["run_id"] for s in steps} - run_ids - {None}
     assert not orphans, f"{len(orphans)} runs have steps but no run row"
@@ -116,6 +118,23 @@ def test_mutants_of_every_fixture_keep_the_reliability_properties(tmp_path: Path
     stray = rows(connect(tmp_path / "st"), "SELECT count(*) FROM all_steps WHERE run_id IS NOT NULL AND run_id NOT IN "
                                           "(SELECT run_id FROM all_runs)")
     assert stray == [(0,)], "step rows without their run"
+
+
+def _stored_values_are_checked(st: Path, steps: list[dict]) -> None:
+    """Issue 41 §3: no step or telemetry value outside what its table allows (NaN, infinite, negative, a
+    rate or step time of 0, an accuracy beyond 100, a stamp outside 1980-2100); each NULLed one has a problem
+    naming its field. The mutator does make them (counted from the problems)."""
+    from bench.ingest.tables import StepTable, TelemetryTable
+
+    for table, rows in ((StepTable, steps), (TelemetryTable, _read(st, "telemetry"))):
+        for row in rows:
+            for name, (low, high, closed) in table.CHECKED.items():
+                value = row[name].timestamp() if hasattr(row[name], "timestamp") else row[name]  # stored as a time
+                assert value is None or (math.isfinite(value) and (value >= low if closed else value > low)
+                                         and value <= high), (table.__name__, name, value, row.get("line_no"))
+    nulled = [p["message"] for p in _read(st, "problems") if p["kind"] == "invalid_value" and " value(s) of " in p["message"]]
+    fields = {m.split(" value(s) of ")[1].split(" ")[0] for m in nulled}
+    assert {"images_per_sec", "loss"} <= fields, fields
 
 
 @pytest.mark.slow

@@ -40,7 +40,7 @@ def _check(actual: dict[str, Any], expected: dict[str, Any], where: str) -> None
     for key, want in expected.items():
         assert key in actual, f"{where}: no field {key!r}"
         got = actual[key]
-        if isinstance(want, float) and math.isnan(want):  # a printed "nan" (JSON NaN) must stay NaN
+        if isinstance(want, float) and math.isnan(want):  # a NaN where one is stored (a run's printed nan)
             assert isinstance(got, float) and math.isnan(got), f"{where}.{key}: {got!r} is not NaN"
         elif isinstance(want, float) and got is not None:
             assert got == pytest.approx(want, rel=1e-6), f"{where}.{key}"

@@ -204,6 +204,20 @@ def test_allocator_warning_is_not_oom_and_teardown_error_keeps_ok() -> None:
     assert (run.status, run.status_detail) == ("ok", None)
 
 
+def test_a_failure_says_its_root_error_not_the_wrapper() -> None:
+    """Was: the RTX 3070 4-GPU failures read "InternalError: 2 root error(s) found."; the log says
+    ``OP_REQUIRES failed at nccl_ops.cc:104 : Internal: unhandled system error`` (issue 42 §5)."""
+    stamp = "2021-01-10 10:00:00.000001: W tensorflow/core/framework/op_kernel.cc:1767] "
+    log = (HEADER + "\n" + stamp + "OP_REQUIRES failed at nccl_ops.cc:104 : Internal: unhandled system error\n"
+           "Traceback (most recent call last):\n"
+           "tensorflow.python.framework.errors_impl.InternalError: 2 root error(s) found.\n"
+           "  (0) Internal: unhandled system error\n")
+    run = parse(log).runs[0]
+    assert (run.status, run.status_detail) == ("failed", "Internal: unhandled system error (at nccl_ops.cc:104)")
+    run = parse(log.replace(stamp + "OP_REQUIRES failed at nccl_ops.cc:104 : Internal: unhandled system error\n", "")).runs[0]
+    assert (run.status, run.status_detail) == ("failed", "Internal: unhandled system error")
+
+
 def test_oom_and_failure_statuses() -> None:
     coord = ("INFO:tensorflow:Error reported to Coordinator: <class 'tensorflow.python.framework.errors_impl."
              "ResourceExhaustedError'>, 2 root error(s) found.")
@@ -268,7 +282,9 @@ def test_lambda_corpus_examples(corpus: Path) -> None:
     oom = got[_OOM].runs[0]
     assert (oom.status, oom.images_per_sec, oom.model, oom.gpu_model) == (
         "oom", None, "vgg16", "GeForce RTX 2080 with Max-Q Design")
-    assert oom.status_detail == "tensorflow.python.framework.errors_impl.ResourceExhaustedError: 2 root error(s) found."
+    # the root error, not the wrapper ("2 root error(s) found."): the first OP_REQUIRES line, L428
+    assert oom.status_detail == ("Resource exhausted: OOM when allocating tensor with shape[4096,4096] and type float on "
+                                 "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc (at matmul_op.cc:480)")
 
 
 def test_gpu_model_from_tf_1_1_device_lines() -> None:

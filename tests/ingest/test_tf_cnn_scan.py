@@ -100,8 +100,9 @@ def test_a_repeated_or_falling_step_inside_a_stretch_opens_a_run(length: int, at
 
 
 def test_lines_the_regex_reads_in_surprising_ways() -> None:
-    """Hand-checked values: two trailing floats are the accuracy pair (the regex backtracks over the
-    optional loss), a signed -nan loss is NaN, decimals past the fast path go through CPython."""
+    """Hand-checked values: two trailing floats are the loss and top-1, by position (tf_cnn prints the loss,
+    or the loss and both accuracies: a field never shifts), a signed -nan loss is NaN (the checks after the
+    parse make it NULL), decimals past the fast path go through CPython."""
     text = (
         b"Batch size: 64 global\n"
         b"Variables: replicated\n"
@@ -114,7 +115,7 @@ def test_lines_the_regex_reads_in_surprising_ways() -> None:
     )
     fast = _check(text)
     rows = fast.steps.rows()
-    assert (rows[0]["loss"], rows[0]["top1_accuracy"], rows[0]["top5_accuracy"]) == (None, 0.25, 0.75)
+    assert (rows[0]["loss"], rows[0]["top1_accuracy"], rows[0]["top5_accuracy"]) == (0.25, 0.75, None)
     assert rows[1]["loss"] != rows[1]["loss"] and rows[1]["images_per_sec_stderr"] != rows[1]["images_per_sec_stderr"]
     assert rows[2]["images_per_sec"] == float("300.12345678901234567890")
     assert (rows[2]["loss"], rows[2]["timestamp"]) == (float("inf"), 1600000000.0)

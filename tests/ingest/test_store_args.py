@@ -1,0 +1,51 @@
+"""What --store may name (issue 41 §7): a URL is a bad argument, never a local folder named ``s3:``; a
+folder of other files is made a store only with --init; a store of a schema this bench cannot read is
+refused before anything is written into it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from logtools import tf_cnn_log
+from typer.testing import CliRunner
+
+from bench.runner.cli import app
+
+runner = CliRunner()
+
+
+def _log(tmp_path: Path) -> str:
+    (tmp_path / "a.log").write_text(tf_cnn_log(10))
+    return str(tmp_path / "a.log")
+
+
+def test_a_url_is_a_bad_argument_not_a_folder(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    log = _log(tmp_path)
+    for argv in (["ingest", log, "--store", "s3://bucket/st"], ["sql", "SELECT 1", "--store", "s3://bucket/st"]):
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 2 and "not at a URL" in result.output, result.output
+    assert not (tmp_path / "s3:").exists()
+
+
+def test_a_folder_of_other_files_becomes_a_store_only_with_init(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    folder = tmp_path / "papers"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("x")
+    result = runner.invoke(app, ["ingest", log, "--store", str(folder)])
+    assert result.exit_code == 2 and "holds other files" in result.output
+    assert sorted(p.name for p in folder.iterdir()) == ["thesis.tex"]
+    result = runner.invoke(app, ["ingest", log, "--store", str(folder), "--init"])
+    assert result.exit_code == 0 and (folder / "STORE.json").exists()
+
+
+def test_a_store_of_another_schema_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    st = tmp_path / "st"
+    st.mkdir()
+    (st / "STORE.json").write_text(json.dumps({"schema_version": 7}))
+    result = runner.invoke(app, ["ingest", log, "--store", str(st)])
+    assert result.exit_code == 1 and "schema 7" in result.output
+    assert [p.name for p in st.iterdir()] == ["STORE.json"]  # nothing written: no _tmp/, no lock

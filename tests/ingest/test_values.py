@@ -1,0 +1,120 @@
+"""Every stored value is checked, steps and telemetry as runs (issue 41 §3): a value that is NaN, infinite,
+negative or impossible becomes NULL with an ``invalid_value`` problem naming the field and where it was;
+fields never shift; a run whose every speed is 0 is not ok. Each case edits a hand-written fixture at a
+place counted by hand (line numbers are the fixture's own)."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from bench.ingest.parse import parse_bytes
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
+TF_CNN = (FIXTURES / "tf_cnn" / "hand-lambda-2gpu.log").read_text()
+STEP_10 = "10\timages/sec: 1250.0 +/- 12.5 (jitter = 30.1)\t7.814 1599331745"  # its line 36
+
+
+def _parse(text: str, name: str = "x.log", fmt: str | None = None):  # type: ignore[no-untyped-def]
+    return parse_bytes(text.encode(), source=name, fmt=fmt).result
+
+
+def _invalid(result) -> list:  # type: ignore[no-untyped-def]
+    return [p for p in result.problems if p.kind == "invalid_value"]
+
+
+def _step(result, step: int) -> dict:  # type: ignore[no-untyped-def]
+    (row,) = [r for r in result.steps.rows() if r["step"] == step]
+    return row
+
+
+def test_an_extra_field_after_the_loss_never_shifts_the_loss_into_top1() -> None:
+    """Was: ``7.277 inf`` stored loss NULL, top-1 7.277 (the loss) and top-5 inf, with no problem."""
+    result = _parse(TF_CNN.replace(STEP_10, STEP_10.replace("7.814 1599331745", "7.277 inf 1599331745")))
+    row = _step(result, 10)
+    assert row["loss"] == 7.277 and row["top1_accuracy"] is None and row["top5_accuracy"] is None
+    (problem,) = _invalid(result)
+    assert problem.line_no == 36 and "top1_accuracy" in problem.message and "inf" in problem.message
+    assert result.runs[0].status == "ok" and result.runs[0].images_per_sec == 1248.31  # the run keeps its values
+
+
+@pytest.mark.parametrize(("printed", "field"), [("inf", "loss"), ("nan", "loss"), ("-0.500", "loss")])
+def test_a_loss_that_is_not_a_loss_is_null_with_a_problem_on_its_line(printed: str, field: str) -> None:
+    result = _parse(TF_CNN.replace(STEP_10, STEP_10.replace("7.814", printed)))
+    row = _step(result, 10)
+    assert row["loss"] is None and row["images_per_sec"] == 1250.0
+    (problem,) = _invalid(result)
+    assert problem.line_no == 36 and field in problem.message
+    assert result.runs[0].status == "ok"
+
+
+def test_a_step_rate_of_zero_is_null_with_a_problem() -> None:
+    result = _parse(TF_CNN.replace(STEP_10, STEP_10.replace("images/sec: 1250.0", "images/sec: 0.0")))
+    assert _step(result, 10)["images_per_sec"] is None
+    assert any(p.line_no == 36 and "images_per_sec" in p.message for p in _invalid(result))
+
+
+def test_impossible_telemetry_values_are_null_with_a_problem_naming_the_sample() -> None:
+    """nvidia-smi-query.csv: sample 0 is its line 2; 120 % utilisation, a -300 C temperature and an
+    infinite power are none of them readings."""
+    text = (FIXTURES / "telemetry" / "nvidia-smi-query.csv").read_text()
+    bad = text.replace("0, 95 %, 15000 MiB, 70, 250.50 W", "0, 120 %, 15000 MiB, -300, inf W", 1)
+    good, result = _parse(text, "t.csv").telemetry.rows(), _parse(bad, "t.csv")
+    rows = result.telemetry.rows()
+    assert (rows[0]["utilization_pct"], rows[0]["temperature_c"], rows[0]["power_w"]) == (None, None, None)
+    assert rows[0]["memory_used_mib"] == good[0]["memory_used_mib"] == 15000.0 and rows[1:] == good[1:]
+    fields = {re.search(r"value\(s\) of (\w+)", p.message)[1] for p in _invalid(result)}  # type: ignore[index]
+    assert {"utilization_pct", "temperature_c"} <= fields
+    assert all("at sample 0" in p.message for p in _invalid(result))
+
+
+def test_an_mxnet_run_whose_every_speed_is_zero_is_not_ok() -> None:
+    """Was: a PKB MXNet log whose every Speed: is 0.0 was an ok run with a NULL throughput."""
+    text = (FIXTURES / "mxnet" / "hand-node-dist-2workers.log").read_text()
+    zero = re.sub(r"Speed: [\d.]+", "Speed: 0.0", text)
+    (run,) = _parse(zero).runs
+    assert run.status == "invalid" and run.images_per_sec is None
+    assert run.status_detail == "no Speed: of its 6 intervals is a rate (> 0)"
+    (ok,) = _parse(text).runs
+    assert ok.status == "ok"
+
+
+def test_stored_steps_hold_no_value_the_checks_forbid() -> None:
+    """Every fixture log parsed: no step or telemetry value left outside its table's CHECKED range."""
+    from bench.ingest.tables import StepTable, TelemetryTable
+
+    seen = 0
+    for path in sorted(FIXTURES.rglob("*")):
+        if not path.is_file() or path.suffix in (".json", ".md", ".py"):
+            continue
+        result = parse_bytes(path.read_bytes(), source=path.name).result
+        for table, rows in ((StepTable, result.steps.rows()), (TelemetryTable, result.telemetry.rows())):
+            for row in rows:
+                for name, (low, high, closed) in table.CHECKED.items():
+                    value = row[name]
+                    if value is not None:
+                        seen += 1
+                        assert math.isfinite(value) and (value >= low if closed else value > low) and value <= high, (
+                            path.name, name, value)
+    assert seen > 1000
+
+
+def test_one_field_that_will_not_convert_never_loses_the_run() -> None:
+    """Was: an MLPerf GNMT log with ``Time --1`` lost its whole run as a parser_error ("could not convert
+    string to float"). The v0.6 NVIDIA GNMT result log's line 'TRAIN [0][10/1938]' is edited."""
+    corpus = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "mlperf" / "v0.6-nvidia-dgx1-pytorch-gnmt-result_0.txt"
+    if not corpus.exists():
+        pytest.skip(f"the shared corpus is not here ({corpus})")
+    text = corpus.read_text()
+    line = "TRAIN [0][10/1938]\tTime 0.115 (0.186)"
+    assert text.count(line) == 1
+    good, bad = _parse(text, "g.txt"), _parse(text.replace(line, "TRAIN [0][10/1938]\tTime --1 (0.186)"), "g.txt")
+    assert [p for p in bad.problems if p.kind == "parser_error"] == []
+    assert [(r.status, r.time_to_train_s) for r in bad.runs] == [(r.status, r.time_to_train_s) for r in good.runs]
+    (problem,) = _invalid(bad)
+    assert "Time '--1' is not a number" in problem.message
+    row = [r for r in bad.steps.rows() if r["step"] == 10 and r["epoch"] == 0 and r["line_no"] == problem.line_no]
+    assert row and row[0]["step_time_ms"] is None and row[0]["loss"] == 9.6782
