@@ -67,6 +67,7 @@ demo: $(VENV)/.installed
 	$(BIN)/bench compare --store demo-store --factor device_model --a P100 --b K80 --where "num_devices = 8"
 	$(BIN)/bench report --store demo-store --where "tags['source'] = 'tf-official-2017'" --equivalence 0.05 \
 		--title "TensorFlow official benchmarks 2017" --out bench-report
+	@echo "Next: 'make train' adds TensorFlow (CPU) to .venv, so that '$(BIN)/bench run' trains the bundled model here (README)"
 
 # The trainer's dependencies (TensorFlow, CPU build) into the venv, as locked: `bench run` of the bundled trainer.
 train: $(VENV)/.installed

@@ -100,6 +100,8 @@ def compare_command(
         result = compare(con, factor, a, b, metric=metric.value, equivalence=equivalence)
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
+        if not result.pairs:
+            raise typer.Exit(1)  # no answer: a script must not take an empty comparison for one
         return
     tried = {}  # no pair: the --ignore options that might form some, each run to say only what works
     if not result.pairs and metric not in (CompareMetric.mlperf_score, CompareMetric.time_to_train):
@@ -110,6 +112,8 @@ def compare_command(
             again = compare(_selected(store, where, [*(ignore or ()), *names]), factor, a, b, metric=metric.value)
             tried[names] = len(again.pairs)
     print_compare(result, tried)
+    if not result.pairs:
+        raise typer.Exit(1)
 
 
 def fit_command(

@@ -7,6 +7,7 @@ from typing import Any
 
 from bench.analytics import render
 from bench.analytics.compare import CompareResult, Summary, Unmatched
+from bench.analytics.selection import FACTORS
 
 #: Rows without a partner listed in the text output (``--json`` lists every one).
 MAX_UNMATCHED_SHOWN = 20
@@ -97,8 +98,11 @@ def no_pairs_reason(result: CompareResult, tried: dict[tuple[str, ...], int]) ->
         hint = " Letting them differ (--ignore) forms no pair either."
     else:
         hint = ""
+    comparable = [c for c in apart_factors(result) if c in FACTORS]  # what --factor takes
+    instead = f", or compare {comparable[0]} instead (--factor {comparable[0]})" if comparable else ""
+    counts = "" if ga & gb else " Device counts are compared only within one count: --where \"num_devices = N\"."
     return head + ("These never take the same value on the two sides: " + "; ".join(apart)
-                   + ". Narrow the selection with --where so that they match, or compare that factor instead." + hint)
+                   + f". Narrow the selection with --where so that they match{instead}." + counts + hint)
 
 
 def _few(rows: list[Unmatched], column: str) -> str:

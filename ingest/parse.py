@@ -49,7 +49,7 @@ def parse_bytes(
     text, problems = (data[: registry.HEAD_CHARS].decode("ascii"), []) if ascii_only else decode(data)
     result.problems.extend(problems)
     module = detect(text, source=source, forced=forced, problems=result.problems, whole=data)
-    if module is None:
+    if module is None or (forced is not None and not _holds(forced, text, data, ascii_only, result)):
         return FileParse(None, result)
     fast = registry.chunk_parser(module)
     if fast is not None:
@@ -230,6 +230,23 @@ def iter_stream_lines(chunks: Iterable[bytes], problems: list[Problem]) -> Itera
         yield from iter_lines(str(block, "utf-8", errors="replace"))
 
 
+def _holds(forced: registry.FormatModule, text: str, data: bytes | None, ascii_only: bool, result: ParseResult) -> bool:
+    """Whether a file read as a forced ``--format`` holds that format's markers: its ``sniff`` accepts the
+    head, or (``data``: a held file) any window of it; else a ``wrong_format`` problem, and the file gives
+    nothing (a README that mentions ``ResourceExhaustedError`` is no out-of-memory tf_cnn run)."""
+    if forced.sniff(text[: registry.HEAD_CHARS]):
+        return True
+    whole = (data.decode("ascii") if ascii_only else text) if data is not None else ""
+    step = registry.HEAD_CHARS - 4096  # windows overlap, so that a marker across a boundary is seen
+    if any(forced.sniff(whole[i : i + registry.HEAD_CHARS]) for i in range(step, len(whole), step)):
+        return True
+    where = "anywhere in it" if data is not None else "in its first 256 KiB (a file over 64 MiB is not read further for this)"
+    result.problems.append(Problem("wrong_format", f"read as {forced.NAME} (--format), the file holds none of that "
+                                                   f"format's markers {where}: nothing is stored from it. Without "
+                                                   "--format its format is detected"))
+    return False
+
+
 def _forced_found_nothing(forced: registry.FormatModule | None, result: ParseResult) -> None:
     """A file read as a forced ``--format`` that gave nothing, and said nothing of why, is a problem row,
     never a silent 0 runs."""
@@ -252,8 +269,9 @@ def parse_stream(
     if is_binary(head[:8192]):
         result.problems.append(Problem("binary", "control bytes in the first 8 KiB: not a text log"))
         return FileParse(None, result)
-    module = detect(head.decode("utf-8", errors="replace"), source=source, forced=forced, problems=result.problems)
-    if module is None:
+    text = head.decode("utf-8", errors="replace")
+    module = detect(text, source=source, forced=forced, problems=result.problems)
+    if module is None or (forced is not None and not _holds(forced, text, None, False, result)):
         return FileParse(None, result)
     tail: list[bytes] = []  # the bytes after the last line end so far (a cut last line), up to MAX_LINE_BYTES
     tail_bytes = 0

@@ -39,6 +39,7 @@ PROBLEM_KINDS = (
     "invalid_value",  # a number no run can have (NaN, inf, zero, negative, beyond the possible): made NULL
     "store_error",  # the file's rows could not be stored (none of them are); the rest of the ingest goes on
     "no_run",  # read as a forced --format, the file gave nothing (no run, system, score scale or telemetry)
+    "wrong_format",  # a forced --format whose markers the file does not hold anywhere: nothing stored from it
     "duplicate",  # the bytes of a file already stored from another place: skipped (the view ``duplicates``)
     "warning",  # stored, but worth a look: e.g. two MLPerf systems' result files are byte-identical
     "resource",  # the process parsing the file was killed (out of memory): nothing of it stored, the rest is

@@ -30,8 +30,9 @@ RUN_JSON = "run.json"
 TELEMETRY_CSV = "telemetry.csv"
 SCHEMA_VERSION = 2
 SUPPORTED_VERSIONS = (1, 2)
-#: Launcher statuses run.json may hold (``running`` / ``submitted``: the launcher has not seen the end).
-LAUNCHER_STATUSES = ("ok", "failed", "oom", "timeout", "interrupted", "running", "submitted")
+#: Launcher statuses run.json may hold (``running`` / ``submitted``: the launcher has not seen the end;
+#: ``no_result``: a clean exit whose log holds no result, as ``bench run`` writes it).
+LAUNCHER_STATUSES = ("ok", "failed", "oom", "timeout", "interrupted", "no_result", "running", "submitted")
 #: The keys with a type to check, and their JSON types; a present key of another type is dropped.
 KEYS: dict[str, type | tuple[type, ...]] = {
     "run_id": str, "spec": dict, "argv": list, "env": dict, "tags": dict, "host": dict, "versions": dict,

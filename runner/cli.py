@@ -170,6 +170,7 @@ def run_command(
             typer.echo(lr.describe(argv))
         return
     if dry_run:
+        lr.check_trainer(spec)  # a command the real run would refuse (--precision fp8) is not printed as one
         env_names = sorted(lr.rundir.matching_env(lr.child_env(os.environ)))
         for _ in range(repeat):
             typer.echo(lr.describe(build_command(spec, export_env=env_names)))

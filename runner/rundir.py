@@ -2,7 +2,7 @@
 atomic writer are ``bench.ingest.runjson``, which the ingest reads with).
 
 run.json keys: schema_version, run_id, spec (RunSpec.to_json), argv (the exact launched argv), tags,
-repeat, env (variables matching spec.ENV_PREFIXES), host (hostname, cpu_model, physical_cores,
+repeat, env (the variables spec.recorded_env names), host (hostname, cpu_model, physical_cores,
 memory_total_mib, os, kernel, python), versions (tensorflow, cuda, cudnn, nccl, horovod, mpi: a string
 or None when not detectable), gpus (list of {name, driver_version, memory_total_mib, sm_clock_max_mhz}, and
 where nvidia-smi gives them the settings of ``_SETTINGS``: power limits, application clocks, persistence
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.ingest.runjson import SCHEMA_VERSION
-from bench.runner.spec import ENV_PREFIXES, RunSpec
+from bench.runner.spec import RunSpec, recorded_env
 from bench.sql.errors import UsageError
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -85,8 +85,8 @@ def iso_utc(t: float) -> str:
 
 
 def matching_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables whose name starts with one of spec.ENV_PREFIXES, sorted by name."""
-    return {k: environ[k] for k in sorted(environ) if k.startswith(ENV_PREFIXES)}
+    """The variables run.json records (spec.recorded_env), sorted by name."""
+    return {k: environ[k] for k in sorted(environ) if recorded_env(k)}
 
 
 def _command_output(argv: list[str], timeout_s: float = 10.0) -> str | None:

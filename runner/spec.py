@@ -26,9 +26,24 @@ from bench.sql.errors import UsageError
 LAUNCHERS = ("local", "horovodrun", "mpirun", "slurm")
 #: variable-update modes whose processes are configured by TF_CONFIG (bench.runner.train.cluster)
 CLUSTER_MODES = ("multi_worker", "distributed_ps")
-#: environment variables recorded in run.json and exported to MPI ranks
-ENV_PREFIXES = ("CUDA_", "NCCL_", "HOROVOD_", "TF_", "OMP_", "SLURM_")
-#: always exported to MPI ranks (Horovod's documented mpirun line), besides the ENV_PREFIXES variables
+#: environment variables recorded in run.json and exported to MPI ranks: these prefixes, and TensorFlow's
+#: own (``TF_ENV``), by name: Terraform's are TF_ too (TF_CLI_CONFIG_FILE, TF_LOG, TF_VAR_*, TF_DATA_DIR)
+ENV_PREFIXES = ("CUDA_", "NCCL_", "HOROVOD_", "OMP_", "SLURM_")
+#: TensorFlow's variables: its families (logging, XLA, GPU, cuDNN, feature switches, thread counts) by
+#: prefix, and single ones by name
+TF_ENV_PREFIXES = ("TF_CPP_", "TF_XLA_", "TF_GPU_", "TF_CUDNN_", "TF_USE_CUDNN_", "TF_ENABLE_", "TF_FORCE_",
+                   "TF_DETERMINISTIC_", "TF_NUM_", "TF_DISABLE_")
+TF_ENV_NAMES = frozenset({"TF_CONFIG", "TF_USE_LEGACY_KERAS", "TF_SYNC_ON_FINISH", "TF_AUTOTUNE_THRESHOLD",
+                          "TF_CUDA_COMPUTE_CAPABILITIES", "TF_DUMP_GRAPH_PREFIX", "TF_ADJUST_HUE_FUSED",
+                          "TF_ADJUST_SATURATION_FUSED", "TF_MIN_GPU_MULTIPROCESSOR_COUNT"})
+
+
+def recorded_env(name: str) -> bool:
+    """Whether run.json records (and MPI ranks get) the environment variable ``name``."""
+    return name.startswith(ENV_PREFIXES + TF_ENV_PREFIXES) or name in TF_ENV_NAMES
+
+
+#: always exported to MPI ranks (Horovod's documented mpirun line), besides the recorded variables
 MPI_BASE_ENV = ("LD_LIBRARY_PATH", "PATH", "PYTHONUNBUFFERED")
 DEFAULT_TRAINER: tuple[str, ...] = (sys.executable, "-m", "bench.runner.train.trainer")
 _HOST = re.compile(r"^([A-Za-z0-9._-]+)(?::(\d+))?$")

@@ -140,7 +140,7 @@ def test_analytics_commands_on_the_official_sheet(tmp_path: Path) -> None:
     args = ["compare", "--factor", "device_model", "--a", "P100", "--b", "K80", "--store", st, "--where", apart]
     result = runner.invoke(app, args)
     flat = " ".join(result.output.split())
-    assert result.exit_code == 0 and "no pairs" in flat and "Pairs form with --ignore data (16 pairs)." in flat, flat
+    assert result.exit_code == 1 and "no pairs" in flat and "Pairs form with --ignore data (16 pairs)." in flat, flat
     followed = json.loads(runner.invoke(app, [*args, "--ignore", "data", "--json"]).output)
     assert followed["summary"]["n"] == 16
     # apart in data and in GPU count: no --ignore forms a pair, and none is offered
@@ -148,6 +148,12 @@ def test_analytics_commands_on_the_official_sheet(tmp_path: Path) -> None:
                                  "--where", f"({apart}) AND ((device_model LIKE '%P100%') = (num_devices = 1))"])
     flat = " ".join(result.output.split())
     assert "Letting them differ (--ignore) forms no pair either." in flat and "Pairs form" not in flat, flat
+    # each suggestion is one the command takes (was: "compare that factor instead", and --factor num_devices
+    # then failed "unknown factor")
+    assert result.exit_code == 1 and "compare data instead (--factor data)" in flat
+    assert 'compared only within one count: --where "num_devices = N"' in flat
+    followed = runner.invoke(app, ["compare", "--factor", "data", "--a", "synthetic", "--b", "real", "--store", st])
+    assert followed.exit_code == 0 and "ratio" in followed.output, followed.output
 
 
 def test_an_ingest_process_asks_for_one_blas_thread_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:

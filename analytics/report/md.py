@@ -1,12 +1,11 @@
 """``bench report`` writers for the folder: report.md (figures linked as figures/<slug>.svg) and the
 files beside it (figures/*.svg, tables/*.csv with the numbers unformatted, NULL as an empty field).
 Text from the store is data, never markup: in report.md its control characters are escaped
-(bench.analytics.render.shown), and so are HTML's ``<``, ``>`` and ``&`` (Markdown passes HTML through to the
-page) and, in table cells, ``|`` and newlines; the CSVs escape control characters too."""
+(bench.analytics.render.shown), and so are ``<`` and ``&`` (Markdown passes HTML through to the page: they
+are backslash-escaped) and, in table cells, ``|`` and newlines; the CSVs escape control characters too."""
 
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING
 
 from bench.analytics.render import shown
@@ -43,8 +42,9 @@ def unique_slugs(report: Report) -> None:
 
 
 def _md(text: str) -> str:
-    """Text as Markdown shows it: control characters and HTML escaped."""
-    return html.escape(shown(text), quote=False)
+    """Text as Markdown shows it: ``<`` and ``&`` backslash-escaped (never a tag or an entity, and still
+    readable as plain text), backslashes too, and control characters as ``shown`` writes them."""
+    return shown(text.replace("\\", "\\\\").replace("<", "\\<").replace("&", "\\&"))
 
 
 def _cell(text: str) -> str:

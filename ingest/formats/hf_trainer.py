@@ -43,8 +43,13 @@ _HEADER_FIELDS = {"Num examples": "examples", "Num Epochs": "epochs", "Gradient 
 
 
 def sniff(head: str) -> bool:
-    """The Trainer's header block, or its metrics dicts (logging below INFO prints only those)."""
-    if contains(head, "***** Running training *****") or contains(head, "'train_samples_per_second': "):
+    """The Trainer's header block with a field only the Trainer prints (Google's BERT ``run_squad.py`` prints
+    the same ``***** Running training *****`` banner, then its own fields), or its metrics dicts (logging
+    below INFO prints only those)."""
+    if contains(head, "***** Running training *****") and (
+            contains(head, "Instantaneous batch size per device") or contains(head, "Total optimization steps")):
+        return True
+    if contains(head, "'train_samples_per_second': "):
         return True
     return contains(head, "{'loss': ") and contains(head, "'learning_rate': ")
 

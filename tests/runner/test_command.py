@@ -167,6 +167,9 @@ def test_one_verdict_for_a_command_that_prints_no_result(tmp_path: Path) -> None
     assert (res.returncode, doc["status"], row["status"]) == (1, "no_result", "no_result")
     assert f"{run_dir}: no_result" in res.stdout
     assert doc["exit_code"] == 0 and "holds no result" in doc["failure_cause"]
+    # and one record: the store takes run.json's status as it is (was: "bad_line: run.json status 'no_result'
+    # is not one of ok, failed, ...")
+    assert rows(store, "SELECT kind, message FROM problems WHERE message LIKE '%run.json%'") == []
 
 
 def test_timeout_holds_when_a_child_escapes_the_process_group(tmp_path: Path) -> None:
@@ -260,3 +263,13 @@ def test_repeat_stops_after_a_run_that_failed_before_it_began(tmp_path: Path) ->
     res = bench("run", "--out", str(tmp_path / "logs2"), "--no-ingest", "--telemetry-interval", "0", "--repeat", "2",
                 "--", sys.executable, "-c", "import sys; sys.exit(1)")
     assert len(run_dirs(tmp_path / "logs2")) == 2  # a failure during the run: every repeat runs
+
+
+@pytest.mark.parametrize("option", [["--precision", "fp8"], ["--model", "nosuchmodel"]])
+def test_a_dry_run_refuses_what_the_real_run_refuses(tmp_path: Path, option: list[str]) -> None:
+    """Was: --dry-run printed a command for --precision fp8 or --model nosuchmodel, which the run refuses."""
+    res = bench("run", "--dry-run", "--out", str(tmp_path / "x"), *option)
+    assert res.returncode == 2 and "invalid choice" in res.stderr and "bench.runner.train.trainer" not in res.stdout
+    assert not (tmp_path / "x").exists()
+    ok = bench("run", "--dry-run", "--out", str(tmp_path / "x"), "--model", "resnet50")
+    assert ok.returncode == 0 and "--model resnet50" in ok.stdout

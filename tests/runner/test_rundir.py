@@ -46,9 +46,11 @@ def test_run_json_is_written_atomically_and_only_in_the_current_version(tmp_path
 def test_matching_env_keeps_only_the_prefixes() -> None:
     env = {"CUDA_VISIBLE_DEVICES": "0,1", "NCCL_DEBUG": "INFO", "HOROVOD_FUSION_THRESHOLD": "1",
            "TF_CPP_MIN_LOG_LEVEL": "2", "OMP_NUM_THREADS": "4", "SLURM_JOB_ID": "7", "HOME": "/root",
-           "MY_TF_VAR": "no", "PATH": "/bin"}
+           "MY_TF_VAR": "no", "PATH": "/bin", "TF_CONFIG": "{}", "TF_XLA_FLAGS": "--tf_xla_auto_jit=2",
+           "TF_CLI_CONFIG_FILE": "/root/.terraformrc", "TF_LOG": "DEBUG", "TF_VAR_region": "eu"}  # the last 3: Terraform's
     assert list(rundir.matching_env(env)) == ["CUDA_VISIBLE_DEVICES", "HOROVOD_FUSION_THRESHOLD", "NCCL_DEBUG",
-                                              "OMP_NUM_THREADS", "SLURM_JOB_ID", "TF_CPP_MIN_LOG_LEVEL"]
+                                              "OMP_NUM_THREADS", "SLURM_JOB_ID", "TF_CONFIG", "TF_CPP_MIN_LOG_LEVEL",
+                                              "TF_XLA_FLAGS"]
 
 
 def test_host_facts() -> None:
