@@ -16,7 +16,7 @@ import os
 import time
 import uuid
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,10 +72,12 @@ def ensure_tables(root: Path) -> None:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One committed state: its sequence number and each table's version in it."""
+    """One committed state: its sequence number and each table's version in it; as read by ``snapshot``,
+    also the SHA-256 every commit recorded of the files it added ("table/file" -> hex digest)."""
 
     seq: int
     versions: dict[str, int]
+    checksums: dict[str, str] = field(default_factory=dict, compare=False)
 
 
 class CommitsDamaged(Exception):
@@ -102,9 +104,9 @@ def snapshot(root: Path) -> Snapshot | None:
     files = DeltaTable(str(path)).file_uris()
     if not files:
         return None
-    rows = [r for f in files for r in read_commit_file(f, ["seq", "versions"])]  # no dataset import
+    rows = [r for f in files for r in read_commit_file(f, ["seq", "versions", "checksums"])]  # no dataset import
     best = max(rows, key=lambda r: r["seq"])
-    return Snapshot(best["seq"], dict(best["versions"]))
+    return Snapshot(best["seq"], dict(best["versions"]), {k: v for r in rows for k, v in r["checksums"] or []})
 
 
 def read_commit_file(path: str | Path, columns: list[str] | None = None) -> list[dict[str, Any]]:

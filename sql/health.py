@@ -1,14 +1,20 @@
 """Which files of a store's committed state can be read, and ``bench ingest --check``.
 
-Every reader (``readable``) checks what costs a ``stat`` per file: the file is there with the size its
-Delta commit recorded; a missing or truncated file is left out with a one-line warning naming it and the
-fix. ``--check`` (``findings``) also verifies every file against the SHA-256 recorded when it was
-committed (a flipped bit), every table's Delta log, and that each source which gave runs still has them.
+Every reader (``readable``) checks every file it will read: it is there with the size its Delta commit
+recorded, and its bytes have the SHA-256 recorded when it was committed (a flipped bit reads as another
+number, or fails a whole query). A file that fails is left out with a one-line warning naming it and the
+fix, and the rest of the store answers. A file's hash is taken again whenever its inode changes (its size,
+modification or change time: any write), and otherwise remembered in ``STORE/.verified.json`` (``Verified``),
+so that a query does not hash the whole store each time. ``--check`` (``findings``) hashes every file
+whatever was remembered, and checks the commits table, every table's Delta log, and that each source which
+gave runs still has them.
 ``bench ingest --rebuild`` repairs what either finds, by parsing the recorded sources again.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,9 +42,11 @@ class Health:
                 for what, why in self.damaged]
 
 
-def readable(root: Path) -> Health:
-    """The committed state's files that are there with their committed size (see the module docstring)."""
+def readable(root: Path, *, verify: bool = True) -> Health:
+    """The committed state's files that are there with their committed size and bytes (see the module
+    docstring); ``verify`` False: sizes only (a writer's own reads, which --check and readers verify)."""
     out = Health()
+    verified = Verified(root) if verify else None
     try:
         out.snap, out.pending = delta.roll_forward(root, delta.snapshot(root), record=False)
     except Exception as e:  # deltalake raises its own types and OSError; all mean the same to a reader
@@ -57,12 +65,54 @@ def readable(root: Path) -> Health:
             continue
         out.files[table] = []
         for f in found:
-            why = _file_damage(f)
+            why = _file_damage(f) or (verified.check(f, out.snap.checksums) if verified is not None else None)
             if why is None:
                 out.files[table].append(f.path)
             else:
                 out.damaged.append((f"file {f.key}", why))
+    if verified is not None:
+        verified.save({str(p) for paths in out.files.values() for p in paths})
     return out
+
+
+class Verified:
+    """The files whose SHA-256 matched their recorded one, by their inode's identity (``STORE/.verified.json``):
+    a file is hashed again when its size, modification or change time moves. Saved only when it grew, and
+    not at all where the store cannot be written (read-only media: every file is hashed each time)."""
+
+    def __init__(self, root: Path):
+        self.path = root / ".verified.json"
+        try:
+            self.known: dict[str, list[int]] = json.loads(self.path.read_bytes())
+        except (OSError, ValueError):
+            self.known = {}
+        self.added = False
+
+    def check(self, f: delta.DataFile, checksums: dict[str, str]) -> str | None:
+        """Why ``f`` cannot be trusted (its bytes are not those committed), or None."""
+        want = checksums.get(f.key)
+        if want is None:
+            return None  # committed before checksums were kept: nothing to compare with
+        st = f.path.stat()
+        ident = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        if self.known.get(str(f.path)) == ident:
+            return None
+        if delta.sha256(f.path) != want:
+            return "its bytes do not match the SHA-256 recorded when it was committed (changed on disk since)"
+        self.known[str(f.path)] = ident
+        self.added = True
+        return None
+
+    def save(self, current: set[str]) -> None:
+        """Write what is known of the ``current`` files (those of files no state holds any more dropped)."""
+        if not self.added:
+            return
+        tmp = self.path.with_name(f".verified.{os.getpid()}.tmp")
+        try:  # a cache: no fsync; a reader that finds it cut or stale hashes again
+            tmp.write_text(json.dumps({k: v for k, v in self.known.items() if k in current}))
+            os.replace(tmp, self.path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
 
 
 def _file_damage(f: delta.DataFile) -> str | None:
@@ -79,7 +129,7 @@ def findings(root: Path) -> list[str]:
     """What ``bench ingest --check`` reports, one line each; empty when the store is sound."""
     from bench.sql.recover import commits_damage
 
-    state = readable(root)
+    state = readable(root, verify=False)  # every file is hashed below, whatever readers remembered
     out = state.messages(root)
     why = commits_damage(root)
     if why is not None:

@@ -243,7 +243,10 @@ def write_options(schema: pa.Schema) -> dict[str, Any]:
     floats = {f.name for f in schema if pa.types.is_floating(f.type)}
     leaves = leaf_paths(schema)  # per-column options name Parquet's leaf columns (e.g. tags.key_value.key)
     codec = {p: "lz4" if p in floats else "zstd" for p in leaves}
-    return {"compression": codec, "use_dictionary": dictionary, "column_encoding": delta}
+    # CRC32 page checksums: any Parquet reader may verify them (pyarrow's page_checksum_verification); bench's
+    # readers check each file's SHA-256 against its commit's record (bench.sql.health), which also covers
+    # the footer
+    return {"compression": codec, "use_dictionary": dictionary, "column_encoding": delta, "write_page_checksum": True}
 
 
 def leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
