@@ -231,17 +231,19 @@ def test_ctrl_c_during_an_ingest_says_what_was_stored(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fmt", ["caffe", "dllogger", "mlperf", "caffe_time"])
 def test_a_forced_format_that_reads_nothing_leaves_a_problem_row(tmp_path: Path, fmt: str) -> None:
-    """`bench ingest horovod-2ranks.log --format caffe` stored 0 runs and 0 problems and exited 0."""
+    """`bench ingest horovod-2ranks.log --format caffe` stored 0 runs and 0 problems and exited 0. The file
+    holds none of these formats' markers: a wrong_format problem (a file that holds them and still gives
+    nothing is a no_run one: test_detection)."""
     log = tmp_path / "horovod-2ranks.log"
     shutil.copy(Path(__file__).parent.parent / "fixtures/logs/horovod/synthetic-gloo.log", log)
     st = str(tmp_path / "st")
     result = runner.invoke(app, ["ingest", str(log), "--store", st, "--format", fmt, "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
-    assert summary["runs_added"] == 0 and summary["problems_by_kind"] == {"no_run": 1}
+    assert summary["runs_added"] == 0 and summary["problems_by_kind"] == {"wrong_format": 1}
     result = runner.invoke(app, ["sql", "SELECT source, kind, message FROM problems", "--store", st, "--format", "json"])
     (row,) = json.loads(result.output)
-    assert row["source"].endswith("horovod-2ranks.log") and row["kind"] == "no_run"
+    assert row["source"].endswith("horovod-2ranks.log") and row["kind"] == "wrong_format"
     assert f"read as {fmt} (--format)" in row["message"]
 
 

@@ -197,8 +197,12 @@ def test_launchers_wrap_a_command_as_they_wrap_the_trainer(tmp_path: Path) -> No
 
 
 def test_trainer_options_after_the_separator_still_go_to_the_trainer(tmp_path: Path) -> None:
+    res = bench("run", "--model", "trivial", "--dry-run", "--", "--data-dir", "/data", "--decode-threads", "4")
+    assert res.stdout == (f"{sys.executable} -m bench.runner.train.trainer --model trivial --data-dir /data "
+                          "--decode-threads 4\n")
+    # checked as the run checks them: the trainer takes --decode-threads only with real data
     res = bench("run", "--model", "trivial", "--dry-run", "--", "--decode-threads", "4")
-    assert res.stdout == f"{sys.executable} -m bench.runner.train.trainer --model trivial --decode-threads 4\n"
+    assert res.returncode == 2 and "--decode-threads applies only to real data" in res.stderr
 
 
 def test_the_h100_command_run_ingests_as_checked_by_hand(tmp_path: Path) -> None:
