@@ -21,6 +21,8 @@ FAULTS = {
     errno.ENOSPC: "the disk is full",
     errno.EDQUOT: "the disk quota is used up",
     errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
 }
 
 
@@ -36,8 +38,9 @@ def fault_message(e: BaseException) -> str | None:
         return None
     filename = getattr(e, "filename", None)
     where = f" ({filename})" if filename else ""
+    fix = "give" if code in (errno.EACCES, errno.EPERM, errno.EROFS) else "free space or give"
     return (f"{what}{where}: what was being written was not committed (a store commits an ingest whole, or "
-            "nothing of it); free space or give a --store / --out you may write to, and run it again")
+            f"nothing of it); {fix} a --store / --out you may write to, and run it again")
 
 
 def one_line(e: BaseException) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,11 @@ def corpus() -> Path:
 
 
 LAMBDA_TARBALL = CORPUS / "tf_cnn_benchmarks" / "lambda-logs.tar.gz"
-#: The README's two --path-patterns for Lambda's archive, for its throughput logs and its thermal telemetry.
-LAMBDA_PATTERNS = [
-    f"{{system}}.logs/{{data_mode}}-{{variable_update}}-{{precision}}-{{num_gpus}}gpus{tail}/{{model}}-{{batch_size_per_device}}/{kind}/{{repeat}}"
-    for kind in ("throughput", "thermal") for tail in ("-{variant}", "")
-]
+#: The README's --path-patterns for Lambda's archive (its throughput logs and its thermal telemetry, each with
+#: and without a variant), read from the README itself: the numbers the README quotes come from its command.
+LAMBDA_PATTERNS = re.findall(r"--path-pattern '(\{system\}\.logs/[^']+)'",
+                             (Path(__file__).resolve().parents[1] / "README.md").read_text())
+assert len(LAMBDA_PATTERNS) == 4 and sum("/thermal/" in p for p in LAMBDA_PATTERNS) == 2, LAMBDA_PATTERNS
 
 
 @pytest.fixture(scope="session")

@@ -275,7 +275,8 @@ def test_a_copy_at_another_path_is_counted_and_listed(tmp_path: Path) -> None:
     assert result.output == "n\n1\n"  # listed once, however often the folder is ingested
 
 
-@pytest.mark.parametrize(("code", "what"), [(28, "the disk is full"), (30, "the file system is read-only")])
+@pytest.mark.parametrize(("code", "what"), [(28, "the disk is full"), (30, "the file system is read-only"),
+                                            (13, "permission denied")])
 def test_a_full_disk_or_read_only_store_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      code: int, what: str) -> None:
     """A full disk (ENOSPC, 19 of 19 times) and a read-only mount printed Python tracebacks."""
@@ -283,7 +284,7 @@ def test_a_full_disk_or_read_only_store_is_one_line(tmp_path: Path, monkeypatch:
 
     import pyarrow.parquet as pq
 
-    assert code == {28: errno.ENOSPC, 30: errno.EROFS}[code]
+    assert code == {28: errno.ENOSPC, 30: errno.EROFS, 13: errno.EACCES}[code]
     (tmp_path / "a.log").write_text(tf_cnn_log(20))
     st = tmp_path / "st"
 
@@ -300,3 +301,24 @@ def test_a_full_disk_or_read_only_store_is_one_line(tmp_path: Path, monkeypatch:
     assert delta.snapshot(st) is None  # nothing of it committed
     monkeypatch.undo()
     assert runner.invoke(app, ["ingest", str(tmp_path / "a.log"), "--store", str(st)]).exit_code == 0  # space again
+
+
+def test_a_table_folder_the_user_may_not_write_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was: a PermissionError traceback from store.add's os.rename (a table folder of another user; root may
+    write anywhere, so the rename is made to refuse as it would)."""
+    import errno
+
+    from bench.sql import store
+
+    (tmp_path / "a.log").write_text(tf_cnn_log(20))
+    real = os.rename
+
+    def refuse(src: str, dst: str) -> None:
+        if "/tables/" in str(dst):
+            raise PermissionError(errno.EACCES, "Permission denied", str(dst))
+        real(src, dst)
+
+    monkeypatch.setattr(store.os, "rename", refuse)
+    result = runner.invoke(app, ["ingest", str(tmp_path / "a.log"), "--store", str(tmp_path / "st")])
+    assert result.exit_code == 1 and "Error: permission denied (" in result.output, result.output
+    assert "Traceback" not in result.output and "give a --store / --out you may write to" in " ".join(result.output.split())
