@@ -109,6 +109,10 @@ def ingest_command(
                    f"{', '.join(summary.rolled_back)}", err=True)
     for line in summary.set_aside:
         typer.echo(f"store {root}: {line}, and made again from the recorded sources", err=True)
+    if summary.rolled_forward:
+        typer.echo(f"store {root}: recorded the commit(s) {', '.join(summary.rolled_forward)}, written whole but "
+                   "never added to the commits table's log (a writer killed at its commit point, or a lost entry)",
+                   err=True)
     if summary.recovered:
         typer.echo(f"store {root}: {summary.recovered}", err=True)
     for source in summary.lost:

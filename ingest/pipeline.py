@@ -72,6 +72,8 @@ class IngestSummary:
     lost: list[str] = field(default_factory=list)
     #: ``--rebuild`` only: how a damaged or lost commits table was made again (bench.sql.recover), or None.
     recovered: str | None = None
+    #: Commits rows written but not in the commits table's log, recorded before this ingest (delta.roll_forward).
+    rolled_forward: list[str] = field(default_factory=list)
     runs_by_status: dict[str, int] = field(default_factory=dict)
     runs_by_format: dict[str, int] = field(default_factory=dict)
     #: Files that compaction after the ingest merged (bench.sql.compact); 0 when it did not run.
@@ -135,7 +137,7 @@ def ingest(
     t0 = time.perf_counter()
     summary = IngestSummary(store=str(store))
     with tuned(), StoreWriter(Path(store), wait_message=on_wait) as writer, ParserPool(workers) as parsers:
-        summary.rolled_back = writer.rolled_back
+        summary.rolled_back, summary.rolled_forward = writer.rolled_back, writer.rolled_forward
         parsers.patterns = compiled
         parsers.scratch = str(writer.scratch())
         if _archive_bytes(paths) > ParserPool.INLINE_BYTES:

@@ -64,8 +64,9 @@ def readable(root: Path, *, verify: bool = True) -> Health:
             out.files[table] = []
             continue
         out.files[table] = []
+        recorded = out.snap.checksums if out.snap is not None else {}
         for f in found:
-            why = _file_damage(f) or (verified.check(f, out.snap.checksums) if verified is not None else None)
+            why = _file_damage(f) or (verified.check(f, recorded) if verified is not None else None)
             if why is None:
                 out.files[table].append(f.path)
             else:

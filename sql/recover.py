@@ -16,7 +16,6 @@ from typing import Any
 
 from bench.sql import delta
 from bench.sql.errors import one_line
-from bench.sql.schema import TABLES
 
 
 def commits_damage(root: Path) -> str | None:
@@ -69,5 +68,4 @@ def recover(root: Path, aside: Path | None) -> tuple[delta.Snapshot, list[str]]:
     sources = list(dict.fromkeys(chunk for row in rows for chunk in row["sources"] or []))
     versions, _ = delta.newest_versions(root)
     last = delta.Snapshot(rows[-1]["seq"] if rows else -1, {})
-    return delta.commit(root, "recover", {t: v for t, v in versions.items() if t in TABLES}, checksums, sources,
-                        last), bad
+    return delta.commit(root, "recover", versions, checksums, sources, last), bad
