@@ -117,14 +117,25 @@ def _tar_items(path: str, limits: Limits) -> Iterator[Item]:
     try:
         with open(path, "rb") as raw, _tar_stream(path, raw) as fobj:
             gzipped = fobj is not raw
-            for name, size, reader in iter_members(fobj):
+            skipped: list[tuple[str, str]] = []
+            for name, size, reader in iter_members(fobj, skipped):
+                yield from _skipped_items(path, skipped)
                 # a member gives at most its header's size: only one declared past the floor can be a bomb
                 bounded = BoundedReader(reader, name, raw.tell, limits) if gzipped and size > limits.floor_bytes else reader
                 yield Item(f"{path}{MEMBER_SEP}{name}", storable(name), size, bounded, path, name)
+            yield from _skipped_items(path, skipped)
     except (OSError, EOFError, InflateError, TarFormatError) as e:  # cut or corrupt: keep what was read
         err = str(e)
     if err:
         yield Item(path, _slash(path), 0, None, archive=path, error=f"archive ends early or is corrupt: {err}")
+
+
+def _skipped_items(path: str, skipped: list[tuple[str, str]]) -> Iterator[Item]:
+    """An error item (a problem row) for each link, device or FIFO member met since the last call."""
+    while skipped:
+        name, what = skipped.pop(0)
+        yield Item(f"{path}{MEMBER_SEP}{name}", storable(name), 0, None, path, name,
+                   error=f"a {what} member, not a file: not read (an archive holds no bytes of it)")
 
 
 def _tar_stream(path: str, raw: IO[bytes]) -> IO[bytes]:

@@ -3,8 +3,8 @@
 Why not ``tarfile``: on the Lambda archive (19,973 headers) its pure-Python header objects cost about a
 second of the ingest's main process, which is the bottleneck there. This reader parses only what the
 ingest needs: the name (ustar prefix, pax ``path``, GNU long names), the size (octal, base-256 or pax
-``size``) and the type; it verifies each header's checksum. Other member types (directories, links,
-devices) are skipped. Archives are read strictly forward, so any stream works (a pipe, a decompressor).
+``size``) and the type; it verifies each header's checksum. Other member types are skipped: directories
+silently, links, devices and FIFOs named to the caller (a problem row each). Archives are read strictly forward, so any stream works (a pipe, a decompressor).
 
 Errors: ``TarFormatError`` for a header whose checksum is wrong; ``EOFError`` when the stream ends
 inside a header or a member. A stream that ends at a header boundary without the end-of-archive
@@ -48,8 +48,14 @@ class MemberReader:
             self.read(1 << 20)
 
 
-def iter_members(fobj: IO[bytes]) -> Iterator[tuple[str, int, MemberReader]]:
-    """(name, size, reader) of every regular-file member, in archive order."""
+#: member types that are neither files nor directories, as a problem row names them
+_OTHER_TYPES = {b"1": "hard link", b"2": "symbolic link", b"3": "character device", b"4": "block device",
+                b"6": "FIFO"}
+
+
+def iter_members(fobj: IO[bytes], skipped: list[tuple[str, str]] | None = None) -> Iterator[tuple[str, int, MemberReader]]:
+    """(name, size, reader) of every regular-file member, in archive order; ``skipped`` gets (name, what it
+    is) of each link, device or FIFO member (not read: its bytes are not in the archive)."""
     long_name: str | None = None
     pax: dict[str, str] = {}
     while True:
@@ -83,6 +89,8 @@ def iter_members(fobj: IO[bytes]) -> Iterator[tuple[str, int, MemberReader]]:
             reader._finish()
             _read_exact(fobj, pad)
         else:
+            if skipped is not None and kind in _OTHER_TYPES:
+                skipped.append((given or (_text(ustar) if ustar is not None else _ustar_name(header)), _OTHER_TYPES[kind]))
             _skip(fobj, size + pad)
 
 

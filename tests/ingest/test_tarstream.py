@@ -64,6 +64,33 @@ def test_same_members_as_tarfile(fmt: int) -> None:
     got = [(name, size, reader.read()) for name, size, reader in iter_members(io.BytesIO(data))]
     assert got == _by_tarfile(data)
     assert [g[0] for g in got][:1] == ["a/short.log"] and len(got) == 4  # directory and symlink skipped
+    skipped: list[tuple[str, str]] = []
+    assert len(list(iter_members(io.BytesIO(data), skipped))) == 4
+    assert skipped == [("a/link.log", "symbolic link")]  # named to the caller; the directory is not
+
+
+def test_link_device_and_fifo_members_are_problem_rows(tmp_path: Path) -> None:
+    """Issue 41 §7: they were skipped without a word. The archive's one log is still read."""
+    from bench.ingest.pipeline import ingest
+    from bench.sql.read import connect
+
+    log = (Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "tf_cnn" / "hand-lambda-2gpu.log").read_bytes()
+    with tarfile.open(tmp_path / "a.tar", "w") as tf:
+        info = tarfile.TarInfo("x/run.log")
+        info.size = len(log)
+        tf.addfile(info, io.BytesIO(log))
+        for name, kind in (("x/link.log", tarfile.SYMTYPE), ("x/hard.log", tarfile.LNKTYPE), ("x/pipe", tarfile.FIFOTYPE),
+                           ("x/tty", tarfile.CHRTYPE), ("x/disk", tarfile.BLKTYPE), ("x/sub", tarfile.DIRTYPE)):
+            member = tarfile.TarInfo(name)
+            member.type, member.linkname = kind, "x/run.log" if kind in (tarfile.SYMTYPE, tarfile.LNKTYPE) else ""
+            tf.addfile(member)
+    summary = ingest([str(tmp_path / "a.tar")], tmp_path / "st", workers=0)
+    assert summary.runs_added == 1
+    rows = connect(tmp_path / "st").execute("SELECT source, kind, message FROM problems ORDER BY source").fetchall()
+    assert [(r[0].rsplit("::", 1)[1], r[1], r[2].split(" member")[0]) for r in rows] == [
+        ("x/disk", "read_error", "a block device"), ("x/hard.log", "read_error", "a hard link"),
+        ("x/link.log", "read_error", "a symbolic link"), ("x/pipe", "read_error", "a FIFO"),
+        ("x/tty", "read_error", "a character device")]
 
 
 def test_partial_reads_and_unread_members() -> None:
