@@ -37,7 +37,7 @@ LAUNCHER_STATUSES = ("ok", "failed", "oom", "timeout", "interrupted", "no_result
 KEYS: dict[str, type | tuple[type, ...]] = {
     "run_id": str, "spec": dict, "argv": list, "env": dict, "tags": dict, "host": dict, "versions": dict,
     "gpus": list, "gpu_topology": str, "exit_code": int, "status": str, "repeat": (int, str),
-    "wall_time_s": (int, float), "command": list, "failure_cause": str,
+    "wall_time_s": (int, float), "command": list, "failure_cause": str, "outlived": list,
 }
 
 

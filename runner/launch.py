@@ -32,7 +32,7 @@ from bench.ingest import runjson
 from bench.ingest.pipeline import ingest
 from bench.runner import rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script, trainer_argv
-from bench.runner.verdict import classify, failure_cause, has_result, no_result_cause
+from bench.runner.verdict import classify, failure_cause, forced_cause, has_result, no_result_cause
 from bench.sql.errors import BenchError, UsageError
 
 SMI_TELEMETRY = ["nvidia-smi",
@@ -218,14 +218,15 @@ def _kill_group(proc: subprocess.Popen[bytes], sig: int, grace_s: float) -> None
         return
 
 
-def _kill_stragglers(proc: subprocess.Popen[bytes]) -> None:
+def _kill_stragglers(proc: subprocess.Popen[bytes]) -> bool:
     """SIGKILL what is left of the run's process group once its leader has exited: a child started in the
     background with its output sent elsewhere (``sleep 600 > /dev/null &``) holds no pipe and would live
-    on after the run. Nothing is left running."""
+    on after the run. Nothing is left running. Returns whether anything was."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass
+        return False
+    return True
 
 
 PUMP_POLL_S = 0.2  #: how often the output pump looks whether it should stop
@@ -273,10 +274,13 @@ def _ctrl_c_raises() -> Iterator[None]:
 
 
 def launch(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str], timeout_s: float | None = None,
-           grace_s: float = 5.0, echo: IO[bytes] | None = None) -> tuple[str | None, int | None]:
+           grace_s: float = 5.0, echo: IO[bytes] | None = None,
+           outlived: list[str] | None = None) -> tuple[str | None, int | None]:
     """Run ``argv`` in a new session with output to ``log_path``; returns (forced status, exit code).
 
     forced status is ``timeout`` / ``interrupted`` when we stopped it, else None (see ``classify``).
+    ``outlived`` gets a sentence for each kind of process that outlived the run: its group's, killed, and
+    one that left the group (``setsid``) and held the output open, which is not ours to kill.
     Raises OSError when ``argv[0]`` cannot be executed.
     """
     with open(log_path, "ab", buffering=0) as log:
@@ -299,10 +303,16 @@ def launch(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str], timeo
             _kill_group(proc, signal.SIGINT, grace_s)
         # The output the leader left in the pipe; a run we stopped has had its grace already.
         pump.join(timeout=PUMP_POLL_S if forced else grace_s)
-        _kill_stragglers(proc)  # what is left of its group, which may hold the pipe
+        left = _kill_stragglers(proc)  # what is left of its group, which may hold the pipe
+        pump.join(timeout=PUMP_POLL_S)  # the pipe's end in the killed ones closes at once
+        escaped = pump.is_alive()
         stop.set()  # and what escaped the group (setsid) holds it for ever: stop reading
         pump.join()
         proc.stdout.close()
+    if outlived is not None:
+        outlived += ["processes of the run's group still ran after it ended: bench run killed them"] * left
+        outlived += ["a process that left the run's group (setsid) held its output open after it ended: not killed, "
+                     "and what it printed after that is not in output.log"] * escaped
     return forced, proc.returncode
 
 
@@ -323,8 +333,10 @@ def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Seq
     doc["started_at"] = rundir.iso_utc(start)
     runjson.write(run_dir / runjson.RUN_JSON, doc)
     telemetry.start()
+    outlived: list[str] = []
     try:
-        forced, code = launch(argv, log, env=env, timeout_s=spec.timeout_s, grace_s=grace_s, echo=echo)
+        forced, code = launch(argv, log, env=env, timeout_s=spec.timeout_s, grace_s=grace_s, echo=echo,
+                              outlived=outlived)
     except OSError as e:
         with open(log, "a", encoding="utf-8") as f:
             f.write(f"bench run: cannot execute {argv[0]!r}: {e}\n")
@@ -336,19 +348,11 @@ def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Seq
     if status == "ok" and not has_result(log, fmt):
         status = "no_result"
     doc.update(ended_at=rundir.iso_utc(time.time()), wall_time_s=wall, exit_code=code, status=status,
-               failure_cause=_forced_cause(forced, spec) or (no_result_cause(fmt) if status == "no_result" else None)
+               failure_cause=forced_cause(forced, spec.timeout_s) or (no_result_cause(fmt) if status == "no_result" else None)
                or failure_cause(0 if status == "ok" else code, log),
-               epoch_images=epoch_images_from_log(log))
+               epoch_images=epoch_images_from_log(log), outlived=outlived or None)
     runjson.write(run_dir / runjson.RUN_JSON, doc)
     return Outcome(run_dir, status, code, wall)
-
-
-def _forced_cause(forced: str | None, spec: RunSpec) -> str | None:
-    if forced == "timeout":
-        return f"stopped by bench run after --timeout {spec.timeout_s:g} s"
-    if forced == "interrupted":
-        return "stopped by Ctrl-C (SIGINT)"
-    return None
 
 
 def run_many(spec: RunSpec, out: Path, repeat: int = 1, *, drop: bool = False,

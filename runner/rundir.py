@@ -10,7 +10,7 @@ and ECC mode, VBIOS; or None without nvidia-smi), gpu_topology (``nvidia-smi top
 (ISO 8601 UTC), wall_time_s, exit_code, status (running -> ok / failed / oom / timeout / interrupted /
 submitted; no_result for a clean exit whose log holds no result), failure_cause (what the log shows of a failure: an out-of-memory, NCCL or CUDA error, the last
 exception line, or an exit code with no result; None for an ok run), command (the argv given after
-``bench run --``, verbatim; absent for the bundled trainer), epoch_images ({count, source} when the trainer sized an epoch of --data-dir, else None). Facts are gathered without importing TensorFlow: package metadata and command output only.
+``bench run --``, verbatim; absent for the bundled trainer), epoch_images ({count, source} when the trainer sized an epoch of --data-dir, else None), outlived (sentences on processes that outlived the run, else None). Facts are gathered without importing TensorFlow: package metadata and command output only.
 """
 
 from __future__ import annotations

@@ -51,6 +51,15 @@ def has_result(log: Path, fmt: str | None = None) -> bool:
                for r in result.runs)
 
 
+def forced_cause(forced: str | None, timeout_s: float | None) -> str | None:
+    """The cause of a run bench run stopped itself (``forced``: timeout / interrupted), or None."""
+    if forced == "timeout":
+        return f"stopped by bench run after --timeout {timeout_s:g} s"
+    if forced == "interrupted":
+        return "stopped by Ctrl-C (SIGINT)"
+    return None
+
+
 def no_result_cause(fmt: str | None) -> str:
     """run.json's failure_cause of a ``no_result`` run."""
     return f"exit code 0, but the log holds no result{f' read as {fmt}' if fmt else ''} (no throughput, no time to train)"

@@ -131,6 +131,9 @@ def test_children_that_outlive_the_command_are_killed(tmp_path: Path) -> None:
     while time.monotonic() < deadline and _alive(pid):
         time.sleep(0.05)
     assert not _alive(pid)
+    (run_dir,) = run_dirs(tmp_path / "logs")  # and run.json says so
+    assert json.loads((run_dir / "run.json").read_text())["outlived"] == [
+        "processes of the run's group still ran after it ended: bench run killed them"]
 
 
 def _alive(pid: int) -> bool:
@@ -184,6 +187,18 @@ def test_timeout_holds_when_a_child_escapes_the_process_group(tmp_path: Path) ->
     assert json.loads((run_dir / "run.json").read_text())["status"] == "timeout"
     assert res.returncode == 1 and (run_dir / "output.log").read_text() == "hi\n"
     assert took < 3 + 5 + 3, took  # timeout + grace + the interpreter's start
+
+
+def test_run_json_says_when_a_process_escaped_the_run(tmp_path: Path) -> None:
+    """Issue 41 §7: a setsid child that outlived the run went unrecorded."""
+    res = bench("run", "--out", str(tmp_path / "logs"), "--no-ingest", "--telemetry-interval", "0", "--shell",
+                "--", "setsid sleep 30 & echo hi")
+    (run_dir,) = run_dirs(tmp_path / "logs")
+    doc = json.loads((run_dir / "run.json").read_text())
+    assert res.returncode == 1 and len(doc["outlived"]) == 1 and "(setsid) held its output open" in doc["outlived"][0]
+    bench("run", "--out", str(tmp_path / "quiet"), "--no-ingest", "--telemetry-interval", "0", "--", "echo", "hi")
+    (quiet,) = run_dirs(tmp_path / "quiet")  # nothing outlived it: nothing said
+    assert json.loads((quiet / "run.json").read_text())["outlived"] is None
 
 
 def test_launchers_wrap_a_command_as_they_wrap_the_trainer(tmp_path: Path) -> None:

@@ -203,10 +203,10 @@ def test_cli_dry_run_prints_the_command_and_runs_nothing(tmp_path: Path) -> None
 
     res = CliRunner().invoke(app, ["run", "--model", "resnet50", "--batch-size", "64", "--launcher",
                                    "horovodrun", "--hosts", "h1:4,h2:4", "--gloo", "--out", str(tmp_path),
-                                   "--dry-run", "--", "--decode-threads", "4"])
-    assert res.exit_code == 0, res.output
+                                   "--dry-run", "--", "--data-dir", "/data", "--decode-threads", "4"])
+    assert res.exit_code == 0, res.output  # checked as the run is (--decode-threads needs real data)
     assert res.output == (f"horovodrun -np 8 -H h1:4,h2:4 --gloo {sys.executable} -m bench.runner.train.trainer "
-                          "--model resnet50 --batch-size 64 --decode-threads 4\n")
+                          "--model resnet50 --batch-size 64 --data-dir /data --decode-threads 4\n")
     assert list(tmp_path.iterdir()) == []
 
 
