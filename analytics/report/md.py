@@ -24,8 +24,8 @@ def write_assets(report: Report, out: Path) -> None:
             (out / "figures" / f"{fig.slug}.svg").write_bytes(fig.svg)
         for t in sec.tables:
             frame = t.frame.rename(columns=lambda c: shown(str(c)))
-            text = [c for c in frame.columns if frame[c].dtype == object]
-            frame[text] = frame[text].map(lambda v: shown(v) if isinstance(v, str) else v)
+            for c in [c for c in frame.columns if frame[c].dtype.kind not in "biufcmM"]:  # object or pandas 3's str
+                frame[c] = frame[c].map(lambda v: shown(v) if isinstance(v, str) else v)
             frame.to_csv(out / "tables" / f"{t.slug}.csv", index=False)
 
 
