@@ -269,9 +269,24 @@ class StoreWriter:
         return delta.Snapshot(last.seq if last else -1, delta.current_versions(self.root))
 
     def __exit__(self, *exc: object) -> None:
+        if exc[0] is not None and self.checksums:  # failed (a full disk, Ctrl-C) with files not published
+            self._undo_unpublished()
         shutil.rmtree(self.root / "_tmp", ignore_errors=True)
         fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
         self._lock_fh.close()
+
+    def _undo_unpublished(self) -> None:
+        """What a failed writer placed or committed since its last publish, undone before it exits (not left
+        for VACUUM: on a full disk, the space is what is needed): the tables are restored to the published
+        state where that can be written (else the next writer does it), and the new files are deleted. No
+        reader reads them: readers read published states only."""
+        try:
+            delta.roll_back(self.root, self.start)
+        except Exception:  # deltalake's own errors, a full disk: the next writer rolls back
+            pass
+        for key in self.checksums:
+            table, _, name = key.partition("/")
+            (delta.table_path(self.root, table) / name).unlink(missing_ok=True)
 
     def files(self, table: str) -> list[delta.DataFile]:
         """The files of ``table`` at the version this writer has committed (published or not)."""

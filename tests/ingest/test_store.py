@@ -382,3 +382,31 @@ def test_rebuild_is_one_ingest_per_set_of_options_and_as_few_batches(tmp_path: P
     assert summary.runs_added == 121
     assert [r["kind"] for r in delta.commit_rows(st, ["kind"])] == ["ingest", "ingest", "rebuild"]
     assert run_sql(st, "SELECT count(*) FROM runs")[1] == [(121,)]
+
+
+def test_a_failed_ingest_removes_its_files_before_it_exits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41 §7: an ingest that failed at its commit point (a full disk) left every file it had written in
+    the tables' folders until VACUUM. Now they are gone when it exits, the tables are as published, and the
+    next ingest stores the runs."""
+    import errno
+
+    from bench.sql import delta
+
+    (tmp_path / "a.log").write_text(tf_cnn_log(10, seed=1))
+    (tmp_path / "b.log").write_text(tf_cnn_log(10, seed=2))
+    st = tmp_path / "st"
+    ingest([str(tmp_path / "a.log")], st, workers=0)
+    before = {p.relative_to(st) for p in (st / "tables").rglob("*.parquet")}
+    real = delta.commit
+
+    def full(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(delta, "commit", full)
+    with pytest.raises(OSError):
+        ingest([str(tmp_path / "b.log")], st, workers=0)
+    monkeypatch.setattr(delta, "commit", real)
+    assert {p.relative_to(st) for p in (st / "tables").rglob("*.parquet")} == before
+    assert not (st / "_tmp").exists()
+    summary = ingest([str(tmp_path / "b.log")], st, workers=0)
+    assert summary.runs_added == 1 and summary.rolled_back == []  # nothing was left to undo
