@@ -17,6 +17,7 @@ demand: ``bench ingest --compact``.
 from __future__ import annotations
 
 from bench.sql import delta
+from bench.sql.errors import native_stderr_held
 from bench.sql.schema import TABLES
 from bench.sql.store import VACUUM_HOURS, StoreWriter
 
@@ -35,7 +36,12 @@ def maybe_compact(writer: StoreWriter) -> int:
 def compact(writer: StoreWriter, *, retention_hours: int = VACUUM_HOURS) -> int:
     """OPTIMIZE every table with more than one file, publish, then VACUUM every table (files replaced more
     than ``retention_hours`` ago, and files no version ever held, such as a killed writer's). Returns how
-    many files were merged."""
+    many files were merged. deltalake's own stderr is held meanwhile (``native_stderr_held``)."""
+    with native_stderr_held():
+        return _compact(writer, retention_hours)
+
+
+def _compact(writer: StoreWriter, retention_hours: int) -> int:
     from deltalake import DeltaTable, WriterProperties
 
     root, merged = writer.root, 0

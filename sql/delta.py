@@ -271,7 +271,11 @@ def commit(root: Path, kind: str, versions: dict[str, int], checksums: dict[str,
                    write_page_checksum=True)
     fsync(path)
     fsync(path.parent)
-    add_files(root, COMMITS, [path])
+    try:
+        add_files(root, COMMITS, [path])
+    except BaseException:  # not committed (a full disk): a row left on disk would be finished by roll_forward
+        path.unlink(missing_ok=True)
+        raise
     return Snapshot(seq, dict(versions))
 
 

@@ -3,7 +3,12 @@ anything else is a bug, except the faults of the machine (``fault_message``: a f
 system), which are not the user's input and not bench's bug, and get one line too."""
 
 import errno
+import os
 import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class BenchError(Exception):
@@ -47,3 +52,31 @@ def one_line(e: BaseException) -> str:
     """An exception as one short line: its type and its message's first line (deltalake's errors are
     several lines long)."""
     return f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+
+
+@contextmanager
+def native_stderr_held() -> Iterator[None]:
+    """File descriptor 2 sent to a temporary file while deltalake's Rust core works: what it prints when it
+    fails (tokio's "panicked ... Already shut down" stack, on a full disk) is dropped, the error being
+    reported in one line; when it succeeds, what it printed is passed on."""
+    sys.stderr.flush()
+    try:
+        held = tempfile.TemporaryFile()
+    except OSError:  # no room for even that: nothing held
+        yield
+        return
+    saved = os.dup(2)
+    os.dup2(held.fileno(), 2)
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        if ok:
+            held.seek(0)
+            if text := held.read():
+                os.write(2, text)
+        held.close()

@@ -98,3 +98,51 @@ def test_compaction_after_compaction_keeps_working(tmp_path: Path) -> None:
         assert n_files(st) == 1
     assert run_sql(st, "SELECT count(*), count(DISTINCT run_id) FROM runs")[1] == [(24, 24)]
     assert max(len(p.name) for p in table_path(st, "runs").iterdir()) < 100
+
+
+def test_deltalakes_own_stderr_is_held_and_dropped_only_when_it_fails(capfd: pytest.CaptureFixture[str]) -> None:
+    """What the Rust core writes to file descriptor 2 (a tokio panic's stack) is dropped when the operation
+    raises, and passed on when it succeeds."""
+    import os
+
+    from bench.sql.errors import native_stderr_held
+
+    with pytest.raises(OSError), native_stderr_held():
+        os.write(2, b"thread 'tokio-runtime-worker' panicked at ...: Already shut down\n")
+        raise OSError(28, "No space left on device")
+    with native_stderr_held():
+        os.write(2, b"a warning worth keeping\n")
+    err = capfd.readouterr().err
+    assert "panicked" not in err and "a warning worth keeping" in err
+
+
+def test_compact_on_a_full_disk_is_one_line_and_leaves_the_store_whole(tmp_path: Path) -> None:
+    """Was: `bench ingest --compact` on a full disk printed tokio's "panicked ... Already shut down" stack
+    before the clean line. A 3 MB tmpfs (as root) is filled to its last 10 kB, as the issue's trial did."""
+    import os
+    import subprocess
+    import sys
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root and a tmpfs mount, to fill a file system")
+    try:
+        st = mnt / "st"
+        for i in range(10):
+            (tmp_path / f"{i}.log").write_text(tf_cnn_log(300, seed=i))
+            ingest([str(tmp_path / f"{i}.log")], st, workers=0)
+        free = os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize
+        (mnt / "fill").write_bytes(bytes(free - 10_000))
+        proc = subprocess.run([sys.executable, "-m", "bench.runner", "ingest", "--compact", "--store", str(st)],
+                              capture_output=True, text=True)
+        (mnt / "fill").unlink()
+        assert proc.returncode == 1 and proc.stderr.startswith("Error: the disk is full"), proc.stderr
+        assert "panicked" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        check = subprocess.run([sys.executable, "-m", "bench.runner", "ingest", "--check", "--store", str(st)],
+                               capture_output=True, text=True)
+        assert check.returncode == 0, check.stderr
+        assert len(table_files(st, "runs")) == 10  # as before: nothing of the compaction was published
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
