@@ -273,8 +273,15 @@ def commit(root: Path, kind: str, versions: dict[str, int], checksums: dict[str,
     fsync(path.parent)
     try:
         add_files(root, COMMITS, [path])
-    except BaseException:  # not committed (a full disk): a row left on disk would be finished by roll_forward
-        path.unlink(missing_ok=True)
+    except BaseException:  # not logged (a full disk): a row left on disk would be finished by roll_forward
+        from deltalake import DeltaTable
+
+        try:
+            logged = path.name in {Path(u).name for u in DeltaTable(str(table_path(root, COMMITS))).file_uris()}
+        except Exception:  # cannot tell: keep the row (roll_forward finishes it, or it is logged)
+            logged = True
+        if not logged:
+            path.unlink(missing_ok=True)
         raise
     return Snapshot(seq, dict(versions))
 

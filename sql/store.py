@@ -279,7 +279,15 @@ class StoreWriter:
         """What a failed writer placed or committed since its last publish, undone before it exits (not left
         for VACUUM: on a full disk, the space is what is needed): the tables are restored to the published
         state where that can be written (else the next writer does it), and the new files are deleted. No
-        reader reads them: readers read published states only."""
+        reader reads them: readers read published states only. Nothing is undone when the commit point may
+        have been passed after all (a commits row logged, or written whole and left for roll_forward), or
+        when that cannot be told."""
+        try:
+            now, _ = delta.roll_forward(self.root, delta.snapshot(self.root), record=False)
+        except Exception:  # deltalake's own errors: leave it all to the next writer
+            return
+        if (now.seq if now else -1) != (self.start.seq if self.start else -1):
+            return
         try:
             delta.roll_back(self.root, self.start)
         except Exception:  # deltalake's own errors, a full disk: the next writer rolls back
