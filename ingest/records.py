@@ -168,6 +168,13 @@ class ParseResult:
     def problem(self, kind: str, message: str, line_no: int | None = None, text: str | None = None) -> None:
         self.problems.append(Problem(kind, message, line_no, text))
 
+    def unreadable_line(self, line_no: int, text: str, error: Exception) -> None:
+        """A line whose handler could not convert one of its fields (a parser's per-line guard): an
+        ``invalid_value`` problem naming the line and why; its values are left out, the run and every other
+        line stay."""
+        self.problem("invalid_value", f"a field of this line is not a number ({error}); the line is left out",
+                     line_no, text)
+
     def number(self, text: str | None, name: str, line_no: int) -> float | None:
         """A printed number, or None (and an ``invalid_value`` problem naming the field) when it is not one
         (``Time --1``): one field that will not convert never costs its line's other values, or the run."""

@@ -91,7 +91,7 @@ _EST = re.compile(
 )
 _EXC = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exhausted)(?::.*)?$")
 _BAD_MARKERS = (":TOTAL:", ":Forward:", ":Backward:", "==> fprop", "==> bprop", ", duration = ", " steps, ",
-                "examples/sec")
+                "examples/sec", "CONFIG: ", "ModelType: ")
 _PRECISION = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _ESTIMATOR_KEYS = ("examples/sec", "global_step/sec", "loss = ", "Training for", "Precision:", "TPU Cores",
                    "Loss for final step",

@@ -132,8 +132,11 @@ def drive(fmt: type[LineFormat[Any]], lines: Iterable[str], result: ParseResult 
         if p.run is not None and p.starts_run(p.run, line):
             p.followed = True
             p.close()
-        if not p.read(line) and markers and any(m in msg for m in markers):
-            p.bad_line(line)
+        try:
+            if not p.read(line) and markers and any(m in msg for m in markers):
+                p.bad_line(line)
+        except (ValueError, OverflowError) as e:  # a field that will not convert (``1.2.3``): never the run
+            result.unreadable_line(no, raw, e)
     p.close()
     p.finish()
     return result

@@ -377,7 +377,10 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
     r = Reader(result)
     feed = r.feed
     for no, line in enumerate(lines, 1):
-        feed(no, line)
+        try:
+            feed(no, line)
+        except (ValueError, OverflowError) as e:  # one field that will not convert: never the run
+            result.unreadable_line(no, line, e)
     r.finish()
     return result
 
