@@ -202,6 +202,10 @@ class StoreWriter:
             from bench.sql.migrate import migrate
 
             migrate(self.root)
+        elif (self.root / "batches").exists() or (self.root / "batches.old").exists():  # a conversion killed late
+            from bench.sql.migrate import remove_old_layout
+
+            remove_old_layout(self.root)
         # before ensure_tables makes an empty commits table: a store whose tables hold commits and whose
         # commits table is gone is damaged, not new (rolling back to "no commit" would empty every table)
         lost = not (delta.table_path(self.root, delta.COMMITS) / "_delta_log").exists() and delta.has_history(self.root)

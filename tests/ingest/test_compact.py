@@ -135,9 +135,12 @@ def test_compact_on_a_full_disk_is_one_line_and_leaves_the_store_whole(tmp_path:
             ingest([str(tmp_path / f"{i}.log")], st, workers=0)
         free = os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize
         (mnt / "fill").write_bytes(bytes(free - 10_000))
+        before = sorted(str(p.relative_to(st)) for p in (st / "tables").rglob("*.parquet"))
         proc = subprocess.run([sys.executable, "-m", "bench.runner", "ingest", "--compact", "--store", str(st)],
                               capture_output=True, text=True)
         (mnt / "fill").unlink()
+        # what it wrote and never published is gone before it exits (not left for VACUUM: space is the need)
+        assert sorted(str(p.relative_to(st)) for p in (st / "tables").rglob("*.parquet")) == before
         assert proc.returncode == 1 and proc.stderr.startswith("Error: the disk is full"), proc.stderr
         assert "panicked" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         check = subprocess.run([sys.executable, "-m", "bench.runner", "ingest", "--check", "--store", str(st)],

@@ -3,7 +3,6 @@ ingests and compactions; concurrent writers; conversion of a schema-5 store; reb
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -223,39 +222,6 @@ def test_readers_see_one_committed_state_during_ingests_and_compactions(tmp_path
     assert all(n == distinct and 1 <= n <= 20 for n, distinct in seen), seen
     assert [n for n, _ in seen] == sorted(n for n, _ in seen)  # committed states only move forward
     assert run_sql(st, "SELECT count(*), count(DISTINCT run_id) FROM runs")[1] == [(20, 20)]
-
-
-def test_a_schema_5_store_made_by_the_code_before_is_converted_once_and_loses_nothing(tmp_path: Path,
-                                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """fixtures/store-v5 was written by the batch-folder store (fixtures/README.md). Opened, it is converted
-    into Delta tables holding every row it held; a conversion killed before its commit point leaves the
-    old layout, which the next command converts."""
-    from bench.analytics.query import run_sql
-    from bench.sql import atomic, migrate
-
-    st = tmp_path / "st"
-    shutil.copytree(REPO / "fixtures" / "store-v5", st)
-    old = {t: sorted(map(_key, (r for f in st.glob(f"batches/*/{t}*.parquet") for r in pq.read_table(f).to_pylist())))
-           for t in ("runs", "steps", "telemetry", "sources", "problems")}
-    assert len(old["runs"]) == 29 and len(old["steps"]) == 60 + 39 and len(old["telemetry"]) == 12  # tf_cnn, caffe
-
-    def killed(*args: object) -> None:
-        raise KeyboardInterrupt  # as a kill between the tables' commit and STORE.json
-    monkeypatch.setattr(migrate, "write_atomic", killed)
-    with pytest.raises(KeyboardInterrupt):
-        run_sql(st, "SELECT 1")
-    assert json.loads((st / "STORE.json").read_text())["schema_version"] == 5 and (st / "batches").is_dir()
-    monkeypatch.setattr(migrate, "write_atomic", atomic.write_atomic)
-
-    assert run_sql(st, "SELECT count(*) FROM runs")[1] == [(29,)]
-    assert json.loads((st / "STORE.json").read_text())["schema_version"] == 6 and not (st / "batches").exists()
-    new = {t: sorted(map(_key, read(st, t))) for t in old}
-    assert new == old
-    assert health.findings(st) == []
-
-
-def _key(row: dict) -> str:
-    return repr(sorted((k, repr(v)) for k, v in row.items()))
 
 
 def test_rebuild_reparses_and_keeps_sources_that_are_gone(tmp_path: Path) -> None:
