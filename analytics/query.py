@@ -39,7 +39,7 @@ def run_sql(root: Path, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
 
     if not sql.strip():
         raise UsageError('the SQL query is empty; e.g. bench sql "SELECT * FROM runs LIMIT 5"')
-    con = connect(root)
+    con = connect(root, reads=sql)
     try:
         register_python_views(con, sql)
         rel = con.execute(sql)

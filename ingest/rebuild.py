@@ -74,7 +74,7 @@ def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None, accept_los
     with StoreWriter(root, wait_message=on_wait, repair=True) as writer:
         total.rolled_back, total.set_aside, total.recovered = writer.rolled_back, writer.set_aside, writer.recovered
         total.rolled_forward = writer.rolled_forward
-        state = health.readable(root)
+        state = health.readable(root, from_log=False)
         held = sum(f.rows or 0 for f in delta.files(root, "runs", writer.start))
         for table, replayed in writer.aside.items():  # a table whose log was unreadable: what it held
             state.files[table] = _intact(replayed, root)

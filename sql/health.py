@@ -42,13 +42,14 @@ class Health:
                 for what, why in self.damaged]
 
 
-def readable(root: Path, *, verify: bool = True) -> Health:
+def readable(root: Path, *, verify: bool = True, from_log: bool = True) -> Health:
     """The committed state's files that are there with their committed size and bytes (see the module
-    docstring); ``verify`` False: sizes only (a writer's own reads, which --check and readers verify)."""
+    docstring); ``verify`` False: sizes only (--check, which hashes every file itself); ``from_log`` False:
+    each table's files as deltalake reads its log (a writer's, --check's), not from its JSON commits."""
     out = Health()
     verified = Verified(root) if verify else None
     try:
-        out.snap, out.pending = delta.roll_forward(root, delta.snapshot(root), record=False)
+        out.snap, out.pending = delta.roll_forward(root, delta.snapshot(root, checksums=False), record=False)
     except Exception as e:  # deltalake raises its own types and OSError; all mean the same to a reader
         # the tables' own logs still say what they hold: read each at its newest version, which may include
         # what a killed writer committed and never published (said in the warning), rather than nothing
@@ -58,15 +59,14 @@ def readable(root: Path, *, verify: bool = True) -> Health:
         out.damaged += [(f"table {t}", why) for t, why in unreadable.items()]
     for table in TABLES:
         try:
-            found = delta.files(root, table, out.snap)
+            found = delta.files(root, table, out.snap, from_log=from_log)
         except Exception as e:
             out.damaged.append((f"table {table}", one_line(e)))
             out.files[table] = []
             continue
         out.files[table] = []
-        recorded = out.snap.checksums if out.snap is not None else {}
         for f in found:
-            why = _file_damage(f) or (verified.check(f, recorded) if verified is not None else None)
+            why = _file_damage(f) or (verified.check(f) if verified is not None else None)
             if why is None:
                 out.files[table].append(f.path)
             else:
@@ -82,6 +82,8 @@ class Verified:
     not at all where the store cannot be written (read-only media: every file is hashed each time)."""
 
     def __init__(self, root: Path):
+        self.root = root
+        self._recorded: dict[str, str] | None = None  # read only when a file must be hashed (all commits files)
         self.path = root / ".verified.json"
         try:
             self.known: dict[str, list[int]] = json.loads(self.path.read_bytes())
@@ -89,15 +91,20 @@ class Verified:
             self.known = {}
         self.added = False
 
-    def check(self, f: delta.DataFile, checksums: dict[str, str]) -> str | None:
+    def check(self, f: delta.DataFile) -> str | None:
         """Why ``f`` cannot be trusted (its bytes are not those committed), or None."""
-        want = checksums.get(f.key)
-        if want is None:
-            return None  # committed before checksums were kept: nothing to compare with
         st = f.path.stat()
         ident = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
         if self.known.get(str(f.path)) == ident:
             return None
+        if self._recorded is None:
+            try:
+                self._recorded = snap.checksums if (snap := delta.snapshot(self.root)) is not None else {}
+            except Exception:  # the commits table became unreadable since: nothing to compare with
+                self._recorded = {}
+        want = self._recorded.get(f.key)
+        if want is None:
+            return None  # committed before checksums were kept: nothing to compare with
         if delta.sha256(f.path) != want:
             return "its bytes do not match the SHA-256 recorded when it was committed (changed on disk since)"
         self.known[str(f.path)] = ident
@@ -130,7 +137,7 @@ def findings(root: Path) -> list[str]:
     """What ``bench ingest --check`` reports, one line each; empty when the store is sound."""
     from bench.sql.recover import commits_damage
 
-    state = readable(root, verify=False)  # every file is hashed below, whatever readers remembered
+    state = readable(root, verify=False, from_log=False)  # every file is hashed below, whatever readers remembered
     out = state.messages(root)
     why = commits_damage(root)
     if why is not None:

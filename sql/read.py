@@ -14,6 +14,8 @@ The one place where table names meet file paths; every query reads the logical v
 
 from __future__ import annotations
 
+import errno
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,27 +23,28 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from bench.sql import health
+from bench.sql.errors import BenchError, one_line
 from bench.sql.schema import SCHEMA_VERSION, TABLES
 from bench.sql.store import StoreWriter, check_store
-from bench.sql.views import register_views
+from bench.sql.views import curated_names, register_views
 
 if TYPE_CHECKING:
     import duckdb
 
 
-def connect(root: Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with one view per store table (empty views for empty tables).
+def connect(root: Path, *, reads: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with one view per store table (empty views for empty tables) and the
+    curated views; ``reads``: the one query it will run, and then only the curated views that query names
+    (and those they read) are made (each costs a few ms to bind: a tenth of a second for all of them).
 
     Raises BenchError when ``root`` is not a store of this schema version (a schema-5 store is converted
-    first: bench.sql.migrate). Every table is read in one committed state (bench.sql.store); a
-    damaged file is left out with a one-line warning on stderr naming it and the fix (bench.sql.health).
+    first, or read in place where it cannot be written: bench.sql.migrate). Every table is read in one
+    committed state (bench.sql.store); a damaged file is left out with a one-line warning on stderr naming
+    it and the fix (bench.sql.health).
     """
     import duckdb
 
-    if check_store(root, old_ok=True) != SCHEMA_VERSION:
-        with StoreWriter(root):  # converts it, under the lock
-            pass
-    state = health.readable(root)
+    state = health.readable(root) if check_store(root, old_ok=True) == SCHEMA_VERSION else _converted(root)
     for line in state.messages(root):  # the rest of the store still answers
         print(f"warning: {line}", file=sys.stderr)
     con = duckdb.connect(":memory:")
@@ -72,8 +75,27 @@ def connect(root: Path) -> duckdb.DuckDBPyConnection:
     # what an ingest skipped as a copy of a file stored from another place (bench.ingest.pipeline)
     con.execute("CREATE VIEW duplicates AS SELECT source, message, ingested_at "
                 "FROM all_problems WHERE kind = 'duplicate'")
-    register_views(con)
+    register_views(con, None if reads is None else [n for n in curated_names() if re.search(rf"\b{n}\b", reads, re.I)])
     return con
+
+
+def _converted(root: Path) -> health.Health:
+    """A schema-5 store converted (under the writer's lock), and then read; where it cannot be written
+    (read-only media), its batches read in place, with a warning (bench.sql.migrate)."""
+    try:
+        with StoreWriter(root):
+            pass
+    except (BenchError, OSError) as e:
+        cause = e if isinstance(e, OSError) else e.__cause__
+        if not isinstance(cause, OSError) or cause.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        from bench.sql.migrate import in_place
+
+        files, damaged = in_place(root)
+        print(f"warning: store {root} is of schema 5 and cannot be converted here ({one_line(cause)}); read in place, "
+              "its telemetry joined to runs only where a log named the run; a writer converts it", file=sys.stderr)
+        return health.Health(files=files, damaged=damaged)
+    return health.readable(root)
 
 
 def _sql_type(t: pa.DataType) -> str:
