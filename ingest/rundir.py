@@ -129,7 +129,8 @@ def apply_run_json(run: Run, meta: dict[str, Any], problems: list[Problem]) -> R
     if status != run.status:
         details["log_status"] = run.status
         changes["status"] = status
-        detail, cause = run.status_detail or f"bench run: status {launcher}, exit code {exit_code}", meta.get("failure_cause")
+        detail = run.status_detail or f"bench run: status {launcher}, exit code {exit_code}"
+        cause = meta.get("status_detail", meta.get("failure_cause"))  # failure_cause: its name in older run.json
         changes["status_detail"] = f"{detail}; {cause}" if isinstance(cause, str) and cause and cause not in detail else detail
         if run.status == "ok":
             if run.images_per_sec is not None:

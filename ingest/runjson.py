@@ -37,7 +37,9 @@ LAUNCHER_STATUSES = ("ok", "failed", "oom", "timeout", "interrupted", "no_result
 KEYS: dict[str, type | tuple[type, ...]] = {
     "run_id": str, "spec": dict, "argv": list, "env": dict, "tags": dict, "host": dict, "versions": dict,
     "gpus": list, "gpu_topology": str, "exit_code": int, "status": str, "repeat": (int, str),
-    "wall_time_s": (int, float), "command": list, "failure_cause": str, "outlived": list,
+    "wall_time_s": (int, float), "command": list, "status_detail": str,
+    "failure_cause": str,  # status_detail in run.json written before it took the store's name
+    "outlived": list,
 }
 
 

@@ -348,7 +348,7 @@ def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Seq
     if status == "ok" and not has_result(log, fmt):
         status = "no_result"
     doc.update(ended_at=rundir.iso_utc(time.time()), wall_time_s=wall, exit_code=code, status=status,
-               failure_cause=forced_cause(forced, spec.timeout_s) or (no_result_cause(fmt) if status == "no_result" else None)
+               status_detail=forced_cause(forced, spec.timeout_s) or (no_result_cause(fmt) if status == "no_result" else None)
                or failure_cause(0 if status == "ok" else code, log),
                epoch_images=epoch_images_from_log(log), outlived=outlived or None)
     runjson.write(run_dir / runjson.RUN_JSON, doc)

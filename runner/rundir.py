@@ -8,8 +8,9 @@ or None when not detectable), gpus (list of {name, driver_version, memory_total_
 where nvidia-smi gives them the settings of ``_SETTINGS``: power limits, application clocks, persistence
 and ECC mode, VBIOS; or None without nvidia-smi), gpu_topology (``nvidia-smi topo -m`` text or None), started_at / ended_at
 (ISO 8601 UTC), wall_time_s, exit_code, status (running -> ok / failed / oom / timeout / interrupted /
-submitted; no_result for a clean exit whose log holds no result), failure_cause (what the log shows of a failure: an out-of-memory, NCCL or CUDA error, the last
-exception line, or an exit code with no result; None for an ok run), command (the argv given after
+submitted; no_result for a clean exit whose log holds no result), status_detail (what the log shows of a failure: an out-of-memory, NCCL or CUDA error, the last
+exception line, or an exit code with no result; None for an ok run; the store's column of the same name; run.json files
+written before it was called status_detail say failure_cause), command (the argv given after
 ``bench run --``, verbatim; absent for the bundled trainer), epoch_images ({count, source} when the trainer sized an epoch of --data-dir, else None), outlived (sentences on processes that outlived the run, else None). Facts are gathered without importing TensorFlow: package metadata and command output only.
 """
 

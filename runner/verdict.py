@@ -1,6 +1,6 @@
 """How a launched run ended, read from its log: the status (``classify``), whether a clean exit left a
 result (``has_result``: else the run is ``no_result``, as the store would say) and the cause of a failure
-(``failure_cause``), which run.json records and the ingest puts in the run's status_detail."""
+(``failure_cause``), which run.json records as ``status_detail`` and the ingest puts in the run's status_detail."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 OOM = re.compile(rb"ResourceExhaustedError|OOM when allocating|out of memory", re.I)
 #: What a failed run's log shows, most telling first (searched in its last TAIL_BYTES): the cause recorded in
-#: run.json's failure_cause. PyTorch says ``CUDA out of memory`` / ``torch.OutOfMemoryError``, TensorFlow
+#: run.json's status_detail. PyTorch says ``CUDA out of memory`` / ``torch.OutOfMemoryError``, TensorFlow
 #: ``ResourceExhaustedError``; NCCL ``NCCL error`` / ``ncclInternalError`` / ``NCCL WARN``; CUDA ``CUDA error:``.
 CAUSES = (
     ("out of memory", OOM),
@@ -61,7 +61,7 @@ def forced_cause(forced: str | None, timeout_s: float | None) -> str | None:
 
 
 def no_result_cause(fmt: str | None) -> str:
-    """run.json's failure_cause of a ``no_result`` run."""
+    """run.json's status_detail of a ``no_result`` run."""
     return f"exit code 0, but the log holds no result{f' read as {fmt}' if fmt else ''} (no throughput, no time to train)"
 
 

@@ -54,7 +54,7 @@ def test_a_command_run_is_recorded_ingested_and_described_by_its_tags(tmp_path: 
     doc = json.loads((run_dir / "run.json").read_text())
     assert doc["command"] == [sys.executable, "-c", DLL]
     assert doc["argv"] == doc["command"]  # local launcher: the command itself
-    assert (doc["status"], doc["exit_code"], doc["failure_cause"]) == ("ok", 0, None)
+    assert (doc["status"], doc["exit_code"], doc["status_detail"]) == ("ok", 0, None)
     assert "-resnet50-" in run_dir.name  # the model tag names the run
     (row,) = rows(store, "SELECT status, images_per_sec, model, batch_size_per_device, framework, "
                          "framework_version, tags['study'] AS study, tags['model'] AS model_tag FROM runs")
@@ -114,7 +114,7 @@ def test_framework_failures_get_a_status_and_a_cause(tmp_path: Path, program: st
     assert res.returncode == 1
     (run_dir,) = run_dirs(out)
     doc = json.loads((run_dir / "run.json").read_text())
-    assert doc["status"] == status and doc["failure_cause"].startswith(cause)
+    assert doc["status"] == status and doc["status_detail"].startswith(cause)
     (row,) = rows(store, "SELECT status, status_detail, images_per_sec FROM runs")
     assert row["status"] == status and row["images_per_sec"] is None  # a failed run is data, never 0
     assert cause in row["status_detail"]
@@ -169,7 +169,7 @@ def test_one_verdict_for_a_command_that_prints_no_result(tmp_path: Path) -> None
     (row,) = rows(store, "SELECT status FROM runs")
     assert (res.returncode, doc["status"], row["status"]) == (1, "no_result", "no_result")
     assert f"{run_dir}: no_result" in res.stdout
-    assert doc["exit_code"] == 0 and "holds no result" in doc["failure_cause"]
+    assert doc["exit_code"] == 0 and "holds no result" in doc["status_detail"]
     # and one record: the store takes run.json's status as it is (was: "bad_line: run.json status 'no_result'
     # is not one of ok, failed, ...")
     assert rows(store, "SELECT kind, message FROM problems WHERE message LIKE '%run.json%'") == []
