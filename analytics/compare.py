@@ -2,7 +2,7 @@
 
 A configuration row (of the view ``configs``, or ``scaling`` for the metrics speedup and efficiency)
 whose factor F is A is paired with the row whose F is B and that agrees on every other factor, on
-``config_tags``, on ``num_devices`` and on ``num_nodes``. F is a factor column or a tag (``--factor
+``tags``, on ``num_devices`` and on ``num_nodes``. F is a factor column or a tag (``--factor
 system``). Each pair gives ratio = a_value / b_value (dimensionless).
 
 When F is a system factor (device_model, device_type, framework_version, or a system tag such as
@@ -61,13 +61,13 @@ SYSTEM_FACTORS = ("framework_version", "device_type", "device_model")
 #: Which view holds each metric.
 METRICS = {"images_per_sec": "configs", "speedup": "scaling", "efficiency": "scaling"}
 #: The columns compare reads from its view, besides a tag it compares.
-_COLUMNS = {*FACTORS, "config_tags", "num_devices", "num_nodes", "baseline_devices", *METRICS}
+_COLUMNS = {*FACTORS, "tags", "num_devices", "num_nodes", "baseline_devices", *METRICS}
 _NULL_WORD = "null"  # --a NULL selects configurations where the factor is NULL (e.g. device_model of a CPU run that does not name its CPU)
 
 
 @dataclass(frozen=True)
 class Pair:
-    """One matched pair. ``config``: every other factor, ``config_tags`` (dict) and ``num_nodes``. A pair of
+    """One matched pair. ``config``: every other factor, ``tags`` (dict) and ``num_nodes``. A pair of
     systems also says each side's batch size, whether they are each side's own best (``own_batch``), and
     the system facts that differ between the two rows (``differs``: name -> (a, b))."""
 
@@ -85,7 +85,7 @@ class Pair:
 @dataclass(frozen=True)
 class Unmatched:
     """A configuration row without a usable partner. ``side`` is "a" or "b"; ``config`` holds every
-    factor (the compared one included), ``config_tags`` and ``num_nodes``."""
+    factor (the compared one included), ``tags`` and ``num_nodes``."""
 
     side: str
     config: dict[str, Any]
@@ -172,7 +172,7 @@ def compare(
         read = _read(con, view, where)
         if cache is not None:
             cache.views[(view, where)] = read
-    of = (lambda r: _tags(r["config_tags"]).get(factor)) if tag else (lambda r: r[factor])
+    of = (lambda r: _tags(r["tags"]).get(factor)) if tag else (lambda r: r[factor])
     values = list(dict.fromkeys(of(r) for r in read.rows))
     if tag and all(v is None for v in values) and values:
         raise UsageError(f"unknown factor {factor!r}: neither a factor ({', '.join(FACTORS)}) nor a tag of "
@@ -199,7 +199,7 @@ def _read(con: duckdb.DuckDBPyConnection, view: str, where: str | None) -> ViewR
     import duckdb
 
     metrics = [m for m, v in METRICS.items() if v == view] + (["baseline_devices"] if view == "scaling" else [])
-    cols = ", ".join([*FACTORS, "config_tags", "num_devices", "num_nodes", *metrics])
+    cols = ", ".join([*FACTORS, "tags", "num_devices", "num_nodes", *metrics])
     try:
         table = con.sql(f"SELECT {cols} FROM {view} WHERE ({where or 'true'})").to_arrow_table()
     except duckdb.Error as e:
@@ -251,7 +251,7 @@ def _key(row: dict[str, Any], factor: str) -> tuple[Any, ...]:
     """
     free = DEVICE_FACTORS if factor in DEVICE_FACTORS else (factor,)
     others = tuple(row[f] for f in FACTORS if f not in free)
-    tags = tuple(sorted((k, v) for k, v in _tags(row["config_tags"]).items() if k != factor))
+    tags = tuple(sorted((k, v) for k, v in _tags(row["tags"]).items() if k != factor))
     return (*others, tags, row["num_devices"], row["num_nodes"])
 
 
@@ -263,8 +263,8 @@ def _tags(v: Any) -> dict[str, Any]:
 def _config(row: dict[str, Any], drop: str | None) -> dict[str, Any]:
     cfg = {f: row[f] for f in FACTORS if f != drop}
     cfg |= {k: v for k, v in row.items() if k not in _COLUMNS and k != drop}  # a tag factor, as its own column
-    tags = {k: v for k, v in _tags(row["config_tags"]).items() if k not in cfg and k != drop}
-    return {**cfg, "config_tags": tags, "num_nodes": row["num_nodes"]}
+    tags = {k: v for k, v in _tags(row["tags"]).items() if k not in cfg and k != drop}
+    return {**cfg, "tags": tags, "num_nodes": row["num_nodes"]}
 
 
 def pair_systems(rows: list[dict[str, Any]], factor: str, va: Any, metric: str) -> tuple[list[Pair], list[Unmatched]]:
@@ -305,7 +305,7 @@ def pair_systems(rows: list[dict[str, Any]], factor: str, va: Any, metric: str) 
 def _workload_key(row: dict[str, Any], factor: str) -> tuple[Any, ...]:
     """What two systems' rows must share to pair: the workload less the batch size, the framework, the tags
     that are not system tags, the device count and nodes."""
-    tags = tuple(sorted((k, v) for k, v in _tags(row["config_tags"]).items() if k != factor and k not in SYSTEM_TAGS))
+    tags = tuple(sorted((k, v) for k, v in _tags(row["tags"]).items() if k != factor and k not in SYSTEM_TAGS))
     workload = tuple(row[f] for f in WORKLOAD if f != "batch_size_per_device")
     return (*workload, row["framework"], tags, row["num_devices"], row["num_nodes"])
 
@@ -319,10 +319,10 @@ def _system_pair(ra: dict[str, Any], rb: dict[str, Any], factor: str, metric: st
     """A pair of two systems' rows, with what differs between them besides ``factor``."""
     config = {f: ra[f] for f in (*WORKLOAD, "framework")}
     config["batch_size_per_device"] = None if own else ra["batch_size_per_device"]
-    config["config_tags"] = {k: v for k, v in _tags(ra["config_tags"]).items() if k not in SYSTEM_TAGS and k != factor}
+    config["tags"] = {k: v for k, v in _tags(ra["tags"]).items() if k not in SYSTEM_TAGS and k != factor}
     config["num_nodes"] = ra["num_nodes"]
     config |= {f: ra[f] for f in SYSTEM_FACTORS if f != factor and ra[f] == rb[f]}  # what the sides share
-    ta, tb = _tags(ra["config_tags"]), _tags(rb["config_tags"])
+    ta, tb = _tags(ra["tags"]), _tags(rb["tags"])
     facts = [(f, ra[f], rb[f]) for f in FACTORS if f not in (factor, *WORKLOAD, "framework")]
     facts += [(k, ta.get(k), tb.get(k)) for k in sorted(set(ta) | set(tb)) if k in SYSTEM_TAGS and k != factor]
     differs = {name: (x, y) for name, x, y in facts if x != y

@@ -64,7 +64,7 @@ def apart_factors(result: CompareResult) -> list[str]:
     b = [u for u in result.unmatched if u.side == "b"]
     if not a or not b:
         return []
-    return [c for c in a[0].config if c != result.factor and c != "config_tags"
+    return [c for c in a[0].config if c != result.factor and c != "tags"
             and not {repr(u.config[c]) for u in a} & {repr(u.config[c]) for u in b}]
 
 

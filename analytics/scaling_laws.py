@@ -346,7 +346,7 @@ def _superlinear(tab: Any, group: np.ndarray, gpus: np.ndarray, base: np.ndarray
 
 
 def _factor_rows(tab: Any) -> list[dict[str, Any]]:
-    """Rows of an Arrow table as dicts; a MAP column (config_tags) becomes a dict, not a list of pairs."""
+    """Rows of an Arrow table as dicts; a MAP column (tags) becomes a dict, not a list of pairs."""
     import pyarrow as pa
 
     maps = [f.name for f in tab.schema if pa.types.is_map(f.type)]

@@ -26,7 +26,7 @@ grouped AS (
            any_value(mode) AS mode, any_value(precision) AS precision, any_value(data_format) AS data_format,
            any_value(variable_update) AS variable_update, any_value(all_reduce) AS all_reduce,
            any_value(batch_size_per_device) AS batch_size_per_device, any_value(device_type) AS device_type,
-           any_value(device_model) AS device_model, any_value(config_tags) AS config_tags,
+           any_value(device_model) AS device_model, any_value(tags) AS tags,
            num_devices, num_nodes,
            count(*) AS n_runs,
            count(*) FILTER (WHERE status = 'ok') AS n_ok,
@@ -51,7 +51,7 @@ with_t AS (
 )
 SELECT config_id,
        framework, framework_version, model, dataset, data, mode, precision, data_format, variable_update,
-       all_reduce, batch_size_per_device, device_type, device_model, config_tags, num_devices, num_nodes,
+       all_reduce, batch_size_per_device, device_type, device_model, tags, num_devices, num_nodes,
        CASE WHEN device_type = 'gpu' THEN device_model END AS gpu_model,
        CASE WHEN device_type = 'gpu' THEN num_devices END AS num_gpus,
        n_runs, n_ok, images_per_sec, median, min, max, stddev,

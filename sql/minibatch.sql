@@ -1,5 +1,5 @@
 -- One row per minibatch curve point: a configuration (sql/run_configs.sql) without its batch size (every
--- factor except batch_size_per_device, config_tags, and the scale point num_devices, num_nodes; curve_id =
+-- factor except batch_size_per_device, tags, and the scale point num_devices, num_nodes; curve_id =
 -- md5 of their JSON object) at one batch_size_per_device.
 -- ms_per_image: time per image of one training (or inference) step, mean over the ok runs of
 --   forward_backward_ms / batch_size_per_device where the log times the step (caffe time), else
@@ -17,7 +17,7 @@
 WITH keyed AS (
     SELECT c.framework, c.framework_version, c.model, c.dataset, c.data, c.mode, c.precision, c.data_format,
            c.variable_update, c.all_reduce, c.device_type, c.device_model,
-           map_entries(c.config_tags) AS config_tags,  -- grouped as a list of entries: cheaper than a MAP
+           map_entries(c.tags) AS tags,  -- grouped as a list of entries: cheaper than a MAP
            c.num_devices, c.num_nodes, c.batch_size_per_device, c.status, c.images_per_sec,
            c.forward_ms / c.batch_size_per_device AS forward_ms_per_image,
            coalesce(c.forward_backward_ms / c.batch_size_per_device, 1000.0 / c.images_per_sec) AS ms_per_image
@@ -25,7 +25,7 @@ WITH keyed AS (
 ),
 points AS (
     SELECT framework, framework_version, model, dataset, data, mode, precision, data_format,
-           variable_update, all_reduce, device_type, device_model, config_tags, num_devices, num_nodes, batch_size_per_device,
+           variable_update, all_reduce, device_type, device_model, tags, num_devices, num_nodes, batch_size_per_device,
            count(*) AS n_runs,
            count(*) FILTER (WHERE status = 'ok') AS n_ok,
            count(*) FILTER (WHERE status = 'oom') AS n_oom,
@@ -40,9 +40,9 @@ curves AS MATERIALIZED (  -- computed once: used twice below
                framework := framework, framework_version := framework_version, model := model,
                dataset := dataset, data := data, mode := mode, precision := precision,
                data_format := data_format, variable_update := variable_update, all_reduce := all_reduce,
-               device_type := device_type, device_model := device_model, config_tags := config_tags,
+               device_type := device_type, device_model := device_model, config_tags := tags,
                num_devices := num_devices, num_nodes := num_nodes
-           ))) AS curve_id, * REPLACE (map_from_entries(config_tags) AS config_tags)
+           ))) AS curve_id, * REPLACE (map_from_entries(tags) AS tags)
     FROM points
 ),
 neighbours AS (

@@ -1,7 +1,7 @@
 -- One row per run: the configuration it belongs to (config_id and its factors) and its scale point.
 -- A configuration is every factor of a run except its repetition: framework, framework_version, model,
 -- dataset, data, mode, precision, data_format, variable_update, all_reduce, batch_size_per_device,
--- device_type (gpu, tpu, ipu, hpu, npu, cpu), device_model, and the tags as `config_tags` (a MAP with its
+-- device_type (gpu, tpu, ipu, hpu, npu, cpu), device_model, and the tags as `tags` (a MAP with its
 -- entries sorted by key; {} when a run has no other tags, so NULL tags and {} group together), less the
 -- bookkeeping tags, which never split a configuration: `repeat`, `sweep` and `cell` (bench sweep's: a
 -- sweep's cells at 1 and 2 devices are one configuration's scaling curve), `run` / `run_id`, and `device`
@@ -24,9 +24,9 @@
 -- two rows of one configuration. So CPU, TPU and IPU runs scale like GPU runs.
 -- gpu_model and num_gpus repeat device_model and num_devices where device_type is 'gpu' (NULL otherwise),
 -- for queries written against the GPU-only columns.
--- config_id: md5 of the JSON object of the factors and config_tags (a NULL factor is JSON null, never ''),
+-- config_id: md5 of the JSON object of the factors and tags (a NULL factor is JSON null, never ''),
 -- the same at every scale point of a configuration; scaling, strong_scaling and compare join on it.
--- Columns: run_id, config_id, the factors above, config_tags (MAP), num_devices, num_nodes, and the run's
+-- Columns: run_id, config_id, the factors above, tags (MAP: the configuration's, as above), num_devices, num_nodes, and the run's
 -- status, status_detail, images_per_sec, wall_time_s, throughput, time_to_train_s, forward_ms,
 -- forward_backward_ms, source, source_sha256; then series_id, series_system, series_tags (MAP), host and
 -- started_at. Every view that keys runs by configuration reads this one: configs (grouped
@@ -34,7 +34,7 @@
 -- A series (series_id, `bench changes` and `bench check`) is one workload on one system, followed through
 -- time: every factor above except framework_version (system facts such as the framework's version, the
 -- driver or CUDA may move along a series: finding which one moved is the point), plus the scale point and
--- series_system, the run's `system` tag or else its host. Its tags are config_tags less the sequence tags:
+-- series_system, the run's `system` tag or else its host. Its tags are those tags less the sequence tags:
 -- a tag (other than `system` / `host`) that, among runs equal in every other factor, host and system, takes
 -- at least 3 values on groups of 3 or more runs and a distinct value on at least half of them (a commit, a
 -- date, a build number) says when a run was made, not what ran. config_id keeps such tags as they are.
@@ -136,10 +136,10 @@ SELECT run_id,
            dataset := dataset, data := data, mode := mode, precision := precision, data_format := data_format,
            variable_update := variable_update, all_reduce := all_reduce,
            batch_size_per_device := batch_size_per_device, device_type := device_type,
-           device_model := device_model, config_tags := map_from_entries(config_tags)
+           device_model := device_model, config_tags := map_from_entries(config_tags)  -- the key ids were made with
        ))) AS config_id,
        framework, framework_version, model, dataset, data, mode, precision, data_format, variable_update,
-       all_reduce, batch_size_per_device, device_type, device_model, map_from_entries(config_tags) AS config_tags,
+       all_reduce, batch_size_per_device, device_type, device_model, map_from_entries(config_tags) AS tags,
        num_devices, num_nodes, status, images_per_sec, wall_time_s, status_detail, throughput, time_to_train_s,
        forward_ms, forward_backward_ms, source, source_sha256,
        md5(to_json(struct_pack(

@@ -17,7 +17,7 @@ WITH points AS MATERIALIZED (  -- computed once: used twice below
                framework := framework, framework_version := framework_version, model := model,
                dataset := dataset, data := data, mode := mode, precision := precision,
                data_format := data_format, variable_update := variable_update, all_reduce := all_reduce,
-               device_type := device_type, device_model := device_model, config_tags := config_tags,
+               device_type := device_type, device_model := device_model, config_tags := tags,
                global_batch_size := batch_size_per_device * num_devices
            ))) AS strong_config_id
     FROM configs

@@ -33,20 +33,20 @@ _DEFAULTS: dict[str, Any] = {
     "data": "synthetic", "mode": "train", "precision": "fp32", "data_format": "NCHW",
     "variable_update": "parameter_server", "all_reduce": None, "batch_size_per_device": 64, "device_type": "gpu",
     "device_model": P100,
-    "config_tags": {}, "num_devices": 1, "num_nodes": 1, "n_runs": 1, "n_ok": 1, "images_per_sec": 100.0,
+    "tags": {}, "num_devices": 1, "num_nodes": 1, "n_runs": 1, "n_ok": 1, "images_per_sec": 100.0,
 }
 _TYPES = {
     "batch_size_per_device": pa.int64(), "num_devices": pa.int64(), "num_nodes": pa.int64(), "n_runs": pa.int64(),
-    "n_ok": pa.int64(), "images_per_sec": pa.float64(), "config_tags": pa.map_(pa.string(), pa.string()),
+    "n_ok": pa.int64(), "images_per_sec": pa.float64(), "tags": pa.map_(pa.string(), pa.string()),
     "baseline_devices": pa.int64(), "speedup": pa.float64(), "efficiency": pa.float64(),
 }
 
 
 def _table(rows: list[dict[str, Any]], extra: tuple[str, ...] = ()) -> pa.Table:
-    """Rows over the default configuration; config_tags given as dicts."""
+    """Rows over the default configuration; tags given as dicts."""
     cols = [*_DEFAULTS, *extra]
     full = [_DEFAULTS | r for r in rows]
-    data = {c: [list(r[c].items()) if c == "config_tags" else r.get(c) for r in full] for c in cols}
+    data = {c: [list(r[c].items()) if c == "tags" else r.get(c) for r in full] for c in cols}
     return pa.table({c: pa.array(v, _TYPES.get(c, pa.string())) for c, v in data.items()})
 
 
@@ -81,13 +81,13 @@ def test_a_partner_must_agree_on_every_other_factor_tags_and_gpu_count() -> None
         {"device_model": P100, "num_devices": 1, "images_per_sec": 300.0},
         {"device_model": K80, "num_devices": 1, "images_per_sec": 100.0},  # the one pair: 3
         {"device_model": P100, "num_devices": 2, "images_per_sec": 500.0},  # K80 has no 2-GPU row
-        {"device_model": P100, "config_tags": {"variant": "inference"}, "images_per_sec": 1.0},  # tags differ
-        {"device_model": K80, "config_tags": {"variant": "distortions"}, "images_per_sec": 1.0},
+        {"device_model": P100, "tags": {"variant": "inference"}, "images_per_sec": 1.0},  # tags differ
+        {"device_model": K80, "tags": {"variant": "distortions"}, "images_per_sec": 1.0},
         {"device_model": K80, "precision": "fp16", "images_per_sec": 1.0},  # another factor differs
     ])
     r = cmp.compare(con, "device_model", P100, K80)
     assert [(p.num_devices, p.ratio) for p in r.pairs] == [(1, 3.0)]
-    lonely = sorted((u.side, u.num_devices, u.config["precision"], str(u.config["config_tags"]), u.reason) for u in r.unmatched)
+    lonely = sorted((u.side, u.num_devices, u.config["precision"], str(u.config["tags"]), u.reason) for u in r.unmatched)
     assert lonely == [
         ("a", 1, "fp32", "{'variant': 'inference'}", "no partner"),
         ("a", 2, "fp32", "{}", "no partner"),
@@ -101,11 +101,11 @@ def test_two_systems_pair_on_the_workload_at_equal_or_each_at_its_own_batch() ->
     (and are listed); without a shared batch size each side is at its fastest ("own batch")."""
     con = _con([
         # resnet50: both ran batch 64 (the pair, 600/300 = 2) and A also 128 (no partner at that batch)
-        {"device_model": P100, "batch_size_per_device": 64, "config_tags": {"system": "a1"}, "images_per_sec": 600.0},
-        {"device_model": P100, "batch_size_per_device": 128, "config_tags": {"system": "a1"}, "images_per_sec": 650.0},
-        {"device_model": K80, "batch_size_per_device": 64, "config_tags": {"system": "b1"}, "framework_version": "1.1",
+        {"device_model": P100, "batch_size_per_device": 64, "tags": {"system": "a1"}, "images_per_sec": 600.0},
+        {"device_model": P100, "batch_size_per_device": 128, "tags": {"system": "a1"}, "images_per_sec": 650.0},
+        {"device_model": K80, "batch_size_per_device": 64, "tags": {"system": "b1"}, "framework_version": "1.1",
          "images_per_sec": 300.0},
-        {"device_model": K80, "batch_size_per_device": 64, "config_tags": {"system": "b2"}, "images_per_sec": 250.0},
+        {"device_model": K80, "batch_size_per_device": 64, "tags": {"system": "b2"}, "images_per_sec": 250.0},
         # vgg16: no shared batch: A's best is 256 (500), B's 32 (200): 2.5
         {"model": "vgg16", "device_model": P100, "batch_size_per_device": 128, "images_per_sec": 400.0},
         {"model": "vgg16", "device_model": P100, "batch_size_per_device": 256, "images_per_sec": 500.0},
@@ -125,10 +125,10 @@ def test_two_systems_pair_on_the_workload_at_equal_or_each_at_its_own_batch() ->
 
 def test_factor_system_compares_two_systems_and_a_framework_blocks_until_ignored() -> None:
     con = _con([
-        {"config_tags": {"system": "x"}, "images_per_sec": 300.0},
-        {"config_tags": {"system": "y"}, "images_per_sec": 100.0},
-        {"model": "vgg16", "config_tags": {"system": "x"}, "images_per_sec": 30.0},
-        {"model": "vgg16", "config_tags": {"system": "y"}, "framework": "pytorch", "images_per_sec": 10.0},
+        {"tags": {"system": "x"}, "images_per_sec": 300.0},
+        {"tags": {"system": "y"}, "images_per_sec": 100.0},
+        {"model": "vgg16", "tags": {"system": "x"}, "images_per_sec": 30.0},
+        {"model": "vgg16", "tags": {"system": "y"}, "framework": "pytorch", "images_per_sec": 10.0},
     ])
     r = cmp.compare(con, "system", "x", "y")
     assert [(p.config["model"], p.ratio) for p in r.pairs] == [("resnet50", 3.0)]  # vgg16: frameworks differ
@@ -308,7 +308,7 @@ def test_cli_json_is_one_object_with_the_documented_keys(monkeypatch: pytest.Mon
     assert list(out) == ["factor", "a", "b", "metric", "pairs", "unmatched", "summary"]
     assert (out["factor"], out["a"], out["b"], out["metric"]) == ("device_model", P100, K80, "images_per_sec")
     first = out["pairs"][0]
-    assert "device_model" not in first and first["model"] == "inception3" and first["config_tags"] == {}
+    assert "device_model" not in first and first["model"] == "inception3" and first["tags"] == {}
     assert (first["num_devices"], first["a_value"], first["b_value"], first["ratio"]) == (1, 400.0, 50.0, 8.0)
     assert [(u["side"], u["model"], u["reason"]) for u in out["unmatched"]] == [("b", "vgg16", "no partner")]
     s = out["summary"]

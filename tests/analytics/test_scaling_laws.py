@@ -127,7 +127,7 @@ def _scaling_view(rows: list[tuple[object, ...]]) -> duckdb.DuckDBPyConnection:
     types = [pa.string(), pa.string(), pa.string(), pa.int64(), pa.int64(), pa.float64(), pa.float64()]
     table = pa.table({c: pa.array(data[c], t) for c, t in zip(cols, types, strict=True)})
     tags = pa.array([[("kvstore", "device")]] * len(rows), pa.map_(pa.string(), pa.string()))
-    con.register("scaling", table.append_column("config_tags", tags))
+    con.register("scaling", table.append_column("tags", tags))
     return con
 
 
@@ -141,7 +141,7 @@ def test_fit_over_the_scaling_view_given_expect() -> None:
     assert [c.config_id for c in report.fits] == ["a", "d"]
     assert report.skipped == ("b", "c")  # c's 4-GPU point has no speedup (every run failed)
     a, d = report.fits
-    assert a.factors == {"model": "resnet50", "device_model": "P100", "config_tags": {"kvstore": "device"}}
+    assert a.factors == {"model": "resnet50", "device_model": "P100", "tags": {"kvstore": "device"}}
     assert (a.fit.alpha.estimate, a.fit.beta.estimate) == pytest.approx((0.02, 0.001), abs=1e-9)
     assert a.fit.device_counts == (1, 2, 4, 8)
     assert d.fit.serial_fraction.estimate == pytest.approx(0.1)
@@ -221,7 +221,7 @@ def test_cli_fit_table_json_and_user_error(monkeypatch: pytest.MonkeyPatch, tmp_
 
 
 def test_fit_reads_the_curated_scaling_view_built_from_runs() -> None:
-    """Contract with sql/configs.sql and sql/scaling.sql: the columns fit() needs, factors, config_tags."""
+    """Contract with sql/configs.sql and sql/scaling.sql: the columns fit() needs, factors, tags."""
     from bench.sql.schema import RUNS
     from bench.sql.views import register_views
 
@@ -238,7 +238,7 @@ def test_fit_reads_the_curated_scaling_view_built_from_runs() -> None:
     (only,) = fit(con).fits
     assert only.fit.device_counts == (1, 2, 4, 8)
     assert (only.fit.alpha.estimate, only.fit.beta.estimate) == pytest.approx((0.02, 0.001), abs=1e-9)
-    assert only.factors["model"] == "resnet50" and only.factors["config_tags"] == {"site": "lab"}
+    assert only.factors["model"] == "resnet50" and only.factors["tags"] == {"site": "lab"}
 
 
 def test_fit_of_an_empty_or_unfittable_view_is_empty_not_an_error() -> None:

@@ -38,7 +38,7 @@ def test_repetitions_group_failed_run_counted_not_averaged_nulls_group_and_ci() 
         {"model": "inception3", "num_gpus": 1, "images_per_sec": 50.0},
         {"model": "inception3", "num_gpus": 1, "images_per_sec": 70.0, "tags": {"repeat": "2"}},
     ]
-    got = query(rows, "framework, gpu_model, map_keys(config_tags), n_runs, n_ok, images_per_sec, median, min, max, "
+    got = query(rows, "framework, gpu_model, map_keys(tags), n_runs, n_ok, images_per_sec, median, min, max, "
                       "stddev, ci95_low, ci95_high, wall_time_s")
     assert len(got) == 2
     a = next(r for r in got if r[0] == "tensorflow")
@@ -65,7 +65,7 @@ def test_scale_points_nodes_only_failed_and_config_id() -> None:
         {**INCEPTION, "framework_version": "", "images_per_sec": 150.0},  # '' is not NULL: another config
         {**INCEPTION, "tags": {"optimizer": "momentum"}, "images_per_sec": 140.0},  # another tag set
     ]
-    got = query(rows, "config_id, framework_version, config_tags, num_gpus, num_nodes, n_runs, n_ok, "
+    got = query(rows, "config_id, framework_version, tags, num_gpus, num_nodes, n_runs, n_ok, "
                       "images_per_sec, median, min, max, stddev, ci95_low, ci95_high")
     base = [r for r in got if r[1] is None and r[2] == {}]
     ids = {r[0] for r in base}
@@ -97,7 +97,7 @@ def test_t_quantile_matches_scipy_beyond_the_table() -> None:
 
 
 def test_a_tag_that_restates_a_workload_column_never_splits_a_configuration() -> None:
-    """{data_mode} (syn, real) restates data and {gpus} (1, 2) num_devices: left out of config_tags. The
+    """{data_mode} (syn, real) restates data and {gpus} (1, 2) num_devices: left out of tags. The
     `system` tag maps one to one onto the batch sizes here too, but its values are not theirs: it stays, as
     does a tag with one value (optimizer), which restates nothing."""
     rows = [{**INCEPTION, "data": data, "num_gpus": n, "batch_size_per_device": batch, "images_per_sec": 100.0 * n,
@@ -105,7 +105,7 @@ def test_a_tag_that_restates_a_workload_column_never_splits_a_configuration() ->
             for data, mode in (("synthetic", "syn"), ("real", "real"))
             for n in (1, 2)
             for batch, system in ((64, "box-a"), (128, "box-b"))]
-    got = query(rows, "data, batch_size_per_device, num_devices, config_tags")
+    got = query(rows, "data, batch_size_per_device, num_devices, tags")
     assert len(got) == 8
     assert {tuple(sorted(r[3].items())) for r in got} == {(("optimizer", "sgd"), ("system", "box-a")),
                                                           (("optimizer", "sgd"), ("system", "box-b"))}
@@ -129,5 +129,5 @@ def test_a_run_cut_short_counts_in_the_one_configuration_it_agrees_with() -> Non
     assert got == [(32, "inception3", 1, 0, None), (64, "inception3", 3, 2, 105.0)]
     # two ok configurations (optimizer sgd, momentum) hold the failed run's tags: it is not guessed
     other = {**ok, "tags": {"num_batches": "10", "optimizer": "momentum"}, "images_per_sec": 90.0}
-    got = query([*rows[:3], other], "config_tags['optimizer'], n_runs, n_ok")
+    got = query([*rows[:3], other], "tags['optimizer'], n_runs, n_ok")
     assert got == [("momentum", 1, 1), ("sgd", 2, 2), (None, 1, 0)]

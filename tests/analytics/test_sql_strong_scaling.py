@@ -20,10 +20,10 @@ approx = pytest.approx
 
 
 def configs_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """A `configs` table: the factor columns (NULL unless given), config_tags, the scale point and the mean."""
+    """A `configs` table: the factor columns (NULL unless given), tags, the scale point and the mean."""
     cols: dict[str, pa.Array] = {f: pa.array([r.get(f) for r in rows], pa.string()) for f in FACTORS}
     cols["config_id"] = pa.array([f"c{i}" for i in range(len(rows))], pa.string())
-    cols["config_tags"] = pa.array([list(r.get("config_tags", {}).items()) for r in rows], pa.map_(pa.string(), pa.string()))
+    cols["tags"] = pa.array([list(r.get("tags", {}).items()) for r in rows], pa.map_(pa.string(), pa.string()))
     for name in ("batch_size_per_device", "num_devices", "num_nodes"):
         cols[name] = pa.array([r.get(name) for r in rows], pa.int64())
     cols["images_per_sec"] = pa.array([r.get("images_per_sec") for r in rows], pa.float64())
@@ -39,7 +39,7 @@ def strong(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return con.execute(f"SELECT {OUT}, strong_config_id FROM ({sql}) ORDER BY {order}").fetchall()
 
 
-RESNET = {"model": "resnet50", "device_model": "Tesla P100", "num_nodes": 1, "config_tags": {"optimizer": "sgd"}}
+RESNET = {"model": "resnet50", "device_model": "Tesla P100", "num_nodes": 1, "tags": {"optimizer": "sgd"}}
 
 
 def test_global_batch_fixed_superlinear_and_failed_point() -> None:
