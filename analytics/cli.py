@@ -208,6 +208,7 @@ def report_command(
     max_figures: Annotated[int, typer.Option("--max-figures", min=0, help="Configuration families drawn as figures (12 families get their tables on the page, every family is in the CSV)")] = 3,
     mlperf_compare: Annotated[str | None, typer.Option("--mlperf-compare", help="The MLPerf speedup table's FACTOR:A:B, e.g. device_model:A100:V100 [default: chosen from the selection]")] = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="Device model the leaderboard is relative to [default: the one measured on the most workloads]")] = None,
+    keep_suspects: Annotated[bool, typer.Option("--keep-suspects", help="Keep suspect pairs (far below their row's others) in the leaderboard's geometric means")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings and the report's path as one JSON object")] = False,
     workers: Annotated[int | None, typer.Option("--workers", min=0, help="Processes that draw the figures while the tables are computed (0: draw them in this process) [default: one per core beyond the first]")] = None,
     store: StoreOpt = None,
@@ -228,7 +229,8 @@ def report_command(
     if ab is not None and (len(ab) != 3 or not all(ab)):
         raise UsageError(f"--mlperf-compare takes FACTOR:A:B (e.g. device_model:A100:V100), got {mlperf_compare!r}")
     opts = Options(where=where, ignore=tuple(ignore or ()), title=title, equivalence=equivalence, trace=trace,
-                   max_families=max_figures, mlperf_compare=ab, baseline=baseline)  # type: ignore[arg-type]
+                   max_families=max_figures, mlperf_compare=ab, baseline=baseline,
+                   keep_suspects=keep_suspects)  # type: ignore[arg-type]
     interrupted = threading.Event()
 
     def on_ctrl_c(signum: int, frame: object) -> None:

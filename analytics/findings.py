@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from bench.analytics.compare import CompareCache, CompareResult, compare
-from bench.analytics.ratio_stats import Summary, summarize
+from bench.analytics.compare import CompareCache, CompareResult, Pair, compare
+from bench.analytics.leaderboard import Leaderboard
+from bench.analytics.ratio_stats import summarize
 from bench.analytics.results import rows
-from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb
@@ -57,17 +57,6 @@ class Finding:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class Leaderboard:
-    """Every device model of the selection against the baseline device model: those with pairs, the
-    fastest first, and those without, each with the reason (``unpaired``: (device model, reason))."""
-
-    baseline: str
-    results: tuple[CompareResult, ...]
-    unpaired: tuple[tuple[str, str], ...] = ()
-    scope: str = ""  # "training at 1 device": the runs it ranks (board_scopes)
-
-
 def keep(found: list[Finding]) -> list[Finding]:
     """At most MAX_FINDINGS of ``found``, in their order: the last sentence of the kind with the most is
     dropped until they fit, so every kind keeps at least its first (what not to trust is never crowded out
@@ -80,62 +69,6 @@ def keep(found: list[Finding]) -> list[Finding]:
         most = max(counts, key=lambda k: (counts[k], -list(counts).index(k)))  # ties: the earlier kind
         found.pop(max(i for i, f in enumerate(found) if f.kind == most))
     return found
-
-
-def board_scopes(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
-    """(scope, where) of each leaderboard: one per mode (training first, then inference, then the others), at
-    the device count with the most configurations of that mode (ties: the fewest devices), so that no board
-    mixes training with inference or one device with eight."""
-    found = rows(con, """SELECT mode, num_devices, count(DISTINCT config_id) AS n FROM _configs
-                         WHERE device_model IS NOT NULL AND images_per_sec > 0 AND num_devices IS NOT NULL
-                         GROUP BY mode, num_devices
-                         QUALIFY row_number() OVER (PARTITION BY mode ORDER BY n DESC, num_devices) = 1""")
-    rank = {"train": 0, "inference": 1}
-    out = []
-    for mode, devices, _ in sorted(found, key=lambda r: (rank.get(r[0], 2), r[0] is None, str(r[0]))):
-        what = "training" if mode == "train" else str(mode) if mode is not None else "runs of an unknown mode"
-        test = "mode IS NULL" if mode is None else "mode = '" + str(mode).replace("'", "''") + "'"
-        out.append((f"{what} at {devices} device{'s' if devices != 1 else ''}", f"{test} AND num_devices = {devices}"))
-    return out
-
-
-def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None,
-                cache: CompareCache | None = None, where: str | None = None, scope: str = "") -> Leaderboard | None:
-    """Each device model against the baseline device model, over the configurations ``where`` selects;
-    None when fewer than two devices have values."""
-    counts = rows(con, f"""SELECT device_model, count(DISTINCT config_id) FROM _configs
-                           WHERE device_model IS NOT NULL AND images_per_sec > 0 AND ({where or 'true'})
-                           GROUP BY ALL ORDER BY 2 DESC, 1""")
-    if len(counts) < 2:
-        return None
-    names = [str(c[0]) for c in counts]
-    if baseline is None:
-        base = names[0]
-    else:
-        hits = [n for n in names if n == baseline] or [n for n in names if baseline.lower() in n.lower()]
-        if len(hits) != 1:
-            raise UsageError(f"--baseline {baseline!r} matches {len(hits)} device models of the selection"
-                             f"{f' ({scope})' if scope else ''}; candidates: {', '.join(names[:20])}")
-        base = hits[0]
-    results, unpaired = [], []
-    for name in [n for n in names if n != base]:
-        res = compare(con, "device_model", name, base, where=where, cache=cache)
-        if res.pairs:
-            results.append(res)
-        else:
-            mine = sum(u.side == "a" for u in res.unmatched)
-            unpaired.append((name, f"none of its {mine} configuration(s) shares a workload, device count and "
-                                   f"framework with one of {base}"))
-    results.sort(key=lambda r: (-(r.summary.geomean or 0.0), -r.summary.n, str(r.a)))
-    return Leaderboard(base, tuple(results), tuple(unpaired), scope)
-
-
-def by_precision(res: CompareResult) -> dict[str, Summary]:
-    """The summary of the pairs at each precision (fp16, fp32, ...; "?" where the log did not say)."""
-    groups: dict[str, list[float]] = {}
-    for p in res.pairs:
-        groups.setdefault(str(p.config.get("precision") or "?"), []).append(p.ratio)
-    return {k: summarize(v) for k, v in sorted(groups.items())}
 
 
 def _ci(res: CompareResult) -> str:
@@ -160,6 +93,8 @@ def leaderboard_findings(board: Leaderboard | None, link: str) -> list[Finding]:
             gone = f", {len(board.unpaired)} without a pair, with the reason" if board.unpaired else ""
             more = f" The leaderboard table ranks {rest} more device model{'s' if rest != 1 else ''}{gone}."
         text = f"{res.a} is {s.geomean:.2f}x {res.b} (geometric mean over {s.n} workloads, {_ci(res)}; median {s.median:.2f}x{batch})."
+        if note := board.notes.get(str(res.a)):  # like for like, or the difference named in the same line
+            text += f" Not like for like: {note}."
         out.append(Finding("leaderboard", scope + text + more, s.geomean, (s.ci95_low, s.ci95_high), s.n, link))
     return out
 
@@ -170,9 +105,10 @@ def leaderboard_findings(board: Leaderboard | None, link: str) -> list[Finding]:
 CURVES = f"""
         WITH curves AS (
             SELECT config_id, any_value(model) AS model, any_value(data) AS data, any_value(device_model) AS device,
-                   any_value(config_tags['system']) AS system, any_value(mode) AS mode,
+                   any_value(tags['system']) AS system, any_value(mode) AS mode,
                    any_value(precision) AS precision, any_value(batch_size_per_device) AS batch,
                    count(DISTINCT num_devices) AS counts, sum(n_runs) AS runs, max(num_devices) AS largest,
+                   any_value(baseline_devices) AS baseline,
                    -- the largest count on the fewest nodes: one row, whatever order the scan gives
                    arg_max(efficiency, num_devices * 1000000 - coalesce(num_nodes, 1)) AS eff_largest,
                    arg_max(n_ok, num_devices * 1000000 - coalesce(num_nodes, 1)) AS n_largest,
@@ -190,7 +126,8 @@ BY_DEVICE = f"""{CURVES},
             SELECT *, max(largest) OVER (PARTITION BY device) AS reach FROM curves
             WHERE mode IS NOT DISTINCT FROM (SELECT mode FROM first_mode))
         SELECT device, any_value(mode) AS mode, reach, count(*) AS curves, count(DISTINCT model) AS models,
-               median(eff_largest) AS median, min(eff_largest) AS low, max(eff_largest) AS high, sum(runs) AS runs
+               median(eff_largest) AS median, min(eff_largest) AS low, max(eff_largest) AS high, sum(runs) AS runs,
+               string_agg(DISTINCT baseline::VARCHAR, ', ' ORDER BY baseline::VARCHAR) AS baselines
         FROM mine WHERE largest = reach GROUP BY device, reach
         ORDER BY curves DESC, reach DESC, median DESC, device"""
 
@@ -199,17 +136,21 @@ def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]
     """Per device model (the MAX_SCALING with the most curves): its scaling efficiency at the largest device
     count its curves reach, as the median over those curves with the range."""
     out: list[Finding] = []
-    for device, mode, reach, curves, models, median, low, high, _ in rows(con, BY_DEVICE)[:MAX_SCALING]:
+    for device, mode, reach, curves, models, median, low, high, _, baselines in rows(con, BY_DEVICE)[:MAX_SCALING]:
         what = "training" if mode == "train" else (mode or "runs")
         spread = f"{low:.0%}-{high:.0%} over {curves} curves of {models} model{'s' if models != 1 else ''}" \
             if curves > 1 else f"one curve, {models} model"
+        vs = "" if baselines == "1" else f" vs {baselines} device(s)"  # an efficiency says its baseline
         out.append(Finding("scaling", f"{device or 'Devices of unknown model'} scales {what} to {reach} devices at "
-                                      f"{median:.0%} efficiency (median; {spread}).", float(median), None, int(curves), link))
+                                      f"{median:.0%} efficiency{vs} (median; {spread}).", float(median), None, int(curves), link))
     return out
 
 
 def effect_findings(con: duckdb.DuckDBPyConnection, link: str, cache: CompareCache | None = None) -> list[Finding]:
-    """What each of EFFECTS buys, all else equal: in training when the selection has training runs."""
+    """What each of EFFECTS buys, all else equal: in training when the selection has training runs. The
+    sentence names the devices its pairs come from (all of them on one device is said so); where pairs at
+    each setting's own best batch size reach devices that equal batch sizes do not, a second sentence gives
+    the effect that way, per device, labelled as such."""
     out = []
     train = bool(rows(con, "SELECT 1 FROM _configs WHERE mode = 'train' AND images_per_sec > 0 LIMIT 1"))
     where, scope = ("mode = 'train'", "In training, ") if train else (None, "")
@@ -220,10 +161,63 @@ def effect_findings(con: duckdb.DuckDBPyConnection, link: str, cache: CompareCac
             continue
         res = compare(con, factor, a, b, where=where, cache=cache)
         s = res.summary
+        equal = {str(p.config.get("device_model")) for p in res.pairs}
         if s.n:
+            on = _devices_clause(res.pairs)
             out.append(Finding("effect", f"{scope}{factor} {a} gives {s.geomean:.2f}x the images/s of {b}, all else "
-                                         f"equal ({_ci(res)}; n={s.n} pairs).", s.geomean, (s.ci95_low, s.ci95_high), s.n, link))
+                                         f"equal ({_ci(res)}; n={s.n} pairs{on}).", s.geomean, (s.ci95_low, s.ci95_high), s.n, link))
+        own = own_batch_ratios(con, factor, a, b, where)
+        if factor != "batch_size_per_device" and set(own) - equal:
+            out.append(_own_batch_finding(scope, factor, a, b, own, link))
     return out
+
+
+def _devices_clause(pairs: tuple[Pair, ...]) -> str:
+    """"", all on AMD Vega 20 (the one device ...)" or ", on 3 devices: ..." for an effect's pairs."""
+    counts: dict[str, int] = {}
+    for p in pairs:
+        counts[str(p.config.get("device_model") or "devices of unknown model")] = counts.get(
+            str(p.config.get("device_model") or "devices of unknown model"), 0) + 1
+    if len(counts) == 1:
+        return f", all on {next(iter(counts))}, the one device measured both ways with all else equal"
+    named = ", ".join(f"{d} {n}" for d, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:4])
+    return f" on {len(counts)} devices: {named}{', ...' if len(counts) > 4 else ''}"
+
+
+#: The best images/s of each setting of a factor, per workload and system, at whatever batch size was best
+#: for it: what "at each precision's own batch size" compares (``own_batch_ratios``).
+_OWN_BATCH = """
+WITH best AS (
+    SELECT {factor} AS level, device_model, md5(to_json(struct_pack({key}))) AS k, max(images_per_sec) AS ips
+    FROM _configs WHERE images_per_sec > 0 AND {factor} IN (?, ?) AND ({where})
+    GROUP BY ALL)
+SELECT a.device_model, list(a.ips / b.ips ORDER BY a.k)
+FROM best a JOIN best b ON a.k = b.k AND a.level = ? AND b.level = ?
+GROUP BY a.device_model ORDER BY a.device_model"""
+#: What two settings' best rows must share to pair in ``own_batch_ratios``: all but the batch size.
+_OWN_KEY = ("model", "dataset", "data", "mode", "precision", "data_format", "variable_update", "all_reduce", "framework",
+            "framework_version", "device_type", "device_model", "tags", "num_devices", "num_nodes")
+
+
+def own_batch_ratios(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str,
+                     where: str | None) -> dict[str, list[float]]:
+    """Per device model, the ratios A / B of workloads measured both ways, each side at its own best batch
+    size (everything but ``factor`` and the batch size equal)."""
+    key = ", ".join(f"{f} := {f}" for f in _OWN_KEY if f != factor)
+    sql = _OWN_BATCH.format(factor=factor, key=key, where=where or "true")
+    return {str(d or "devices of unknown model"): list(r) for d, r in rows(con, sql, [a, b, a, b])}
+
+
+def _own_batch_finding(scope: str, factor: str, a: str, b: str, own: dict[str, list[float]], link: str) -> Finding:
+    every = [r for ratios in own.values() for r in ratios]
+    s = summarize(every)
+    per = sorted((summarize(r).geomean or 0.0, d) for d, r in own.items())
+    spread = (f"from {per[0][0]:.2f}x ({per[0][1]}) to {per[-1][0]:.2f}x ({per[-1][1]}) by device" if len(per) > 1
+              else f"on {per[0][1]} only")
+    ci = f"95% CI {s.ci95_low:.2f}-{s.ci95_high:.2f}" if s.ci95_low is not None else "no CI with one pair"
+    text = (f"{scope}at each {factor} setting's own best batch size, {a} gives {s.geomean:.2f}x the images/s of {b} "
+            f"({ci}; n={s.n} pairs on {len(own)} device{'s' if len(own) != 1 else ''}), {spread}.")
+    return Finding("effect", text[0].upper() + text[1:], s.geomean, (s.ci95_low, s.ci95_high), s.n, link)
 
 
 def trust_findings(con: duckdb.DuckDBPyConnection, status_link: str, configs_link: str) -> list[Finding]:

@@ -6,7 +6,10 @@
 -- from its smallest measured count.
 -- speedup = images_per_sec / baseline_images_per_sec; efficiency = speedup / (num_devices / baseline_devices);
 -- superlinear = efficiency > 1. Never clamped. NULL (never 0) where the row has no ok mean or no device count
--- (num_devices NULL or 0: a log that says nothing of its devices).
+-- (num_devices NULL or 0: a log that says nothing of its devices), and for a configuration with a mean at one
+-- device count only (a system measured only at 8 GPUs): nothing was scaled, and an efficiency of 1.00 there
+-- would rank as perfect scaling. An efficiency is relative to baseline_devices ("efficiency vs 8 devices"
+-- where that is 8), which a ranking must say.
 -- Columns: every column of `configs`, then baseline_devices, baseline_images_per_sec, speedup, efficiency,
 -- superlinear. Reads the view `configs`. No parameters.
 WITH points AS MATERIALIZED (  -- read `configs` once: it is used twice below
@@ -19,9 +22,14 @@ baselines AS (
     WHERE images_per_sec IS NOT NULL AND num_devices > 0
     ORDER BY config_id, num_devices, num_nodes NULLS FIRST
 ),
+reach AS (  -- configurations with means at two device counts or more: the ones that scaled
+    SELECT config_id FROM points WHERE images_per_sec IS NOT NULL AND num_devices > 0
+    GROUP BY config_id HAVING count(DISTINCT num_devices) >= 2
+),
 scaled AS (
     SELECT c.*, b.baseline_devices, b.baseline_images_per_sec,
-           CASE WHEN c.num_devices > 0 THEN c.images_per_sec / b.baseline_images_per_sec END AS speedup
+           CASE WHEN c.num_devices > 0 AND c.config_id IN (SELECT config_id FROM reach)
+                THEN c.images_per_sec / b.baseline_images_per_sec END AS speedup
     FROM points c
     LEFT JOIN baselines b ON c.config_id = b.config_id
 )

@@ -57,6 +57,7 @@ class Options:
     max_families: int = 3  # families drawn (--max-figures); SHOWN_FAMILIES get their tables on the page
     mlperf_compare: tuple[str, str, str] | None = None  # (factor, A, B) of the MLPerf speedup table
     baseline: str | None = None  # the device model of the leaderboard's baseline [default: the most measured]
+    keep_suspects: bool = False  # --keep-suspects: suspect pairs stay in the leaderboard's means (leaderboard.py)
 
 #: What report.html shows of long lists; the rest is in tables/*.csv (the page says so).
 SHOWN_FAMILIES = 12
@@ -86,7 +87,7 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
     lead = bool(mlperf) and bool(first(con, "SELECT bool_and(format = 'mlperf') FROM runs")[0])  # type: ignore[index]
     over_time, changed = changes_section(con, renderer)
     findings, found = findings_section(con, opts.baseline, cache, renderer, mlperf_found, mlperf_first=lead,
-                                       changes=changed)
+                                       changes=changed, keep_suspects=opts.keep_suspects)
     selection = Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])
     throughput = bool(len(configs)) and bool(first(con, "SELECT 1 FROM _configs WHERE images_per_sec > 0 LIMIT 1"))
     # the sections with figures are built first, so the renderer's workers draw while the tables compute
@@ -102,8 +103,12 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
     flagged = _shown(Section("Flagged runs"), [sel.flags_table(con, labels)], SHOWN_FLAGS)
     sections = [findings, *(mlperf if lead else []), selection, *over_time, *families, *ratios, *laws, *flagged, *per_device,
                 *([] if lead else mlperf), *trace]
-    sections.append(method_section())
+    method = method_section()
+    sections.append(method)
     sections += _provenance(con, labels, sections)
+    opened = {id(findings), id(selection), id(method), *(id(s) for s in (mlperf if lead else []))}
+    for s in sections:  # the rest is one click away in report.html (and not printed): the first pages answer
+        s.folded = s.level == 2 and id(s) not in opened
     _say_what_is_left_out(findings, sections)
     return Report(opts.title, sel.describe(opts.where, n), sections, found)
 
@@ -144,8 +149,8 @@ def _say_what_is_left_out(findings: Section, sections: list[Section]) -> None:
 
 def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict, max_figures: int,
                      fits: Sequence[ConfigFit], renderer: Renderer) -> list[Section]:
-    """The SHOWN_FAMILIES most informative configuration families (device models x device counts x runs),
-    each with its tables, the first ``max_figures`` with figures too; every family's points in one CSV
+    """The SHOWN_FAMILIES most informative configuration families (training first, then by device models x
+    device counts x runs), each with its tables, the first ``max_figures`` with figures too; every family's points in one CSV
     table (tables/families-all.csv). A family measured at one device count has no speedup or efficiency
     table."""
     import pandas as pd
@@ -159,11 +164,12 @@ def _family_sections(con: duckdb.DuckDBPyConnection, configs: object, runs: dict
     for name, fam in fams:
         pts = points[points["config_id"].isin(set(fam["config_id"]))]  # type: ignore[index]
         score = fam["device_model"].nunique(dropna=False) * max(1, pts["num_devices"].nunique()) * int(pts["n_runs"].sum())
-        ranked.append((-score, name, fam, pts))
+        training = "mode" in fam.columns and bool((fam["mode"] == "train").any())  # what people ask first
+        ranked.append((not training, -score, name, fam, pts))
         every.append(pts.merge(fam[["config_id", "series"]], on="config_id").assign(family=name))
-    ranked.sort(key=lambda r: (r[0], r[1]))
+    ranked.sort(key=lambda r: (r[0], r[1], r[2]))
     by_config = tab.runs_by_config(runs)
-    for i, (_, name, fam, pts) in enumerate(ranked[:SHOWN_FAMILIES]):
+    for i, (_, _, name, fam, pts) in enumerate(ranked[:SHOWN_FAMILIES]):
         sec = Section(name, tables=tab.family_tables(name, fam, pts, runs), level=3)
         if i < max_figures:
             ids = tuple(r for cid in fam["config_id"] for r in by_config.get(cid, ()))

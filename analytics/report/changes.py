@@ -73,12 +73,12 @@ def changes_section(con: duckdb.DuckDBPyConnection, renderer: Renderer) -> tuple
         marks = [(x[c.index], f"{pct(c.change)}: {facts_text(ch.what_changed, 2)}")
                  for c, ch in zip(det.steps, [c for c in found.changes if c.series_id == sid], strict=True)]
         outs = [(x[o.index], o.value) for o in det.outliers]
-        slug = f"fig-change-{slugify(s.label)[:60]}"
+        slug = f"fig-change-{slugify(s.label, 100)}"
         sec.figures.append(Figure(slug, f"{found.metric} of {s.label} over time", renderer.svg(
             history, x, [p.value for p in s.points], levels, marks, outs, found.metric, title=s.label),
             tuple(p.run_id for p in s.points)))
     for c in found.changes:
-        link = f"fig-change-{slugify(c.label)[:60]}" if c.series_id in changed[:MAX_FIGURES] else CHANGES
+        link = f"fig-change-{slugify(c.label, 100)}" if c.series_id in changed[:MAX_FIGURES] else CHANGES
         way = "slower" if c.slower else "faster"
         findings.append(Finding("change", f"{c.label} got {abs(c.change):.1%} {way} on {day(c.at)} (95% CI "
                                 f"{pct(c.ci95[0])} to {pct(c.ci95[1])}), {facts_text(c.what_changed)}.",

@@ -60,7 +60,7 @@ def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFra
     if df.groupby("label")["num_devices"].nunique().max() > 1:  # else every speedup is 1: nothing to show
         kinds += [("speedup", plots.speedup, (df, usl)), ("efficiency", plots.efficiency, (df,))]
     for kind, draw, args in kinds:
-        out.append(Figure(f"fig-{slugify(name)[:60]}-{kind}", f"{kind.capitalize()}: {name}{note}",
+        out.append(Figure(f"fig-{slugify(name, 100)}-{kind}", f"{kind.capitalize()}: {name}{note}",
                           renderer.svg(draw, *args, title=name), run_ids))
     return out
 
@@ -75,7 +75,9 @@ def per_device_frame(configs: pd.DataFrame, points: pd.DataFrame) -> list[tuple[
     for key, g in configs.groupby(keys, sort=True, dropna=False):
         if len(g) < 2 or not spread or g[spread].astype(str).drop_duplicates().shape[0] < 2:
             continue
-        lab = g.assign(label=label_of(g, [c for c in g.columns if c not in ("config_id", *keys)]))
+        among = [c for c in g.columns if c not in ("config_id", *keys)]  # what the figure compares first
+        among.sort(key=lambda c: (c not in ("device_model", "tag:system"), c != "device_model"))
+        lab = g.assign(label=label_of(g, among))
         df = points.merge(lab[["config_id", "label"]], on="config_id").dropna(subset=["images_per_sec"])
         if df.empty:
             continue
@@ -98,9 +100,14 @@ def per_device_figure(df: pd.DataFrame, title: str, noun: str = "device") -> Any
     order = df.groupby("label")["images_per_device"].max().sort_values().index.tolist()
     counts = sorted(df["num_devices"].unique())
     height = 0.8 / len(counts)
-    fig = new_figure(10.0, min(40.0, 1.5 + 0.28 * len(order) * max(1, len(counts) / 2)))
+    per_row = 0.28 * max(1, len(counts) / 2)
+    fits = max(1, int((MAX_FIGURE_INCHES - 1.5) / per_row))
+    left_out = max(0, len(order) - fits)
+    order = order[left_out:]  # the fastest that fit in MAX_FIGURE_INCHES; every row is in the table
+    df = df[df["label"].isin(order)]
+    fig = new_figure(10.0, 1.5 + per_row * len(order))
     ax = fig.add_subplot()
-    short = [lbl if len(lbl) <= 70 else lbl[:67] + "..." for lbl in order]  # long labels would squeeze the bars
+    short = distinct_labels(order, 70)  # long labels would squeeze the bars
     for j, n in enumerate(counts):
         sub = df[df["num_devices"] == n]
         ys = [order.index(lbl) + (j - (len(counts) - 1) / 2) * height for lbl in sub["label"]]
@@ -109,10 +116,36 @@ def per_device_figure(df: pd.DataFrame, title: str, noun: str = "device") -> Any
     ax.set_xlabel(f"throughput per {noun} (images/s per {noun})")
     ax.set_xlim(left=0)  # a rate: the bars start at zero
     ax.set_ylabel("configuration")
-    ax.set_title(f"Throughput per {noun}: {title}", fontsize=9)
+    more = f" (the fastest {len(order)}; {left_out} more in the table)" if left_out else ""
+    ax.set_title(f"Throughput per {noun}: {title}{more}", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(axis="x", linestyle=":", alpha=0.5)
     return fig
+
+
+#: The tallest a figure is drawn (inches; 25 in = 1,800 pt): a page, not a scroll.
+MAX_FIGURE_INCHES = 25.0
+
+
+def distinct_labels(labels: list[str], width: int) -> list[str]:
+    """``labels`` cut to ``width`` characters, each still different from the others: a cut one keeps its
+    end as well as its start ("device_model=A100, system=...tf2_3"), the part that tells it apart."""
+    out = []
+    for text in labels:
+        if len(text) <= width:
+            out.append(text)
+            continue
+        cut = text[: width - 3] + "..."
+        if sum(t[: width - 3] == text[: width - 3] for t in labels) > 1:
+            head = width * 2 // 3
+            cut = text[:head] + "..." + text[-(width - head - 3):]
+        out.append(cut)
+    seen: dict[str, int] = {}
+    for i, text in enumerate(out):  # still equal: numbered
+        seen[text] = seen.get(text, 0) + 1
+        if seen[text] > 1:
+            out[i] = f"{text} ({seen[text]})"
+    return out
 
 
 def trace_figure(con: duckdb.DuckDBPyConnection, run_id: str | None, renderer: Renderer | None = None) -> Figure | None:

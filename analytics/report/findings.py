@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics import findings as fd
+from bench.analytics import leaderboard as lb
 from bench.analytics.plots import new_figure
 from bench.analytics.ratio_stats import CI_METHOD
 from bench.analytics.report.model import Figure, Section, Table, slugify
@@ -28,7 +29,7 @@ SCALING_BY_DEVICE = "scaling-by-device"
 def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache: CompareCache | None = None,
                      renderer: Renderer | None = None,
                      mlperf: list[fd.Finding] | None = None, mlperf_first: bool = False,
-                     changes: list[fd.Finding] | None = None) -> tuple[Section, list[fd.Finding]]:
+                     changes: list[fd.Finding] | None = None, keep_suspects: bool = False) -> tuple[Section, list[fd.Finding]]:
     """The Findings section and its sentences (at most findings.MAX_FINDINGS), in the order people ask: which
     device trains fastest (the leaderboard of the first scope: training at its most measured device count),
     the MLPerf scores (``mlperf``: report.mlperf's findings), how each device scales, what fp16 and the
@@ -37,9 +38,9 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
     Every other leaderboard (inference, ...) is a table below the
     first. ``cache``: compare's; ``renderer``: where the leaderboard's dot plot is drawn (here by default)."""
     boards = []
-    for i, (scope, where) in enumerate(fd.board_scopes(con)):
+    for i, (scope, where) in enumerate(lb.board_scopes(con)):
         try:
-            board = fd.leaderboard(con, baseline, cache, where, scope)
+            board = lb.leaderboard(con, baseline, cache, where, scope, keep_suspects)
         except UsageError:
             if i == 0:  # the --baseline names no device of the first board: the user's to fix
                 raise
@@ -55,12 +56,20 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
     found += fd.trust_findings(con, "status", "flags")
     found = fd.keep(found)
     sec = Section("Findings", findings=[(f.text, f.link) for f in found])
+    if not boards:  # said first: what this selection cannot answer
+        (points, n, name), = rows(con, "SELECT count(*), count(DISTINCT device_model), any_value(device_model) "
+                                       "FROM _configs WHERE images_per_sec > 0")
+        sec.paragraphs.append("No run of this selection has a result: nothing to rank, scale or compare." if not points
+                              else f"One device model in this selection ({name or 'not named by its logs'}): no "
+                                   "device leaderboard." if n <= 1 else
+                              "No scope of this selection holds two device models with results: no device leaderboard.")
     if not found:
         sec.paragraphs.append("Nothing to compare in this selection: one device model, no family measured at two "
                               "device counts, and no factor that varies with matched pairs.")
     for i, board in enumerate(boards):
         if board.results or board.unpaired:
             sec.tables.append(_leaderboard_table(board, LEADERBOARD if i == 0 else f"{LEADERBOARD}-{slugify(board.scope)}"))
+            sec.tables[-1].folded = i > 0  # the other scopes' boards: one click away
     if main is not None and main.results:
         sec.figures.append(_leaderboard_figure(main, renderer or Renderer()))
     by_device = _scaling_by_device_table(con)
@@ -68,6 +77,7 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
         sec.tables.append(by_device)
     scaling = _scaling_table(con)
     if scaling is not None:
+        scaling.folded = True
         sec.tables.append(scaling)
     return sec, found
 
@@ -79,7 +89,7 @@ def _scaling_by_device_table(con: duckdb.DuckDBPyConnection) -> Table | None:
     if not found:
         return None
     df = pd.DataFrame(found, columns=["device", "mode", "largest count", "curves", "models",
-                                      "median efficiency [%]", "lowest [%]", "highest [%]", "runs"])
+                                      "median efficiency [%]", "lowest [%]", "highest [%]", "runs", "efficiency vs (devices)"])
     for c in ("median efficiency [%]", "lowest [%]", "highest [%]"):
         df[c] = df[c] * 100.0
     return Table(SCALING_BY_DEVICE, "Scaling per device: efficiency at the largest device count its curves reach",
@@ -88,13 +98,13 @@ def _scaling_by_device_table(con: duckdb.DuckDBPyConnection) -> Table | None:
                         "median, lowest and highest efficiency there (100% is linear scaling)."])
 
 
-def _leaderboard_table(board: fd.Leaderboard, slug: str) -> Table:
+def _leaderboard_table(board: lb.Leaderboard, slug: str) -> Table:
     """Every device model: the geometric mean against the baseline second (the CSV's column order), its CI,
     median and n, the geometric mean at each precision beside it, and the devices without a pair last, with
     the reason."""
     import pandas as pd
 
-    split = [fd.by_precision(r) for r in board.results]
+    split = [lb.by_precision(r) for r in board.results]
     precisions = sorted({k for per in split for k in per})
     records = []
     for r, per in zip(board.results, split, strict=True):
@@ -102,19 +112,20 @@ def _leaderboard_table(board: fd.Leaderboard, slug: str) -> Table:
                         "95% CI low": r.summary.ci95_low, "95% CI high": r.summary.ci95_high,
                         "median": r.summary.median, "workloads (n)": r.summary.n,
                         **{f"{p} (geometric mean)": per[p].geomean if p in per else None for p in precisions},
-                        "at own batch sizes": sum(p.own_batch for p in r.pairs), "note": ""})
-    records += [{"device": name, "workloads (n)": 0, "note": why} for name, why in board.unpaired]
+                        "at own batch sizes": sum(p.own_batch for p in r.pairs), "note": board.notes.get(str(r.a), "")})
+    records += [{"device": name, "workloads (n)": 0, "note": why} for name, why in (*board.unpaired, *board.absent)]
     df = pd.DataFrame(records)
     fmt = dict.fromkeys(list(df.columns[1:5]) + [f"{p} (geometric mean)" for p in precisions], ".2f")
     scope = f" ({board.scope})" if board.scope else ""
     return Table(slug, f"Device leaderboard{scope}: images/s relative to {board.baseline}, paired per workload",
                  df, fmt,
-                 notes=["Every device model of the selection, the fastest first; each workload pairs the two devices "
-                        "at a batch size both ran, else each at its own fastest; "
-                        f"the CI of the geometric mean is a {CI_METHOD}."])
+                 notes=["Every device model of the selection, the fastest first (those this scope holds no runs of "
+                        "last, with where their runs are); each workload pairs the two devices at a batch size both "
+                        "ran, else each at its own fastest; the note names what a row's pairs do not share and the "
+                        f"suspect pairs left out (Method); the CI of the geometric mean is a {CI_METHOD}."])
 
 
-def _leaderboard_figure(board: fd.Leaderboard, renderer: Renderer) -> Figure:
+def _leaderboard_figure(board: lb.Leaderboard, renderer: Renderer) -> Figure:
     names = [str(r.a) for r in board.results][::-1]
     means = [r.summary.geomean or 0.0 for r in board.results][::-1]
     lows = [m - (r.summary.ci95_low or m) for m, r in zip(means, board.results[::-1], strict=True)]
@@ -140,13 +151,13 @@ def _scaling_table(con: duckdb.DuckDBPyConnection) -> Table | None:
     import pandas as pd
 
     found = rows(con, f"""{fd.CURVES}
-        SELECT model, mode, data, device, system, precision, batch, counts, largest, eff_largest, below, runs
+        SELECT model, mode, data, device, system, precision, batch, counts, baseline, largest, eff_largest, below, runs
         FROM curves ORDER BY runs DESC, model, mode, data, device, system, precision, batch, config_id LIMIT 30""")
     if not found:
         return None
     df = pd.DataFrame(found, columns=["model", "mode", "data", "device", "system", "precision", "batch/device",
-                                      "device counts", "largest count", "efficiency at largest [%]",
-                                      "first count below 80%", "runs"])
+                                      "device counts", "efficiency vs (devices)", "largest count",
+                                      "efficiency at largest [%]", "first count below 80%", "runs"])
     if df["system"].isna().all():  # no run of the selection names its system
         df = df.drop(columns="system")
     df["efficiency at largest [%]"] = df["efficiency at largest [%]"] * 100.0
@@ -163,7 +174,8 @@ def method_section() -> Section:
         "Ratios (device leaderboard, effects, ratio tables) pair configurations that are equal in everything but "
         "the factor compared and are summarised by the geometric mean, the mean that is the same whichever side is "
         f"the baseline, with a 95% CI: a {CI_METHOD}; the median is given "
-        "beside it. Speedup and efficiency are relative to each configuration's smallest device count.",
+        "beside it. Speedup and efficiency are relative to each configuration's smallest device count. "
+        f"In the device leaderboard, {lb.SUSPECT_RULE}.",
         "What is a configuration is said once (sql/configs.sql): bookkeeping tags (sweep, cell, repeat, run ids) "
         "never split one. Left out: rows of a log version a longer version of the same file supersedes, and runs "
         "outside the --where selection.",

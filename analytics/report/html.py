@@ -32,6 +32,8 @@ a { color: #0b57d0; text-decoration: none; } a:hover { text-decoration: underlin
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 12px; }
 nav ul { columns: 2; font-size: 13px; }
+details > summary { cursor: pointer; } details.sec > summary h2 { display: inline; border: none; }
+details.tbl > summary { font-weight: 600; padding: .3em 0; }
 """
 
 
@@ -63,8 +65,12 @@ def html_table(t: Table, anchors: set[str] | None = None) -> str:
         rows.append(f"<tr{rid}>{''.join(cells)}</tr>")
     head = "".join(f"<th>{_e(c)}</th>" for c in cols)
     notes = "".join(f'<p class="note">{_e(n)}</p>' for n in t.notes)
-    return (f'<div class="tbl" id="{_e(t.slug)}"><table><caption>{_e(t.title)}</caption>'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{notes}</div>")
+    body = f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{notes}"
+    if t.folded:  # its caption, one click from its rows
+        return (f'<details class="tbl" id="{_e(t.slug)}"><summary>{_e(t.title)} ({len(rows)} rows)</summary>'
+                f"<table>{body}</details>")
+    return f'<div class="tbl" id="{_e(t.slug)}"><table><caption>{_e(t.title)}</caption>{body}</div>'
+
 
 
 def html_figure(f: Figure, inline: bool = True) -> str:
@@ -92,8 +98,12 @@ def inline_svg(svg: bytes, label: str) -> str:
 INLINE_BUDGET = 1_000_000
 
 
-def _section(sec: Section, budget: list[int], anchors: set[str]) -> str:
-    parts = [f'<h{sec.level} id="{_e(_sec_id(sec))}">{_e(sec.title)}</h{sec.level}>']
+def _section_heading(sec: Section) -> str:
+    return f'<h{sec.level} id="{_e(_sec_id(sec))}">{_e(sec.title)}</h{sec.level}>'
+
+
+def _section(sec: Section, budget: list[int], anchors: set[str], heading: bool = True) -> str:
+    parts = [_section_heading(sec)] if heading else []
     if sec.findings:
         parts.append('<ol class="findings">' + "".join(f'<li>{_e(text)} <a href="#{_e(link)}">(table)</a></li>'
                                                         for text, link in sec.findings) + "</ol>")
@@ -120,7 +130,18 @@ def render_html(report: Report) -> str:
     anchors = {str(r) for s in report.sections if not s.detail for t in s.tables if t.slug == "provenance"
                for r in t.frame["run_id"]}
     budget = [INLINE_BUDGET]
-    body = "\n".join(_section(s, budget, anchors) for s in report.sections if not s.detail)
+    parts, open_fold = [], False
+    for s in (s for s in report.sections if not s.detail):
+        if s.level == 2 and open_fold:
+            parts.append("</details>")
+            open_fold = False
+        if s.folded and s.level == 2:  # this section and its level-3 ones, one click away
+            parts.append(f'<details class="sec"><summary>{_section_heading(s)}</summary>')
+            parts.append(_section(s, budget, anchors, heading=False))
+            open_fold = True
+        else:
+            parts.append(_section(s, budget, anchors))
+    body = "\n".join([*parts, *(["</details>"] if open_fold else [])])
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{_e(report.title)}</title><style>{CSS}</style></head><body>"

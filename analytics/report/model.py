@@ -31,6 +31,8 @@ class Table:
     formats: dict[str, str] = field(default_factory=dict)
     cell_runs: dict[tuple[int, str], tuple[str, ...]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: Folded: report.html shows its caption, one click from its rows (a closed <details>; not printed).
+    folded: bool = False
 
     def texts(self) -> list[tuple[str, ...]]:
         """Every cell as text, row by row: the number in its column's format, "—" for no value. A column is
@@ -78,6 +80,9 @@ class Section:
     findings: list[tuple[str, str]] = field(default_factory=list)
     #: Detail: its tables go to tables/*.csv only, not into report.html or report.md (which say so).
     detail: bool = False
+    #: Folded: report.html shows its heading, one click from the rest (a closed <details> around it and its
+    #: level-3 sections; not printed): what the first pages leave for whoever asks.
+    folded: bool = False
 
 
 @dataclass
@@ -108,9 +113,13 @@ def format_value(v: Any, spec: str | None = None) -> str:
     return NULL_TEXT if text in ("", "nan", "None", "NaT", "<NA>") else text
 
 
-def slugify(text: str) -> str:
-    """A file-name and anchor-safe slug: lower case letters, digits and '-' (at most 80 characters)."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:80] or "x"
+def slugify(text: str, limit: int = 120) -> str:
+    """A file-name and anchor-safe slug: lower case letters, digits and '-', at most ``limit`` characters,
+    cut between words ("mode-train", never "mode-tr")."""
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    if len(slug) > limit:
+        slug = slug[: limit + 1].rsplit("-", 1)[0] if "-" in slug[: limit + 1] else slug[:limit]
+    return slug or "x"
 
 
 def svg_bytes(fig: Any) -> bytes:

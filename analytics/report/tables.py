@@ -39,14 +39,14 @@ PointRuns = dict[tuple[Any, ...], tuple[str, ...]]
 
 def configs_frame(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """One row per configuration of the selection: config_id, every factor, and one ``tag:KEY`` column per
-    tag key (config_tags without `repeat`); sorted by config_id."""
+    tag key (tags without `repeat`); sorted by config_id."""
     import pandas as pd
 
     cols = ", ".join(FACTORS)
-    rows = con.sql(f"SELECT DISTINCT ON (config_id) config_id, {cols}, config_tags FROM _configs "
+    rows = con.sql(f"SELECT DISTINCT ON (config_id) config_id, {cols}, tags FROM _configs "
                    "ORDER BY config_id").to_arrow_table().to_pylist()
     for r in rows:
-        for k, v in dict(r.pop("config_tags") or {}).items():
+        for k, v in dict(r.pop("tags") or {}).items():
             r[f"tag:{k}"] = v
     return pd.DataFrame(rows, columns=None if rows else ["config_id", *FACTORS])
 
@@ -143,7 +143,7 @@ def family_tables(name: str, family: pd.DataFrame, points: pd.DataFrame, runs: P
             i = int((wide[head] == p[head]).to_numpy().nonzero()[0][0])
             cell_runs[(i, p["column"])] = runs.get((p["config_id"], p["num_devices"], p["num_nodes"]), ())
         base = "" if metric == "images_per_sec" else " (baseline: each series' smallest device count)"
-        tables.append(Table(f"{slugify(name)[:60]}-{metric}", f"{what} ({unit}): {name}{base}", wide,
+        tables.append(Table(f"{slugify(name, 100)}-{metric}", f"{what} ({unit}): {name}{base}", wide,
                             dict.fromkeys(order, FORMATS[metric]), cell_runs))
     return tables
 
@@ -175,7 +175,7 @@ def ratio_table(res: CompareResult, ids: dict[tuple[Any, ...], str], runs: Point
     import pandas as pd
 
     rows = [{**{k: v for k, v in p.config.items() if k in FACTORS},
-             **{f"tag:{k}": v for k, v in p.config["config_tags"].items()}, "_count": p.num_devices, "ratio": p.ratio}
+             **{f"tag:{k}": v for k, v in p.config["tags"].items()}, "_count": p.num_devices, "ratio": p.ratio}
             for p in res.pairs]
     df = pd.DataFrame(rows)
     head = f"{device_noun(df)}s"  # the row header: GPUs, TPUs, ... or devices
@@ -202,7 +202,7 @@ def ratio_table(res: CompareResult, ids: dict[tuple[Any, ...], str], runs: Point
 
 
 def _key(cfg: dict[str, Any]) -> tuple[Any, ...]:
-    tags = cfg.get("config_tags") or {}
+    tags = cfg.get("tags") or {}
     return (*(cfg.get(f) for f in FACTORS), tuple(sorted(tags.items())))
 
 
@@ -212,7 +212,7 @@ def config_ids(configs: pd.DataFrame) -> dict[tuple[Any, ...], str]:
     out = {}
     for r in configs.to_dict("records"):
         cfg = {f: (None if _missing(r.get(f)) else r.get(f)) for f in FACTORS}
-        cfg["config_tags"] = {t[4:]: r[t] for t in tags if not _missing(r[t])}
+        cfg["tags"] = {t[4:]: r[t] for t in tags if not _missing(r[t])}
         out[_key(cfg)] = r["config_id"]
     return out
 

@@ -142,3 +142,18 @@ def test_official_2017_sheet_inception3_bs64_synthetic_p100() -> None:
     assert got[4][7] == approx(596 / 142 / 4)  # 1.04930: the sheet's 104.93%
     assert round(got[4][7] * 100, 2) == 104.93
     assert got[4][8] is True and got[8][8] is False  # 4 GPUs superlinear; 8 GPUs 7.96/8 = 0.9956
+
+
+def test_a_configuration_measured_at_one_device_count_has_no_efficiency() -> None:
+    """Issue 42: systems measured only at 8 GPUs showed efficiency 1.00 (their baseline is 8), so they topped a
+    naive ranking. Nothing was scaled there: speedup and efficiency are NULL; the baseline is still said."""
+    got = scale([
+        ("e", 8, 1, 2, 2, 2000.0),  # 8 GPUs only
+        ("f", 1, 1, 1, 1, 100.0),
+        ("f", 2, 1, 2, 0, None),  # its 2-GPU runs all failed: one count with a mean
+    ])
+    assert got == [
+        ("e", 8, 1, 2000.0, 8, 2000.0, None, None, None),
+        ("f", 1, 1, 100.0, 1, 100.0, None, None, None),
+        ("f", 2, 1, None, 1, 100.0, None, None, None),
+    ]

@@ -1,0 +1,175 @@
+"""The device leaderboard: each device model's images/s relative to a baseline device model, paired per
+workload by ``bench compare``'s system pairing (each side at its own best batch size where they share none),
+summarised by the geometric mean over workloads with its 95% CI.
+
+Like for like, or the difference named (STYLE.md): a board ranks one mode at one device count
+(``board_scopes``: one board per mode and device count where two device models have values), on synthetic
+data where the scope has it (data loading is the system's, not the device's), and each row's ``note`` names
+what its pairs do not share (a framework version) and the pairs it leaves out as suspect. A device model with
+runs in the selection that a board does not rank is listed under it with the reason (``absent``).
+
+Suspect pairs (``SUSPECT_RULE``): a pair whose ratio is below half its row's median ratio and more than
+three robust standard deviations (1.4826 x the median absolute deviation of the log ratios) below it is left
+out of the row's geometric mean, unless ``keep_suspects`` (a vgg16 fp16 run at 70 images/s among runs of
+hundreds is a broken run or a broken system, not what the device does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from bench.analytics.compare import CompareCache, CompareResult, Pair, compare
+from bench.analytics.ratio_stats import Summary, summarize
+from bench.analytics.results import rows
+from bench.sql.errors import UsageError
+
+if TYPE_CHECKING:
+    import duckdb
+
+SUSPECT_RULE = ("a pair whose ratio is below half of its row's median ratio and more than three robust standard "
+                "deviations (1.4826 x the median absolute deviation of the log ratios) below it is flagged as "
+                "suspect and left out of the row's geometric mean (bench report --keep-suspects keeps it)")
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    """Every device model of the selection against the baseline device model: those with pairs, the
+    fastest first, and those without, each with the reason (``unpaired``: (device model, reason));
+    ``absent``: device models with runs in the selection that this board's scope does not hold, and why;
+    ``notes``: per device model, what its pairs do not share and what was left out as suspect;
+    ``suspects``: per device model, the pairs left out of its geometric mean."""
+
+    baseline: str
+    results: tuple[CompareResult, ...]
+    unpaired: tuple[tuple[str, str], ...] = ()
+    scope: str = ""  # "training at 1 device, synthetic data": the runs it ranks (board_scopes)
+    absent: tuple[tuple[str, str], ...] = ()
+    notes: dict[str, str] = field(default_factory=dict)
+    suspects: dict[str, tuple[Pair, ...]] = field(default_factory=dict)
+
+
+def board_scopes(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    """(scope, where) of each leaderboard: one per mode (training first, then inference, then the others) and
+    device count where two device models or more have values, the count with the most configurations of
+    its mode first (ties: the fewest devices), so that no board mixes training with inference or one device
+    with eight. A scope with synthetic-data runs of two device models or more ranks those only."""
+    found = rows(con, """SELECT mode, num_devices, count(DISTINCT config_id) AS n,
+                                count(DISTINCT device_model) FILTER (WHERE data = 'synthetic') AS synthetic
+                         FROM _configs
+                         WHERE device_model IS NOT NULL AND images_per_sec > 0 AND num_devices IS NOT NULL
+                         GROUP BY mode, num_devices HAVING count(DISTINCT device_model) >= 2""")
+    rank = {"train": 0, "inference": 1}
+    out = []
+    for mode, devices, _, synthetic in sorted(found, key=lambda r: (rank.get(r[0], 2), r[0] is None, str(r[0]), -r[2], r[1])):
+        what = "training" if mode == "train" else str(mode) if mode is not None else "runs of an unknown mode"
+        test = "mode IS NULL" if mode is None else "mode = '" + str(mode).replace("'", "''") + "'"
+        scope, where = f"{what} at {devices} device{'s' if devices != 1 else ''}", f"{test} AND num_devices = {devices}"
+        if synthetic >= 2:
+            scope, where = f"{scope}, synthetic data", f"{where} AND data = 'synthetic'"
+        out.append((scope, where))
+    return out
+
+
+def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None, cache: CompareCache | None = None,
+                where: str | None = None, scope: str = "", keep_suspects: bool = False) -> Leaderboard | None:
+    """Each device model against the baseline device model, over the configurations ``where`` selects;
+    None when fewer than two devices have values."""
+    counts = rows(con, f"""SELECT device_model, count(DISTINCT config_id) FROM _configs
+                           WHERE device_model IS NOT NULL AND images_per_sec > 0 AND ({where or 'true'})
+                           GROUP BY ALL ORDER BY 2 DESC, 1""")
+    if len(counts) < 2:
+        return None
+    names = [str(c[0]) for c in counts]
+    if baseline is None:
+        base = names[0]
+    else:
+        hits = [n for n in names if n == baseline] or [n for n in names if baseline.lower() in n.lower()]
+        if len(hits) != 1:
+            raise UsageError(f"--baseline {baseline!r} matches {len(hits)} device models of the selection"
+                             f"{f' ({scope})' if scope else ''}; candidates: {', '.join(names[:20])}")
+        base = hits[0]
+    results, unpaired, notes, suspects = [], [], {}, {}
+    for name in [n for n in names if n != base]:
+        res = compare(con, "device_model", name, base, where=where, cache=cache)
+        if not res.pairs:
+            mine = sum(u.side == "a" for u in res.unmatched)
+            unpaired.append((name, f"none of its {mine} configuration(s) shares a workload, device count and "
+                                   f"framework with one of {base}"))
+            continue
+        odd = () if keep_suspects else suspect_pairs(res.pairs)
+        if odd:
+            kept = tuple(p for p in res.pairs if all(p is not o for o in odd))
+            res = dataclasses.replace(res, pairs=kept, summary=summarize([p.ratio for p in kept]))
+            suspects[name] = odd
+        notes[name] = row_note(res.pairs, odd)
+        results.append(res)
+    results.sort(key=lambda r: (-(r.summary.geomean or 0.0), -r.summary.n, str(r.a)))
+    return Leaderboard(base, tuple(results), tuple(unpaired), scope, absent(con, names, where), notes, suspects)
+
+
+def suspect_pairs(pairs: tuple[Pair, ...]) -> tuple[Pair, ...]:
+    """The pairs ``SUSPECT_RULE`` flags (none among fewer than 5 pairs: too few to say what is usual)."""
+    if len(pairs) < 5:
+        return ()
+    logs = [math.log(p.ratio) for p in pairs]
+    mid = statistics.median(logs)
+    spread = 1.4826 * statistics.median(abs(v - mid) for v in logs)
+    return tuple(p for p, v in zip(pairs, logs, strict=True)
+                 if v < mid - math.log(2) and (spread == 0 or (mid - v) / spread > 3))
+
+
+def row_note(pairs: tuple[Pair, ...], suspects: tuple[Pair, ...]) -> str:
+    """What a row's pairs do not share ("framework_version 2.3.0 vs 1.15.3 in 34 of 36 pairs"), system tags
+    aside (two device models run on two systems), and the suspect pairs left out."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for p in pairs:
+        for name, (x, y) in (p.differs or {}).items():
+            if name != "system":
+                counts[(name, str(x), str(y))] = counts.get((name, str(x), str(y)), 0) + 1
+    by_side: dict[tuple[str, str], list[str]] = {}
+    for (name, x, y), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        by_side.setdefault((name, x), []).append(f"{y} in {n} of {len(pairs)} pairs")
+    parts = [f"{name} {x} vs " + ", vs ".join(sides) for (name, x), sides in by_side.items()]
+    if suspects:
+        shown = "; ".join(f"{_workload(p)} {p.ratio:.2f}x" for p in suspects[:3])
+        parts.append(f"{len(suspects)} suspect pair{'s' if len(suspects) != 1 else ''} left out ({shown}"
+                     f"{'; ...' if len(suspects) > 3 else ''})")
+    return "; ".join(parts)
+
+
+def _workload(p: Pair) -> str:
+    c = p.config
+    words = [c.get("model"), c.get("precision"), c.get("data")]
+    return " ".join(str(w) for w in words if w)
+
+
+def absent(con: duckdb.DuckDBPyConnection, ranked: list[str], where: str | None) -> tuple[tuple[str, str], ...]:
+    """Device models with values in the selection that the scope ``where`` holds none of, each with where
+    its values are ("8-device runs only: ranked in that board")."""
+    found = rows(con, """SELECT device_model, list(DISTINCT mode ORDER BY mode), list(DISTINCT num_devices ORDER BY num_devices),
+                                 list(DISTINCT data ORDER BY data)
+                          FROM _configs WHERE device_model IS NOT NULL AND images_per_sec > 0
+                          GROUP BY ALL ORDER BY 1""")
+    out = []
+    for device, modes, counts, data in found:
+        if str(device) in ranked:
+            continue
+        at = ", ".join(str(c) for c in counts if c is not None) or "an unknown number of"
+        what = " and ".join("training" if m == "train" else str(m) for m in modes if m) or "runs"
+        said = f"{what} at {at} device{'s' if at != '1' else ''} only"
+        if "synthetic" not in data and where and "data = 'synthetic'" in where:
+            said = "no synthetic-data runs"
+        out.append((str(device), f"not in this scope ({said}): ranked in the board of its scope where it has a partner"))
+    return tuple(out)
+
+
+def by_precision(res: CompareResult) -> dict[str, Summary]:
+    """The summary of the pairs at each precision (fp16, fp32, ...; "?" where the log did not say)."""
+    groups: dict[str, list[float]] = {}
+    for p in res.pairs:
+        groups.setdefault(str(p.config.get("precision") or "?"), []).append(p.ratio)
+    return {k: summarize(v) for k, v in sorted(groups.items())}
