@@ -94,7 +94,25 @@ def add_labels(df: pd.DataFrame, by: str | None = None, factors: tuple[str, ...]
         return out
     out["label"] = [", ".join(f"{n}={_text(v)}" for n, v in zip(names, row, strict=True))
                     for row in df[names].itertuples(index=False)]
-    return out
+    return _tags_apart(out)
+
+
+def _tags_apart(df: pd.DataFrame) -> pd.DataFrame:
+    """Labels that two configurations share get the tags that tell them apart ("variant=distortions"), so
+    that a legend names every series apart (a tag absent from one of them is written "variant=NULL")."""
+    if "tags" not in df.columns or "config_id" not in df.columns:
+        return df
+    ids = df.groupby("label")["config_id"].nunique()
+    shared = set(ids[ids > 1].index)
+    if not shared:
+        return df
+    tags = [dict(t) if t is not None and not isinstance(t, float) else {} for t in df["tags"]]
+    keys = sorted({k for t, label in zip(tags, df["label"], strict=True) if label in shared for k in t})
+    varying = [k for k in keys if len({t.get(k) for t, label in zip(tags, df["label"], strict=True) if label in shared}) > 1]
+    df = df.copy()
+    df["label"] = [label + "".join(f", {k}={_text(t.get(k))}" for k in varying) if label in shared else label
+                   for label, t in zip(df["label"], tags, strict=True)]
+    return df
 
 
 def _text(value: object) -> str:
@@ -113,7 +131,7 @@ def scaling_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by: 
     config_id, label, the factors, num_devices, num_nodes, n_runs, n_ok, images_per_sec, ci95_low/high
     (images/s), wall_time_s (s), baseline_devices, baseline_images_per_sec, speedup, efficiency, superlinear.
     Sorted by label, num_devices. Feeds the speedup, efficiency and throughput plots."""
-    sql = (f"SELECT {', '.join(LABEL_FACTORS)}, {_SCALING_COLS} FROM scaling "
+    sql = (f"SELECT {', '.join(LABEL_FACTORS)}, tags, {_SCALING_COLS} FROM scaling "
            f"WHERE {_where(where)} AND num_devices > 0 ORDER BY config_id, num_devices, num_nodes")
     df = add_labels(_query(con, sql, "scaling", where), by)
     return df.sort_values(["label", "config_id", "num_devices"], kind="stable").reset_index(drop=True)

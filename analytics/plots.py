@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics import plot_data
-from bench.analytics.render import shown_figure
+from bench.analytics.render import fitted_figure, shown_figure
 from bench.sql.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
@@ -314,6 +314,7 @@ def save(fig: Figure, out: Path) -> Path:
     if out.suffix.lower() not in FORMATS:
         raise UsageError(f"--out must end in {', '.join(FORMATS)}, got {out.name!r}")
     shown_figure(fig)
+    fitted_figure(fig)
     try:
         fig.savefig(out, dpi=150)
     except OSError as e:

@@ -143,7 +143,7 @@ def leaderboard_plot(names: list[str], means: list[float], lows: list[float], hi
     ax.errorbar(means, range(len(names)), xerr=[lows, highs], fmt="o", capsize=3)
     ax.axvline(1.0, color="grey", linewidth=0.8)
     ax.set_yticks(range(len(names)), names)
-    ax.set_xlabel(f"images/s relative to {baseline} (geometric mean, 95% CI)")
+    ax.set_xlabel(f"images/s relative to {baseline}\n(geometric mean, 95% CI)")
     return fig
 
 

@@ -28,7 +28,7 @@ tr:nth-child(even) td { background: #fafafa; }
 tr:target td { background: #fff3b0; }
 a { color: #0b57d0; text-decoration: none; } a:hover { text-decoration: underline; }
 .note { color: #555; font-style: italic; margin: .2em 0; }
-.figs { display: flex; flex-wrap: wrap; gap: 12px; } .figs figure { flex: 1 1 360px; max-width: 640px; }
+.figs { display: flex; flex-wrap: wrap; gap: 12px; } .figs figure { flex: 1 1 560px; max-width: 100%; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { color: #555; font-size: 12px; }
 nav ul { columns: 2; font-size: 13px; }

@@ -58,8 +58,15 @@ def label_of(df: pd.DataFrame, among: list[str], fallback: str = "model") -> lis
     varying = [c for c in present if df[c].astype(str).nunique(dropna=False) > 1]
     if not varying:
         return [str(v) for v in df[fallback]] if fallback in df.columns else ["all"] * len(df)
-    return [", ".join(f"{c.removeprefix('tag:')}={v}" for c, v in zip(varying, row, strict=True) if str(v) not in ("nan", "None", "<NA>"))
-            for row in df[varying].astype(str).itertuples(index=False)]
+    rows = list(df[varying].astype(str).itertuples(index=False))
+    out = [", ".join(f"{c.removeprefix('tag:')}={v}" for c, v in zip(varying, row, strict=True) if v not in _NO_VALUE)
+           for row in rows]
+    seen = [out.count(label) > 1 for label in out]  # equal without their NULLs: say the NULL ("variant=—")
+    return [", ".join(f"{c.removeprefix('tag:')}={'—' if v in _NO_VALUE else v}" for c, v in zip(varying, row, strict=True))
+            if twice else label for label, row, twice in zip(out, rows, seen, strict=True)]
+
+
+_NO_VALUE = ("nan", "None", "<NA>")
 
 
 def runs_by_config(runs: PointRuns) -> dict[str, tuple[str, ...]]:

@@ -78,6 +78,20 @@ def test_labels_name_only_the_varying_factors(con: duckdb.DuckDBPyConnection) ->
         plot_data.scaling_frame(con, by="colour")
 
 
+def test_two_series_equal_but_for_a_tag_are_named_apart() -> None:
+    """Issue 42: `bench plot speedup` showed "data=real, mode=inference" twice in one legend (the variant tag
+    dropped). Labels that two configurations share now say the tags that differ, NULL included."""
+    rows = [_run("a1", "P100", 1, 100.0), _run("a2", "P100", 2, 190.0),
+            _run("b1", "P100", 1, 80.0, tags={"variant": "distortions"}), _run("b2", "P100", 2, 150.0, tags={"variant": "distortions"}),
+            _run("k1", "K80", 1, 30.0), _run("k2", "K80", 2, 55.0)]
+    df = plot_data.scaling_frame(_con(rows, ["run_configs", "configs", "scaling"]))
+    assert sorted(set(df["label"])) == ["device_model=K80", "device_model=P100, variant=NULL",
+                                        "device_model=P100, variant=distortions"]
+    fig = plots.speedup(df, plot_data.usl_frame(_con(rows, ["run_configs", "configs", "scaling"]), df))
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert len(legend) == len(set(legend))
+
+
 def test_speedup_lines_ideal_and_baseline_text(con: duckdb.DuckDBPyConnection) -> None:
     df = plot_data.scaling_frame(con)
     fig = plots.speedup(df, plot_data.usl_frame(con, df))
