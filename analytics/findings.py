@@ -132,6 +132,41 @@ BY_DEVICE = f"""{CURVES},
         ORDER BY curves DESC, reach DESC, median DESC, device"""
 
 
+#: Per device model that BY_DEVICE leaves out (its device counts were measured on different systems: a
+#: 1-GPU, a 2-GPU and a 4-GPU cloud instance), its curves joined across systems: points equal in every
+#: factor and tag but the system (the framework version included), the best system's mean at each count,
+#: efficiency at the largest count against the smallest; ``systems``: how many systems a curve joins.
+JOINED_BY_DEVICE = """
+        WITH first_mode AS (
+            SELECT mode FROM _configs WHERE images_per_sec > 0 AND num_devices > 0 GROUP BY mode
+            ORDER BY mode IS DISTINCT FROM 'train', mode IS DISTINCT FROM 'inference', count(*) DESC, mode LIMIT 1),
+        pts AS (
+            SELECT device_model AS device, mode, md5(to_json(struct_pack(
+                       model := model, dataset := dataset, data := data, precision := precision,
+                       data_format := data_format, variable_update := variable_update, all_reduce := all_reduce,
+                       batch := batch_size_per_device, framework := framework, version := framework_version,
+                       tags := map_from_entries([e FOR e IN map_entries(tags) IF e.key <> 'system'])))) AS k,
+                   model, num_devices, max(images_per_sec) AS ips, sum(n_runs) AS runs,
+                   list(DISTINCT tags['system']) AS systems
+            FROM _configs
+            WHERE images_per_sec > 0 AND num_devices > 0 AND device_model IS NOT NULL
+              AND mode IS NOT DISTINCT FROM (SELECT mode FROM first_mode)
+            GROUP BY ALL),
+        curves AS (
+            SELECT device, any_value(mode) AS mode, k, any_value(model) AS model, max(num_devices) AS largest,
+                   (arg_max(ips, num_devices) / arg_min(ips, num_devices))
+                       / (max(num_devices)::DOUBLE / min(num_devices)) AS eff, min(num_devices) AS baseline,
+                   sum(runs) AS runs, len(list_distinct(flatten(list(systems)))) AS systems
+            FROM pts GROUP BY device, k HAVING count(*) >= 2),
+        mine AS (SELECT *, max(largest) OVER (PARTITION BY device) AS reach FROM curves)
+        SELECT device, any_value(mode) AS mode, reach, count(*) AS curves, count(DISTINCT model) AS models,
+               median(eff) AS median, min(eff) AS low, max(eff) AS high, sum(runs) AS runs,
+               string_agg(DISTINCT baseline::VARCHAR, ', ' ORDER BY baseline::VARCHAR) AS baselines,
+               max(systems) AS systems
+        FROM mine WHERE largest = reach GROUP BY device, reach
+        ORDER BY curves DESC, reach DESC, median DESC, device"""
+
+
 def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]:
     """Per device model (the MAX_SCALING with the most curves): its scaling efficiency at the largest device
     count its curves reach, as the median over those curves with the range."""
@@ -176,8 +211,8 @@ def _devices_clause(pairs: tuple[Pair, ...]) -> str:
     """"", all on AMD Vega 20 (the one device ...)" or ", on 3 devices: ..." for an effect's pairs."""
     counts: dict[str, int] = {}
     for p in pairs:
-        counts[str(p.config.get("device_model") or "devices of unknown model")] = counts.get(
-            str(p.config.get("device_model") or "devices of unknown model"), 0) + 1
+        device = str(p.config.get("device_model") or "devices of unknown model")
+        counts[device] = counts.get(device, 0) + 1
     if len(counts) == 1:
         return f", all on {next(iter(counts))}, the one device measured both ways with all else equal"
     named = ", ".join(f"{d} {n}" for d, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:4])

@@ -85,17 +85,23 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
 def _scaling_by_device_table(con: duckdb.DuckDBPyConnection) -> Table | None:
     import pandas as pd
 
-    found = rows(con, fd.BY_DEVICE)
+    found = [(*r, "") for r in rows(con, fd.BY_DEVICE)]
+    own = {r[0] for r in found}
+    # a device whose counts were measured on different systems: its curves joined across them, said so
+    found += [(*r[:-1], f"joined across {r[-1]} systems") for r in rows(con, fd.JOINED_BY_DEVICE) if r[0] not in own]
     if not found:
         return None
-    df = pd.DataFrame(found, columns=["device", "mode", "largest count", "curves", "models",
-                                      "median efficiency [%]", "lowest [%]", "highest [%]", "runs", "efficiency vs (devices)"])
+    df = pd.DataFrame(found, columns=["device", "mode", "largest count", "curves", "models", "median efficiency [%]",
+                                      "lowest [%]", "highest [%]", "runs", "efficiency vs (devices)", "systems"])
     for c in ("median efficiency [%]", "lowest [%]", "highest [%]"):
         df[c] = df[c] * 100.0
     return Table(SCALING_BY_DEVICE, "Scaling per device: efficiency at the largest device count its curves reach",
                  df, dict.fromkeys(["median efficiency [%]", "lowest [%]", "highest [%]"], ".0f"),
                  notes=["Over the curves of one mode (training first) that reach the device's largest count: the "
-                        "median, lowest and highest efficiency there (100% is linear scaling)."])
+                        "median, lowest and highest efficiency there (100% is linear scaling), against the device "
+                        "count in 'efficiency vs'. A device measured at each count on another system (a 1-, a 2- and a "
+                        "4-GPU instance) has its curves joined across systems, each point the best system's mean, "
+                        "where they are equal in every other factor, framework version included."])
 
 
 def _leaderboard_table(board: lb.Leaderboard, slug: str) -> Table:

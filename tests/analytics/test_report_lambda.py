@@ -218,3 +218,20 @@ def test_the_lambda_report_prints_in_few_pages_with_figures_a_reader_can_read(st
             groups = re.findall(r'<g id="[xy]tick_\d+">.*?<g id="text_\d+">(.*?)</g>', axis, re.S)
             ticks = [" ".join(re.findall(r"<text[^>]*>([^<]*)</text>", g)) for g in groups]  # a label's lines
             assert len(ticks) == len(set(ticks)), (svg.name, ticks)
+
+
+def test_a_device_measured_on_one_system_per_count_still_has_its_scaling(store: Path) -> None:
+    """Issue 42: the per-device scaling table left out the Quadro RTX 6000, whose 1, 2 and 4 GPUs are three
+    LambdaCloud instances. Its curves are joined across them (same TensorFlow 1.15.3), and it says so."""
+    from bench.analytics.report.findings import _scaling_by_device_table
+    from bench.analytics.report.select import select_runs
+
+    con = connect(store)
+    select_runs(con, None)
+    table = _scaling_by_device_table(con)
+    assert table is not None
+    row = table.frame[table.frame["device"] == "Quadro RTX 6000"].iloc[0]
+    assert row["systems"] == "joined across 3 systems" and row["largest count"] == 4
+    assert row["efficiency vs (devices)"] == "1" and 0 < row["median efficiency [%]"] <= 110
+    own = table.frame[table.frame["systems"] == ""]
+    assert "GeForce RTX 2080 Ti" in set(own["device"]) and "Quadro RTX 6000" not in set(own["device"])
