@@ -209,3 +209,29 @@ def test_sixty_flipped_bits_in_a_runs_file_never_change_an_answer_silently(tmp_p
         assert f"runs/{damaged.name}" in line and "SHA-256" in line and "--rebuild" in line
     damaged.write_bytes(original)  # put back: its bytes match again, and it is read again
     assert _totals(st) == good
+
+
+def test_readers_list_from_the_log_the_files_deltalake_lists(tmp_path: Path) -> None:
+    """Readers list each table's files from its Delta log (the newest checkpoint, then the JSON commits
+    after it) without importing deltalake: on a store past its first checkpoints, compacted (files removed)
+    and ingested into again, the listing is deltalake's own at every table's committed version."""
+    from bench.sql.compact import compact
+    from bench.sql.store import StoreWriter
+
+    st = tmp_path / "st"
+    for k in range(14):
+        (tmp_path / f"{k}.log").write_text(tf_cnn_log(10, seed=k))
+        ingest([str(tmp_path / f"{k}.log")], st, workers=0)
+        if k == 11:
+            with StoreWriter(st) as w:
+                assert compact(w) > 0
+    snap = delta.snapshot(st)
+    assert snap is not None and snap.versions["runs"] > 10
+    assert any((delta.table_path(st, "runs") / "_delta_log").glob("*.checkpoint.parquet"))
+    for table in snap.versions:
+        replayed = delta.replay_log(delta.table_path(st, table), table, upto=snap.versions[table], checkpoint=True)
+        assert replayed.complete and not replayed.unmatched and replayed.version == snap.versions[table], table
+        mine = sorted((f.path, f.size, f.rows) for f in replayed.files)
+        theirs = sorted((f.path, f.size, f.rows) for f in delta.files(st, table, snap))
+        assert mine == theirs, table
+    assert len(delta.files(st, "runs", snap, from_log=True)) == 3  # 1 compacted + 2 since
