@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.ingest.pipeline import IngestSummary, ingest
-from bench.sql import delta, health
+from bench.sql import delta, deltalog, health
 from bench.sql.errors import BenchError
 from bench.sql.names import fs_name
 from bench.sql.schema import TABLES, conform
@@ -116,7 +116,7 @@ def _refusal(root: Path, held: int, runs: int, lost: list[str], recovered: str |
             f"`bench ingest --rebuild --accept-loss --store {root}` to keep only what can be restored")
 
 
-def _intact(replayed: delta.Replayed, root: Path) -> list[Path]:
+def _intact(replayed: deltalog.Replayed, root: Path) -> list[Path]:
     """The files of a set-aside table (``StoreWriter.aside``) that hold its rows: those its log's replay
     lists, there with their committed size and, where a commit recorded it, their SHA-256. When the replay
     is incomplete (a commit lost or cut), also the folder's files whose SHA-256 a commit recorded, unless

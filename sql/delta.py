@@ -16,32 +16,46 @@ import os
 import time
 import uuid
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
+from bench.sql import deltalog
+from bench.sql.deltalog import DataFile as DataFile  # delta.DataFile: the files of a committed state
 from bench.sql.errors import one_line
-from bench.sql.schema import TABLES
+from bench.sql.layout import TABLE_NAMES
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from deltalake.transaction import RemoveAction  # deltalake 1.6.0 (the floor) has none at run time
 
 TABLES_DIR = "tables"
 COMMITS = "commits"
-#: One row per committed state of the store (an ingest, a compaction, a rebuild, a migration).
-COMMITS_SCHEMA = pa.schema([
-    pa.field("seq", pa.int64(), nullable=False),
-    pa.field("kind", pa.string()),
-    pa.field("committed_at", pa.timestamp("us", tz="UTC")),
-    pa.field("versions", pa.map_(pa.string(), pa.int64())),    # table -> its Delta version in this state
-    pa.field("checksums", pa.map_(pa.string(), pa.string())),  # "table/file" -> SHA-256, files this state added
-    # the sources this state added, as --rebuild needs them: per batch, a zlib-compressed JSON array of
-    # their SOURCE_KEYS (``sources_json``; a few dozen bytes a source, not hundreds)
-    pa.field("sources", pa.list_(pa.binary())),
-])
+
+
+@functools.cache
+def commits_schema() -> pa.Schema:
+    """The ``commits`` table: one row per committed state of the store (an ingest, a compaction, a rebuild,
+    a migration). Made when first asked for: a reader never imports pyarrow for it."""
+    import pyarrow as pa
+
+    return pa.schema([
+        pa.field("seq", pa.int64(), nullable=False),
+        pa.field("kind", pa.string()),
+        pa.field("committed_at", pa.timestamp("us", tz="UTC")),
+        pa.field("versions", pa.map_(pa.string(), pa.int64())),    # table -> its Delta version in this state
+        pa.field("checksums", pa.map_(pa.string(), pa.string())),  # "table/file" -> SHA-256, files this state added
+        # the sources this state added, as --rebuild needs them: per batch, a zlib-compressed JSON array of
+        # their SOURCE_KEYS (``sources_json``; a few dozen bytes a source, not hundreds)
+        pa.field("sources", pa.list_(pa.binary())),
+    ])
+
+
+def _schema(table: str) -> pa.Schema:
+    from bench.sql.schema import TABLES
+
+    return commits_schema() if table == COMMITS else TABLES[table]
 #: Delta settings of every table: a checkpoint every 10 commits (opening a table reads the newest
 #: checkpoint and the commits after it: an hourly ingest commits each table once, and with Delta's 100 an
 #: open cost 7 ms after 30 ingests); no automatic log clean-up, which would delete the log of a version a
@@ -63,11 +77,11 @@ def ensure_tables(root: Path) -> None:
     """Create every table that is not there yet (empty, with its schema)."""
     from deltalake import DeltaTable
 
-    for table, schema in [*TABLES.items(), (COMMITS, COMMITS_SCHEMA)]:
+    for table in [*TABLE_NAMES, COMMITS]:
         path = table_path(root, table)
         if not (path / "_delta_log" / _FIRST).exists() and not DeltaTable.is_deltatable(str(path)):
             path.mkdir(parents=True, exist_ok=True)
-            DeltaTable.create(str(path), schema=schema, mode="ignore", name=table, configuration=CONFIG)
+            DeltaTable.create(str(path), schema=_schema(table), mode="ignore", name=table, configuration=CONFIG)
 
 
 @dataclass(frozen=True)
@@ -88,16 +102,19 @@ class CommitsDamaged(Exception):
 def has_history(root: Path) -> bool:
     """Whether any data table was ever committed to (its log goes past the version that created it).
     Logs are never cleaned up (``CONFIG``), so version 1's file stays."""
-    return any((table_path(root, t) / "_delta_log" / f"{1:020d}.json").exists() for t in TABLES)
+    return any((table_path(root, t) / "_delta_log" / f"{1:020d}.json").exists() for t in TABLE_NAMES)
 
 
-def snapshot(root: Path, *, checksums: bool = True) -> Snapshot | None:
+def snapshot(root: Path, *, checksums: bool = True,
+             read: Callable[[Path, list[str]], list[dict[str, Any]]] | None = None) -> Snapshot | None:
     """The newest committed state of the store, or None before its first commit; ``checksums`` False: without
-    the recorded SHA-256 (then only the newest commits file is read, not all). Raises CommitsDamaged when the
-    commits table is gone while the tables hold data (never an empty state that is not)."""
+    the recorded SHA-256 (then only the newest commits file is read, not all). ``read``: how a commits file
+    is read (``read_commit_file`` by default; a reader's remembers the files it verified). Raises
+    CommitsDamaged when the commits table is gone while the tables hold data (never an empty state that is
+    not)."""
     path = table_path(root, COMMITS)
-    replayed = replay_log(path, COMMITS, checkpoint=True) if (path / "_delta_log" / _FIRST).exists() else None
-    if replayed is not None and _trusted(replayed):  # the log's JSON commits, read without deltalake
+    replayed = deltalog.replay_log(path, COMMITS, checkpoint=True) if (path / "_delta_log" / _FIRST).exists() else None
+    if replayed is not None and deltalog.trusted(replayed):  # the log's JSON commits, read without deltalake
         files = [f.path for f in replayed.files]
         if not checksums and files:  # the newest row is in what the newest commit that added a file added
             newest = max(replayed.added_in.values())
@@ -113,29 +130,17 @@ def snapshot(root: Path, *, checksums: bool = True) -> Snapshot | None:
     if not files:
         return None
     columns = ["seq", "versions", "checksums"] if checksums else ["seq", "versions"]
-    rows = [r for f in files for r in read_commit_file(f, columns)]  # no dataset import
+    rows = [r for f in files for r in (read or read_commit_file)(f, columns)]
     best = max(rows, key=lambda r: r["seq"])
     return Snapshot(best["seq"], dict(best["versions"]), {k: v for r in rows for k, v in r.get("checksums") or []})
 
 
 def read_commit_file(path: str | Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
     """The rows of one file of the commits table, its page checksums verified (files written before they
-    were have none to verify)."""
+    were have none to verify). No pyarrow.dataset import (a third of a second)."""
+    import pyarrow.parquet as pq
+
     return pq.ParquetFile(path, page_checksum_verification=True).read(columns=columns).to_pylist()
-
-
-@dataclass(frozen=True)
-class DataFile:
-    """A data file of a table in a committed state: where it is, its size and row count as committed."""
-
-    table: str
-    path: Path
-    size: int
-    rows: int | None
-
-    @property
-    def key(self) -> str:
-        return f"{self.table}/{self.path.name}"
 
 
 def files(root: Path, table: str, snap: Snapshot | None, *, from_log: bool = False) -> list[DataFile]:
@@ -151,8 +156,8 @@ def files(root: Path, table: str, snap: Snapshot | None, *, from_log: bool = Fal
     except OSError:
         identity = (0, 0)
     if from_log:
-        replayed = replay_log(path, table, upto=snap.versions[table], checkpoint=True)
-        if replayed.version == snap.versions[table] and _trusted(replayed):
+        replayed = deltalog.replay_log(path, table, upto=snap.versions[table], checkpoint=True)
+        if replayed.version == snap.versions[table] and deltalog.trusted(replayed):
             return replayed.files
     return list(_files_at(str(path), table, snap.versions[table], identity))
 
@@ -172,7 +177,7 @@ def _files_at(path: str, table: str, version: int, identity: tuple[int, int]) ->
 def current_versions(root: Path) -> dict[str, int]:
     from deltalake import DeltaTable
 
-    return {t: DeltaTable(str(table_path(root, t))).version() for t in TABLES}
+    return {t: DeltaTable(str(table_path(root, t))).version() for t in TABLE_NAMES}
 
 
 def newest_versions(root: Path) -> tuple[dict[str, int], dict[str, str]]:
@@ -180,7 +185,7 @@ def newest_versions(root: Path) -> tuple[dict[str, int], dict[str, str]]:
     from deltalake import DeltaTable
 
     versions, unreadable = {}, {}
-    for table in TABLES:
+    for table in TABLE_NAMES:
         try:
             versions[table] = DeltaTable(str(table_path(root, table))).version()
         except Exception as e:  # deltalake's own errors
@@ -188,97 +193,10 @@ def newest_versions(root: Path) -> tuple[dict[str, int], dict[str, str]]:
     return versions, unreadable
 
 
-@dataclass
-class Replayed:
-    """A table's files as its Delta log's JSON commits give them (``replay_log``)."""
-
-    files: list[DataFile]
-    complete: bool  # every commit of the log read whole (else some adds or removes may be missing)
-    version: int    # the newest commit read
-    removes: int    # files removed (by a compaction or an overwrite) in what was read
-    added_in: dict[str, int] = field(default_factory=dict)  # file name -> the version that added it
-    unmatched: int = 0  # removes that named no file added before (a damaged path)
-
-
-def replay_log(path: Path, table: str, *, upto: int | None = None, checkpoint: bool = False) -> Replayed:
-    """The files of the Delta table at ``path`` (at version ``upto``, else its newest) from its log's JSON
-    commits, replayed in order (add, remove): how readers list a table's files without importing deltalake,
-    and what a table whose log deltalake cannot open (a damaged checkpoint or commit) still says it holds.
-    Every commit stays on disk (``CONFIG``: no log clean-up), so the JSON commits are the whole history; a
-    line that does not parse, or a missing commit, makes the replay incomplete. ``checkpoint`` (readers):
-    start from the newest checkpoint at or before ``upto`` (Delta's Parquet snapshot of the log, every 10
-    commits) rather than from the first commit: a store fed hourly for a year has 9,000 commits a table."""
-    from urllib.parse import unquote
-
-    live: dict[str, DataFile] = {}
-    added_in: dict[str, int] = {}
-    complete, version, removes, unmatched = True, -1, 0, 0
-    logs = sorted((p for p in (path / "_delta_log").glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem))
-    if checkpoint and (start := _checkpoint_files(path, table, upto)) is not None:
-        version, files = start
-        live = dict(files)
-        added_in = dict.fromkeys(live, version)
-        logs = [p for p in logs if int(p.stem) > version]
-    for log in logs if upto is None else [p for p in logs if int(p.stem) <= upto]:
-        complete &= int(log.stem) == version + 1
-        version = int(log.stem)
-        try:
-            lines = log.read_bytes().splitlines()
-        except OSError:
-            complete = False
-            continue
-        for line in lines:
-            try:
-                action = json.loads(line)
-                if "add" in action:
-                    add = action["add"]
-                    stats = json.loads(add.get("stats") or "{}")
-                    name = unquote(add["path"])
-                    live[name] = DataFile(table, path / name, int(add["size"]), stats.get("numRecords"))
-                    added_in[name] = version
-                elif "remove" in action:
-                    unmatched += live.pop(unquote(action["remove"]["path"]), None) is None
-                    removes += 1
-            except (ValueError, KeyError, TypeError, AttributeError):
-                complete = False
-    return Replayed(list(live.values()), complete and bool(logs), version, removes,
-                    {name: added_in[name] for name in live}, unmatched)
-
-
-def _checkpoint_files(path: Path, table: str, upto: int | None) -> tuple[int, list[tuple[str, DataFile]]] | None:
-    """(version, its files) of the newest single-file checkpoint of the table at ``path`` at or before
-    ``upto``; None when there is none or it cannot be read (then the replay starts from the first commit)."""
-    from urllib.parse import unquote
-
-    found = [(int(p.name[:20]), p) for p in (path / "_delta_log").glob("*.checkpoint.parquet")
-             if p.name[:20].isdigit() and p.name[20:] == ".checkpoint.parquet" and (upto is None or int(p.name[:20]) <= upto)]
-    if not found:
-        return None
-    version, cp = max(found)
-    try:
-        adds = [a for a in pq.ParquetFile(cp).read(columns=["add"]).column(0).to_pylist() if a]  # no dataset import
-        files = [(unquote(a["path"]), DataFile(table, path / unquote(a["path"]), int(a["size"]),
-                                               json.loads(a.get("stats") or "{}").get("numRecords"))) for a in adds]
-    except Exception:  # a damaged checkpoint: the JSON commits hold the same
-        return None
-    return version, files
-
-
-def _trusted(replayed: Replayed) -> bool:
-    """Whether a replay can stand for deltalake's own reading of the log: every commit read whole, every
-    remove matched a file added before, and every file is on disk with the size its add recorded (a flipped
-    bit that leaves the JSON valid breaks one of these, or touches nothing a reader uses)."""
-    if not replayed.complete or replayed.unmatched:
-        return False
-    try:
-        return all(f.path.stat().st_size == f.size for f in replayed.files)
-    except OSError:
-        return False
-
-
 def add_files(root: Path, table: str, paths: list[Path], *, overwrite: bool = False) -> int:
     """Commit ``paths`` (Parquet files already in the table's directory, fsynced) to ``table`` as one Delta
     commit; ``overwrite``: they replace every file of the table. Returns the table's new version."""
+    import pyarrow.parquet as pq
     from deltalake import DeltaTable
     from deltalake.transaction import AddAction
 
@@ -288,8 +206,7 @@ def add_files(root: Path, table: str, paths: list[Path], *, overwrite: bool = Fa
         stats = json.dumps({"numRecords": pq.read_metadata(path).num_rows})
         actions.append(AddAction(path.name, st.st_size, {}, int(st.st_mtime * 1000), True, stats))
     dt = DeltaTable(str(table_path(root, table)))
-    schema = COMMITS_SCHEMA if table == COMMITS else TABLES[table]
-    dt.create_write_transaction(actions, mode="overwrite" if overwrite else "append", schema=schema)
+    dt.create_write_transaction(actions, mode="overwrite" if overwrite else "append", schema=_schema(table))
     dt.update_incremental()
     return dt.version()
 
@@ -326,7 +243,10 @@ def commit(root: Path, kind: str, versions: dict[str, int], checksums: dict[str,
     # written here and added as the data tables' files are (deltalake's own writer took 130 MB more memory
     # for this one row of a 50,000-source ingest)
     path = table_path(root, COMMITS) / f"commit-{seq:010d}-{uuid.uuid4().hex[:8]}.parquet"
-    pq.write_table(pa.Table.from_pylist([row], schema=COMMITS_SCHEMA), path, compression="zstd",
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([row], schema=commits_schema()), path, compression="zstd",
                    write_page_checksum=True)
     fsync(path)
     fsync(path.parent)
@@ -392,7 +312,7 @@ def roll_back(root: Path, snap: Snapshot | None) -> list[str]:
     from deltalake import DeltaTable
 
     restored = []
-    for table in TABLES:
+    for table in TABLE_NAMES:
         dt = DeltaTable(str(table_path(root, table)))
         want = snap.versions.get(table, 0) if snap is not None else 0
         if dt.version() == want:
@@ -413,7 +333,7 @@ def sha256(path: Path) -> str:
 
 def store_json(version: int) -> bytes:
     """STORE.json of a store of schema ``version`` in this layout."""
-    body = {"schema_version": version, "created_at": time.time(), "layout": "delta", "tables": [*TABLES, COMMITS]}
+    body = {"schema_version": version, "created_at": time.time(), "layout": "delta", "tables": [*TABLE_NAMES, COMMITS]}
     return json.dumps(body, indent=2).encode()
 
 

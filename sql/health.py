@@ -17,10 +17,11 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from bench.sql import delta
+from bench.sql import delta, deltalog
 from bench.sql.errors import one_line
-from bench.sql.schema import TABLES
+from bench.sql.layout import TABLE_NAMES
 
 
 @dataclass
@@ -49,7 +50,8 @@ def readable(root: Path, *, verify: bool = True, from_log: bool = True) -> Healt
     out = Health()
     verified = Verified(root) if verify else None
     try:
-        out.snap, out.pending = delta.roll_forward(root, delta.snapshot(root, checksums=False), record=False)
+        read = verified.commit_rows if verified is not None else None
+        out.snap, out.pending = delta.roll_forward(root, delta.snapshot(root, checksums=False, read=read), record=False)
     except Exception as e:  # deltalake raises its own types and OSError; all mean the same to a reader
         # the tables' own logs still say what they hold: read each at its newest version, which may include
         # what a killed writer committed and never published (said in the warning), rather than nothing
@@ -57,7 +59,7 @@ def readable(root: Path, *, verify: bool = True, from_log: bool = True) -> Healt
         versions, unreadable = delta.newest_versions(root)
         out.snap = delta.Snapshot(-1, versions)
         out.damaged += [(f"table {t}", why) for t, why in unreadable.items()]
-    for table in TABLES:
+    for table in TABLE_NAMES:
         try:
             found = delta.files(root, table, out.snap, from_log=from_log)
         except Exception as e:
@@ -90,6 +92,20 @@ class Verified:
         except (OSError, ValueError):
             self.known = {}
         self.added = False
+        self.commits_read: set[str] = set()  # commits files read (kept in the file with the data files)
+
+    def commit_rows(self, path: Path, columns: list[str]) -> list[dict[str, Any]]:
+        """The rows of a commits file: read by DuckDB once its page checksums were verified (by pyarrow, and
+        remembered like a data file's hash: a reader then never imports pyarrow)."""
+        st = path.stat()
+        ident = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        self.commits_read.add(str(path))
+        if self.known.get(str(path)) == ident:
+            return deltalog.read_parquet_rows(path, columns)
+        rows = delta.read_commit_file(path, columns)
+        self.known[str(path)] = ident
+        self.added = True
+        return rows
 
     def check(self, f: delta.DataFile) -> str | None:
         """Why ``f`` cannot be trusted (its bytes are not those committed), or None."""
@@ -115,6 +131,7 @@ class Verified:
         """Write what is known of the ``current`` files (those of files no state holds any more dropped)."""
         if not self.added:
             return
+        current = current | self.commits_read
         tmp = self.path.with_name(f".verified.{os.getpid()}.tmp")
         try:  # a cache: no fsync; a reader that finds it cut or stale hashes again
             tmp.write_text(json.dumps({k: v for k, v in self.known.items() if k in current}))

@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 
 from bench.sql import delta
 from bench.sql.atomic import write_atomic
-from bench.sql.schema import SCHEMA_VERSION, TABLES
+from bench.sql.layout import SCHEMA_VERSION
+from bench.sql.schema import TABLES
 
 MANIFEST = "MANIFEST.json"
 

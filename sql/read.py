@@ -18,18 +18,17 @@ import errno
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
-from bench.sql import health
+from bench.sql import delta, deltalog, health
 from bench.sql.errors import BenchError, one_line
-from bench.sql.schema import SCHEMA_VERSION, TABLES
+from bench.sql.layout import SCHEMA_VERSION, TABLE_NAMES
 from bench.sql.store import StoreWriter, check_store
 from bench.sql.views import curated_names, register_views
 
 if TYPE_CHECKING:
     import duckdb
+    import pyarrow as pa
 
 
 def connect(root: Path, *, reads: str | None = None) -> duckdb.DuckDBPyConnection:
@@ -48,14 +47,14 @@ def connect(root: Path, *, reads: str | None = None) -> duckdb.DuckDBPyConnectio
     for line in state.messages(root):  # the rest of the store still answers
         print(f"warning: {line}", file=sys.stderr)
     con = duckdb.connect(":memory:")
-    for table, schema in TABLES.items():
+    for table in TABLE_NAMES:
         name = f"all_{table}" if table in _CURRENT else table
         files = state.files.get(table, [])
         if files:
             listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{listing}])")
         else:  # typed NULLs, no rows (registering an empty Arrow table imports pandas: 0.3 s a command)
-            columns = ", ".join(f"CAST(NULL AS {_sql_type(f.type)}) AS \"{f.name}\"" for f in schema)
+            columns = ", ".join(f"CAST(NULL AS {t}) AS \"{n}\"" for n, t in _empty_columns(root, table))
             con.execute(f"CREATE VIEW {name} AS SELECT {columns} WHERE false")
     (count,), = con.execute("SELECT count(*) FROM sources WHERE supersedes IS NOT NULL").fetchall()
     superseded = bool(count)
@@ -98,8 +97,46 @@ def _converted(root: Path) -> health.Health:
     return health.readable(root)
 
 
+def _empty_columns(root: Path, table: str) -> list[tuple[str, str]]:
+    """(name, DuckDB type) of each column of a table with no file: from its Delta log's schema (no pyarrow
+    import), else from bench.sql.schema's Arrow schema."""
+    fields = deltalog.log_schema(delta.table_path(root, table))
+    try:
+        if fields:
+            return [(str(f["name"]), _delta_type(f["type"])) for f in fields]
+    except (KeyError, TypeError, ValueError):
+        pass
+    from bench.sql.schema import TABLES
+
+    return [(f.name, _sql_type(f.type)) for f in TABLES[table]]
+
+
+#: Delta Lake's primitive types as DuckDB writes them (the Delta protocol's schema serialization).
+_DELTA_TYPES = {"string": "VARCHAR", "long": "BIGINT", "integer": "INTEGER", "short": "SMALLINT", "byte": "TINYINT",
+                "double": "DOUBLE", "float": "FLOAT", "boolean": "BOOLEAN", "binary": "BLOB", "date": "DATE",
+                "timestamp": "TIMESTAMPTZ", "timestamp_ntz": "TIMESTAMP"}
+
+
+def _delta_type(t: Any) -> str:
+    """The DuckDB type of a Delta schema type (a name, or a map / array / struct object)."""
+    if isinstance(t, str):
+        if t.startswith("decimal("):
+            return t.upper()
+        return _DELTA_TYPES[t]
+    kind = t["type"]
+    if kind == "map":
+        return f"MAP({_delta_type(t['keyType'])}, {_delta_type(t['valueType'])})"
+    if kind == "array":
+        return f"{_delta_type(t['elementType'])}[]"
+    if kind == "struct":
+        return "STRUCT(" + ", ".join(f'"{f["name"]}" {_delta_type(f["type"])}' for f in t["fields"]) + ")"
+    raise ValueError(f"Delta type {kind!r}")
+
+
 def _sql_type(t: pa.DataType) -> str:
     """The DuckDB type of a store column's Arrow type (those of bench.sql.schema)."""
+    import pyarrow as pa
+
     if pa.types.is_dictionary(t):
         return _sql_type(t.value_type)
     if pa.types.is_map(t):

@@ -17,12 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from bench.sql.columns import STEP_COLUMNS
-
-SCHEMA_VERSION = 6  # 2: MANIFEST.json per batch, status "invalid", problem kinds invalid_value and store_error;
-#                     3: runs.num_devices/device_type/device_model, throughput/_unit/_derived, tables systems
-#                        and score_scales; 4: sources.content_sha256 and supersedes; 5: systems.details;
-#                     6: Delta Lake tables and their commits table (bench.sql.store), not batch folders
-
+from bench.sql.layout import SCHEMA_VERSION, TABLE_NAMES
 
 TAGS = pa.map_(pa.string(), pa.string())
 #: Per-file constants repeated on every step/telemetry row are dictionary-encoded (as Parquet stores
@@ -221,6 +216,7 @@ TABLES: dict[str, pa.Schema] = {
     "score_scales": SCORE_SCALES,
     "telemetry_links": TELEMETRY_LINKS,
 }
+assert tuple(TABLES) == TABLE_NAMES, "bench.sql.layout names the tables, in this order"
 
 METADATA = {b"bench.schema_version": str(SCHEMA_VERSION).encode()}
 

@@ -37,16 +37,16 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from bench.sql import delta, recover
+from bench.sql import delta, deltalog, recover
 from bench.sql.atomic import write_atomic
 from bench.sql.errors import BenchError, UsageError
+from bench.sql.layout import SCHEMA_VERSION, TABLE_NAMES
 from bench.sql.names import storable
-from bench.sql.schema import METADATA, SCHEMA_VERSION, TABLES, write_options
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: The schema version of the batch-folder layout that a writer converts (bench.sql.migrate).
 MIGRATES_FROM = 5
@@ -121,6 +121,11 @@ def write_part(table: pa.Table, path: Path, *, required: bool = False, sync: boo
     ``sync``: fsync the file before returning (a part written off the main thread then costs the commit,
     which fsyncs every file of its batch, almost nothing).
     """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bench.sql.schema import METADATA, write_options
+
     meta = {**(table.schema.metadata or {}), **METADATA}
     if required and table.num_rows:
         fields = [f.with_nullable(False) if f.nullable and table.column(i).null_count == 0 else f
@@ -162,7 +167,7 @@ class StoreWriter:
         #: and the files each data table set aside held, as its log's JSON commits say (its rows are carried
         #: over where its sources cannot be parsed again).
         self.recovered: str | None = None
-        self.aside: dict[str, delta.Replayed] = {}
+        self.aside: dict[str, deltalog.Replayed] = {}
 
     def __enter__(self) -> StoreWriter:
         _check_text_path(self.root)
@@ -244,7 +249,7 @@ class StoreWriter:
             named = {} if commits_damaged else delta.snapshot(self.root).versions  # type: ignore[union-attr]
         except Exception:  # deltalake's own errors (set aside below), or no commit yet
             named = {}
-        for table in [*TABLES, delta.COMMITS]:
+        for table in [*TABLE_NAMES, delta.COMMITS]:
             path = delta.table_path(self.root, table)
             try:
                 DeltaTable(str(path)).version()
@@ -260,7 +265,7 @@ class StoreWriter:
                 if table == delta.COMMITS:
                     commits_aside, commits_damaged = aside, True
                 else:
-                    replayed = self.aside[table] = delta.replay_log(aside, table)
+                    replayed = self.aside[table] = deltalog.replay_log(aside, table)
                     replayed.complete &= replayed.version >= named.get(table, -1)  # its newest commits lost
         delta.ensure_tables(self.root)
         if commits_damaged:
@@ -306,6 +311,8 @@ class StoreWriter:
 
     def read(self, table: str, columns: list[str], filters: Any = None) -> list[dict[str, Any]]:
         """Rows of ``table`` in the committed state this writer started from."""
+        import pyarrow.parquet as pq
+
         return [row for f in delta.files(self.root, table, self.start)
                 for row in pq.read_table(f.path, columns=columns, filters=filters).to_pylist()]
 
@@ -356,6 +363,10 @@ class StoreWriter:
 
     def add_rows(self, table: str, rows: list[dict[str, Any]] | pa.Table) -> None:
         """Write ``rows`` as one file of ``table`` and commit it (as ``add``); nothing when there are none."""
+        import pyarrow as pa
+
+        from bench.sql.schema import TABLES
+
         if len(rows):
             path = self.root / "_tmp" / f"{table}-{uuid.uuid4().hex[:12]}.parquet"
             data = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=TABLES[table])
@@ -402,6 +413,10 @@ class Batch:
     def commit(self) -> list[Path]:
         """Write the row tables and commit every table's new files (not yet published); returns the runs
         files it committed."""
+        import pyarrow as pa
+
+        from bench.sql.schema import TABLES
+
         files = {name: list(parts) for name, parts in self.parts.items() if parts}
         for table, rows in self.rows.items():
             if rows:

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from bench.ingest.pipeline import ingest
 from bench.runner.cli import app
-from bench.sql import delta
-from bench.sql.schema import SCHEMA_VERSION
+from bench.sql import delta, deltalog
+from bench.sql.layout import SCHEMA_VERSION
 
 runner = CliRunner()
 
@@ -229,9 +229,34 @@ def test_readers_list_from_the_log_the_files_deltalake_lists(tmp_path: Path) -> 
     assert snap is not None and snap.versions["runs"] > 10
     assert any((delta.table_path(st, "runs") / "_delta_log").glob("*.checkpoint.parquet"))
     for table in snap.versions:
-        replayed = delta.replay_log(delta.table_path(st, table), table, upto=snap.versions[table], checkpoint=True)
+        replayed = deltalog.replay_log(delta.table_path(st, table), table, upto=snap.versions[table], checkpoint=True)
         assert replayed.complete and not replayed.unmatched and replayed.version == snap.versions[table], table
         mine = sorted((f.path, f.size, f.rows) for f in replayed.files)
         theirs = sorted((f.path, f.size, f.rows) for f in delta.files(st, table, snap))
         assert mine == theirs, table
     assert len(delta.files(st, "runs", snap, from_log=True)) == 3  # 1 compacted + 2 since
+
+
+def test_an_empty_tables_view_has_the_types_its_arrow_schema_gives(tmp_path: Path) -> None:
+    """An empty table's view is typed from its Delta log's schema (no pyarrow import on the read path): the
+    same DuckDB types, column for column, as the Arrow schema bench writes it with; and `bench sql` on a
+    sound store imports neither pyarrow nor deltalake."""
+    import subprocess
+    import sys
+
+    from bench.sql import read
+    from bench.sql.schema import TABLES
+
+    (tmp_path / "one.log").write_text(tf_cnn_log(10))
+    st = tmp_path / "st"
+    ingest([str(tmp_path / "one.log")], st, workers=0)
+    for table, schema in TABLES.items():
+        fields = deltalog.log_schema(delta.table_path(st, table))
+        assert fields is not None, table
+        assert [(f["name"], read._delta_type(f["type"])) for f in fields] == [(f.name, read._sql_type(f.type)) for f in schema]
+    code = ("import sys; from pathlib import Path; from bench.analytics.query import run_sql; "
+            f"print(run_sql(Path({str(st)!r}), 'SELECT count(*) FROM runs, score_scales')[1]); "
+            "print(sorted(m for m in ('pyarrow', 'deltalake', 'pandas', 'numpy') if m in sys.modules))")
+    for _ in range(2):  # the first read verifies the commits file with pyarrow, and remembers it
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert out.split("\n")[:2] == ["[(0,)]", "[]"], out

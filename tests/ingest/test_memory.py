@@ -38,7 +38,10 @@ def test_freed_blocks_are_reused_while_tuned_and_given_back_after() -> None:
         tuned = _faults_of_rounds(4)
     after = _faults_of_rounds(4)
     assert tuned < pages_per_round / 4  # reused: almost no page is mapped again
-    assert after > 3 * pages_per_round  # glibc's start values: each block is mapped, and unmapped when freed
+    # glibc's start values: each block is mapped, and unmapped when freed, so its pages fault again. Not
+    # "4 rounds' worth": in a process that ran hundreds of tests before, half of them were counted once
+    # (the kernel may back a fresh mapping with fewer faults); more than a round's is what says "given back"
+    assert after > pages_per_round and after > 8 * tuned
 
 
 def test_a_process_that_ends_with_its_ingest_stays_tuned(monkeypatch: pytest.MonkeyPatch) -> None:
