@@ -95,7 +95,7 @@ def inline_svg(svg: bytes, label: str) -> str:
 
 
 #: Bytes of SVG inlined into report.html, in page order; later figures are linked files (the page stays small).
-INLINE_BUDGET = 1_000_000
+INLINE_BUDGET = 500_000
 
 
 def _section_heading(sec: Section) -> str:
