@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics import plot_data
-from bench.analytics.render import fitted_figure, shown_figure
+from bench.analytics.render import WHOLE, shown_figure
 from bench.sql.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
@@ -22,8 +22,9 @@ FORMATS = (".png", ".svg", ".pdf")
 SPEEDUP_YLABEL = "speedup (× baseline throughput)"
 
 
-#: The widest a figure may be, in inches: 2,400 px at the 150 dpi `bench plot` writes (a screen's width).
-MAX_WIDTH_IN = 16.0
+#: The widest a figure may be made, in inches: within 2,400 px at the 150 dpi `bench plot` writes (a
+#: screen's width), with room for what a tight save adds around it (render.WHOLE: rotated labels, pads).
+MAX_WIDTH_IN = 15.5
 
 
 def new_figure(width: float = 7.0, height: float = 4.5) -> Any:
@@ -314,9 +315,8 @@ def save(fig: Figure, out: Path) -> Path:
     if out.suffix.lower() not in FORMATS:
         raise UsageError(f"--out must end in {', '.join(FORMATS)}, got {out.name!r}")
     shown_figure(fig)
-    fitted_figure(fig)
     try:
-        fig.savefig(out, dpi=150)
+        fig.savefig(out, dpi=150, **WHOLE)
     except OSError as e:
         raise BenchError(f"cannot write {out}: {e.strerror or e}") from e
     return out

@@ -38,22 +38,10 @@ def shown_figure(fig: Any) -> None:
             t.set_text(shown(text))
 
 
-def fitted_figure(fig: Any, max_width: float = 24.0) -> None:
-    """Widen (and heighten) a figure until nothing drawn reaches past its edges: a long axis label or device
-    name is shown whole, never cut at the border ("(geometric mean, 9"). Constrained layout places the axes
-    again at each size; at most ``max_width`` inches wide."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    canvas = FigureCanvasAgg(fig)
-    for _ in range(4):
-        canvas.draw()
-        drawn = fig.get_tightbbox(canvas.get_renderer())  # inches; what was drawn, text included
-        w, h = fig.get_size_inches()
-        wide = max(-drawn.x0, drawn.x1 - w, 0.0)
-        tall = max(-drawn.y0, drawn.y1 - h, 0.0)
-        if (wide <= 0.01 and tall <= 0.01) or w >= max_width:
-            return
-        fig.set_size_inches(min(max_width, w + 2 * wide + 0.1), h + 2 * tall + (0.1 if tall else 0))
+#: savefig's arguments that keep every label whole: the saved canvas grows (or shrinks) to what was drawn,
+#: so a long axis label or device name is never cut at the border ("(geometric mean, 9"), at the cost of
+#: one layout pass without rendering, not a second draw.
+WHOLE = {"bbox_inches": "tight", "pad_inches": 0.05}
 
 
 def _plain(v: object) -> object:

@@ -132,11 +132,10 @@ def svg_bytes(fig: Any) -> bytes:
 
     import matplotlib
 
-    from bench.analytics.render import fitted_figure, shown_figure
+    from bench.analytics.render import WHOLE, shown_figure
 
     shown_figure(fig)
-    fitted_figure(fig)
     buf = io.BytesIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "bench-report"}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
+        fig.savefig(buf, format="svg", metadata={"Date": None}, **WHOLE)
     return buf.getvalue()
