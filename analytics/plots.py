@@ -105,7 +105,8 @@ def speedup(df: pd.DataFrame, usl: pd.DataFrame | None = None) -> Figure:
     baseline's absolute throughput written in the lower right. ``df``: plot_data.scaling_frame."""
     pts = df.dropna(subset=["speedup"])
     if pts.empty:
-        raise BenchError("no configuration has a speedup to plot (no ok runs with a device count)")
+        raise BenchError("no configuration has a speedup to plot: none has ok runs at two device counts or more "
+                         "(one measured at a single count has nothing to be scaled against)")
     series = _series(pts)
     many = _crowded([label for label, _ in series])  # then each baseline goes into its legend entry, not over the data
     fig = new_figure(12.0 if many else 7.0, 4.5)  # room on the right for the legend
@@ -139,7 +140,8 @@ def efficiency(df: pd.DataFrame) -> Figure:
     configuration, with the 100% line; never clamped. ``df``: plot_data.scaling_frame."""
     pts = df.dropna(subset=["efficiency"])
     if pts.empty:
-        raise BenchError("no configuration has an efficiency to plot (no ok runs with a device count)")
+        raise BenchError("no configuration has an efficiency to plot: none has ok runs at two device counts or more "
+                         "(one measured at a single count has nothing to be scaled against)")
     fig = new_figure(10.0 if len(_series(pts)) > LEGEND_INSIDE_MAX else 7.0, 4.5)
     ax = fig.add_subplot()
     ax.axhline(100.0, color="grey", linestyle=":", label="100% (linear scaling)")

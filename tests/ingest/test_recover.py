@@ -119,15 +119,23 @@ def test_damage_to_the_protocol_tables_never_loses_a_run_and_never_answers_wrong
     print("\n".join(rows))
 
 
+def _store_of(tmp_path: Path, logs: int, ingested: int | None = None, folder: str = "") -> tuple[Path, list[str]]:
+    """A store at tmp_path/st of one-log ingests: ``logs`` tf_cnn logs written (seeds 0, 1, ...) into
+    tmp_path/``folder`` as <i>.log, the first ``ingested`` of them (all by default) ingested one at a time."""
+    where = tmp_path / folder
+    where.mkdir(exist_ok=True)
+    texts = [tf_cnn_log(10, seed=s) for s in range(logs)]
+    for i, text in enumerate(texts):
+        (where / f"{i}.log").write_text(text)
+    for i in range(logs if ingested is None else ingested):
+        ingest([str(where / f"{i}.log")], tmp_path / "st", workers=0)
+    return tmp_path / "st", texts
+
+
 def test_the_issue_repro_a_flipped_commits_log_no_longer_empties_the_store(tmp_path: Path) -> None:
     """Was: bit 4 of byte 192 of the commits log's newest commit: queries gave 0 runs, and --rebuild exited 0
     with "files seen 0" and 0 runs left."""
-    (tmp_path / "logs").mkdir()
-    texts = [tf_cnn_log(10, seed=s) for s in range(3)]
-    for i, text in enumerate(texts):
-        (tmp_path / "logs" / f"{i}.log").write_text(text)
-        ingest([str(tmp_path / "logs" / f"{i}.log")], tmp_path / "st", workers=0)
-    st = tmp_path / "st"
+    st, texts = _store_of(tmp_path, 3, folder="logs")
     log = sorted((delta.table_path(st, "commits") / "_delta_log").glob("*.json"))[-1]
     data = bytearray(log.read_bytes())
     data[192] ^= 1 << 4
@@ -145,12 +153,7 @@ def test_the_issue_repro_a_flipped_commits_log_no_longer_empties_the_store(tmp_p
 
 def test_a_deleted_commits_table_is_refused_by_a_plain_ingest_and_recovered_by_rebuild(tmp_path: Path) -> None:
     """Was: a plain ingest "undid what a killed writer committed" in 6 tables and left 1 run of 3."""
-    texts = [tf_cnn_log(10, seed=s) for s in range(4)]
-    for i, text in enumerate(texts):
-        (tmp_path / f"{i}.log").write_text(text)
-    for i in range(3):
-        ingest([str(tmp_path / f"{i}.log")], tmp_path / "st", workers=0)
-    st = tmp_path / "st"
+    st, texts = _store_of(tmp_path, 4, ingested=3)
     shutil.rmtree(delta.table_path(st, "commits"))
     code, out = _cli("ingest", str(tmp_path / "3.log"), "--store", str(st))
     assert code == 1 and "commits is missing" in out and "--rebuild" in out
@@ -164,11 +167,7 @@ def test_a_commits_row_whose_sources_do_not_decompress_is_found_by_check_and_reb
     """Was: --check exited 0, and --rebuild died with zlib.error in delta.recorded_sources. The row is
     written again with a damaged source record but valid Parquet (as a flip inside the compressed bytes
     that the page checksum of a file written before them could not catch)."""
-    texts = [tf_cnn_log(10, seed=s) for s in range(2)]
-    for i, text in enumerate(texts):
-        (tmp_path / f"{i}.log").write_text(text)
-        ingest([str(tmp_path / f"{i}.log")], tmp_path / "st", workers=0)
-    st = tmp_path / "st"
+    st, texts = _store_of(tmp_path, 2)
     first = sorted(delta.table_path(st, "commits").glob("commit-*.parquet"))[0]
     table = pq.read_table(first)
     chunk = bytearray(table.column("sources")[0].as_py()[0])
@@ -220,12 +219,7 @@ def test_a_commit_whose_log_entry_was_lost_is_read_and_recorded_by_the_next_writ
     """The newest commits row is on disk but its Delta commit is gone (a writer killed at its commit point,
     or damage): readers read it as committed, --check says so, and the next ingest records it rather than
     rolling the tables back (which lost that ingest's runs)."""
-    texts = [tf_cnn_log(10, seed=s) for s in range(3)]
-    for i, text in enumerate(texts):
-        (tmp_path / f"{i}.log").write_text(text)
-    for i in range(2):
-        ingest([str(tmp_path / f"{i}.log")], tmp_path / "st", workers=0)
-    st = tmp_path / "st"
+    st, texts = _store_of(tmp_path, 3, ingested=2)
     sorted((delta.table_path(st, "commits") / "_delta_log").glob("*.json"))[-1].unlink()
     assert _totals(st) == (0, sorted(map(total_of, texts[:2])), "")
     code, out = _cli("ingest", "--check", "--store", str(st))
