@@ -101,9 +101,12 @@ def empty_run(meta: dict[str, Any] | None = None) -> Run:
     """The run a run directory stands for when its log shows none (empty, unrecognized, crashed early):
     failed runs are data, so it still gets a row, from run.json alone. The bundled trainer is TensorFlow's;
     a command's framework is only what its tags say."""
-    command = bool((meta or {}).get("command"))
+    meta = meta or {}
+    command = bool(meta.get("command"))
+    cause = meta.get("status_detail", meta.get("failure_cause"))  # run.json's word on it, said with it
+    detail = "no run found in output.log" + (f"; {cause}" if isinstance(cause, str) and cause else "")
     return Run(framework=None if command else "tensorflow", mode=None if command else "train", status="no_result",
-               status_detail="no run found in output.log")
+               status_detail=detail)
 
 
 def apply_run_json(run: Run, meta: dict[str, Any], problems: list[Problem]) -> Run:

@@ -195,6 +195,21 @@ def test_empty_log_of_a_failed_run_still_gives_a_run(tmp_path: Path) -> None:
     assert [p["kind"] for p in read(tmp_path / "st", "problems")] == ["empty"]
 
 
+def test_a_run_without_a_result_keeps_run_jsons_detail_in_the_store(tmp_path: Path) -> None:
+    """`bench run -- echo hello`: run.json said "exit code 0, but the log holds no result", the store only
+    "no run found in output.log". One run, one record: the store's detail now says both."""
+    run_dir = tmp_path / "r2"
+    run_dir.mkdir()
+    (run_dir / "output.log").write_text("hello\n")
+    detail = "exit code 0, but the log holds no result (no throughput, no time to train)"
+    meta = {"schema_version": 1, "run_id": "r2", "status": "no_result", "exit_code": 0, "command": ["echo", "hello"],
+            "status_detail": detail}
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    ingest([str(run_dir)], tmp_path / "st", workers=0)
+    run = only_run(tmp_path / "st")
+    assert (run["status"], run["status_detail"]) == ("no_result", f"no run found in output.log; {detail}")
+
+
 def test_a_cpu_run_cut_short_keeps_its_logical_devices_and_node(tmp_path: Path) -> None:
     """A sweep cell on 2 logical CPU devices, interrupted before its log said anything: run.json's spec
     gives its 2 devices (not 1 per process) and its one node (the local launcher), so it lands on its
