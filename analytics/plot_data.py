@@ -117,13 +117,32 @@ def _tags_apart(df: pd.DataFrame) -> pd.DataFrame:
 
 def _text(value: object) -> str:
     """A factor value as a label writes it: NULL (None, NaN, pandas NA) as "NULL", never "nan"."""
+    return shown(value) or "NULL"
+
+
+def shown(value: object) -> str | None:
+    """A factor value as text, or None for a value the logs never gave (None, NaN, pandas NA: never the
+    word "nan", which pandas 3 hands through ``astype(str)`` as a float). An integer column with NULLs
+    arrives as floats: 64.0 is written 64."""
+    if is_null(value):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def is_null(value: object) -> bool:
+    """Whether ``value`` is a NULL as pandas or DuckDB hands it over: None, a float NaN, pandas NA or NaT."""
     import pandas as pd
 
-    if value is None or (not isinstance(value, str | dict | list) and bool(pd.isna(value))):
-        return "NULL"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))  # an integer column with NULLs arrives as floats: 64.0 -> 64
-    return str(value)
+    if value is None:
+        return True
+    if isinstance(value, str | bytes | dict | list | tuple):
+        return False
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # an array-like value is not one NULL
+        return False
 
 
 def scaling_frame(con: duckdb.DuckDBPyConnection, where: str | None = None, by: str | None = None) -> pd.DataFrame:

@@ -84,13 +84,9 @@ def per_device_frame(configs: pd.DataFrame, points: pd.DataFrame) -> list[tuple[
         df = df.assign(images_per_device=df["images_per_sec"] / df["num_devices"])
         values = key if isinstance(key, tuple) else (key,)
         # a value the logs never gave is left out of the title (an MLPerf log names no precision: not "nan")
-        title = ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True) if not _missing(v)) or "every run"
+        title = ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True) if not plot_data.is_null(v)) or "every run"
         out.append((title, df[["config_id", "label", "num_devices", "images_per_device"]]))
     return out
-
-
-def _missing(v: object) -> bool:
-    return v is None or (isinstance(v, float) and v != v)
 
 
 def per_device_figure(df: pd.DataFrame, title: str, noun: str = "device") -> Any:

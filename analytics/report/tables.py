@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare_text import summary_text
-from bench.analytics.plot_data import device_noun
+from bench.analytics.plot_data import device_noun, is_null, shown
 from bench.analytics.report.model import Table, slugify
 from bench.analytics.selection import FACTORS
 
@@ -57,16 +57,13 @@ def label_of(df: pd.DataFrame, among: list[str], fallback: str = "model") -> lis
     present = [c for c in among if c in df.columns]
     varying = [c for c in present if df[c].astype(str).nunique(dropna=False) > 1]
     if not varying:
-        return [str(v) for v in df[fallback]] if fallback in df.columns else ["all"] * len(df)
-    rows = list(df[varying].astype(str).itertuples(index=False))
-    out = [", ".join(f"{c.removeprefix('tag:')}={v}" for c, v in zip(varying, row, strict=True) if v not in _NO_VALUE)
+        return [shown(v) or "—" for v in df[fallback]] if fallback in df.columns else ["all"] * len(df)
+    rows = [[shown(v) for v in row] for row in df[varying].itertuples(index=False)]
+    out = [", ".join(f"{c.removeprefix('tag:')}={v}" for c, v in zip(varying, row, strict=True) if v is not None)
            for row in rows]
     seen = [out.count(label) > 1 for label in out]  # equal without their NULLs: say the NULL ("variant=—")
-    return [", ".join(f"{c.removeprefix('tag:')}={'—' if v in _NO_VALUE else v}" for c, v in zip(varying, row, strict=True))
+    return [", ".join(f"{c.removeprefix('tag:')}={'—' if v is None else v}" for c, v in zip(varying, row, strict=True))
             if twice else label for label, row, twice in zip(out, rows, seen, strict=True)]
-
-
-_NO_VALUE = ("nan", "None", "<NA>")
 
 
 def runs_by_config(runs: PointRuns) -> dict[str, tuple[str, ...]]:
@@ -107,9 +104,9 @@ def families(configs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
             # a device model the logs never named (a CPU run) is not a name: "None" would read as one
             series = ["all" if pd.isna(v) else str(v) for v in models]
         else:
-            series = [", ".join(f"{c.removeprefix('tag:')}={v}" for c, v in zip(varying, row, strict=True)
-                                if str(v) not in ("nan", "None", "<NA>"))  # pandas 3 keeps NaN through astype(str)
-                      for row in text.loc[index, varying].itertuples(index=False)]
+            series = [", ".join(f"{c.removeprefix('tag:')}={shown(v)}" for c, v in zip(varying, row, strict=True)
+                                if not is_null(v))
+                      for row in g[varying].itertuples(index=False)]
         out.append((str(name), g.assign(series=series)))
     return out
 
@@ -218,14 +215,10 @@ def config_ids(configs: pd.DataFrame) -> dict[tuple[Any, ...], str]:
     tags = _tag_columns(configs)
     out = {}
     for r in configs.to_dict("records"):
-        cfg = {f: (None if _missing(r.get(f)) else r.get(f)) for f in FACTORS}
-        cfg["tags"] = {t[4:]: r[t] for t in tags if not _missing(r[t])}
+        cfg = {f: (None if is_null(r.get(f)) else r.get(f)) for f in FACTORS}
+        cfg["tags"] = {t[4:]: r[t] for t in tags if not is_null(r[t])}
         out[_key(cfg)] = r["config_id"]
     return out
-
-
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and v != v)
 
 
 def ratio_summary_table(results: list[CompareResult]) -> Table:
