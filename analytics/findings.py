@@ -3,10 +3,9 @@ its n and the table behind it. Computed over a connection narrowed by ``report.s
 
 Kinds, in order (at most :data:`MAX_FINDINGS` sentences, every kind that has one keeping at least its first:
 :func:`keep`):
-- the device leaderboard: each device model's images/s relative to a baseline device (``--baseline``; by
-  default the device model measured on the most workloads), paired per workload by ``bench compare``'s
-  system pairing (each side at its own best batch size where they share none), summarised by the
-  geometric mean over workloads with its 95% CI (t on the log ratios);
+- the device leaderboard (bench.analytics.leaderboard: one board per mode and device count, its rule and
+  notes there): each device model's images/s relative to a baseline device (``--baseline``; by default the
+  device model measured on the most workloads), with the geometric mean's 95% CI;
 - MLPerf (report.mlperf.mlperf_findings, when the selection holds results of a round): the speedup of the
   MLPerf section's A over B, and the fastest score of the benchmarks with the most scored result sets;
 - scaling: per configuration family measured at two or more device counts, the efficiency at its largest

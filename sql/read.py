@@ -48,7 +48,7 @@ def connect(root: Path, *, reads: str | None = None) -> duckdb.DuckDBPyConnectio
         print(f"warning: {line}", file=sys.stderr)
     con = duckdb.connect(":memory:")
     for table in TABLE_NAMES:
-        name = f"all_{table}" if table in _CURRENT else table
+        name = f"all_{table}" if table in (*_CURRENT, "telemetry_links") else table
         files = state.files.get(table, [])
         if files:
             listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
@@ -58,18 +58,22 @@ def connect(root: Path, *, reads: str | None = None) -> duckdb.DuckDBPyConnectio
             con.execute(f"CREATE VIEW {name} AS SELECT {columns} WHERE false")
     (count,), = con.execute("SELECT count(*) FROM sources WHERE supersedes IS NOT NULL").fetchall()
     superseded = bool(count)
+    con.execute(_RUN_NAMES.format(where=f" WHERE {_CURRENT['runs']}" if superseded else ""))
     for table, current in _CURRENT.items():
         where = f" WHERE {current}" if superseded else ""
         if table == "runs":
-            con.execute(f"CREATE VIEW runs AS {_RUNS_WITH_DEVICES}{where}")
+            con.execute(f"CREATE VIEW runs AS {_named(_RUNS_WITH_DEVICES + where)}")
         elif table == "telemetry":  # a file's samples take the run its link names (bench.sql.links)
-            con.execute(f"""CREATE VIEW telemetry AS SELECT * FROM (
+            linked = f"""SELECT * FROM (
                 SELECT t.* REPLACE (coalesce(t.run_id, l.run_id) AS run_id) FROM all_telemetry t
-                LEFT JOIN (SELECT source_sha256, min(run_id) AS run_id FROM telemetry_links
+                LEFT JOIN (SELECT source_sha256, min(run_id) AS run_id FROM all_telemetry_links
                            WHERE run_id IS NOT NULL GROUP BY ALL) l
-                       ON t.run_id IS NULL AND l.source_sha256 = t.source_sha256){where}""")
+                       ON t.run_id IS NULL AND l.source_sha256 = t.source_sha256){where}"""
+            con.execute(f"CREATE VIEW telemetry AS {_named(linked)}")
         else:
-            con.execute(f"CREATE VIEW {table} AS SELECT * FROM all_{table}{where}")
+            select = f"SELECT * FROM all_{table}{where}"
+            con.execute(f"CREATE VIEW {table} AS {_named(select) if table == 'steps' else select}")
+    con.execute(f"CREATE VIEW telemetry_links AS {_named('SELECT * FROM all_telemetry_links')}")
 
     # what an ingest skipped as a copy of a file stored from another place (bench.ingest.pipeline)
     con.execute("CREATE VIEW duplicates AS SELECT source, message, ingested_at "
@@ -186,6 +190,20 @@ LEFT JOIN (SELECT s.source, arg_max(h, length(h.folder)) AS f
              ON h.folder <> '' AND starts_with(s.source, h.folder)
            GROUP BY s.source) m
        ON m.source = r.source"""
+#: A ``bench run`` directory's run goes by run.json's ``run_id`` (details['run_id']: the id `bench run` printed)
+#: in every view, where that id names one current run. The tables key a run by its log's SHA-256 prefix and
+#: run index (bench.ingest.table_rows.run_id), which is what every other run goes by.
+_RUN_NAMES = """CREATE VIEW run_names AS SELECT run_id AS key, name FROM (
+    SELECT run_id, details['run_id'] AS name, count(*) OVER (PARTITION BY details['run_id']) AS n
+    FROM all_runs{where}) WHERE name IS NOT NULL AND n = 1"""
+
+
+def _named(select: str) -> str:
+    """``select`` with its run_id replaced by the run's name where it has one (see _RUN_NAMES)."""
+    return (f"SELECT x.* REPLACE (coalesce(n.name, x.run_id) AS run_id) FROM ({select}) x "
+            "LEFT JOIN run_names n ON n.key = x.run_id")
+
+
 _GONE = "(SELECT supersedes FROM sources WHERE supersedes IS NOT NULL)"
 _GONE_IDS = "(SELECT left(supersedes, 16) FROM sources WHERE supersedes IS NOT NULL)"  # a run id's first 16 hex
 #: Which rows of a table belong to a version no later version supersedes.

@@ -2,7 +2,8 @@
 and how a table of an older schema is read as the current one.
 
 Table grain:
-- runs: one row per run (``run_id`` = first 16 hex digits of the source's SHA-256, '-', run index);
+- runs: one row per run (``run_id`` = first 16 hex digits of the source's SHA-256, '-', run index; the
+  views call a ``bench run`` directory's run by run.json's id instead: bench.sql.read);
 - steps: one row per printed step or interval, per rank;
 - telemetry: one row per sample per GPU;
 - problems: one row per problem found in a source;

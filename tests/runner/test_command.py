@@ -166,8 +166,9 @@ def test_one_verdict_for_a_command_that_prints_no_result(tmp_path: Path) -> None
     res = bench("run", "--out", str(out), "--store", str(store), "--telemetry-interval", "0", "--", "echo", "hello")
     (run_dir,) = run_dirs(out)
     doc = json.loads((run_dir / "run.json").read_text())
-    (row,) = rows(store, "SELECT status FROM runs")
+    (row,) = rows(store, "SELECT run_id, status FROM runs")
     assert (res.returncode, doc["status"], row["status"]) == (1, "no_result", "no_result")
+    assert row["run_id"] == doc["run_id"] == run_dir.name  # one id: the one `bench run` printed (was the log's hash)
     assert f"{run_dir}: no_result" in res.stdout
     assert doc["exit_code"] == 0 and "holds no result" in doc["status_detail"]
     # and one record: the store takes run.json's status as it is (was: "bad_line: run.json status 'no_result'
