@@ -34,10 +34,14 @@ from bench.sql.errors import UsageError
 if TYPE_CHECKING:
     import duckdb
 
+    from bench.analytics.decisions import Decision
+
 #: metric -> True when lower is better
 METRICS = {"images_per_sec": False, "throughput": False, "time_to_train_s": True, "wall_time_s": True}
 #: details keys that are a run's own bookkeeping, not a fact of its machine
 FACT_EXCLUDED = frozenset({"run_id", "launcher_status", "exit_code", "argv", "env", "spec"})
+#: how many runs before a change an acceptance of its series may lie and still cover it
+ACCEPT_SLACK = 2
 #: the series' columns shown to a person, in this order (NULL ones are left out)
 SERIES_COLUMNS = ("model", "batch_size_per_device", "precision", "num_devices", "device_model", "system",
                   "framework", "dataset", "data", "mode", "data_format", "variable_update", "all_reduce",
@@ -191,6 +195,7 @@ class Change:
     p_value: float
     slower: bool
     what_changed: dict[str, tuple[str | None, str | None]]
+    accepted: dict[str, str] | None = None  # the acceptance that covers it (bench.analytics.decisions)
 
 
 @dataclass
@@ -204,6 +209,7 @@ class Changes:
     left_out: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     n_series: int = 0
+    accepted: list[dict[str, str]] = field(default_factory=list)  # every acceptance in force, with its series
     #: series_id -> (series, its detection), for the report's figures
     detections: dict[str, tuple[Series, Detection]] = field(default_factory=dict, repr=False)
 
@@ -223,8 +229,11 @@ def _when(p: Point) -> str | None:
 
 
 def find_changes(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec", order_by: str | None = None,
-                 min_runs: int = MIN_RUNS, alpha: float = ALPHA) -> Changes:
-    """The changes, outliers and unusable runs of every series of ``con`` (see the module docstring)."""
+                 min_runs: int = MIN_RUNS, alpha: float = ALPHA, accepted: dict[str, Decision] | None = None
+                 ) -> Changes:
+    """The changes, outliers and unusable runs of every series of ``con`` (see the module docstring). A
+    change is ``accepted`` when an acceptance of its series lies at or after it, or up to ACCEPT_SLACK runs
+    before it (where a later night moved the step by a run or two): bench check's reference starts there."""
     if min_runs < 2:
         raise UsageError(f"--min-runs {min_runs}: at least 2 (a level needs a mean and a spread)")
     lower = METRICS.get(metric, False)
@@ -239,6 +248,9 @@ def find_changes(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec",
         if s.ties:
             out.notes.append(f"{s.label}: {s.ties} runs share their order value with the run before; "
                              "tied runs are ordered by started_at, then run_id")
+        taken = [(i, accepted[p.run_id]) for i, p in enumerate(s.points) if accepted and p.run_id in accepted]
+        out.accepted += [{"label": s.label, "run_id": d.run_id, "at_run": _when(s.points[i]), "by": d.by, "on": d.at,
+                          "why": d.why} for i, d in taken]
         if len(s.points) < 2 * min_runs:
             if s.points:
                 out.too_short.append({"series": s.describe, "label": s.label, "n": len(s.points)})
@@ -255,6 +267,8 @@ def find_changes(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec",
                 s.describe, s.series_id, s.label, first.run_id, _when(first), first.order,
                 _level(step.before, s.points), _level(step.after, s.points), step.change,
                 (step.ci_low, step.ci_high), step.p_value, step.change > 0 if lower else step.change < 0,
-                what_changed(last, first)))
+                what_changed(last, first),
+                next(({"run_id": d.run_id, "by": d.by, "at": d.at, "why": d.why} for i, d in reversed(taken)
+                      if i >= step.index - ACCEPT_SLACK), None)))
     return out
 

@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from bench.analytics.changepoints import OUTLIER_Z
+from bench.analytics.check import EXPECT_DAYS
+
 if TYPE_CHECKING:
     from bench.analytics.changes import Change, Changes
     from bench.analytics.check import CheckResult, Verdict
@@ -46,7 +49,8 @@ def print_changes(ch: Changes) -> None:
     typer.echo(f"{ch.n_series} series of {ch.metric}; {len(ch.changes)} changes, {len(ch.outliers)} outliers "
                f"(a change needs {ch.min_runs} runs on its new level)")
     for c in ch.changes:
-        typer.echo(("slower  " if c.slower else "faster  ") + change_line(c))
+        accepted = f" [accepted by {c.accepted['by']} on {day(c.accepted['at'])}]" if c.accepted else ""
+        typer.echo(("slower  " if c.slower else "faster  ") + change_line(c) + accepted)
     for o in ch.outliers:
         typer.echo(f"outlier {o['label']}: {pct(o['change'])} against its neighbours on {day(o['at'])} "
                    f"(run {o['run_id']})")
@@ -62,42 +66,75 @@ def print_changes(ch: Changes) -> None:
                    + ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) + "); --json lists them")
     for note in ch.notes:
         typer.echo(f"note: {note}")
+    for a in ch.accepted:
+        typer.echo(f"accepted {a['label']}: the level from run {a['run_id']} ({day(a['at_run'])}), by {a['by']} on "
+                   f"{day(a['on'])}: {a['why']} (bench changes --unaccept {a['run_id']} --why ... takes it back)")
 
 
 def verdict_line(v: Verdict, result: CheckResult) -> str:
     if v.status == "failed":
         return f"FAILED {v.label}: all {v.n_candidates} candidate runs failed (no {result.metric})"
+    if v.status == "missing":
+        return f"MISSING {v.label}: no candidate run; it last ran {day(v.last_run)} (within {EXPECT_DAYS} days)"
+    if v.status == "accepted" and v.accepted:
+        a = v.accepted
+        return f"accepted {v.label}: its candidates start the level {a['by']} accepted on {day(a['at'])}: {a['why']}"
     if v.status == "no baseline":
-        return f"no baseline {v.label}: {v.n_baseline} earlier runs to compare {v.n_candidates} candidates with"
+        return f"no baseline {v.label}: {v.n_baseline} reference runs to compare {v.n_candidates} candidates with"
     low, high = v.ci95
-    head = "REGRESSION" if v.status == "regression" else "ok"
-    text = (f"{head} {v.label}: {pct(v.change)} (95% CI {pct(low)} to {pct(high)}) over {v.n_candidates} runs "
-            f"against {v.n_baseline}; slower than {result.threshold:.0%} with p={v.p_value:.2g}")
-    return text + (f", {facts_text(v.what_changed)}" if v.status == "regression" else "")
+    since = f", the level since the change {v.accepted['by']} accepted" if v.accepted else ""
+    runs = "1 run" if v.n_candidates == 1 else f"{v.n_candidates} runs"
+    text = (f"{_HEADS[v.status]} {v.label}: {pct(v.change)} (95% CI {pct(low)} to {pct(high)}) over {runs} "
+            f"against a reference of {v.n_baseline}{since}; ")
+    p = f"p={v.p_value:.2g}"
+    if v.status == "regression" and v.since:
+        return text + (f"still on the level from run {v.since['run_id']} ({day(v.since['from'])}), {pct(v.since['change'])} "
+                       f"over {v.since['n']} runs and not accepted, {facts_text(v.what_changed)}")
+    if v.status == "regression":
+        return text + (f"slower ({p}) and possibly by {result.threshold:.0%} or more (95% bound {pct(v.bound)}), "
+                       f"{facts_text(v.what_changed)}")
+    rule = (f"slower ({p}) but by less than {result.threshold:.0%} (95% bound {pct(v.bound)})"
+            if v.p_value is not None and v.p_value < result.alpha else f"not shown slower ({p})")
+    if v.status == "suspect":
+        return text + rule + f"; more than {OUTLIER_Z:g} sigma off its reference: possibly an outlier"
+    return text + rule
+
+
+_HEADS = {"regression": "REGRESSION", "suspect": "SUSPECT", "ok": "ok"}
 
 
 def print_check(result: CheckResult) -> None:
+    if not result.n_candidates:
+        typer.echo("no run matches --where: nothing to judge" + (", and these series expected runs:"
+                                                                  if result.missing else ""))
     for v in result.verdicts:
         typer.echo(verdict_line(v, result))
-    typer.echo(f"{len(result.verdicts)} series checked, {len(result.failed)} failed "
-               f"(threshold {result.threshold:.0%}, alpha {result.alpha})")
+    judged = len(result.verdicts) - len(result.missing)
+    typer.echo(f"{judged} series checked, {len(result.failed)} failed, {len(result.missing)} missing "
+               f"(threshold {result.threshold:.0%}, alpha {result.alpha:g}; exit {result.exit_code})")
 
 
 def junit_xml(result: CheckResult) -> bytes:
-    """JUnit XML: one test case per series (a failure for a regression or a failed series, skipped for
-    one without a baseline), as Jenkins and GitHub's test reporters read it."""
+    """JUnit XML: one test case per series (a failure for a regression or a failed series, and for a
+    suspect one with --fail-on suspect; an error for a missing series; skipped for one without a
+    baseline), and one error case when no run matched at all, as Jenkins and GitHub's test reporters read it."""
     import xml.etree.ElementTree as ET
 
+    cases = [(v.label, verdict_line(v, result), v.status) for v in result.verdicts]
+    if not result.n_candidates and not result.missing:
+        cases.append(("no runs", "no run matches --where: nothing to judge", "missing"))
+    failing = {v.label for v in result.failed}
     suites = ET.Element("testsuites")
-    suite = ET.SubElement(suites, "testsuite", name="bench check", tests=str(len(result.verdicts)),
-                          failures=str(len(result.failed)),
-                          skipped=str(sum(v.status == "no baseline" for v in result.verdicts)))
-    for v in result.verdicts:
-        case = ET.SubElement(suite, "testcase", classname=f"bench.check.{result.metric}", name=v.label)
-        line = verdict_line(v, result)
-        if v.status in ("regression", "failed"):
-            ET.SubElement(case, "failure", message=line, type=v.status).text = line
-        elif v.status == "no baseline":
+    suite = ET.SubElement(suites, "testsuite", name="bench check", tests=str(len(cases)),
+                          failures=str(len(failing)), errors=str(sum(status == "missing" for *_, status in cases)),
+                          skipped=str(sum(status == "no baseline" for *_, status in cases)))
+    for name, line, status in cases:
+        case = ET.SubElement(suite, "testcase", classname=f"bench.check.{result.metric}", name=name)
+        if name in failing:
+            ET.SubElement(case, "failure", message=line, type=status).text = line
+        elif status == "missing":
+            ET.SubElement(case, "error", message=line, type=status).text = line
+        elif status == "no baseline":
             ET.SubElement(case, "skipped", message=line)
         else:
             ET.SubElement(case, "system-out").text = line

@@ -277,22 +277,32 @@ def changes_command(
     metric: MetricOpt = ChangeMetric.images_per_sec,
     order_by: OrderOpt = None,
     min_runs: MinRunsOpt = 3,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: changes, outliers, too_short, left_out, notes")] = False,
+    accept: Annotated[str | None, typer.Option("--accept", metavar="RUN_ID", help="Accept the level that starts at this run (a change's run): bench check compares its series with it from now on")] = None,
+    unaccept: Annotated[str | None, typer.Option("--unaccept", metavar="RUN_ID", help="Take an acceptance back")] = None,
+    why: Annotated[str | None, typer.Option("--why", help="Why (required with --accept and --unaccept; recorded with who and when)")] = None,
+    by: Annotated[str | None, typer.Option("--by", help="Who decides [default: the user name]")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: changes, outliers, too_short, left_out, notes, accepted")] = False,
     store: StoreOpt = None,
 ) -> None:
     """Find where each series (one workload on one system, in time order) changed level, and what changed on
-    the machine then.
+    the machine then; accept a change as the new reference for bench check, or take that back.
 
-    Example: bench changes --where "host = 'gpu-node07'"
+    Example: bench changes --where "host = 'gpu-node07'"; bench changes --accept RUN_ID --why "new driver: expected"
     """
+    from bench.analytics import decisions
     from bench.analytics.changes import find_changes
     from bench.analytics.results import first
     from bench.sql.errors import UsageError
+    from bench.sql.store import default_store
 
+    root = store or default_store()
     con = _selected(store, where, None)
     if where and not first(con, "SELECT 1 FROM runs LIMIT 1"):
         raise UsageError(f"--where {where!r} selects no run")
-    found = find_changes(con, metric.value, order_by, min_runs)
+    if accept or unaccept:
+        typer.echo(decisions.decide(root, con, metric.value, order_by, accept, unaccept, why, by))
+        return
+    found = find_changes(con, metric.value, order_by, min_runs, accepted=decisions.accepted(root))
     if as_json:
         typer.echo(found.to_json())
         return
@@ -303,27 +313,36 @@ def changes_command(
 
 def check_command(
     where: Annotated[str, typer.Option("--where", help="SQL over the columns of runs selecting the candidate runs, e.g. \"started_at >= '2026-10-01'\"")],
-    threshold: Annotated[float, typer.Option("--threshold", help="Fail a series whose candidates are slower than its baseline by more than this fraction, with significance")] = 0.05,
-    baseline_where: Annotated[str | None, typer.Option("--baseline-where", help="SQL selecting the baseline runs [default: each series' runs before its candidates, since its last change]")] = None,
+    threshold: Annotated[float, typer.Option("--threshold", help="Fail a series whose candidates are slower than its reference with significance and possibly by this fraction or more (0.05: a sustained 5% slowdown fails)")] = 0.05,
+    baseline_where: Annotated[str | None, typer.Option("--baseline-where", help="SQL selecting the reference runs [default: each series' level before its earliest unaccepted slower change, since its latest accepted one]")] = None,
     metric: MetricOpt = ChangeMetric.images_per_sec,
     order_by: OrderOpt = None,
     min_runs: MinRunsOpt = 3,
+    fail_on: Annotated[str, typer.Option("--fail-on", help="regression, or suspect: also fail a series whose candidates are far off its reference either way (possibly an outlier)")] = "regression",
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance of 'slower'")] = 0.002,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: the verdict of every series")] = False,
     junit: Annotated[Path | None, typer.Option("--junit", help="Also write JUnit XML here (one test case per series)")] = None,
     store: StoreOpt = None,
 ) -> None:
-    """The CI gate: exit 1 when the runs --where selects are slower than the runs before them in their series
-    (by more than --threshold, with significance), 0 when not, 2 for a bad argument.
+    """The CI gate. A series fails when its candidates (--where) are slower than its reference level with
+    significance (one-sided p < --alpha) and possibly by --threshold or more (the slowdown's 95% bound reaches
+    it). The reference stays where it was until `bench changes --accept` moves it: a regression fails every
+    morning until someone accepts it. Exit 1: a series failed; 3: no run matched --where, or a series that ran
+    in the week before has no run (MISSING); 2: a bad argument; 0: passed.
 
     Example: bench check --where "started_at >= current_date" --junit bench-check.xml
     """
+    from bench.analytics import decisions
     from bench.analytics.check import check
-    from bench.sql.errors import BenchError
+    from bench.sql.errors import BenchError, UsageError
     from bench.sql.read import connect
     from bench.sql.store import default_store
 
-    result = check(connect(store or default_store()), where, threshold, baseline_where, metric.value, order_by,
-                   min_runs=min_runs)
+    if not 0 < alpha < 0.5:
+        raise UsageError(f"--alpha {alpha}: between 0 and 0.5")
+    root = store or default_store()
+    result = check(connect(root), where, threshold, baseline_where, metric.value, order_by, alpha=alpha,
+                   min_runs=min_runs, accepted=decisions.accepted(root), fail_on=fail_on)
     if junit is not None:
         from bench.analytics.changes_text import junit_xml
 
@@ -337,5 +356,5 @@ def check_command(
         from bench.analytics.changes_text import print_check
 
         print_check(result)
-    if result.failed:
-        raise typer.Exit(1)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)

@@ -5,6 +5,7 @@ night 90), and on the input that does not fit a series."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -70,19 +71,66 @@ def test_check_fails_the_new_runs_at_5_percent_and_passes_them_at_10(nights: Pat
     assert code == 0, out
     result = json.loads(out)
     assert result["passed"] and [v["status"] for v in result["verdicts"]] == ["ok", "ok"]
-    # the last night alone, against the level before it: no regression (the step is 60 nights old)
-    code, out = bench("check", "--store", str(nights), "--where", "started_at >= '2026-11-29'")
-    assert code == 0, out
     # an explicit baseline: the old driver's nights
     code, out = bench("check", "--store", str(nights), "--where", new,
                       "--baseline-where", "details['gpu_driver'] = '570.86.15'", "--json")
     assert code == 1 and json.loads(out)["verdicts"][0]["n_baseline"] == 60
 
 
+def test_a_regression_fails_every_morning_until_someone_accepts_it(nights: Path, tmp_path: Path) -> None:
+    """The gate's reference was "the runs since the last change": 60 nights after the driver update, the last
+    night passed. It stays the level before the update until `bench changes --accept` moves it."""
+    store = tmp_path / "store"
+    shutil.copytree(nights, store)  # the decisions file is the store's: the module's store stays as it was
+    last = ["check", "--store", str(store), "--where", "started_at >= '2026-11-29'"]
+    code, out = bench(*last)
+    assert code == 1 and out.startswith("REGRESSION resnet50"), out
+    change = json.loads(bench("changes", "--store", str(store), "--json")[1])["changes"][0]
+    code, out = bench("changes", "--store", str(store), "--accept", change["run_id"])
+    assert code == 2 and "--why is required" in out
+    code, out = bench("changes", "--store", str(store), "--accept", change["run_id"], "--why", "580 driver: expected",
+                      "--by", "ana")
+    assert code == 0 and out.startswith(f"accepted resnet50 b64 fp16 on host gpu-node07: the level from run {change['run_id']}")
+    code, out = bench(*last, "--json")
+    assert code == 0, out
+    verdict = next(v for v in json.loads(out)["verdicts"] if v["series"]["model"] == "resnet50")
+    assert verdict["status"] == "ok" and verdict["n_baseline"] == 59  # the new level less tonight's run
+    assert verdict["accepted"]["by"] == "ana" and verdict["accepted"]["why"] == "580 driver: expected"
+    code, out = bench("changes", "--store", str(store))
+    assert "[accepted by ana on " in next(x for x in out.splitlines() if x.startswith("slower"))
+    assert any(x.startswith("accepted resnet50") and "580 driver: expected" in x for x in out.splitlines())
+    # taken back: the regression fails again; both decisions stay in the store's history
+    code, out = bench("changes", "--store", str(store), "--unaccept", change["run_id"], "--why", "driver rolled back")
+    assert code == 0 and out.startswith("unaccepted resnet50"), out
+    assert bench(*last)[0] == 1
+    lines = [json.loads(x) for x in (store / "decisions.jsonl").read_text().splitlines()]
+    assert [(d["action"], d["run_id"]) for d in lines] == [("accept", change["run_id"]), ("unaccept", change["run_id"])]
+    code, out = bench("changes", "--store", str(store), "--unaccept", change["run_id"], "--why", "twice")
+    assert code == 2 and "is not accepted" in out
+    code, out = bench("changes", "--store", str(store), "--accept", "no-such-run", "--why", "x")
+    assert code == 2 and "not in the store" in out
+
+
+def test_no_runs_tonight_is_its_own_exit_code_and_names_the_series_that_expected_runs(nights: Path, tmp_path: Path
+                                                                                     ) -> None:
+    code, out = bench("check", "--store", str(nights), "--where", "started_at >= '2027-01-01'",
+                      "--junit", str(tmp_path / "j.xml"))
+    assert code == 3, out  # not 0 (passed), not 2 (a bad argument)
+    assert out.splitlines()[0].startswith("no run matches --where: nothing to judge")
+    missing = [x for x in out.splitlines() if x.startswith("MISSING")]
+    assert len(missing) == 2 and all("it last ran 2026-11-29" in x for x in missing)
+    suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
+    assert suite is not None and (suite.get("tests"), suite.get("errors"), suite.get("failures")) == ("2", "2", "0")
+    # one series ran tonight, the other did not: the missing one is named, and exit 3
+    code, out = bench("check", "--store", str(nights), "--where", "started_at >= '2026-11-29' AND model = 'vgg16'")
+    assert code == 3 and [x.split(":")[0] for x in out.splitlines() if x.startswith("MISSING")] == [
+        "MISSING resnet50 b64 fp16 on host gpu-node07"], out
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--threshold", "1.5"], "--threshold 1.5"),
     (["--threshold", "0"], "--threshold 0"),
-    (["--where", "started_at >= '2027-01-01'"], "selects no run"),
+    (["--fail-on", "everything"], "--fail-on"),
     (["--baseline-where", "model = 'alexnet'"], "--baseline-where"),
     (["--where", "no_such_column = 1"], "no_such_column"),
 ])

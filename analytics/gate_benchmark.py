@@ -1,0 +1,164 @@
+"""``make bench`` (gate half): bench check morning by morning on labelled nightly series, against the goals of
+issue 43, and optionally against another version of bench.analytics.check in the same run
+(``--against PATH/check.py``, e.g. one from ``git show``).
+
+The series are generated here, seeded (numpy's PCG64), ``NIGHTS`` nights each, ``N`` per kind, noise per night
+drawn from 0.3-1% (``noisy``: 1-3%); every change starts at night ``AT``:
+
+- ``noise``, ``noisy``: no change;
+- ``throttled``: no change, and one or two lone nights 20-40% slow (their own mornings are not counted);
+- ``bimodal``: two clock states 8% apart, each night in one of them at random (30-70% in the slow one);
+- ``step5``, ``step10``: a sustained -5% / -10% step;
+- ``ramp``: a slide of -10% to -20% over 10-30 nights; ``small ramp``: -5% to -10%.
+
+Each morning judges that night's run alone (``--where`` tonight) against the nights before it. Reported: the
+gate's false alarms per night on the kinds without a change, the share of steps failing on morning 1, by
+morning 2 and on morning 10, the share failing every morning from 3 to 30 (until accepted), the share of
+steps whose acceptance (at morning 5) stops the failures, the ramps failing every morning once their total is
+past 1.3x the threshold, and the time of one morning of 1,000 series. Goals (issue 43) are printed beside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import platform
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from bench.analytics import check as current
+from bench.analytics.changes import Point, Series
+from bench.analytics.decisions import Decision
+
+N = 40
+NIGHTS = 100
+AT = 60
+FIRST_MORNING = 30
+THRESHOLD = 0.05
+KINDS = ("noise", "noisy", "throttled", "bimodal", "step5", "step10", "ramp", "small ramp")
+_T0 = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+
+
+def generate(seed: int = 43) -> list[dict[str, Any]]:
+    """``N`` series of every kind: {"kind", "values", "skip": nights not judged, "total": slide per night}."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    out = []
+    for kind in KINDS:
+        for _ in range(N):
+            sigma = rng.uniform(0.01, 0.03) if kind == "noisy" else rng.uniform(0.003, 0.01)
+            logs = rng.normal(0, sigma, NIGHTS)
+            total = np.zeros(NIGHTS)
+            skip: set[int] = set()
+            if kind == "throttled":
+                skip = {int(i) for i in rng.choice(np.arange(FIRST_MORNING, NIGHTS), int(rng.integers(1, 3)), replace=False)}
+                for i in skip:
+                    logs[i] += np.log(1 - rng.uniform(0.2, 0.4))
+            elif kind == "bimodal":
+                logs += np.where(rng.random(NIGHTS) < rng.uniform(0.3, 0.7), np.log(0.92), 0.0)
+            elif kind.startswith("step"):
+                total[AT:] = 0.05 if kind == "step5" else 0.10
+            elif kind.endswith("ramp"):
+                size = rng.uniform(0.10, 0.20) if kind == "ramp" else rng.uniform(0.05, 0.10)
+                span = int(rng.integers(10, 31))
+                total = np.clip((np.arange(NIGHTS) - AT + 1) / span, 0, 1) * size
+            logs += np.log1p(-total)
+            out.append({"kind": kind, "values": 1000 * np.exp(logs), "skip": skip, "total": total})
+    return out
+
+
+def _series(values: np.ndarray) -> Series:
+    points = [Point(f"n{i}", _T0 + timedelta(days=i), i, float(v), {}) for i, v in enumerate(values)]
+    return Series("s", {}, points, label="s")
+
+
+def mornings(module: ModuleType, values: np.ndarray, first: int, last: int, accept_at: int | None = None) -> list[bool]:
+    """Whether each morning from ``first`` to ``last`` fails (regression or failed)."""
+    out = []
+    for night in range(first, last + 1):
+        kwargs: dict[str, Any] = {}
+        if accept_at is not None and night > accept_at:
+            kwargs["accepted"] = {f"n{AT}": Decision("accept", f"n{AT}", "s", "s", "bench", "", "benchmark")}
+        v = module.judge(_series(values[:night + 1]), {f"n{night}"}, None, THRESHOLD, False, **kwargs)
+        out.append(v is not None and v.status in ("regression", "failed"))
+    return out
+
+
+def measure(module: ModuleType, data: list[dict[str, Any]]) -> dict[str, float]:
+    rows: dict[str, float] = {}
+    for kind in ("noise", "noisy", "throttled", "bimodal"):
+        fails = nights = 0
+        for s in (d for d in data if d["kind"] == kind):
+            for night, failed in zip(range(FIRST_MORNING, NIGHTS), mornings(module, s["values"], FIRST_MORNING, NIGHTS - 1),
+                                     strict=True):
+                if night not in s["skip"]:
+                    fails, nights = fails + failed, nights + 1
+        rows[f"{kind}: false alarms per night"] = fails / nights
+    for kind in ("step5", "step10"):
+        runs = [mornings(module, s["values"], AT, AT + 29) for s in data if s["kind"] == kind]
+        rows[f"{kind}: fails morning 1"] = float(np.mean([m[0] for m in runs]))
+        rows[f"{kind}: fails by morning 2"] = float(np.mean([m[0] or m[1] for m in runs]))
+        rows[f"{kind}: fails morning 10"] = float(np.mean([m[9] for m in runs]))
+        rows[f"{kind}: fails every morning 3-30"] = float(np.mean([all(m[2:]) for m in runs]))
+    if "accepted" in module.judge.__code__.co_varnames:
+        after = [mornings(module, s["values"], AT + 5, AT + 29, accept_at=AT + 4) for s in data if s["kind"] == "step10"]
+        rows["step10: accepted at morning 5, no failure after"] = float(np.mean([not any(m) for m in after]))
+    for kind in ("ramp", "small ramp"):
+        ok = []
+        for s in (d for d in data if d["kind"] == kind):
+            failed = mornings(module, s["values"], AT, NIGHTS - 1)
+            past = [f for f, t in zip(failed, s["total"][AT:], strict=True) if t >= 1.3 * THRESHOLD]
+            ok.append(bool(past) and all(past))
+        rows[f"{kind}: fails every morning past 1.3x threshold"] = float(np.mean(ok))
+    return rows
+
+
+GOALS = {"noise: false alarms per night": "<= 0.002", "bimodal: false alarms per night": "<= 0.002",
+         "step5: fails by morning 2": ">= 0.90", "step5: fails every morning 3-30": "1 (until accepted)",
+         "step10: fails every morning 3-30": "1 (until accepted)", "step10: accepted at morning 5, no failure after": "1",
+         "ramp: fails every morning past 1.3x threshold": "1", "one morning of 1,000 series (s)": "< 2"}
+
+
+def timed(module: ModuleType, rng: np.random.Generator) -> float:
+    """Seconds to judge one night of 1,000 series of 200 runs (the loop only)."""
+    series = [_series(1000 * np.exp(rng.normal(0, 0.01, 200))) for _ in range(1000)]
+    t = time.perf_counter()
+    for s in series:
+        module.judge(s, {"n199"}, None, THRESHOLD, False)
+    return time.perf_counter() - t
+
+
+def _load(path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_check_against", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", help="another bench/analytics/check.py, measured in the same run")
+    args = parser.parse_args()
+    data = generate()
+    columns = {"this": current} | ({"against": _load(args.against)} if args.against else {})
+    results = {name: measure(m, data) for name, m in columns.items()}
+    for name, m in columns.items():
+        results[name]["one morning of 1,000 series (s)"] = timed(m, np.random.Generator(np.random.PCG64(7)))
+    print(f"bench check, morning by morning: {N} series per kind, {NIGHTS} nights, threshold {THRESHOLD:.0%}; "
+          f"{platform.node()}, {os.cpu_count()} CPUs, {platform.python_version()}")
+    head = f"{'':52}" + "".join(f"{n:>10}" for n in columns) + "  goal"
+    print(head)
+    for key in results["this"]:
+        cells = "".join(f"{results[n].get(key, float('nan')):>10.4f}" for n in columns)
+        print(f"{key:52}{cells}  {GOALS.get(key, '')}")
+
+
+if __name__ == "__main__":
+    main()

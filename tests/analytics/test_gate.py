@@ -1,0 +1,96 @@
+"""bench check's rule, morning by morning, on the series of issue 43's "Why" (written here with the same
+shape, seeded): each morning judges that night's run against the series before it, as a nightly CI job does.
+The expected verdicts follow from the rule in bench.analytics.check's docstring and the series' own numbers
+(a step's size against its noise), not from a run of the code."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from bench.analytics.changes import Point, Series
+from bench.analytics.check import judge
+from bench.analytics.decisions import Decision
+
+T0 = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+
+
+def series(values: list[float] | np.ndarray) -> Series:
+    points = [Point(f"n{i}", T0 + timedelta(days=i), T0 + timedelta(days=i), float(v), {}) for i, v in enumerate(values)]
+    return Series("s", {"model": "resnet50"}, points, label="resnet50")
+
+
+def mornings(values: np.ndarray, first: int, last: int, accepted: dict[str, Decision] | None = None) -> dict[int, str]:
+    """night -> the verdict on the morning after it (the series as it stood then, that night the candidate)."""
+    out = {}
+    for night in range(first, last + 1):
+        v = judge(series(values[:night + 1]), {f"n{night}"}, None, 0.05, lower=False, accepted=accepted)
+        assert v is not None
+        out[night] = v.status
+    return out
+
+
+def noisy(n: int, sigma: float, seed: int) -> np.ndarray:
+    return 1000 * np.exp(np.random.default_rng(seed).normal(0, sigma, n))
+
+
+def test_a_10_percent_step_fails_every_morning_until_accepted_then_never() -> None:
+    """Was: 96% of first mornings, 7% of fifth, 0% of tenth (the reference followed the slow runs)."""
+    values = noisy(90, 0.01, 1)
+    values[60:] *= 0.90
+    assert set(mornings(values, 60, 89).values()) == {"regression"}
+    decision = Decision("accept", "n60", "s", "resnet50", "ana", "2026-03-02T09:00:00+00:00", "new driver")
+    after = mornings(values, 61, 89, {"n60": decision})
+    assert "regression" not in after.values()
+
+
+def test_a_slow_slide_fails_from_the_morning_its_total_passes_the_threshold() -> None:
+    """-17.9% over 30 nights at 0.39% noise passed all 48 mornings (bench changes saw four steps in it)."""
+    nights = np.arange(100)
+    slide = np.clip((nights - 50) / 30, 0, 1) * np.log(1 - 0.179)
+    values = noisy(100, 0.0039, 2) * np.exp(slide)
+    verdicts = mornings(values, 30, 99)
+    total = {n: 1 - float(np.exp(slide[n])) for n in verdicts}
+    assert all(v != "regression" for n, v in verdicts.items() if total[n] < 0.03)  # not before it is near 5%
+    assert all(v == "regression" for n, v in verdicts.items() if total[n] >= 0.065)  # and always past it
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_5_percent_step_fails_by_the_second_morning_and_every_morning_after(seed: int) -> None:
+    """Was caught by the third morning in 13% of series; one at 0.47% noise passed all 10 mornings."""
+    sigma = 0.0047 if seed == 0 else float(np.random.default_rng(100 + seed).uniform(0.003, 0.01))
+    values = noisy(70, sigma, seed)
+    values[50:] *= 0.95
+    verdicts = mornings(values, 50, 69)
+    assert "regression" in (verdicts[50], verdicts[51])
+    assert all(v == "regression" for n, v in verdicts.items() if n >= 52)
+
+
+def test_ordinary_noise_fails_no_night() -> None:
+    """At 1% noise, 270 mornings: the rule's false-alarm rate is about 1 in 1,000 nights (module docstring)."""
+    verdicts = mornings(noisy(300, 0.01, 3), 30, 299)
+    assert sum(v == "regression" for v in verdicts.values()) == 0
+
+
+@pytest.mark.parametrize(("values", "status"), [
+    ([1000.0], "no baseline"),
+    ([1000.0, 990.0], "no baseline"),  # one reference run
+    ([1000.0, 1010.0, 900.0], "suspect"),  # two: their own spread, with 1 degree of freedom: not significant
+    ([1000.0] * 10 + [999.0], "ok"),  # no noise at all: -0.1% is exactly what it is
+    ([1000.0] * 10 + [900.0], "regression"),
+])
+def test_short_and_noiseless_series_get_an_answer(values: list[float], status: str) -> None:
+    v = judge(series(values), {f"n{len(values) - 1}"}, None, 0.05, lower=False)
+    assert v is not None and v.status == status
+
+
+def test_a_gap_of_months_and_a_tie_are_just_runs() -> None:
+    s = series(noisy(20, 0.01, 4))
+    s.points[10].started_at = s.points[10].order = s.points[9].started_at  # two runs at one time
+    for p in s.points[12:]:
+        p.started_at = p.order = p.started_at + timedelta(days=120)  # a gap of four months
+    s.points[-1].value *= 0.8
+    v = judge(s, {"n19"}, None, 0.05, lower=False)
+    assert v is not None and v.status == "regression" and v.n_baseline >= 10
