@@ -86,6 +86,7 @@ lint: $(VENV)/.installed-dev
 # Measured on this machine, each next to its baseline in the same run (a benchmark, not a test).
 bench: $(VENV)/.installed-dev bytecode .venv-otava/.installed
 	$(BIN)/python -m bench.analytics.changes_benchmark
+	$(BIN)/python -m bench.analytics.gate_benchmark
 	$(BIN)/python -m bench.ingest.benchmark
 	$(BIN)/python -m bench.analytics.benchmark
 	$(BIN)/python -m bench.analytics.store_benchmark

@@ -24,6 +24,13 @@ The method, in order:
 5. **Significance: the merge step of Otava** (Fleming et al., ICPE 2023): each candidate is a Welch
    t-test of the levels on its two sides; the weakest one with p >= ``alpha`` (or a relative change
    under ``min_change``) is dropped and its neighbours are tested again, until every step left passes.
+   The newest level, while it is short (fewer than ``2 * min_runs`` runs), is tested with the series' noise
+   sigma rather than its own few runs' spread (:func:`_newest`): a step is named on its third night, not
+   its fourth or later.
+
+Two clock states (``modes``): a series whose values fall into two separated levels that alternate (a GPU that
+lands in one of two clock states) is recognised before step 3, and each state is then a series of its own:
+switches between the states are neither steps nor outliers, and a change of either state still is.
 
 A level's interval is the t interval of its mean; a step's is Welch's interval of the difference of the
 log means, as a relative change (exp(d) - 1).
@@ -32,7 +39,7 @@ log means, as a relative change (exp(d) - 1).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -82,6 +89,81 @@ class Detection:
     outliers: list[Outlier]
     levels: list[Level]
     sigma: float  # the noise of one run, on the log scale
+    #: (first, last) positions in ``steps`` of each slide: steps in a row one way whose levels between
+    #: them slope that way (:func:`slides`); one change, not several
+    slides: list[tuple[int, int]] = field(default_factory=list)
+    #: per slide: (the change from the level before it to the level after it, 95% CI low, high, p)
+    slide_tests: list[tuple[float, float, float, float]] = field(default_factory=list)
+
+
+#: two states are recognised in at least this many runs, each state with at least MODE_SHARE of them, their
+#: means MODE_SEPARATION pooled standard deviations apart, switching at least half as often as random order would
+MODE_MIN_RUNS = 12
+MODE_SHARE = 0.1
+MODE_SEPARATION = 6.0
+
+
+@dataclass(frozen=True)
+class Modes:
+    """Two alternating states of a series: the log value that splits them, each state's geometric mean
+    and share of runs, and how often the series switched between them."""
+
+    split: float
+    means: tuple[float, float]  # slow state first
+    shares: tuple[float, float]
+    switches: int
+
+    def state(self, log_value: float) -> int:
+        """0 for the lower state, 1 for the upper."""
+        return int(log_value > self.split)
+
+
+def modes(x: np.ndarray) -> Modes | None:
+    """The two alternating states of log values ``x`` in time order, or None (see MODE_* for the rule): the
+    split that leaves the least squared deviation within the two groups (1-D two-means, exact on the sorted
+    values), kept when the groups are far apart for their spread and interleave in time as two states do
+    (a step between two levels switches once)."""
+    n = len(x)
+    if n < MODE_MIN_RUNS:
+        return None
+    xs = np.sort(x)
+    least = max(3, math.ceil(MODE_SHARE * n))
+    k = np.arange(least, n - least + 1)
+    if not len(k):
+        return None
+    s1, s2 = np.concatenate(([0.0], np.cumsum(xs))), np.concatenate(([0.0], np.cumsum(xs * xs)))
+    within = (s2[k] - s1[k] ** 2 / k) + (s2[n] - s2[k] - (s1[n] - s1[k]) ** 2 / (n - k))
+    best = int(np.argmin(within))
+    cut = int(k[best])
+    spread = math.sqrt(max(float(within[best]), 0.0) / (n - 2))
+    low, high = s1[cut] / cut, (s1[n] - s1[cut]) / (n - cut)
+    if spread == 0 or high - low < MODE_SEPARATION * spread:
+        return None
+    split = float((xs[cut - 1] + xs[cut]) / 2)
+    upper = x > split
+    switches = int(np.count_nonzero(upper[1:] != upper[:-1]))
+    p = cut / n
+    if switches < max(4, p * (1 - p) * n):  # random order switches 2 p (1 - p) n times
+        return None
+    return Modes(split, (math.exp(low), math.exp(high)), (p, 1 - p), switches)
+
+
+def states_of(x: np.ndarray) -> Modes | None:
+    """The two clock states of log values ``x``: those of the whole series, else those of its first or its
+    second half, their split applied to the whole (a change of one state adds a third level, which hides the
+    two from :func:`modes` over the whole series)."""
+    found = modes(x)
+    half = len(x) // 2
+    for part in (x[:half], x[half:]):
+        if found is not None:
+            break
+        if (m := modes(part)) is not None:
+            upper = x > m.split
+            share = float(np.mean(~upper))
+            if 0 < share < 1:
+                found = Modes(m.split, (math.exp(float(x[~upper].mean())), math.exp(float(x[upper].mean()))),
+                              (share, 1 - share), int(np.count_nonzero(upper[1:] != upper[:-1])))
+    return found
 
 
 def noise(x: np.ndarray) -> float:
@@ -194,6 +276,20 @@ def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
     return d, d - half, d + half, float(2 * stdtr(df, -abs(t)))
 
 
+def _newest(a: np.ndarray, b: np.ndarray, sigma: float, df: int) -> tuple[float, float, float, float]:
+    """The test of a step to the series' newest level while it is short (fewer than 2 * min_runs runs): its
+    few runs' own spread, on a degree of freedom or two, cannot confirm a step for nights; the series' noise
+    (``sigma``, from all its runs) can. Student's t with the series' degrees of freedom, and the level's own
+    spread where that is larger: (difference, 95% low, 95% high, two-sided p)."""
+    from scipy.special import stdtr, stdtrit
+
+    d = float(np.mean(b) - np.mean(a))
+    spread = max(sigma, float(np.std(b, ddof=1)) if len(b) > 1 else 0.0)
+    se = math.sqrt(sigma ** 2 / len(a) + spread ** 2 / len(b))
+    half = float(stdtrit(df, 0.975)) * se
+    return d, d - half, d + half, float(2 * stdtr(df, -abs(d / se)))
+
+
 def detect(values: list[float] | np.ndarray, *, min_runs: int = MIN_RUNS, alpha: float = ALPHA,
            min_change: float = 0.0) -> Detection:
     """The steps, outliers and levels of a series of positive values in time order (module docstring)."""
@@ -207,7 +303,10 @@ def detect(values: list[float] | np.ndarray, *, min_runs: int = MIN_RUNS, alpha:
 
     def test(cuts: list[int], i: int) -> tuple[float, float, float, float]:
         edges = [0, *cuts, len(x)]
-        return welch(x[edges[i]:edges[i + 1]], x[edges[i + 1]:edges[i + 2]])
+        a, b = x[edges[i]:edges[i + 1]], x[edges[i + 1]:edges[i + 2]]
+        if i == len(cuts) - 1 and len(b) < 2 * min_runs and sigma > 0:
+            return _newest(a, b, sigma, len(x) - 2)
+        return welch(a, b)
 
     while cuts:
         tests = [test(cuts, i) for i in range(len(cuts))]
@@ -232,4 +331,56 @@ def detect(values: list[float] | np.ndarray, *, min_runs: int = MIN_RUNS, alpha:
         near = np.concatenate((logs[max(0, i - WINDOW):i], logs[i + 1:i + 1 + WINDOW]))
         expected = float(np.exp(np.median(near))) if len(near) else float(raw[i])
         outs.append(Outlier(int(i), float(raw[i]), expected, float(raw[i] / expected - 1)))
-    return Detection(steps, outs, levels, sigma)
+    groups = slides(x, cuts, [st.change for st in steps])
+    tests = [welch(x[edges[i]:edges[i + 1]], x[edges[j + 1]:edges[j + 2]]) for i, j in groups]
+    return Detection(steps, outs, levels, sigma, groups,
+                     [(math.expm1(d), math.expm1(lo), math.expm1(hi), p) for d, lo, hi, p in tests])
+
+
+#: the within-level slope that makes steps in a row a slide: significant at this level (two-sided)
+SLIDE_ALPHA = 0.01
+
+
+def slides(x: np.ndarray, cuts: list[int], changes: list[float]) -> list[tuple[int, int]]:
+    """(first, last) step positions of each slide in ``x`` (log values less outliers, cut at ``cuts``; a step's
+    relative ``changes``): two or more steps in a row one way whose levels between them slope that way, by a
+    common slope within those levels (each level's own mean taken out; t-test, p < SLIDE_ALPHA). Flat levels
+    between steps make a staircase, which stays several changes."""
+    from scipy.special import stdtr
+
+    edges = [0, *cuts, len(x)]
+    out, i = [], 0
+    while i < len(cuts):
+        j = i
+        while j + 1 < len(cuts) and (changes[j + 1] > 0) == (changes[i] > 0):
+            j += 1
+        if j > i:
+            t, r = [], []
+            for m in range(i + 1, j + 1):
+                a, b = edges[m], edges[m + 1]
+                t.append(np.arange(a, b) - (a + b - 1) / 2)
+                r.append(x[a:b] - x[a:b].mean())
+            tc, rc = np.concatenate(t), np.concatenate(r)
+            sxx, df = float(tc @ tc), len(rc) - (j - i) - 1
+            if sxx > 0 and df >= 2:
+                slope = float(tc @ rc) / sxx
+                resid = rc - slope * tc
+                se = math.sqrt(float(resid @ resid) / df / sxx)
+                sloped = (se == 0 and slope != 0) or (se > 0 and 2 * float(stdtr(df, -abs(slope / se))) < SLIDE_ALPHA)
+                if sloped and (slope > 0) == (changes[i] > 0):
+                    out.append((i, j))
+        i = j + 1
+    return out
+
+
+def detect_states(values: list[float] | np.ndarray, *, min_runs: int = MIN_RUNS, alpha: float = ALPHA
+                  ) -> tuple[Modes | None, list[tuple[np.ndarray, Detection]]]:
+    """:func:`detect` on a series, or on each of its two clock states (``modes``; a state with fewer than
+    ``2 * min_runs`` runs is not followed): (the states or None, [(positions in ``values``, detection)])."""
+    raw = np.asarray(values, dtype=float)
+    states = states_of(np.log(raw))
+    if states is None:
+        return None, [(np.arange(len(raw)), detect(raw, min_runs=min_runs, alpha=alpha))]
+    upper = np.log(raw) > states.split
+    parts = [np.flatnonzero(upper == state) for state in (False, True)]
+    return states, [(idx, detect(raw[idx], min_runs=min_runs, alpha=alpha)) for idx in parts if len(idx) >= 2 * min_runs]

@@ -16,18 +16,26 @@ Rules for what does not fit:
 - What changed at a step: every system fact (``framework_version`` and the ``details`` map, less the
   run's own bookkeeping: ``FACT_EXCLUDED``) whose value differs between the last point before the step
   and the first point on the new level; a fact present on one side only counts (old or new is None).
+- A series in two clock states (its values alternate between two separated levels:
+  bench.analytics.changepoints.modes) is listed with both levels and how often each occurs, and each state
+  is followed as a series of its own: a switch is neither a change nor an outlier.
+- Steps in a row one way whose levels between them slope that way are one change, a slide, reported over
+  its span (changepoints.slides); flat levels between steps (a staircase) stay several changes.
+- A run far off its series among its last ``min_runs - 1`` runs is a *suspect*, reported at once: the
+  nights after it make it an outlier (they come back) or the first run of a change (they stay).
 - Lower-is-better metrics (times) are handled with their direction: ``slower`` says which way a step went.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from bench.analytics.changepoints import ALPHA, MIN_RUNS, Detection, Level, detect
+from bench.analytics.changepoints import ALPHA, MIN_RUNS, Detection, Level, detect_states
 from bench.analytics.query import view_error
 from bench.sql.errors import UsageError
 
@@ -196,6 +204,7 @@ class Change:
     slower: bool
     what_changed: dict[str, tuple[str | None, str | None]]
     accepted: dict[str, str] | None = None  # the acceptance that covers it (bench.analytics.decisions)
+    slide: dict[str, Any] | None = None  # a slide (changepoints.slides): steps, runs, to, to_run
 
 
 @dataclass
@@ -205,11 +214,15 @@ class Changes:
     min_runs: int
     changes: list[Change] = field(default_factory=list)
     outliers: list[dict[str, Any]] = field(default_factory=list)
+    #: runs far off their series among its last ``min_runs - 1``: an outlier, or the first of a new level
+    suspects: list[dict[str, Any]] = field(default_factory=list)
     too_short: list[dict[str, Any]] = field(default_factory=list)
     left_out: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     n_series: int = 0
     accepted: list[dict[str, str]] = field(default_factory=list)  # every acceptance in force, with its series
+    #: series in two clock states (changepoints.modes): their levels (geometric mean, share) and switches
+    states: list[dict[str, Any]] = field(default_factory=list)
     #: series_id -> (series, its detection), for the report's figures
     detections: dict[str, tuple[Series, Detection]] = field(default_factory=dict, repr=False)
 
@@ -255,20 +268,48 @@ def find_changes(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec",
             if s.points:
                 out.too_short.append({"series": s.describe, "label": s.label, "n": len(s.points)})
             continue
-        det = detect([p.value for p in s.points], min_runs=min_runs, alpha=alpha)
-        out.detections[s.series_id] = (s, det)
-        for o in det.outliers:
-            p = s.points[o.index]
-            out.outliers.append({"series": s.describe, "label": s.label, "run_id": p.run_id, "at": _when(p),
-                                 "value": o.value, "expected": o.expected, "change": o.change})
-        for step in det.steps:
-            first, last = s.points[step.index], s.points[step.index - 1]
-            out.changes.append(Change(
-                s.describe, s.series_id, s.label, first.run_id, _when(first), first.order,
-                _level(step.before, s.points), _level(step.after, s.points), step.change,
-                (step.ci_low, step.ci_high), step.p_value, step.change > 0 if lower else step.change < 0,
-                what_changed(last, first),
-                next(({"run_id": d.run_id, "by": d.by, "at": d.at, "why": d.why} for i, d in reversed(taken)
-                      if i >= step.index - ACCEPT_SLACK), None)))
+        states, parts = detect_states([p.value for p in s.points], min_runs=min_runs, alpha=alpha)
+        if states is None:
+            out.detections[s.series_id] = (s, parts[0][1])
+        else:  # two clock states: each is a series of its own, and a switch is neither a change nor an outlier
+            out.states.append({"series": s.describe, "label": s.label, "switches": states.switches,
+                               "levels": [{"mean": m, "share": sh} for m, sh in zip(states.means, states.shares, strict=True)]})
+        for idx, det in parts:
+            state = "" if states is None else f" (in its {('slow', 'fast')[int(states.state(math.log(s.points[idx[0]].value)))]} state)"
+            _series_changes(out, s, [s.points[i] for i in idx], det, lower, taken, state)
     return out
 
+
+def _series_changes(out: Changes, s: Series, points: list[Point], det: Detection, lower: bool,
+                    taken: list[tuple[int, Decision]], state: str = "") -> None:
+    """Add the changes and outliers ``det`` found in ``points`` (a series, or one of its two states: ``state``
+    says which, after the label) to ``out``; an acceptance covers a change as find_changes says."""
+    where = {id(p): i for i, p in enumerate(s.points)}
+    label = s.label + state
+    for o in det.outliers:
+        p = points[o.index]
+        # among the last nights, too new to tell an outlier from the first runs of a new level
+        (out.suspects if o.index > len(points) - out.min_runs else out.outliers).append(
+            {"series": s.describe, "label": label, "run_id": p.run_id, "at": _when(p), "value": o.value,
+             "expected": o.expected, "change": o.change})
+    starts = dict(det.slides)
+    inside = {k for i, j in det.slides for k in range(i + 1, j + 1)}
+    for n, step in enumerate(det.steps):
+        if n in inside:
+            continue
+        first, last = points[step.index], points[step.index - 1]
+        change, low, high, p = step.change, step.ci_low, step.ci_high, step.p_value
+        after, slide = step.after, None
+        if n in starts:  # a slide: one change from the level before its first step to the level after its last
+            end = det.steps[starts[n]]
+            change, low, high, p = det.slide_tests[det.slides.index((n, starts[n]))]
+            after = end.after
+            slide = {"steps": starts[n] - n + 1, "runs": end.index - step.index + 1, "to": _when(points[end.index]),
+                     "to_run": points[end.index].run_id}
+        at = where[id(first)]
+        out.changes.append(Change(
+            s.describe, s.series_id, label, first.run_id, _when(first), first.order,
+            _level(step.before, points), _level(after, points), change, (low, high), p,
+            change > 0 if lower else change < 0, what_changed(last, first),
+            next(({"run_id": d.run_id, "by": d.by, "at": d.at, "why": d.why} for i, d in reversed(taken)
+                  if i >= at - ACCEPT_SLACK), None), slide))

@@ -41,16 +41,30 @@ def change_line(c: Change) -> str:
     """"resnet50 b256 fp16 on host h1: -7.0% (95% CI -7.3% to -6.7%) from 2026-10-01, when gpu_driver
     changed 570.86.15 -> 580.159.04"."""
     low, high = c.ci95
+    if c.slide:
+        return (f"{c.label}: {pct(c.change)} over {c.slide['runs']} runs from {day(c.at)} to {day(c.slide['to'])} "
+                f"(a slide: {c.slide['steps']} steps in a row with sloping levels between; 95% CI {pct(low)} to "
+                f"{pct(high)}, p={c.p_value:.2g}) (runs {c.run_id} to {c.slide['to_run']}), {facts_text(c.what_changed)}")
     return (f"{c.label}: {pct(c.change)} (95% CI {pct(low)} to {pct(high)}, p={c.p_value:.2g}) "
             f"from {day(c.at)} (run {c.run_id}), {facts_text(c.what_changed)}")
 
 
 def print_changes(ch: Changes) -> None:
-    typer.echo(f"{ch.n_series} series of {ch.metric}; {len(ch.changes)} changes, {len(ch.outliers)} outliers "
+    typer.echo(f"{ch.n_series} series of {ch.metric}; {len(ch.changes)} changes, {len(ch.outliers)} outliers, "
+               f"{len(ch.suspects)} suspects "
                f"(a change needs {ch.min_runs} runs on its new level)")
     for c in ch.changes:
         accepted = f" [accepted by {c.accepted['by']} on {day(c.accepted['at'])}]" if c.accepted else ""
         typer.echo(("slower  " if c.slower else "faster  ") + change_line(c) + accepted)
+    for st in ch.states:
+        (slow, fast) = st["levels"]
+        typer.echo(f"two states {st['label']}: {slow['mean']:.4g} ({slow['share']:.0%} of runs) and {fast['mean']:.4g} "
+                   f"({fast['share']:.0%}), {fast['mean'] / slow['mean'] - 1:+.1%} apart, {st['switches']} switches; "
+                   "a switch is neither a change nor an outlier, and each state is followed on its own")
+    for o in ch.suspects:
+        typer.echo(f"suspect {o['label']}: {pct(o['change'])} against the runs before it on {day(o['at'])} "
+                   f"(run {o['run_id']}): one of its last nights, an outlier or the first of a new level; "
+                   f"the next nights tell (bench check --fail-on suspect fails on it)")
     for o in ch.outliers:
         typer.echo(f"outlier {o['label']}: {pct(o['change'])} against its neighbours on {day(o['at'])} "
                    f"(run {o['run_id']})")

@@ -9,6 +9,8 @@
   last level; outliers left out. A regression therefore fails every morning until someone accepts it, and a
   slide that bench changes sees as several steps is measured from where it began. A faster level needs no
   acceptance: losing it is a regression.
+- **Two clock states**: where the runs since the latest acceptance alternate between two separated levels
+  (bench.analytics.changepoints.states_of), tonight is judged against the runs in its own state only.
 - **Noise**: sigma of one run, from the differences of neighbouring runs of the whole history before the
   candidates (bench.analytics.changepoints.noise: a step does not inflate it); where the history is
   shorter than 3 runs, the reference's standard deviation.
@@ -44,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bench.analytics.changepoints import MIN_RUNS, OUTLIER_Z, detect, find_outliers, noise
+from bench.analytics.changepoints import MIN_RUNS, OUTLIER_Z, detect, find_outliers, noise, states_of
 from bench.analytics.changes import METRICS, Point, Series, load_series, what_changed
 from bench.sql.errors import UsageError
 
@@ -85,6 +87,7 @@ class Verdict:
     baseline_runs: tuple[str | None, str | None] = (None, None)  # first and last reference run_id
     accepted: dict[str, str] | None = None  # the acceptance the reference starts at
     last_run: str | None = None  # (missing) when the series last ran
+    states: dict[str, Any] | None = None  # two clock states (changepoints.modes): means, shares, tonight's
     since: dict[str, Any] | None = None  # the unaccepted slower level tonight is still on (run_id, change, n, from)
     what_changed: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
 
@@ -164,6 +167,12 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
             d = accepted[s.points[since].run_id]  # type: ignore[index]
             v.accepted = {"run_id": d.run_id, "by": d.by, "at": d.at, "why": d.why}
         history = [p for p in s.points[since:first] if p.run_id not in cand]
+        states = states_of(np.log([p.value for p in history]))
+        if states:  # two clock states: tonight is judged against the runs in its own state
+            state = states.state(float(np.mean(np.log([p.value for p in picked]))))
+            history, earlier = ([p for p in ps if states.state(math.log(p.value)) == state] for ps in (history, earlier))
+            v.states = {"means": states.means, "shares": states.shares, "switches": states.switches,
+                        "tonight": ("slower", "faster")[state]}
         base, _ = reference(history, lower, min_runs)
         _, slow_level = reference(history + picked, lower, min_runs)  # tonight is evidence of a level too
     v.n_baseline = len(base)

@@ -300,7 +300,9 @@ def changes_command(
     if where and not first(con, "SELECT 1 FROM runs LIMIT 1"):
         raise UsageError(f"--where {where!r} selects no run")
     if accept or unaccept:
-        typer.echo(decisions.decide(root, con, metric.value, order_by, accept, unaccept, why, by))
+        from bench.analytics.accept import decide
+
+        typer.echo(decide(root, con, metric.value, order_by, accept, unaccept, why, by))
         return
     found = find_changes(con, metric.value, order_by, min_runs, accepted=decisions.accepted(root))
     if as_json:

@@ -17,12 +17,8 @@ import sys
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from bench.sql.errors import BenchError, UsageError
-
-if TYPE_CHECKING:
-    import duckdb
+from bench.sql.errors import BenchError
 
 FILE = "decisions.jsonl"
 
@@ -101,30 +97,3 @@ def accepted(root: Path) -> dict[str, Decision]:
         current[d.run_id] = d
     return {r: d for r, d in current.items() if d.action == "accept"}
 
-
-def decide(root: Path, con: duckdb.DuckDBPyConnection, metric: str, order_by: str | None, accept: str | None,
-           unaccept: str | None, why: str | None, by: str | None) -> str:
-    """``bench changes --accept RUN`` / ``--unaccept RUN``: check the run, record the decision, and say it in
-    one line. Raises UsageError for a run that is not a point of a series, or a decision without a reason."""
-    from bench.analytics.changes import load_series
-
-    if accept and unaccept:
-        raise UsageError("--accept and --unaccept: one decision at a time")
-    run = accept or unaccept or ""
-    if not why or not why.strip():
-        raise UsageError(f"--why is required with --{'accept' if accept else 'unaccept'}: it is recorded with who and when")
-    found = [(s, p) for s in load_series(con, metric, order_by) for p in s.points if p.run_id == run]
-    if not found:
-        (n,), = con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run]).fetchall()
-        raise UsageError(f"run {run!r} " + ("has no value of the metric, so it starts no level" if n else
-                                            "is not in the store (bench changes names each change's run)"))
-    series, point = found[0]
-    current = accepted(root)
-    if unaccept and run not in current:
-        raise UsageError(f"run {run!r} is not accepted (bench changes lists what is)")
-    d = record(root, "accept" if accept else "unaccept", run, series.series_id, series.label, why.strip(), by)
-    when = point.started_at.date().isoformat() if point.started_at else "?"
-    if accept:
-        return (f"accepted {series.label}: the level from run {run} ({when}) is its reference for bench check now "
-                f"({d.by}, {d.at}: {d.why})")
-    return f"unaccepted {series.label}: run {run} ({when}) no longer starts its reference ({d.by}, {d.at}: {d.why})"

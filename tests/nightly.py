@@ -6,7 +6,12 @@ night. On night 60 (2026-10-01) the NVIDIA driver goes from 570.86.15 to 580.159
 7% slower from then on; vgg16 does not change. On night 90 (2026-10-31) vgg16 is throttled: 30% slower
 for that one night. Run-to-run noise is 1% (normal, seeded), so the values are reproducible.
 
-Usage: python tests/nightly.py DIR  (writes DIR/<date>-<model>/)
+A second host, gpu-node08, runs the same two models at 0.5% noise (its own seed; ``node08=False`` leaves it
+out): its resnet50 slides 12% slower over the 20 nights from night 80 (2026-10-21) with nothing recorded
+changing on the machine, and its vgg16 lands in one of two clock states 8% apart each night (the slow one
+on 40% of nights, at random).
+
+Usage: python tests/nightly.py DIR  (writes DIR/<date>-<model>[-gpu-node08]/)
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import json
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +31,8 @@ THROTTLED_NIGHT = 90  # vgg16 alone, one night
 DRIVERS = ("570.86.15", "580.159.04")
 MODELS = {"resnet50": 2950.0, "vgg16": 1710.0}  # images/s before the change
 SLOWDOWN = 0.07
+SLIDE = (80, 20, 0.12)  # gpu-node08's resnet50: first night, nights, total slowdown
+CLOCK_STATES = (0.08, 0.4)  # gpu-node08's vgg16: the slow state's slowdown and share of nights
 THROTTLE = 0.30
 NOISE = 0.01
 GPU = "NVIDIA H100 80GB HBM3"
@@ -55,16 +63,31 @@ def log_text(model: str, total: float) -> str:
             "----------------------------------------------------------------\n")
 
 
-def write_nights(root: Path, nights: int = NIGHTS, seed: int = 7) -> list[Path]:
+def node08_rate(model: str, night: int, rng: np.random.Generator) -> float:
+    """gpu-node08's night (see the module docstring)."""
+    value = MODELS[model] * (1 + NOISE / 2 * rng.standard_normal())
+    if model == "resnet50":
+        first, span, total = SLIDE
+        value *= 1 - total * min(max((night - first + 1) / span, 0.0), 1.0)
+    elif rng.random() < CLOCK_STATES[1]:
+        value *= 1 - CLOCK_STATES[0]
+    return round(value, 2)
+
+
+def write_nights(root: Path, nights: int = NIGHTS, seed: int = 7, node08: bool = True) -> list[Path]:
     """Write the run folders under ``root``; returns them, night by night."""
-    rng = np.random.default_rng(seed)
+    out = _write(root, nights, np.random.default_rng(seed), "gpu-node07", rate)
+    return out + (_write(root, nights, np.random.default_rng(seed + 1), "gpu-node08", node08_rate) if node08 else [])
+
+
+def _write(root: Path, nights: int, rng: np.random.Generator, host: str, rate: Any) -> list[Path]:
     out = []
     for night in range(nights):
         for k, model in enumerate(MODELS):
-            started = START + timedelta(days=night, minutes=20 * k)
+            started = START + timedelta(days=night, minutes=20 * k + (40 if host != "gpu-node07" else 0))
             total = rate(model, night, rng)
             wall = 50 * 512 / total + 40
-            driver = DRIVERS[night >= CHANGE_NIGHT]
+            driver = DRIVERS[host == "gpu-node07" and night >= CHANGE_NIGHT]
             run_id = f"{started:%Y%m%dT%H%M%SZ}-{model}-b64-g8-r1-{night:04x}"
             meta = {
                 "schema_version": 1, "run_id": run_id, "status": "ok", "exit_code": 0, "repeat": 1,
@@ -75,14 +98,14 @@ def write_nights(root: Path, nights: int = NIGHTS, seed: int = 7) -> list[Path]:
                 "env": {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"},
                 "gpus": [{"name": GPU, "driver_version": driver, "memory_total_mib": 81559.0,
                           "sm_clock_max_mhz": 1980.0, "enforced_power_limit_w": 700.0}] * 8,
-                "host": {"hostname": "gpu-node07", "kernel": "6.8.0-45-generic", "os": "Ubuntu 24.04.1 LTS",
+                "host": {"hostname": host, "kernel": "6.8.0-45-generic", "os": "Ubuntu 24.04.1 LTS",
                          "python": "3.11.7", "cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "physical_cores": 112},
                 "versions": {"cuda": "12.8", "cudnn": "9.7.0", "nccl": "2.25.1", "tensorflow": "2.15.1"},
                 "tags": {"study": "nightly"},
                 "spec": {"model": model, "batch_size": 64, "num_gpus": 8, "precision": "fp16",
                          "variable_update": "replicated", "data_format": "NCHW", "tags": {"study": "nightly"}},
             }
-            folder = root / f"{started:%Y-%m-%d}-{model}"
+            folder = root / f"{started:%Y-%m-%d}-{model}{'' if host == 'gpu-node07' else '-' + host}"
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "run.json").write_text(json.dumps(meta, indent=1))
             (folder / "output.log").write_text(log_text(model, total))

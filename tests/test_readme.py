@@ -170,13 +170,15 @@ def test_readme_command_runs(command: str, workspace: Path) -> None:
     if "..." in argv:  # "the two above": the README's Lambda path patterns
         patterns = [a for a in _argv(next(c for c in COMMANDS if "{system}.logs" in c)) if "{system}" in a]
         argv = [a for a in argv if a not in ("...", "--path-pattern")] + [x for p in patterns for x in ("--path-pattern", p)]
-    _run(argv, workspace, exits_1="exits 1" in _comment(command))
+    said = re.search(r"exits (\d+)", _comment(command))
+    _run(argv, workspace, exits=int(said.group(1)) if said else None)
 
 
-def _run(argv: list[str], workspace: Path, exits_1: bool = False) -> None:
+def _run(argv: list[str], workspace: Path, exits: int | None = None) -> None:
     """``bench ARGV...`` in the workspace, as the user's shell would run it (with the README's exports); a
-    command whose comment says it ``exits 1`` (bench check finding a regression) must exit 1."""
+    command whose comment says it ``exits N`` (bench check finding a regression: 1; nothing to judge: 3)
+    must exit N."""
     res = subprocess.run([sys.executable, "-m", "bench.runner", *argv[1:]], cwd=workspace, env={**os.environ, **ENV},
                          capture_output=True, text=True, timeout=600)
-    allowed = {1} if exits_1 else {0, 1} if "--strict" in argv else {0}
+    allowed = {exits} if exits is not None else {0, 1} if "--strict" in argv else {0}
     assert res.returncode in allowed, f"{argv}\nexit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"

@@ -65,13 +65,15 @@ def changes_section(con: duckdb.DuckDBPyConnection, renderer: Renderer) -> tuple
         return [], []
     sec = Section("Changes over time", [_summary(found)])
     findings = []
-    changed = list(dict.fromkeys(c.series_id for c in found.changes))
+    # a series in two clock states has no one line of levels to draw: its changes are in the table
+    changed = list(dict.fromkeys(c.series_id for c in found.changes if c.series_id in found.detections))
     for sid in changed[:MAX_FIGURES]:
         s, det = found.detections[sid]
         x: list[Any] = [p.started_at if p.started_at is not None else i for i, p in enumerate(s.points)]
         levels = [(x[lv.start], x[lv.end - 1], lv.mean) for lv in det.levels]
-        marks = [(x[c.index], f"{pct(c.change)}: {facts_text(ch.what_changed, 2)}")
-                 for c, ch in zip(det.steps, [c for c in found.changes if c.series_id == sid], strict=True)]
+        at = {p.run_id: i for i, p in enumerate(s.points)}
+        marks = [(x[at[c.run_id]], f"{pct(c.change)}{' (a slide)' if c.slide else ''}: {facts_text(c.what_changed, 2)}")
+                 for c in found.changes if c.series_id == sid]
         outs = [(x[o.index], o.value) for o in det.outliers]
         slug = f"fig-change-{slugify(s.label, 100)}"
         sec.figures.append(Figure(slug, f"{found.metric} of {s.label} over time", renderer.svg(
@@ -80,7 +82,9 @@ def changes_section(con: duckdb.DuckDBPyConnection, renderer: Renderer) -> tuple
     for c in found.changes:
         link = f"fig-change-{slugify(c.label, 100)}" if c.series_id in changed[:MAX_FIGURES] else CHANGES
         way = "slower" if c.slower else "faster"
-        findings.append(Finding("change", f"{c.label} got {abs(c.change):.1%} {way} on {day(c.at)} (95% CI "
+        when = (f"over {c.slide['runs']} runs from {day(c.at)} to {day(c.slide['to'])}, a slide" if c.slide
+                else f"on {day(c.at)}")
+        findings.append(Finding("change", f"{c.label} got {abs(c.change):.1%} {way} {when} (95% CI "
                                 f"{pct(c.ci95[0])} to {pct(c.ci95[1])}), {facts_text(c.what_changed)}.",
                                 c.change, c.ci95, c.after["n"], link))
     if found.changes:
@@ -100,10 +104,17 @@ def changes_section(con: duckdb.DuckDBPyConnection, renderer: Renderer) -> tuple
 
 
 def _summary(found: Changes) -> str:
-    n = len(found.detections)
+    n = len(found.detections) + len(found.states)
     text = (f"{n} series (one workload on one system, in time order) have at least {2 * found.min_runs} runs; "
             f"{len(found.changes)} changes of level and {len(found.outliers)} outliers were found. A change "
             f"needs {found.min_runs} runs on its new level and a Welch t-test with p < 0.001 (bench changes).")
+    if found.states:
+        text += (f" {len(found.states)} series alternate between two clock states ("
+                 + "; ".join(f"{st['label']}: {st['levels'][0]['mean']:.4g} on {st['levels'][0]['share']:.0%} of runs, "
+                             f"{st['levels'][1]['mean']:.4g} on the rest" for st in found.states[:3])
+                 + "); each state is followed on its own, and a switch is not a change.")
+    if found.suspects:
+        text += f" {len(found.suspects)} runs among the last nights are far off their series (suspects: bench changes)."
     if found.too_short:
         text += f" {len(found.too_short)} series with fewer runs are left out."
     return text

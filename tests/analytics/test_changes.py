@@ -30,7 +30,7 @@ def bench(*args: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def nights(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("nightly")
-    nightly.write_nights(root / "runs")
+    nightly.write_nights(root / "runs", node08=False)
     code, out = bench("ingest", str(root / "runs"), "--store", str(root / "store"))
     assert code == 0, out
     return root / "store"

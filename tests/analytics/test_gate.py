@@ -6,6 +6,7 @@ The expected verdicts follow from the rule in bench.analytics.check's docstring 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -94,3 +95,18 @@ def test_a_gap_of_months_and_a_tie_are_just_runs() -> None:
     s.points[-1].value *= 0.8
     v = judge(s, {"n19"}, None, 0.05, lower=False)
     assert v is not None and v.status == "regression" and v.n_baseline >= 10
+
+
+def test_a_damaged_decisions_file_only_makes_the_gate_stricter(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A torn or hand-edited line is left out with a warning naming it: its acceptance is lost (the gate fails
+    again), never invented; the lines around it still count, and the latest decision on a run wins."""
+    from bench.analytics import decisions
+
+    decisions.record(tmp_path, "accept", "n60", "s", "resnet50", "new driver", by="ana")
+    with (tmp_path / decisions.FILE).open("a") as f:
+        f.write('{"action": "accept", "run_id": "n70", "by": "bo"\n')  # torn: no closing brace, fields missing
+    decisions.record(tmp_path, "accept", "n80", "s", "resnet50", "new kernel", by="ana")
+    decisions.record(tmp_path, "unaccept", "n80", "s", "resnet50", "rolled back", by="bo")
+    assert sorted(decisions.accepted(tmp_path)) == ["n60"]
+    assert "decisions.jsonl line 2 does not read" in capsys.readouterr().err
+    assert decisions.accepted(tmp_path / "nowhere") == {}
