@@ -220,7 +220,7 @@ class Changes:
     left_out: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     n_series: int = 0
-    accepted: list[dict[str, str]] = field(default_factory=list)  # every acceptance in force, with its series
+    accepted: list[dict[str, Any]] = field(default_factory=list)  # every acceptance in force, with its series
     #: series in two clock states (changepoints.modes): their levels (geometric mean, share) and switches
     states: list[dict[str, Any]] = field(default_factory=list)
     #: series_id -> (series, its detection), for the report's figures
@@ -298,18 +298,18 @@ def _series_changes(out: Changes, s: Series, points: list[Point], det: Detection
         if n in inside:
             continue
         first, last = points[step.index], points[step.index - 1]
-        change, low, high, p = step.change, step.ci_low, step.ci_high, step.p_value
+        change, low, high, p_value = step.change, step.ci_low, step.ci_high, step.p_value
         after, slide = step.after, None
         if n in starts:  # a slide: one change from the level before its first step to the level after its last
             end = det.steps[starts[n]]
-            change, low, high, p = det.slide_tests[det.slides.index((n, starts[n]))]
+            change, low, high, p_value = det.slide_tests[det.slides.index((n, starts[n]))]
             after = end.after
             slide = {"steps": starts[n] - n + 1, "runs": end.index - step.index + 1, "to": _when(points[end.index]),
                      "to_run": points[end.index].run_id}
         at = where[id(first)]
         out.changes.append(Change(
             s.describe, s.series_id, label, first.run_id, _when(first), first.order,
-            _level(step.before, points), _level(after, points), change, (low, high), p,
+            _level(step.before, points), _level(after, points), change, (low, high), p_value,
             change > 0 if lower else change < 0, what_changed(last, first),
             next(({"run_id": d.run_id, "by": d.by, "at": d.at, "why": d.why} for i, d in reversed(taken)
                   if i >= at - ACCEPT_SLACK), None), slide))

@@ -97,6 +97,8 @@ def verdict_line(v: Verdict, result: CheckResult) -> str:
         return f"no baseline {v.label}: {v.n_baseline} reference runs to compare {v.n_candidates} candidates with"
     low, high = v.ci95
     since = f", the level since the change {v.accepted['by']} accepted" if v.accepted else ""
+    if v.states:
+        since += f" in its {v.states['tonight']} clock state (of two, {v.states['switches']} switches)"
     runs = "1 run" if v.n_candidates == 1 else f"{v.n_candidates} runs"
     text = (f"{_HEADS[v.status]} {v.label}: {pct(v.change)} (95% CI {pct(low)} to {pct(high)}) over {runs} "
             f"against a reference of {v.n_baseline}{since}; ")

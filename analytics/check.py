@@ -19,19 +19,20 @@
   with significance, one-sided p < ``alpha`` (default 0.002), and (2) its slowdown may reach ``threshold``:
   the 95% one-sided bound of the slowdown is at or beyond it. So a sustained slowdown of exactly the
   threshold fails 95% of the mornings where the noise lets (1) show, and a slowdown is let through only
-  where it is shown to be smaller than the threshold or not shown at all. And a regression nobody accepted
-  goes on failing: when the level after the earliest slower change (tonight's runs among its points) is a
-  regression by the same rule, its bound taken at 99% (``LEVEL_BOUND``), or its first run failed its own
-  morning and the level may still be ``CLEAR`` (0.8) x the threshold slower (hysteresis: a level at the
-  threshold does not flap), tonight is one too unless it is back to less than a third of that level's slowdown (``BACK``).
-  Before a new level can be confirmed (its first nights), the same holds against the morning before, as
-  judged then: a slower night after a failing one fails too unless it is back. Measured by ``make bench`` (bench.analytics.gate_benchmark).
+  where it is shown to be smaller than the threshold or not shown at all.
+- **Memory**: a regression nobody accepted goes on failing. When the level after the earliest slower change
+  (tonight's runs among its points) is a regression by the rule with its bound taken at 99%
+  (``LEVEL_BOUND``), or its first run failed its own morning and the level may still be ``CLEAR`` (0.8) x
+  the threshold slower (hysteresis: a level at the threshold does not flap), tonight fails too, unless it is
+  back to less than a third of that level's slowdown (``BACK``). Before a new level can be confirmed (its
+  first nights), the same holds against the morning before, as judged then.
 - **Other verdicts**: ``failed`` when every candidate failed (a benchmark that stopped running is a
-  regression too); ``suspect`` when fewer than ``min_runs`` candidates (not yet a level) are more
-  than OUTLIER_Z sigma off the reference either way without being a regression (fails with ``fail_on="suspect"``); ``accepted`` when a candidate
-  itself starts an accepted level; ``no baseline`` with fewer than 2 reference runs; ``missing`` for a series
-  that ran in the week before the candidates (before the store's newest run, when there are none) and has no
-  candidate.
+  regression too); ``suspect`` when fewer than ``min_runs`` candidates (not yet a level) are more than
+  OUTLIER_Z sigma off the reference either way without being a regression (it fails with
+  ``fail_on="suspect"``); ``accepted`` when a candidate itself starts an accepted level; ``no baseline``
+  with fewer than 2 reference runs; ``missing`` for a series that ran in the EXPECT_DAYS before the
+  candidates (before the store's newest run, when there are none) and has no candidate.
+- Measured, morning by morning, by ``make bench`` (bench.analytics.gate_benchmark).
 - Exit codes (bench.analytics.cli): 1 when a series fails, 3 when there is nothing to judge or a series is
   missing (and nothing fails), 0 otherwise, 2 for a bad argument.
 """
@@ -87,7 +88,7 @@ class Verdict:
     baseline_runs: tuple[str | None, str | None] = (None, None)  # first and last reference run_id
     accepted: dict[str, str] | None = None  # the acceptance the reference starts at
     last_run: str | None = None  # (missing) when the series last ran
-    states: dict[str, Any] | None = None  # two clock states (changepoints.modes): means, shares, tonight's
+    states: dict[str, Any] | None = None  # two clock states (changepoints.states_of): means, shares, tonight's
     since: dict[str, Any] | None = None  # the unaccepted slower level tonight is still on (run_id, change, n, from)
     what_changed: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
 

@@ -41,7 +41,7 @@ def shown_figure(fig: Any) -> None:
 #: savefig's arguments that keep every label whole: the saved canvas grows (or shrinks) to what was drawn,
 #: so a long axis label or device name is never cut at the border ("(geometric mean, 9"), at the cost of
 #: one layout pass without rendering, not a second draw.
-WHOLE = {"bbox_inches": "tight", "pad_inches": 0.05}
+WHOLE: dict[str, Any] = {"bbox_inches": "tight", "pad_inches": 0.05}
 
 
 def _plain(v: object) -> object:
