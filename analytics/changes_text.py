@@ -94,7 +94,8 @@ def verdict_line(v: Verdict, result: CheckResult) -> str:
         a = v.accepted
         return f"accepted {v.label}: its candidates start the level {a['by']} accepted on {day(a['at'])}: {a['why']}"
     if v.status == "no baseline":
-        return f"no baseline {v.label}: {v.n_baseline} reference runs to compare {v.n_candidates} candidates with"
+        cands = "1 candidate" if v.n_candidates == 1 else f"{v.n_candidates} candidates"
+        return f"no baseline {v.label}: {v.n_baseline} reference runs to compare {cands} with"
     low, high = v.ci95
     since = f", the level since the change {v.accepted['by']} accepted" if v.accepted else ""
     if v.states:

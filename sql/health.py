@@ -97,8 +97,7 @@ class Verified:
     def commit_rows(self, path: Path, columns: list[str]) -> list[dict[str, Any]]:
         """The rows of a commits file: read by DuckDB once its page checksums were verified (by pyarrow, and
         remembered like a data file's hash: a reader then never imports pyarrow)."""
-        st = path.stat()
-        ident = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        ident = _identity(path)
         self.commits_read.add(str(path))
         if self.known.get(str(path)) == ident:
             return deltalog.read_parquet_rows(path, columns)
@@ -109,8 +108,7 @@ class Verified:
 
     def check(self, f: delta.DataFile) -> str | None:
         """Why ``f`` cannot be trusted (its bytes are not those committed), or None."""
-        st = f.path.stat()
-        ident = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        ident = _identity(f.path)
         if self.known.get(str(f.path)) == ident:
             return None
         if self._recorded is None:
@@ -195,3 +193,10 @@ def _orphan_sources(root: Path, state: Health) -> list[str]:
                 out.append(f"source {row['source']} gave {row['n_runs']} run(s) of which the store holds none; "
                            f"run `bench ingest --rebuild --store {root}`")
     return out
+
+
+def _identity(path: Path) -> list[int]:
+    """What says a file is the one verified before: inode, size, and modification and change times (ns).
+    Raises OSError when it cannot be read."""
+    st = path.stat()
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
