@@ -4,8 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STORE ?= bench-store
 
-HOROVOD_FLAGS := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+# With Open MPI when its compiler wrapper is here (build-tools installs it as root), else Gloo only.
+HOROVOD_MPI = $(if $(shell command -v mpicxx),mpi,nompi)
+HOROVOD_FLAGS = HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 \
+	$(if $(filter mpi,$(HOROVOD_MPI)),HOROVOD_WITH_MPI=1,HOROVOD_WITHOUT_MPI=1) \
 	HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1
+# The wheel built with those flags, kept by itself: pip's own wheel cache is keyed by the release only, so it
+# would hand back a wheel built without MPI by an older checkout.
+HOROVOD_WHEELS = $(HOME)/.cache/dlbench/horovod-0.28.1-tf2.15.1-gloo-$(HOROVOD_MPI)
 
 .PHONY: demo test train lint bench clean horovod torch build-tools bytecode gpu-wheels lock
 
@@ -39,23 +45,30 @@ $(VENV)/.installed-dev: $(INSTALL_DEPS) | $(BIN)/python
 bytecode: | $(BIN)/python
 	$(BIN)/python -m compileall -q ingest runner analytics sql > /dev/null
 
-# Horovod 0.28.1 (its last release) built against the venv's TensorFlow 2.15.1 with Gloo, without MPI:
-# about 15 minutes on 2 cores the first time, then pip's wheel cache makes it instant. As root, the
-# Debian build tools are installed when missing.
+# Horovod 0.28.1 (its last release) built against the venv's TensorFlow 2.15.1 with Gloo and Open MPI (Debian's
+# libopenmpi-dev), so that it has a controller under horovodrun, mpirun and srun --mpi=pmix: about 15 minutes on
+# 2 cores the first time, then the wheel in HOROVOD_WHEELS makes it instant. A Horovod without MPI is replaced.
 horovod: build-tools | $(BIN)/python
-	$(BIN)/python -c "import horovod.tensorflow" 2>/dev/null || \
-		$(HOROVOD_FLAGS) $(BIN)/pip install --quiet --no-build-isolation horovod==0.28.1
+	@$(BIN)/python -c "import horovod.tensorflow as h; assert h.gloo_built() and (h.mpi_built() or '$(HOROVOD_MPI)' == 'nompi')" \
+		2>/dev/null || { \
+		ls $(HOROVOD_WHEELS)/horovod-*.whl >/dev/null 2>&1 || { mkdir -p $(HOROVOD_WHEELS) && \
+			$(HOROVOD_FLAGS) $(BIN)/pip wheel --quiet --no-deps --no-build-isolation --no-cache-dir \
+				-w $(HOROVOD_WHEELS) horovod==0.28.1; } && \
+		$(BIN)/pip install --quiet --force-reinstall --no-deps $(HOROVOD_WHEELS)/horovod-*.whl && \
+		$(BIN)/pip install --quiet -c requirements.lock horovod==0.28.1; }
 
 # PyTorch for the bundled example (runner/examples/torch_train.py) that `bench run -- COMMAND` and the GPU
 # check run on the CPU in the tests: the CPU build this machine kind keeps on disk (pip finds it by version).
 torch: | $(BIN)/python
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install --quiet torch==2.13.0
 
-# Compilers for the C scanner and Horovod, and Chromium for the report test: installed as root when missing.
+# Compilers for the C scanner and Horovod, Open MPI for Horovod's MPI controller and the mpirun tests, and
+# Chromium for the report test: installed as root when missing.
 build-tools:
-	@command -v cmake >/dev/null && command -v g++ >/dev/null && command -v chromium >/dev/null || { \
-		[ "$$(id -u)" = 0 ] && apt-get update && apt-get install -y cmake g++ chromium; } || \
-		echo "note: not root; cmake, g++ or chromium is missing (tests that need them skip)"
+	@command -v cmake >/dev/null && command -v g++ >/dev/null && command -v chromium >/dev/null && \
+		command -v mpicxx >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update && \
+		apt-get install -y cmake g++ chromium openmpi-bin libopenmpi-dev; } || \
+		echo "note: not root; cmake, g++, chromium or Open MPI is missing (tests that need them skip)"
 
 OFFICIAL_PATTERN := {source}/{host}/{dataset}-{data}-{precision}/{model}-bs{batch_size_per_device}-{num_gpus}gpus.log
 
@@ -73,7 +86,10 @@ demo: $(VENV)/.installed
 train: $(VENV)/.installed
 	$(BIN)/pip install --quiet -c requirements.lock -e '.[train]'
 
+# The scheduler tests need a one-machine Slurm cluster (tests/cluster/slurm-up.sh: as root it installs and starts
+# one; otherwise it says why, and those tests skip with that reason).
 test: $(VENV)/.installed-dev
+	tests/cluster/slurm-up.sh || echo "note: the one-machine Slurm cluster did not start (the cluster tests skip)"
 	$(BIN)/pytest
 
 # mypy needs a strict editable install to see the package-dir mapping (new files then need a

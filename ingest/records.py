@@ -19,10 +19,11 @@ from bench.ingest.tables import StepTable, TelemetrySample, TelemetryTable
 __all__ = ["PROBLEM_KINDS", "STATUSES", "ParseResult", "Problem", "Run", "ScoreScale", "StepTable", "System",
            "TelemetrySample", "TelemetryTable"]
 
-#: Allowed values of ``Run.status``. ``timeout`` and ``interrupted`` come from ``bench run``.
+#: Allowed values of ``Run.status``. ``timeout``, ``interrupted`` and ``cancelled`` (a Slurm job cancelled) come
+#: from ``bench run``.
 #: ``invalid``: the log printed a result no run can have (NaN, infinite, zero, negative or beyond the
 #: physically possible; see ``bench.ingest.checks``), so its result metrics are NULL.
-STATUSES = ("ok", "failed", "oom", "truncated", "no_result", "timeout", "interrupted", "invalid")
+STATUSES = ("ok", "failed", "oom", "truncated", "no_result", "timeout", "interrupted", "cancelled", "invalid")
 
 #: Allowed values of ``Problem.kind``.
 PROBLEM_KINDS = (

@@ -42,7 +42,7 @@ from bench.ingest.table_rows import run_id
 
 __all__ = ["apply_run_json", "empty_run", "resolve_status", "run_details", "telemetry_run_id"]
 
-ABNORMAL = ("failed", "oom", "timeout", "interrupted")
+ABNORMAL = ("failed", "oom", "timeout", "interrupted", "cancelled")
 MAX_RUN_JSON_BYTES = 16 * 1024 * 1024  # a larger "run.json" is not a sidecar; it is read as a file of its own
 HOLD_LOG_BYTES = 64 * 1024 * 1024  # an output.log held in memory while waiting for its run.json in an archive
 #: The launcher times the process, the log stamps its own lines: they differ by design, no conflict.
@@ -157,6 +157,10 @@ def run_columns(meta: dict[str, Any]) -> dict[str, Any]:
     spec, host, versions = meta.get("spec") or {}, meta.get("host") or {}, meta.get("versions") or {}
     gpus = meta.get("gpus") or []
     hostname = host.get("hostname") or host.get("hostnames")
+    nodes = [n for n in meta.get("nodes") or [] if isinstance(n, dict)]  # every node of a Slurm / mpirun run
+    node_hosts = sorted({str((n.get("host") or {}).get("hostname")) for n in nodes} - {"None"})
+    if node_hosts:
+        hostname = node_hosts
     cpu = spec.get("device") == "cpu"  # N logical CPU devices are not GPUs (tf_cnn: num_gpus None on CPU)
     start, end = meta.get("started_at"), meta.get("ended_at")
     cols: dict[str, Any] = {
@@ -173,8 +177,8 @@ def run_columns(meta: dict[str, Any]) -> dict[str, Any]:
         # N logical CPU devices in one process (more processes: the log counts them, one per rank)
         "num_devices": _int(spec.get("num_gpus")) if cpu and spec.get("np") is None else None,
         "data": ("real" if spec.get("data_dir") else "synthetic") if spec else None,
-        "num_nodes": (len([h for h in str(spec["hosts"]).split(",") if h.strip()]) if spec.get("hosts")
-                      else 1 if spec.get("launcher") == "local" else None),  # local: this machine
+        "num_nodes": (len(nodes) if nodes else len([h for h in str(spec["hosts"]).split(",") if h.strip()])
+                      if spec.get("hosts") or nodes else 1 if spec.get("launcher") == "local" else None),
         "num_ranks": _int(spec.get("np")),
     }
     return {k: v for k, v in cols.items() if v is not None}
@@ -227,6 +231,12 @@ def run_details(meta: dict[str, Any]) -> dict[str, str]:
         "gpu_vbios": first.get("vbios_version"),
         "gpu_count": len(gpus) if gpus else None,
     })
+    nodes = [n for n in meta.get("nodes") or [] if isinstance(n, dict)]
+    if nodes:
+        raw["nodes"] = json.dumps(nodes, sort_keys=True)
+        raw["node_names"] = ",".join(str(n.get("node") or (n.get("host") or {}).get("hostname")) for n in nodes)
+    for key in ("slurm_job_id", "slurm_end"):
+        raw[key] = meta.get(key)
     for key in ("argv", "env", "spec"):
         if meta.get(key) is not None:
             raw[key] = json.dumps(meta[key], sort_keys=True)

@@ -2,7 +2,8 @@
 ``<out>/<run_id>/`` with these files, and ``bench ingest`` reads them.
 
 - ``OUTPUT_LOG``: the trainer's stdout and stderr, as written; ``RUN_JSON``: what ran, where, how it
-  ended; ``TELEMETRY_CSV``: GPU samples taken while it ran.
+  ended; ``TELEMETRY_CSV``: GPU samples taken while it ran; under Slurm's sbatch also ``BATCH_SCRIPT`` and
+  ``BATCH_OUTPUT`` (and a sweep's array folder, ``ARRAY_JSON``), which the ingest passes over.
 - run.json (``SCHEMA_VERSION`` 2) keys and their JSON types are ``KEYS``, one spelling each; times
   (``started_at``, ``ended_at``) are ISO 8601 text or unix seconds; ``status`` is one of
   ``LAUNCHER_STATUSES``. ``write`` writes it atomically (bench.sql.atomic).
@@ -28,18 +29,24 @@ from bench.sql.atomic import write_json
 OUTPUT_LOG = "output.log"
 RUN_JSON = "run.json"
 TELEMETRY_CSV = "telemetry.csv"
+#: A Slurm batch run's script and its batch step's output (Slurm's words, copied into run.json), and a sweep's
+#: array folder's list of run directories: the ingest reads none of them as logs
+BATCH_SCRIPT = "job.sbatch"
+BATCH_OUTPUT = "job.out"
+ARRAY_JSON = "array.json"
 SCHEMA_VERSION = 2
 SUPPORTED_VERSIONS = (1, 2)
 #: Launcher statuses run.json may hold (``running`` / ``submitted``: the launcher has not seen the end;
 #: ``no_result``: a clean exit whose log holds no result, as ``bench run`` writes it).
-LAUNCHER_STATUSES = ("ok", "failed", "oom", "timeout", "interrupted", "no_result", "running", "submitted")
+LAUNCHER_STATUSES = ("ok", "failed", "oom", "timeout", "interrupted", "cancelled", "no_result", "running",
+                     "submitted")
 #: The keys with a type to check, and their JSON types; a present key of another type is dropped.
 KEYS: dict[str, type | tuple[type, ...]] = {
     "run_id": str, "spec": dict, "argv": list, "env": dict, "tags": dict, "host": dict, "versions": dict,
     "gpus": list, "gpu_topology": str, "exit_code": int, "status": str, "repeat": (int, str),
     "wall_time_s": (int, float), "command": list, "status_detail": str,
     "failure_cause": str,  # status_detail in run.json written before it took the store's name
-    "outlived": list,
+    "outlived": list, "nodes": list, "slurm_job_id": str, "slurm_end": str,
 }
 
 

@@ -68,8 +68,13 @@ def _dir_items(paths: list[str], skip_globs: tuple[str, ...], limits: Limits) ->
     """The files of one directory; in a run directory, output.log carries run.json (not yielded itself)."""
     logs = [q for q in paths if os.path.basename(q) == runjson.OUTPUT_LOG]
     sidecar = rundir.sidecar_beside(logs[0]) if logs else None
+    names = {os.path.basename(q) for q in paths}
+    array = {runjson.ARRAY_JSON, runjson.BATCH_SCRIPT} <= names  # a sweep's Slurm array folder
     for path in paths:
-        if sidecar is not None and os.path.basename(path) == runjson.RUN_JSON:
+        name = os.path.basename(path)
+        if sidecar is not None and name in (runjson.RUN_JSON, runjson.BATCH_SCRIPT, runjson.BATCH_OUTPUT):
+            continue  # the scheduler's files of a run directory: its words are in run.json already
+        if array and (name in (runjson.ARRAY_JSON, runjson.BATCH_SCRIPT) or fnmatch.fnmatch(name, "job-*_*.out")):
             continue
         kind = _special(path)
         if kind is not None:  # never opened: a FIFO's open waits for a writer forever, a device never ends

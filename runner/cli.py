@@ -114,6 +114,9 @@ def run_command(
     np: Annotated[int | None, typer.Option("--np", min=1, help="Processes [default: slots of --hosts, else --num-gpus]")] = None,
     gloo: Annotated[bool, typer.Option("--gloo", help="horovodrun --gloo (no MPI)")] = False,
     sbatch: Annotated[bool, typer.Option("--sbatch", help="With --launcher slurm: write and submit a batch script")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="With --sbatch: wait for the job to end, then ingest it")] = False,
+    partition: Annotated[str | None, typer.Option(help="Slurm partition (srun/sbatch --partition)")] = None,
+    mpi: Annotated[str | None, typer.Option(help="srun --mpi plugin: pmix|pmi2|none [default: pmix for horovod]")] = None,
     timeout: Annotated[float | None, typer.Option(min=0, help="Kill the run's process group after S seconds")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the exact command(s) and exit")] = False,
     no_ingest: Annotated[bool, typer.Option("--no-ingest", help="Do not ingest the run directory")] = False,
@@ -155,25 +158,23 @@ def run_command(
                    variable_update=variable_update, all_reduce=all_reduce, num_gpus=num_gpus, device=device,
                    data_format=data_format, precision=precision, optimizer=optimizer, data_dir=data_dir,
                    decode_threads=decode_threads, xla=xla, extra_args=trainer_args, launcher=launcher,
-                   hosts=hosts, np=np, gloo=gloo, timeout_s=timeout, tags=parse_tags(tag or []), command=command)
+                   hosts=hosts, np=np, gloo=gloo, timeout_s=timeout, tags=parse_tags(tag or []), command=command,
+                   partition=partition, mpi=mpi)
     from bench.ingest.registry import check_format
 
     check_format(fmt)
-    if sbatch:
-        if launcher != "slurm":
-            raise typer.BadParameter("--sbatch needs --launcher slurm")
-        if not dry_run:
-            lr.rundir.check_out(out)
-        for i in range(1, repeat + 1):
-            run_dir, script, argv = lr.submit(spec, out, repeat=i if repeat > 1 else None, dry_run=dry_run)
-            typer.echo(script if dry_run else f"submitted {run_dir}")
-            typer.echo(lr.describe(argv))
+    if (wait or partition is not None or mpi is not None) and launcher != "slurm":
+        raise typer.BadParameter("--wait, --partition and --mpi are for --launcher slurm")
+    if sbatch or wait:
+        if launcher != "slurm" or not sbatch:
+            raise typer.BadParameter("--sbatch needs --launcher slurm, and --wait needs --sbatch")
+        _submit_runs(spec, out, repeat, dry_run=dry_run, wait=wait, store=None if no_ingest else _store_root(store))
         return
     if dry_run:
         lr.check_trainer(spec)  # a command the real run would refuse (--precision fp8) is not printed as one
         env_names = sorted(lr.rundir.matching_env(lr.child_env(os.environ)))
         for _ in range(repeat):
-            typer.echo(lr.describe(build_command(spec, export_env=env_names)))
+            typer.echo(lr.describe(build_command(spec, export_env=env_names, as_root=os.geteuid() == 0)))
         return
     lr.check_trainer(spec)
     lr.rundir.check_out(out)
@@ -186,11 +187,50 @@ def run_command(
                            warn=lambda m: typer.echo(f"Warning: {m}", err=True), echo=sys.stdout.buffer, fmt=fmt)
     rows = {} if no_ingest else lr.ingest_runs([o.run_dir for o in outcomes], _store_root(store), fmt=fmt)
     for o in outcomes:
-        typer.echo(f"{o.run_dir}: {o.status}{lr.result_text(rows.get(o.run_dir.name))}")
+        typer.echo(f"{o.run_dir}: {o.status}{lr.result_text(rows.get(o.run_dir.name))}"
+                   + (f" ({o.detail})" if o.status != "ok" and o.detail else ""))
     if any(o.status == "interrupted" for o in outcomes):
         raise typer.Exit(130)
     if any(o.status != "ok" for o in outcomes):
         raise typer.Exit(1)
+
+
+def _submit_runs(spec: Any, out: Path, repeat: int, *, dry_run: bool, wait: bool, store: Path | None) -> None:
+    """``--sbatch``: submit each repeat as a batch job; with ``wait``, wait for them, ingest, and exit as
+    ``bench run`` does (1 when a run did not end ok)."""
+    import json
+
+    from bench.runner import launch as lr
+    from bench.runner import slurm
+
+    if not dry_run:
+        lr.check_trainer(spec)
+        lr.rundir.check_out(out)
+    run_dirs = []
+    for i in range(1, repeat + 1):
+        run_dir, script, argv = slurm.submit(spec, out, repeat=i if repeat > 1 else None, dry_run=dry_run)
+        typer.echo(script if dry_run else f"submitted {run_dir} (job {_job_of(run_dir)})")
+        typer.echo(lr.describe(argv))
+        if run_dir is not None:
+            run_dirs.append(run_dir)
+    if not wait or not run_dirs:
+        return
+    slurm.wait([(d, None) for d in run_dirs])
+    rows = {} if store is None else lr.ingest_runs(run_dirs, store)
+    statuses = []
+    for d in run_dirs:
+        doc = json.loads((d / "run.json").read_text(encoding="utf-8"))
+        statuses.append(doc.get("status"))
+        detail = doc.get("status_detail") if doc.get("status") != "ok" else None
+        typer.echo(f"{d}: {doc.get('status')}{lr.result_text(rows.get(d.name))}" + (f" ({detail})" if detail else ""))
+    if any(s != "ok" for s in statuses):
+        raise typer.Exit(1)
+
+
+def _job_of(run_dir: Path | None) -> str | None:
+    import json
+
+    return None if run_dir is None else json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("slurm_job_id")
 
 
 def _split_command(args: list[str], shell: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -223,6 +263,10 @@ def sweep_command(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the expanded cells and exit")] = False,
     out: Annotated[Path, typer.Option(help="Parent of the run directories")] = Path("logs"),
     store: StoreOpt = None,
+    launcher: Annotated[str | None, typer.Option(help="local|horovodrun|mpirun|slurm [default: the plan's]")] = None,
+    sbatch: Annotated[bool, typer.Option("--sbatch", help="With --launcher slurm: submit the points as job arrays")] = False,
+    array_limit: Annotated[int | None, typer.Option(min=1, help="With --sbatch: at most N array tasks at once")] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="With --sbatch: wait for the arrays, then ingest every run")] = False,
 ) -> None:
     """Run a plan's matrix of benchmarks (weak or strong scaling, repetitions), one run directory per cell.
 
@@ -230,7 +274,11 @@ def sweep_command(
     runs the bundled trainer ([trainer]) or any command ([command] argv with {batch_size}-style fields).
     Exits 1 when a launched cell did not end ok, 130 when interrupted.
 
+    With --launcher slurm --sbatch the points are submitted as Slurm job arrays (one task per point) and the
+    command returns; --wait waits and ingests; --resume submits only the points without an ok run.
+
     Example: bench sweep fixtures/plans/cpu-smoke.toml --out logs/ --resume
+    Example: bench sweep plan.toml --launcher slurm --sbatch --array-limit 4 --wait
     """
     import sys
 
@@ -239,7 +287,9 @@ def sweep_command(
     from bench.runner import sweep as sw
     from bench.runner.progress import PlainReporter, RichReporter
 
-    parsed = sw.load_plan(plan)
+    if (sbatch or wait or array_limit is not None) and not (sbatch and (launcher or "") == "slurm"):
+        raise typer.BadParameter("--sbatch needs --launcher slurm; --wait and --array-limit need --sbatch")
+    parsed = sw.load_plan(plan, launcher=launcher)
     cells = sw.expand(parsed)
     if dry_run:  # with --resume, only the cells it would launch
         done = sw.completed_runs(_store_root(store), parsed.name) if resume else set()
@@ -247,6 +297,14 @@ def sweep_command(
         Console(width=200, markup=False, emoji=False, highlight=False).print(sw.plan_table(parsed, left))
         if resume:
             typer.echo(f"--resume: {len(cells) - len(left)} of {len(cells)} cells already have an ok run in the store")
+        return
+    if sbatch:
+        from bench.runner import array
+
+        code = array.sweep_arrays(parsed, cells, out, _store_root(store), resume=resume, limit=array_limit,
+                                  wait=wait, echo=typer.echo)
+        if code:
+            raise typer.Exit(code)
         return
     reporter_cls = RichReporter if sys.stderr.isatty() else PlainReporter
     reporter = reporter_cls(lambda m: typer.echo(m, err=True))

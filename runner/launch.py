@@ -30,8 +30,8 @@ from typing import IO, Any
 
 from bench.ingest import runjson
 from bench.ingest.pipeline import ingest
-from bench.runner import rundir
-from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script, trainer_argv
+from bench.runner import nodes, rundir
+from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, trainer_argv
 from bench.runner.verdict import classify, failure_cause, forced_cause, has_result, no_result_cause
 from bench.sql.errors import BenchError, UsageError
 
@@ -50,6 +50,7 @@ class Outcome:
     status: str
     exit_code: int | None
     wall_time_s: float | None
+    detail: str | None = None  #: run.json's status_detail
 
 
 def child_env(base: Mapping[str, str]) -> dict[str, str]:
@@ -320,22 +321,38 @@ def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Seq
             telemetry_interval_s: float = 5.0, grace_s: float = 5.0, echo: IO[bytes] | None = None,
             environ: Mapping[str, str] | None = None, fmt: str | None = None) -> Outcome:
     """Run ``spec`` once into a new run directory under ``out``; see the module docstring. A clean exit
-    whose log holds no result (parsed as ``fmt``, or detected) is ``no_result``."""
+    whose log holds no result (parsed as ``fmt``, or detected) is ``no_result``. Under Slurm or mpirun,
+    run.json's ``nodes`` has every node's facts (``bench.runner.nodes``)."""
     env = child_env(os.environ if environ is None else environ)
-    argv = build_command(spec, trainer=trainer, export_env=sorted(rundir.matching_env(env)))
+    argv = build_command(spec, trainer=trainer, export_env=sorted(rundir.matching_env(env)), as_root=os.geteuid() == 0)
     run_id = rundir.new_run_id(spec, time.time(), repeat)
     run_dir = rundir.create_run_dir(out, run_id)
     doc = rundir.initial_doc(spec, run_id, argv, env, repeat)
+    if "--allow-run-as-root" in argv:
+        with open(run_dir / runjson.OUTPUT_LOG, "a", encoding="utf-8") as f:
+            f.write("bench run: running as root, so mpirun is given --allow-run-as-root\n")
+    return run_in(run_dir, doc, spec, argv, env, telemetry_interval_s=telemetry_interval_s, grace_s=grace_s,
+                  echo=echo, fmt=fmt, timeout_s=spec.timeout_s)
+
+
+def run_in(run_dir: Path, doc: dict[str, Any], spec: RunSpec, argv: Sequence[str], env: Mapping[str, str], *,
+           telemetry_interval_s: float, grace_s: float, echo: IO[bytes] | None, fmt: str | None,
+           timeout_s: float | None, ended: Callable[[str | None, int | None], tuple[str, str] | None] | None = None,
+           ) -> Outcome:
+    """Launch ``argv`` in the made ``run_dir`` and write run.json (``doc``) before and after. ``ended``
+    (forced status, exit code) may name the status and its detail instead of the log's verdict (the
+    scheduler's, for a batch job Slurm stopped)."""
     log = run_dir / runjson.OUTPUT_LOG
     log.touch()
     telemetry = Telemetry(run_dir / runjson.TELEMETRY_CSV, telemetry_interval_s)
     t0, start = time.perf_counter(), time.time()
-    doc["started_at"] = rundir.iso_utc(start)
+    doc.update(started_at=rundir.iso_utc(start), status="running")
+    doc["nodes"] = nodes.gather(spec, env, log)
     runjson.write(run_dir / runjson.RUN_JSON, doc)
     telemetry.start()
     outlived: list[str] = []
     try:
-        forced, code = launch(argv, log, env=env, timeout_s=spec.timeout_s, grace_s=grace_s, echo=echo,
+        forced, code = launch(argv, log, env=env, timeout_s=timeout_s, grace_s=grace_s, echo=echo,
                               outlived=outlived)
     except OSError as e:
         with open(log, "a", encoding="utf-8") as f:
@@ -347,12 +364,13 @@ def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Seq
     status = forced or classify(code if code is not None else 1, log)
     if status == "ok" and not has_result(log, fmt):
         status = "no_result"
+    detail = (forced_cause(forced, timeout_s) or (no_result_cause(fmt) if status == "no_result" else None)
+              or failure_cause(0 if status == "ok" else code, log))
+    status, detail = (ended and ended(forced, code)) or (status, detail)
     doc.update(ended_at=rundir.iso_utc(time.time()), wall_time_s=wall, exit_code=code, status=status,
-               status_detail=forced_cause(forced, spec.timeout_s) or (no_result_cause(fmt) if status == "no_result" else None)
-               or failure_cause(0 if status == "ok" else code, log),
-               epoch_images=epoch_images_from_log(log), outlived=outlived or None)
+               status_detail=detail, epoch_images=epoch_images_from_log(log), outlived=outlived or None)
     runjson.write(run_dir / runjson.RUN_JSON, doc)
-    return Outcome(run_dir, status, code, wall)
+    return Outcome(run_dir, status, code, wall, detail)
 
 
 def run_many(spec: RunSpec, out: Path, repeat: int = 1, *, drop: bool = False,
@@ -381,33 +399,6 @@ def preflight_failed(outcome: Outcome) -> bool:
     """A run that could not start (no exit code) or refused its own arguments (exit code 2, the usage
     error of argparse, click and the bundled trainer's own checks): repeating it repeats the failure."""
     return outcome.status != "ok" and outcome.exit_code in (None, 2)
-
-
-def submit(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Sequence[str] = DEFAULT_TRAINER,
-           dry_run: bool = False) -> tuple[Path | None, str, list[str]]:
-    """``--sbatch``: write the batch script into a new run directory and submit it with ``sbatch``.
-
-    Returns (run_dir, script text, sbatch argv); with ``dry_run`` nothing is written (run_dir None).
-    run.json records status ``submitted`` and the job id (sbatch --parsable output).
-    Raises OSError when sbatch cannot be executed, CalledProcessError when it refuses the script.
-    """
-    run_id = rundir.new_run_id(spec, time.time(), repeat)
-    job_name = f"bench-{spec.model or 'run'}"
-    if dry_run:
-        script = build_sbatch_script(spec, output_log=str(out / run_id / runjson.OUTPUT_LOG), job_name=job_name,
-                                     trainer=trainer)
-        return None, script, ["sbatch", "--parsable", str(out / run_id / "job.sbatch")]
-    run_dir = rundir.create_run_dir(out, run_id)
-    script = build_sbatch_script(spec, output_log=str(run_dir.resolve() / runjson.OUTPUT_LOG), job_name=job_name,
-                                 trainer=trainer)
-    (run_dir / "job.sbatch").write_text(script, encoding="utf-8")
-    argv = ["sbatch", "--parsable", str(run_dir / "job.sbatch")]
-    doc = rundir.initial_doc(spec, run_id, argv, child_env(os.environ), repeat)
-    done = subprocess.run(argv, capture_output=True, text=True, check=True)
-    doc.update(status="submitted", started_at=rundir.iso_utc(time.time()),
-               slurm_job_id=done.stdout.strip().split(";")[0])
-    runjson.write(run_dir / runjson.RUN_JSON, doc)
-    return run_dir, script, argv
 
 
 def describe(argv: Sequence[str]) -> str:

@@ -9,17 +9,19 @@ Launchers:
 - ``horovodrun``: ``horovodrun -np N -H h1:4,h2:4 [--gloo] <trainer>``.
 - ``mpirun`` (Open MPI): ``mpirun -np N -H ... --bind-to none -map-by slot --tag-output -x VAR ... <trainer>``.
 - ``slurm``: ``srun --ntasks=N --label --kill-on-bad-exit=1 [--nodelist=... --ntasks-per-node=k] <trainer>``
-  inside an allocation, or with ``sbatch`` a batch script running that srun line (``build_sbatch_script``).
+  inside an allocation, or with ``sbatch`` a batch script whose driver runs that srun line (``build_sbatch_script``).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
+from bench.ingest import runjson
 from bench.ingest.patterns import INT_COLUMNS
 from bench.sql.errors import UsageError
 
@@ -105,6 +107,10 @@ class RunSpec:
     #: Any benchmark command (``bench run -- COMMAND ARGS``), run instead of the bundled trainer: verbatim,
     #: wrapped by the launcher as the trainer is. The trainer options must then be unset.
     command: tuple[str, ...] = ()
+    #: Slurm: the partition (``srun``/``sbatch --partition``), and srun's ``--mpi`` plugin (pmix, pmi2, none);
+    #: None: for ``--variable-update horovod`` pmix (Horovod's MPI controller needs it), else Slurm's default
+    partition: str | None = None
+    mpi: str | None = None
 
     def __post_init__(self) -> None:
         if self.command:
@@ -132,6 +138,17 @@ class RunSpec:
         out["extra_args"] = list(self.extra_args)
         out["command"] = list(self.command)
         return out
+
+    @classmethod
+    def from_json(cls, doc: dict[str, object]) -> RunSpec:
+        """The spec ``to_json`` wrote (fields it does not know, from a newer bench, are left out)."""
+        names = {f.name for f in fields(cls)}
+        kwargs: dict[str, object] = {k: v for k, v in doc.items() if k in names}
+        tags = kwargs.get("tags") or {}
+        kwargs["tags"] = tuple(sorted(tags.items())) if isinstance(tags, dict) else ()
+        for key in ("extra_args", "command"):
+            kwargs[key] = tuple(kwargs.get(key) or ())  # type: ignore[arg-type]
+        return cls(**kwargs)  # type: ignore[arg-type]
 
 
 def parse_hosts(hosts: str) -> list[tuple[str, int]]:
@@ -187,18 +204,25 @@ def trainer_argv(spec: RunSpec, trainer: Sequence[str] = DEFAULT_TRAINER) -> lis
     return argv + list(spec.extra_args)
 
 
+def mpirun_root_flag(as_root: bool) -> list[str]:
+    """Open MPI refuses to start as root unless told: ``--allow-run-as-root`` then, and only then."""
+    return ["--allow-run-as-root"] if as_root else []
+
+
 def build_command(
     spec: RunSpec,
     launcher: str | None = None,
     *,
     trainer: Sequence[str] = DEFAULT_TRAINER,
     export_env: Sequence[str] = (),
+    as_root: bool = False,
 ) -> list[str]:
     """The exact argv that runs ``spec`` with ``launcher`` (default ``spec.launcher``).
 
     ``export_env``: names of environment variables mpirun forwards to the ranks with ``-x`` (besides
-    MPI_BASE_ENV), sorted and de-duplicated here. For ``slurm`` this is the srun line (the sbatch
-    script wraps it, see ``build_sbatch_script``). Raises UsageError for an unknown launcher.
+    MPI_BASE_ENV), sorted and de-duplicated here; ``as_root``: the caller runs as root (mpirun is then told
+    so). For ``slurm`` this is the srun line (the sbatch script's driver runs it, see
+    ``build_sbatch_script``). Raises UsageError for an unknown launcher.
     """
     launcher = launcher or spec.launcher
     inner = trainer_argv(spec, trainer)
@@ -213,7 +237,7 @@ def build_command(
     if launcher == "mpirun":
         hosts = spec.hosts or f"localhost:{n}"
         exports = [x for name in sorted(set(MPI_BASE_ENV) | set(export_env)) for x in ("-x", name)]
-        return ["mpirun", "-np", str(n), "-H", hosts, "--bind-to", "none", "-map-by", "slot",
+        return ["mpirun", *mpirun_root_flag(as_root), "-np", str(n), "-H", hosts, "--bind-to", "none", "-map-by", "slot",
                 "--tag-output", *exports, *inner]
     if launcher == "slurm":
         return [*_srun_prefix(spec, n), *inner]
@@ -259,6 +283,11 @@ def _srun_prefix(spec: RunSpec, n: int) -> list[str]:
     given only when the tasks fill every node's slots exactly (otherwise Slurm places them; asking for
     more tasks than the slots is refused here rather than by srun)."""
     argv = ["srun", f"--ntasks={n}", "--label", "--kill-on-bad-exit=1"]
+    if spec.partition is not None:
+        argv.append(f"--partition={spec.partition}")
+    mpi = spec.mpi or ("pmix" if spec.variable_update == "horovod" else None)
+    if mpi is not None:
+        argv.append(f"--mpi={mpi}")
     if spec.hosts is not None:
         hosts = parse_hosts(spec.hosts)
         slots = sum(s for _, s in hosts)
@@ -270,18 +299,36 @@ def _srun_prefix(spec: RunSpec, n: int) -> list[str]:
     return argv
 
 
-def build_sbatch_script(
-    spec: RunSpec, *, output_log: str, job_name: str, trainer: Sequence[str] = DEFAULT_TRAINER
-) -> str:
-    """A bash batch script for ``sbatch``: #SBATCH lines (tasks, nodes, output file, time limit from
-    ``timeout_s`` rounded up to whole minutes), then the srun line of ``build_command``."""
+def sbatch_time(timeout_s: float) -> str:
+    """Slurm's ``--time`` for a run limit of ``timeout_s`` seconds: ``minutes:seconds``, rounded up."""
+    seconds = max(1, -(-int(timeout_s * 1000) // 1000))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def build_sbatch_script(spec: RunSpec, *, run_dir: str, job_name: str, trainer: Sequence[str] = DEFAULT_TRAINER,
+                        python: str = sys.executable, array: str | None = None) -> str:
+    """A bash batch script for ``sbatch``: #SBATCH lines (tasks, nodes, partition, Slurm's own output file
+    ``job.out``, the time limit from ``timeout_s``), the run's srun line as a comment, and the job's driver
+    ``python -m bench.runner.slurm RUN_DIR``, which runs that line into output.log and writes run.json
+    (``bench.runner.slurm``). ``array``: a job array (``0-49%4``); ``run_dir`` is then the sweep's
+    ``array.json``, whose entry ``SLURM_ARRAY_TASK_ID`` names each task's run directory."""
     n = cluster_tasks(spec)
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --ntasks={n}",
-             f"#SBATCH --output={output_log}", "#SBATCH --open-mode=append"]
+    # --no-requeue: a job whose node fails is a failed run (Slurm would otherwise start it again, in the same
+    # run directory, as if nothing happened); the sweep's --resume runs the point again as a new run
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --ntasks={n}", "#SBATCH --no-requeue"]
+    if array is not None:
+        lines += [f"#SBATCH --array={array}", f"#SBATCH --output={os.path.dirname(run_dir)}/job-%A_%a.out"]
+    else:
+        lines.append(f"#SBATCH --output={run_dir}/{runjson.BATCH_OUTPUT}")
     if spec.hosts is not None:
-        lines.append(f"#SBATCH --nodes={len(parse_hosts(spec.hosts))}")
+        names = [h for h, _ in parse_hosts(spec.hosts)]
+        lines += [f"#SBATCH --nodes={len(names)}", f"#SBATCH --nodelist={','.join(names)}"]
+    if spec.partition is not None:
+        lines.append(f"#SBATCH --partition={spec.partition}")
     if spec.timeout_s is not None:
-        lines.append(f"#SBATCH --time={max(1, -(-int(spec.timeout_s) // 60))}")
-    lines += ["", "set -euo pipefail", "export PYTHONUNBUFFERED=1",
-              shlex.join(build_command(spec, "slurm", trainer=trainer)), ""]
+        lines.append(f"#SBATCH --time={sbatch_time(spec.timeout_s)}")
+    driver = [python, "-m", "bench.runner.slurm", *(["--array"] if array is not None else []), run_dir]
+    lines += ["", "# the run (its output goes to output.log beside run.json):",
+              f"#   {shlex.join(build_command(spec, 'slurm', trainer=trainer))}",
+              "export PYTHONUNBUFFERED=1", f"exec {shlex.join(driver)}", ""]
     return "\n".join(lines)

@@ -114,14 +114,17 @@ class Cell:
         return ",".join([*parts, f"num_batches={self.num_batches}"])
 
 
-def load_plan(path: Path) -> Plan:
-    """Read and validate a plan file; BenchError when it is missing, not TOML, or invalid."""
+def load_plan(path: Path, launcher: str | None = None) -> Plan:
+    """Read and validate a plan file (``launcher`` replaces its [launcher] launcher); BenchError when it is
+    missing, not TOML, or invalid."""
     try:
         doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as e:
         raise BenchError(f"cannot read plan {path}: {e.strerror}") from e
     except tomllib.TOMLDecodeError as e:
         raise BenchError(f"plan {path} is not valid TOML: {e}") from e
+    if launcher is not None:
+        doc["launcher"] = {**doc.get("launcher", {}), "launcher": launcher}
     return parse_plan(doc, default_name=Path(path).stem)
 
 

@@ -21,7 +21,8 @@ Launched once per rank (``horovodrun -np N ... python -m bench.runner.train.trai
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bench.runner.train import data, loop, timing
@@ -38,6 +39,14 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def launched_ranks(env: Mapping[str, str]) -> int | None:
+    """How many processes the launcher started (Horovod's, Open MPI's, PMI's or srun's word), or None."""
+    for name in ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"):
+        if env.get(name, "").isdigit():
+            return int(env[name])
+    return None
+
+
 def train(args: argparse.Namespace, num_batches: Callable[[int], int]) -> int:
     """Run this rank's share of a Horovod training and print its tf_cnn log; return the exit code.
 
@@ -47,8 +56,13 @@ def train(args: argparse.Namespace, num_batches: Callable[[int], int]) -> int:
     import tensorflow as tf
 
     hvd.init()
-    device = setup_device(tf, args.device, hvd.local_rank())
     size = hvd.size()
+    started = launched_ranks(os.environ)
+    if started is not None and started != size:  # each process would train alone and print its own total
+        print(f"Error: the launcher started {started} processes but Horovod sees {size} rank(s): Horovod has no "
+              f"controller for this launcher (built with MPI? horovodrun --check-build; srun --mpi=pmix)", flush=True)
+        return 1
+    device = setup_device(tf, args.device, hvd.local_rank())
     if args.precision == "fp16":
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
     spec = SPECS[args.model]

@@ -95,7 +95,7 @@ def test_cluster_commands_match_golden(name: str) -> None:
 
 def test_distributed_ps_sbatch_counts_chief_and_ps() -> None:
     spec = RunSpec(model="resnet50", variable_update="distributed_ps", np=4, launcher="slurm")
-    script = build_sbatch_script(spec, output_log="/l/output.log", job_name="j", trainer=TRAINER)
+    script = build_sbatch_script(spec, run_dir="/l", job_name="j", trainer=TRAINER)
     assert "#SBATCH --ntasks=6\n" in script and "srun --ntasks=6 " in script
 
 

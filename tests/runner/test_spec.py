@@ -53,10 +53,12 @@ def test_command_matches_golden(name: str) -> None:
 
 def test_sbatch_script_matches_golden() -> None:
     spec = RunSpec(**BASE, launcher="slurm", hosts="n1:4,n2:4", timeout_s=3601)
-    script = build_sbatch_script(spec, output_log="/logs/r1/output.log", job_name="bench-resnet50",
-                                 trainer=TRAINER)
+    script = build_sbatch_script(spec, run_dir="/logs/r1", job_name="bench-resnet50", trainer=TRAINER,
+                                 python="/venv/bin/python")
     _check_golden("sbatch", script)
-    assert "#SBATCH --time=61" in script  # 3601 s rounds up to 61 minutes
+    assert "#SBATCH --time=60:01" in script  # 3601 s: Slurm's minutes:seconds
+    assert "#SBATCH --no-requeue" in script  # a node failure is a failed run, never a silent second start
+    assert script.rstrip().endswith("exec /venv/bin/python -m bench.runner.slurm /logs/r1")
 
 
 def test_mpirun_exports_are_sorted_and_unique() -> None:
@@ -65,6 +67,16 @@ def test_mpirun_exports_are_sorted_and_unique() -> None:
     assert exported == ["LD_LIBRARY_PATH", "PATH", "PYTHONUNBUFFERED", "TF_X"]
     assert argv[:5] == ["mpirun", "-np", "2", "-H", "localhost:2"]
     assert argv[-1] == "t"
+    as_root = build_command(RunSpec(launcher="mpirun", np=2), trainer=("t",), as_root=True)
+    assert as_root[:6] == ["mpirun", "--allow-run-as-root", "-np", "2", "-H", "localhost:2"]  # root only
+
+
+def test_srun_options_for_partition_and_mpi() -> None:
+    hvd = build_command(RunSpec(launcher="slurm", np=2, variable_update="horovod", partition="gpu"), trainer=("t",))
+    assert hvd[:6] == ["srun", "--ntasks=2", "--label", "--kill-on-bad-exit=1", "--partition=gpu", "--mpi=pmix"]
+    assert "--mpi=pmi2" in build_command(RunSpec(launcher="slurm", np=2, variable_update="horovod", mpi="pmi2"),
+                                         trainer=("t",))
+    assert not any(a.startswith("--mpi") for a in build_command(RunSpec(launcher="slurm", np=2), trainer=("t",)))
 
 
 def test_trainer_argv_leaves_out_unset_options() -> None:
@@ -130,7 +142,7 @@ def test_spec_to_json_is_plain() -> None:
 ])
 def test_srun_tasks_agree_with_the_hosts_slots(spec: RunSpec, expected: list[str]) -> None:
     assert build_command(spec, trainer=("t",)) == expected
-    script = build_sbatch_script(spec, output_log="o.log", job_name="j", trainer=("t",))
+    script = build_sbatch_script(spec, run_dir="r", job_name="j", trainer=("t",))
     assert expected[1].replace("--", "#SBATCH --") in script  # the batch script asks for the same tasks
 
 
