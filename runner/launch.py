@@ -324,6 +324,8 @@ def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Seq
     whose log holds no result (parsed as ``fmt``, or detected) is ``no_result``. Under Slurm or mpirun,
     run.json's ``nodes`` has every node's facts (``bench.runner.nodes``)."""
     env = child_env(os.environ if environ is None else environ)
+    if spec.launcher == "mpirun":  # ranks write to a pty (line-buffered), in whole lines for --tag-output
+        env.pop("PYTHONUNBUFFERED", None)  # (spec.MPI_BASE_ENV)
     argv = build_command(spec, trainer=trainer, export_env=sorted(rundir.matching_env(env)), as_root=os.geteuid() == 0)
     run_id = rundir.new_run_id(spec, time.time(), repeat)
     run_dir = rundir.create_run_dir(out, run_id)

@@ -85,7 +85,7 @@ def _output(argv: Sequence[str]) -> str | None:
 
 def _scontrol_fields(job_id: str) -> dict[str, str]:
     shown = _output(["scontrol", "show", "job", "-o", job_id])
-    return dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", shown or ""))
+    return {m[1]: m[2] for m in re.finditer(r"(\w+)=(\S*)", shown or "")}
 
 
 def batch_output(job_id: str) -> Path | None:

@@ -45,8 +45,10 @@ def recorded_env(name: str) -> bool:
     return name.startswith(ENV_PREFIXES + TF_ENV_PREFIXES) or name in TF_ENV_NAMES
 
 
-#: always exported to MPI ranks (Horovod's documented mpirun line), besides the recorded variables
-MPI_BASE_ENV = ("LD_LIBRARY_PATH", "PATH", "PYTHONUNBUFFERED")
+#: always exported to MPI ranks (Horovod's documented mpirun line), besides the recorded variables. Not
+#: PYTHONUNBUFFERED: --tag-output tags every write, and an unbuffered print is several writes, so a rank's
+#: line would be cut into tagged pieces (the trainer flushes each whole line itself)
+MPI_BASE_ENV = ("LD_LIBRARY_PATH", "PATH")
 DEFAULT_TRAINER: tuple[str, ...] = (sys.executable, "-m", "bench.runner.train.trainer")
 _HOST = re.compile(r"^([A-Za-z0-9._-]+)(?::(\d+))?$")
 

@@ -17,7 +17,10 @@ CAUSES = (
     ("NCCL error", re.compile(rb"NCCL (?:error|WARN)|nccl\w*Error|ncclSystemError|ncclUnhandledCudaError", re.I)),
     ("CUDA error", re.compile(rb"CUDA error|cudaError\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+")),
 )
-_EXCEPTION = re.compile(rb"^(?:\[[^\]]*\]:?\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b.*)$", re.M)
+_EXCEPTION = re.compile(rb"^(?:\[[^\]]*\]:?\s*|\d+: )?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b.*)$", re.M)
+#: a launcher's own account of a failure (srun, slurmstepd, Open MPI's mpirun), when no exception says more
+_LAUNCHER = re.compile(rb"^(?:\d+: )?((?:srun|salloc|slurmstepd(?:-\S+)?): error: .+|mpirun (?:noticed|was unable|"
+                       rb"has detected|detected that).+)$", re.M)
 TAIL_BYTES = 1 << 20
 
 def classify(exit_code: int, log: Path) -> str:
@@ -66,8 +69,8 @@ def no_result_cause(fmt: str | None) -> str:
 
 
 def failure_cause(exit_code: int | None, log: Path) -> str | None:
-    """What the end of a failed run's log shows (see CAUSES), else its last exception line, else the exit
-    code; None for exit 0."""
+    """What the end of a failed run's log shows (see CAUSES), else its last exception line, else the
+    launcher's first error line (srun, slurmstepd, mpirun), else the exit code; None for exit 0."""
     if exit_code == 0:
         return None
     try:
@@ -84,5 +87,8 @@ def failure_cause(exit_code: int | None, log: Path) -> str | None:
     found = _EXCEPTION.findall(tail)
     if found:
         return found[-1].strip()[:300].decode("utf-8", "replace")
+    said = _LAUNCHER.search(tail)  # the first: srun's root cause comes before the tasks it then killed
+    if said is not None:
+        return said.group(1).strip()[:300].decode("utf-8", "replace")
     return "no exit code (it did not start)" if exit_code is None else f"exit code {exit_code}"
 

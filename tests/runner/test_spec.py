@@ -64,7 +64,7 @@ def test_sbatch_script_matches_golden() -> None:
 def test_mpirun_exports_are_sorted_and_unique() -> None:
     argv = build_command(RunSpec(launcher="mpirun", np=2), trainer=("t",), export_env=["TF_X", "PATH", "TF_X"])
     exported = [argv[i + 1] for i, a in enumerate(argv) if a == "-x"]
-    assert exported == ["LD_LIBRARY_PATH", "PATH", "PYTHONUNBUFFERED", "TF_X"]
+    assert exported == ["LD_LIBRARY_PATH", "PATH", "TF_X"]
     assert argv[:5] == ["mpirun", "-np", "2", "-H", "localhost:2"]
     assert argv[-1] == "t"
     as_root = build_command(RunSpec(launcher="mpirun", np=2), trainer=("t",), as_root=True)
