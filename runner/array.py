@@ -10,8 +10,8 @@ array's ``array.json`` (in ``<out>/array-<sweep>-<stamp>-<k>/``, beside its ``jo
 run.json. ``--array-limit K`` is sbatch's ``%K``: at most K tasks at once.
 
 Without ``--wait`` the command returns once the arrays are submitted; ``bench ingest <out>`` stores the runs
-that have ended (a task still queued or running is stored with status ``submitted`` / ``running``, never
-``ok``), and ``bench sweep --resume --sbatch`` submits only the points without an ``ok`` run in the store.
+that have ended (a task still queued or running is stored as ``no_result`` or as far as its log goes, never
+``ok``, and again once its run.json is final), and ``bench sweep --resume --sbatch`` submits only the points without an ``ok`` run in the store.
 ``--wait`` waits for every task, finishes the run.json of a task that never ran (the array was cancelled
 first) from Slurm's record, and ingests them all.
 """
@@ -62,6 +62,7 @@ def submit_arrays(name: str, points: Sequence[tuple[RunSpec, int]], out: Path, *
         for spec, repeat in group:
             run_id = rundir.new_run_id(spec, time.time(), repeat)
             run_dir = rundir.create_run_dir(out, run_id).resolve()
+            (run_dir / runjson.OUTPUT_LOG).touch()  # a run directory from the start (slurm.submit)
             doc = rundir.initial_doc(spec, run_id, build_command(spec, "slurm", trainer=trainer), {}, repeat)
             docs.append((run_dir, doc))
         runjson_path = folder / runjson.ARRAY_JSON

@@ -341,9 +341,9 @@ def run_in(run_dir: Path, doc: dict[str, Any], spec: RunSpec, argv: Sequence[str
            telemetry_interval_s: float, grace_s: float, echo: IO[bytes] | None, fmt: str | None,
            timeout_s: float | None, ended: Callable[[str | None, int | None], tuple[str, str] | None] | None = None,
            ) -> Outcome:
-    """Launch ``argv`` in the made ``run_dir`` and write run.json (``doc``) before and after. ``ended``
-    (forced status, exit code) may name the status and its detail instead of the log's verdict (the
-    scheduler's, for a batch job Slurm stopped)."""
+    """Launch ``argv`` in the made ``run_dir`` and write run.json (``doc``) before and after. For a run that
+    did not end ok, ``ended`` (forced status, exit code) may name the status and its detail instead of the
+    log's verdict (the scheduler's, for a batch job Slurm stopped)."""
     log = run_dir / runjson.OUTPUT_LOG
     log.touch()
     telemetry = Telemetry(run_dir / runjson.TELEMETRY_CSV, telemetry_interval_s)
@@ -368,7 +368,8 @@ def run_in(run_dir: Path, doc: dict[str, Any], spec: RunSpec, argv: Sequence[str
         status = "no_result"
     detail = (forced_cause(forced, timeout_s) or (no_result_cause(fmt) if status == "no_result" else None)
               or failure_cause(0 if status == "ok" else code, log))
-    status, detail = (ended and ended(forced, code)) or (status, detail)
+    if ended is not None and status != "ok":
+        status, detail = ended(forced, code) or (status, detail)
     doc.update(ended_at=rundir.iso_utc(time.time()), wall_time_s=wall, exit_code=code, status=status,
                status_detail=detail, epoch_images=epoch_images_from_log(log), outlived=outlived or None)
     runjson.write(run_dir / runjson.RUN_JSON, doc)

@@ -41,6 +41,8 @@ from bench.sql.errors import BenchError
 ENDED = {"COMPLETED": None, "CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout",
          "PREEMPTED": "cancelled", "NODE_FAIL": "failed", "BOOT_FAIL": "failed", "FAILED": "failed",
          "OUT_OF_MEMORY": "oom", "REVOKED": "cancelled"}
+#: the states Slurm gives a job it ended itself (FAILED is any non-zero exit, ours included: not one of them)
+SCHEDULER_ENDS = ("CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY", "REVOKED")
 #: slurmstepd's own line when it stops a job or step
 SLURM_WORDS = re.compile(rb"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+(?: DUE TO [A-Z ]+?)?(?: \*\*\*|$)", re.M)
 STOP_GRACE_S = 2.0  #: the step's grace after SIGTERM; well inside the KillWait before Slurm's SIGKILL
@@ -154,6 +156,7 @@ def submit(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Sequ
         return None, script, argv
     rundir.create_run_dir(out, run_id)
     (run_dir / runjson.BATCH_SCRIPT).write_text(script, encoding="utf-8")
+    (run_dir / runjson.OUTPUT_LOG).touch()  # a run directory from the start: ingested before its end, never ok
     doc = rundir.initial_doc(spec, run_id, build_command(spec, "slurm", trainer=trainer), os.environ, repeat)
     try:
         job_id = sbatch(argv)
@@ -182,7 +185,8 @@ def sbatch(argv: list[str]) -> str:
 
 def wait(runs: Sequence[tuple[Path, str | None]], poll_s: float = 1.0) -> None:
     """Block until the job of every (run directory, job id) has ended (job id None: run.json's), then
-    finish the run.json of one its driver left unfinished."""
+    finish the run.json of one its driver left unfinished, or whose end Slurm's final record names
+    otherwise (a node failure the driver saw only as its step ending: ``SCHEDULER_ENDS``)."""
     pending = list(runs)
     while pending:
         for run in list(pending):
@@ -190,26 +194,30 @@ def wait(runs: Sequence[tuple[Path, str | None]], poll_s: float = 1.0) -> None:
             doc = json.loads((run_dir / runjson.RUN_JSON).read_text(encoding="utf-8"))
             job = job or doc.get("slurm_job_id")
             end = job_end(str(job)) if job else None
-            if doc.get("status") not in ("submitted", "running") or job is None or end is None or end.ended:
+            if job is None or end is None or end.ended:  # Slurm's final record, or none to wait for
                 if doc.get("status") in ("submitted", "running"):
                     time.sleep(min(poll_s, 1.0))  # a driver that is writing its last run.json
-                    finish_from_slurm(run_dir, str(job or ""), end)
+                finish_from_slurm(run_dir, str(job or ""), end)
                 pending.remove(run)
         if pending:
             time.sleep(poll_s)
 
 
 def finish_from_slurm(run_dir: Path, job_id: str, end: JobEnd | None) -> None:
-    """A run.json still ``submitted`` / ``running`` after its job ended: finished from Slurm's record."""
+    """After the job's end: a run.json still ``submitted`` / ``running`` is finished from Slurm's record, and
+    one whose status is not what Slurm's final state says (``SCHEDULER_ENDS``) takes Slurm's."""
     path = run_dir / runjson.RUN_JSON
     doc = json.loads(path.read_text(encoding="utf-8"))
-    if doc.get("status") not in ("submitted", "running"):
+    unfinished = doc.get("status") in ("submitted", "running")
+    overruled = end is not None and end.state in SCHEDULER_ENDS and doc.get("status") != ENDED[end.state]
+    if not unfinished and not overruled:
         return
     (run_dir / runjson.OUTPUT_LOG).touch()  # a run directory, stored from run.json alone when it never ran
     found = verdict(job_id, end, False, [run_dir / runjson.OUTPUT_LOG, run_dir / runjson.BATCH_OUTPUT])
     status, detail = found or ("failed", f"Slurm: job {job_id} {end.state if end else 'unknown to Slurm'}")
     why = ("it never started" if doc["status"] == "submitted" else
-           "its driver did not finish run.json (its node failed or it was killed)")
+           "its driver did not finish run.json (its node failed or it was killed)" if unfinished else
+           f"its driver had written {doc['status']}")
     doc.update(status=status, ended_at=doc.get("ended_at") or rundir.iso_utc(time.time()), slurm_job_id=job_id,
                status_detail=f"{detail}; {why}, so bench --wait finished it", slurm_end=end.source if end else None)
     runjson.write(path, doc)
@@ -244,8 +252,6 @@ def drive(run_dir: Path, environ: Mapping[str, str]) -> int:
     logs = [run_dir / runjson.OUTPUT_LOG, *([out] if (out := batch_output(job)) else [])]
 
     def ended(forced: str | None, code: int | None) -> tuple[str, str] | None:
-        if forced is None and code == 0:
-            return None
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the verdict is being written; SIGKILL may still come
         # while the batch step runs Slurm says COMPLETING: its final state waits for us, so its words decide
         found = verdict(job, job_end(job), bool(signalled), logs)

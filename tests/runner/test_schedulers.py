@@ -114,7 +114,7 @@ def test_srun_inside_an_allocation_stores_one_ok_run_with_two_ranks(tmp_path: Pa
     assert row["images_per_sec"] == rank0_total((run_dir / "output.log").read_text())
     doc = run_json(run_dir)
     assert doc["argv"][:5] == ["srun", "--ntasks=2", "--label", "--kill-on-bad-exit=1", "--mpi=pmix"]
-    assert [n["node"] for n in doc["nodes"]] == ["n1"]  # salloc -n 2 fits one node of 2 CPUs
+    assert len(doc["nodes"]) == 1 and doc["nodes"][0]["node"] in ("n1", "n2")  # salloc -n 2 fits one node of 2 CPUs
 
 
 @needs_cluster
