@@ -46,7 +46,7 @@ KEYS: dict[str, type | tuple[type, ...]] = {
     "gpus": list, "gpu_topology": str, "exit_code": int, "status": str, "repeat": (int, str),
     "wall_time_s": (int, float), "command": list, "status_detail": str,
     "failure_cause": str,  # status_detail in run.json written before it took the store's name
-    "outlived": list, "nodes": list, "slurm_job_id": str, "slurm_end": str,
+    "outlived": list, "nodes": list, "slurm_job_id": str, "slurm_end": str, "telemetry_interval_s": (int, float),
 }
 
 

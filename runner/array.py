@@ -47,7 +47,7 @@ def shape(spec: RunSpec) -> tuple[object, ...]:
 
 
 def submit_arrays(name: str, points: Sequence[tuple[RunSpec, int]], out: Path, *, limit: int | None = None,
-                  trainer: Sequence[str] = DEFAULT_TRAINER) -> list[ArrayJob]:
+                  trainer: Sequence[str] = DEFAULT_TRAINER, telemetry_interval_s: float = 5.0) -> list[ArrayJob]:
     """Submit ``points`` ((spec, repeat) each) as job arrays under ``out``; see the module docstring.
     Raises slurm.SubmitError when sbatch refuses one (its runs' run.json then say ``failed``)."""
     groups: dict[tuple[object, ...], list[tuple[RunSpec, int]]] = {}
@@ -73,7 +73,8 @@ def submit_arrays(name: str, points: Sequence[tuple[RunSpec, int]], out: Path, *
                                      trainer=trainer, array=array)
         (folder / runjson.BATCH_SCRIPT).write_text(script, encoding="utf-8")
         for run_dir, doc in docs:  # written before sbatch: a task may start at once and reads its run.json
-            doc.update(status="submitted", submitted_at=rundir.iso_utc(time.time()))
+            doc.update(status="submitted", submitted_at=rundir.iso_utc(time.time()),
+                       telemetry_interval_s=telemetry_interval_s)
             runjson.write(run_dir / runjson.RUN_JSON, doc)
         try:
             job_id = slurm.sbatch(["sbatch", "--parsable", str(folder / runjson.BATCH_SCRIPT)])
@@ -114,7 +115,8 @@ def sweep_arrays(plan: Any, cells: Sequence[Any], out: Path, store: Path, *, res
         from bench.sql.store import check_writable
 
         check_writable(store)
-    jobs = submit_arrays(plan.name, [(c.spec, c.repeat) for c in todo], out, limit=limit)
+    jobs = submit_arrays(plan.name, [(c.spec, c.repeat) for c in todo], out, limit=limit,
+                         telemetry_interval_s=plan.launcher.get("telemetry_interval_s", 5.0))
     for job in jobs:
         echo(f"submitted array job {job.job_id}: {len(job.run_dirs)} tasks ({job.folder})")
     if not wait:

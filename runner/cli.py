@@ -168,7 +168,8 @@ def run_command(
     if sbatch or wait:
         if launcher != "slurm" or not sbatch:
             raise typer.BadParameter("--sbatch needs --launcher slurm, and --wait needs --sbatch")
-        _submit_runs(spec, out, repeat, dry_run=dry_run, wait=wait, store=None if no_ingest else _store_root(store))
+        _submit_runs(spec, out, repeat, dry_run=dry_run, wait=wait, store=None if no_ingest else _store_root(store),
+                     telemetry_interval_s=telemetry_interval)
         return
     if dry_run:
         lr.check_trainer(spec)  # a command the real run would refuse (--precision fp8) is not printed as one
@@ -195,7 +196,8 @@ def run_command(
         raise typer.Exit(1)
 
 
-def _submit_runs(spec: Any, out: Path, repeat: int, *, dry_run: bool, wait: bool, store: Path | None) -> None:
+def _submit_runs(spec: Any, out: Path, repeat: int, *, dry_run: bool, wait: bool, store: Path | None,
+                 telemetry_interval_s: float) -> None:
     """``--sbatch``: submit each repeat as a batch job; with ``wait``, wait for them, ingest, and exit as
     ``bench run`` does (1 when a run did not end ok)."""
     import json
@@ -208,7 +210,8 @@ def _submit_runs(spec: Any, out: Path, repeat: int, *, dry_run: bool, wait: bool
         lr.rundir.check_out(out)
     run_dirs = []
     for i in range(1, repeat + 1):
-        run_dir, script, argv = slurm.submit(spec, out, repeat=i if repeat > 1 else None, dry_run=dry_run)
+        run_dir, script, argv = slurm.submit(spec, out, repeat=i if repeat > 1 else None, dry_run=dry_run,
+                                             telemetry_interval_s=telemetry_interval_s)
         typer.echo(script if dry_run else f"submitted {run_dir} (job {_job_of(run_dir)})")
         typer.echo(lr.describe(argv))
         if run_dir is not None:

@@ -12,7 +12,7 @@ submitted; no_result for a clean exit whose log holds no result), status_detail 
 exception line, or an exit code with no result; None for an ok run; the store's column of the same name; run.json files
 written before it was called status_detail say failure_cause), command (the argv given after
 ``bench run --``, verbatim; absent for the bundled trainer), epoch_images ({count, source} when the trainer sized an epoch of --data-dir, else None), outlived (sentences on processes that outlived the run, else None), nodes (under Slurm or mpirun: every
-node's facts, ``bench.runner.nodes``), and for a Slurm batch job slurm_job_id, submitted_at and slurm_end (which
+node's facts, ``bench.runner.nodes``), and for a Slurm batch job slurm_job_id, submitted_at, telemetry_interval_s (for its driver) and slurm_end (which
 of sacct, scontrol, the log or the trap said how the job ended: ``bench.runner.slurm``); status ``cancelled``
 for a job Slurm cancelled. Facts are gathered without importing TensorFlow: package metadata and command output only.
 """

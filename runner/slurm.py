@@ -142,7 +142,7 @@ def verdict(job_id: str, end: JobEnd | None, signalled: bool, logs: Sequence[Pat
 
 
 def submit(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Sequence[str] = DEFAULT_TRAINER,
-           dry_run: bool = False) -> tuple[Path | None, str, list[str]]:
+           dry_run: bool = False, telemetry_interval_s: float = 5.0) -> tuple[Path | None, str, list[str]]:
     """Write the batch script into a new run directory and submit it (see the module docstring).
 
     Returns (run_dir, script text, sbatch argv); with ``dry_run`` nothing is written (run_dir None).
@@ -164,7 +164,8 @@ def submit(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Sequ
         doc.update(status="failed", status_detail=f"not submitted: {e.words}", ended_at=rundir.iso_utc(time.time()))
         runjson.write(run_dir / runjson.RUN_JSON, doc)
         raise SubmitError(e.words, run_dir.name) from None
-    doc.update(status="submitted", slurm_job_id=job_id, submitted_at=rundir.iso_utc(time.time()))
+    doc.update(status="submitted", slurm_job_id=job_id, submitted_at=rundir.iso_utc(time.time()),
+               telemetry_interval_s=telemetry_interval_s)
     runjson.write(run_dir / runjson.RUN_JSON, doc)
     return run_dir, script, argv
 
@@ -226,10 +227,6 @@ def finish_from_slurm(run_dir: Path, job_id: str, end: JobEnd | None) -> None:
 # --- the driver, inside the job ------------------------------------------------------------------------
 
 
-class _Stopped(BaseException):
-    """SIGTERM from Slurm (scancel, the time limit, a node failure), raised where the driver waits."""
-
-
 def drive(run_dir: Path, environ: Mapping[str, str]) -> int:
     """Run the job's step into ``run_dir`` and write its run.json; the job's exit code (0 when ok)."""
     from bench.runner import launch
@@ -259,7 +256,7 @@ def drive(run_dir: Path, environ: Mapping[str, str]) -> int:
             doc["slurm_end"] = found[1].rsplit("[read from ", 1)[-1].rstrip("]")
         return found
 
-    outcome = launch.run_in(run_dir, doc, spec, list(doc.get("argv") or []), env, telemetry_interval_s=5.0,
+    outcome = launch.run_in(run_dir, doc, spec, list(doc.get("argv") or []), env, telemetry_interval_s=float(doc.get("telemetry_interval_s", 5.0)),
                             grace_s=STOP_GRACE_S, echo=None, fmt=None, timeout_s=None, ended=ended)
     return 0 if outcome.status == "ok" else 1
 

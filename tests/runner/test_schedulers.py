@@ -154,6 +154,7 @@ def test_sbatch_returns_at_once_and_the_ended_job_ingests_ok(tmp_path: Path) -> 
     assert f"(job {doc['slurm_job_id']})" in done.stdout
     wait_for(lambda: run_json(run_dir)["status"] not in ("submitted", "running"), 120, "the job's end")
     assert run_json(run_dir)["status"] == "ok"
+    assert not (run_dir / "telemetry.csv").exists()  # --telemetry-interval 0 reached the job's driver
     assert bench("ingest", str(out), "--store", str(store)).returncode == 0
     (row,) = runs(store)
     assert row["status"] == "ok" and row["images_per_sec"] == rank0_total((run_dir / "output.log").read_text())
