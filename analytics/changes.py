@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics.changepoints import ALPHA, MIN_RUNS, Detection, Level, detect_states
 from bench.analytics.query import view_error
+from bench.sql.columns import GPU_LOAD_DETAILS
 from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
@@ -46,8 +47,10 @@ if TYPE_CHECKING:
 
 #: metric -> True when lower is better
 METRICS = {"images_per_sec": False, "throughput": False, "time_to_train_s": True, "wall_time_s": True}
-#: details keys that are a run's own bookkeeping, not a fact of its machine
-FACT_EXCLUDED = frozenset({"run_id", "launcher_status", "exit_code", "argv", "env", "spec"})
+#: details keys that are a run's own bookkeeping, not a fact of its machine, or its telemetry; and ``gpus``, every
+#: GPU's settings as one JSON text (the first GPU's are facts of their own: gpu_driver, gpu_power_limit_w, ...)
+FACT_EXCLUDED = frozenset({"run_id", "launcher_status", "exit_code", "argv", "env", "spec", "slurm_job_id", "slurm_end",
+                           GPU_LOAD_DETAILS, "gpus"})
 #: how many runs before a change an acceptance of its series may lie and still cover it
 ACCEPT_SLACK = 2
 #: the series' columns shown to a person, in this order (NULL ones are left out)

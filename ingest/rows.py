@@ -6,14 +6,16 @@ Made where the file was parsed (``stages``): in a parser worker for held files.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.ingest import gpu_load, rundir, runjson
 from bench.ingest import patterns as pat
-from bench.ingest import rundir, runjson
 from bench.ingest.parse import FileParse
 from bench.ingest.records import Problem
 from bench.ingest.table_rows import run_row, score_scale_row, system_row
+from bench.sql.columns import GPU_LOAD_DETAILS
 from bench.sql.names import storable
 
 
@@ -63,6 +65,9 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
         res.problems.extend(problems)
         if meta is not None:
             runs = [rundir.apply_run_json(r, meta, res.problems) for r in (res.runs or [rundir.empty_run(meta)])]
+            load = gpu_load.beside(ref.source, meta) if "::" not in ref.source else None  # not an archive member
+            if load is not None:
+                runs = [dataclasses.replace(r, details={**r.details, GPU_LOAD_DETAILS: load}) for r in runs]
     for run in runs:
         run = pat.apply(run, values, res.problems)
         out.runs.append(run_row(run, source=ref.source, sha=ref.sha, ingested_at=now))

@@ -230,6 +230,8 @@ def run_details(meta: dict[str, Any]) -> dict[str, str]:
         "gpu_ecc_mode": first.get("ecc_mode"),
         "gpu_vbios": first.get("vbios_version"),
         "gpu_count": len(gpus) if gpus else None,
+        # every GPU's identity and settings, by nvidia-smi index: bench fleet names the one set apart
+        "gpus": json.dumps(gpus, sort_keys=True) if gpus else None,
     })
     nodes = [n for n in meta.get("nodes") or [] if isinstance(n, dict)]
     if nodes:

@@ -19,6 +19,7 @@ from bench.analytics.cli import (
     compare_command,
     effects_command,
     fit_command,
+    fleet_command,
     plot_command,
     report_command,
     sql_command,
@@ -82,6 +83,7 @@ app.command("plot")(_translated(plot_command))
 app.command("report")(_translated(report_command))
 app.command("changes")(_translated(changes_command))
 app.command("check")(_translated(check_command))
+app.command("fleet")(_translated(fleet_command))
 
 
 _T = "Trainer options"  # help panel of the options passed through to the trainer

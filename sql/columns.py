@@ -37,3 +37,6 @@ TELEMETRY_COLUMNS: dict[str, str] = {
     "power_w": "d",
     "sm_clock_mhz": "d",
 }
+#: The key of ``runs.details`` that holds a run's per-GPU telemetry summaries under load, as JSON
+#: (written by bench.ingest.gpu_load, read by bench fleet and the report).
+GPU_LOAD_DETAILS = "gpu_load"

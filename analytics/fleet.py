@@ -1,0 +1,242 @@
+"""``bench fleet``: which hosts are slower than their peers on the same workload, and why.
+
+A workload is a series (bench.analytics.changes) without its system: every factor of the configuration
+and the scale point, the device model included, so that hosts are compared with hosts of their own GPU
+model only; tags that say where a run sat (``selection.SYSTEM_TAGS``: host, node, driver, ...) do not
+split it. Runs over several nodes are left out (their speed is not one host's).
+
+For each workload run on ``MIN_HOSTS`` hosts or more, a host's level is the median of its ok runs; the
+fleet's level is the median of the hosts' levels, and its scale is robust: 1.4826 x the median absolute
+deviation of the hosts' log levels (which estimates a normal's SD, and which the outliers it looks for do
+not drag), at least ``SCALE_FLOOR``. A host is flagged when it is slower than the fleet's median by more
+than ``Z_BOUND`` robust SDs (Iglewicz and Hoaglin's bound for the modified z-score) **and** by more than
+``--threshold`` (a practical bound). Its difference gets a 95% interval: the t-interval of the mean of its
+runs' log ratios to the fleet median, with the SD pooled over the workload's hosts (or its own, if
+larger) and the fleet median's own uncertainty (1.2533 x scale / sqrt(hosts)) added.
+
+Why, for each flagged host (bench.analytics.fleet_why): every fact of its runs' ``details`` (driver,
+CUDA, clocks, power limits, ECC, VBIOS, kernel, CPU, framework version, each GPU's settings) where its
+value differs from the value held by most of its peers; and, from the per-GPU telemetry summaries stored
+at ingest (bench.ingest.gpu_load), a GPU that stands apart from its node's other GPUs and from the fleet's
+GPUs (lower SM clock under load, hotter, at its power limit more often), or the whole node when all its
+GPUs do. A host whose runs all failed is flagged too (kind ``failed``): a node that cannot finish the
+workload is not qualified.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bench.analytics.changes import FACT_EXCLUDED, METRICS, SERIES_COLUMNS, series_label
+from bench.analytics.intervals import t95
+from bench.analytics.selection import SYSTEM_TAGS
+from bench.sql.columns import GPU_LOAD_DETAILS
+from bench.sql.errors import UsageError
+
+if TYPE_CHECKING:
+    import duckdb
+
+MIN_HOSTS = 3  # fewer hosts have no majority to compare with
+Z_BOUND = 3.5
+SCALE_FLOOR = 0.002  # 0.2%: hosts that agree to the digit still differ by their runs' noise
+MAD_TO_SD = 1.4826
+WORKLOAD_COLUMNS = tuple(c for c in SERIES_COLUMNS if c != "system")
+
+
+@dataclass
+class HostLevel:
+    host: str
+    level: float | None  # median of its ok runs
+    n_runs: int
+    n_failed: int
+    logs: list[float] = field(default_factory=list, repr=False)  # log of each ok run's value
+    relative: float | None = None  # level / fleet median - 1 (for lower-is-better metrics: fleet / level - 1)
+    z: float | None = None
+    ci95: tuple[float | None, float | None] = (None, None)
+
+
+@dataclass
+class Outlier:
+    host: str
+    gpu: int | None
+    kind: str  # slower, failed
+    workload: str
+    relative_difference: float | None
+    ci95: tuple[float | None, float | None]
+    z: float | None
+    level: float | None
+    fleet_median: float | None
+    n_runs: int
+    differs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""
+
+
+@dataclass
+class Workload:
+    label: str
+    key: dict[str, Any]
+    n_hosts: int
+    n_runs: int
+    median: float | None = None
+    robust_sd: float | None = None  # relative (on the log scale)
+    hosts: list[HostLevel] = field(default_factory=list)
+    compared: bool = True
+    note: str | None = None
+
+
+@dataclass
+class Fleet:
+    metric: str
+    lower_is_better: bool
+    threshold: float
+    z_bound: float = Z_BOUND
+    scale: str = f"{MAD_TO_SD} x MAD of the hosts' log levels, at least {SCALE_FLOOR:.1%}"
+    workloads: list[Workload] = field(default_factory=list)
+    outliers: list[Outlier] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        out = asdict(self)
+        for w in out["workloads"]:
+            for h in w["hosts"]:
+                h.pop("logs", None)
+        return json.dumps(out, default=str, indent=2)
+
+
+@dataclass
+class FleetRun:
+    run_id: str
+    host: str
+    status: str
+    value: float | None
+    facts: dict[str, str]
+    gpu_load: str | None  # its per-GPU telemetry summaries (JSON), if any
+    gpus: str | None  # every GPU's identity and settings (JSON), if known
+
+
+def load_runs(con: duckdb.DuckDBPyConnection, metric: str) -> dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]]:
+    """The runs of ``con`` by workload: key -> (its description, its runs). Runs over several nodes and runs
+    without a host are left out."""
+    from bench.sql.views import register_views
+
+    register_views(con, ["run_configs"])
+    cols = ", ".join(f"c.{c}" for c in WORKLOAD_COLUMNS)
+    cur = con.execute(f"""
+        SELECT {cols}, c.series_tags, c.run_id, c.status, c.host, c.{metric} AS value, r.framework_version, r.details
+        FROM run_configs c JOIN runs r USING (run_id)
+        WHERE c.host IS NOT NULL AND coalesce(c.num_nodes, 1) = 1""")
+    names = [d[0] for d in cur.description]
+    out: dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]] = {}
+    for row in cur.fetchall():
+        r = dict(zip(names, row, strict=True))
+        tags = {k: v for k, v in (r["series_tags"] or {}).items() if k not in SYSTEM_TAGS}
+        key = (*(r[c] for c in WORKLOAD_COLUMNS), tuple(sorted(tags.items())))
+        if key not in out:
+            d = {c: r[c] for c in WORKLOAD_COLUMNS if r[c] is not None}
+            out[key] = ({**d, "tags": tags}, [])
+        facts = {k: v for k, v in (r["details"] or {}).items() if k not in FACT_EXCLUDED}
+        if r["framework_version"] is not None:
+            facts["framework_version"] = r["framework_version"]
+        value = r["value"]
+        ok = r["status"] == "ok" and value is not None and value > 0 and math.isfinite(value)
+        out[key][1].append(FleetRun(r["run_id"], r["host"], r["status"], float(value) if ok else None, facts,
+                                    (r["details"] or {}).get(GPU_LOAD_DETAILS), (r["details"] or {}).get("gpus")))
+    return out
+
+
+def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec", threshold: float = 0.03) -> Fleet:
+    """Every workload's hosts against their fleet (see the module docstring)."""
+    from bench.analytics.fleet_why import explain
+
+    if metric not in METRICS:
+        raise UsageError(f"--metric {metric!r}: one of {', '.join(METRICS)}")
+    if not 0 <= threshold < 1:
+        raise UsageError(f"--threshold {threshold}: a fraction between 0 and 1 (0.03: 3% slower)")
+    fleet = Fleet(metric, METRICS[metric], threshold)
+    workloads = load_runs(con, metric)
+    models = {d.get("device_model") for d, _ in workloads.values() if d.get("device_model")}
+    if len(models) > 1:
+        fleet.notes.append(f"the selection spans {len(models)} device models ({', '.join(sorted(map(str, models)))}): "
+                           "each host is compared with hosts of its own model only")
+    varying = {c for c in WORKLOAD_COLUMNS if len({d.get(c) for d, _ in workloads.values()}) > 1}
+    for d, runs in workloads.values():
+        w = _workload(d, runs, varying, fleet)
+        fleet.workloads.append(w)
+        if not w.compared:
+            continue
+        flagged = [h for h in w.hosts if _flagged(h, fleet)]
+        flagged_hosts = {h.host for h in flagged}
+        by_host: dict[str, list[FleetRun]] = defaultdict(list)
+        for run in runs:
+            by_host[run.host].append(run)
+        for h in flagged:
+            fleet.outliers.append(explain(Outlier(
+                h.host, None, "slower", w.label, h.relative, h.ci95, h.z, h.level, w.median, h.n_runs), by_host, flagged_hosts))
+        for h in w.hosts:
+            if h.level is None:
+                fleet.outliers.append(Outlier(h.host, None, "failed", w.label, None, (None, None), None, None, w.median,
+                                              h.n_runs, reason=f"all {h.n_failed} runs failed ({_statuses(by_host[h.host])})"))
+    fleet.outliers.sort(key=lambda o: (o.kind != "slower", o.relative_difference if o.relative_difference is not None else 0))
+    if not fleet.workloads:
+        fleet.notes.append("no single-node run with a host in the selection")
+    return fleet
+
+
+def _statuses(runs: list[FleetRun]) -> str:
+    return ", ".join(f"{n} {s}" for s, n in sorted(Counter(r.status for r in runs).items()))
+
+
+def _workload(d: dict[str, Any], runs: list[FleetRun], varying: set[str], fleet: Fleet) -> Workload:
+    by_host: dict[str, list[FleetRun]] = defaultdict(list)
+    for run in runs:
+        by_host[run.host].append(run)
+    label = series_label({**d, "system": None}, varying | {"device_model", "num_devices"}) or "(unnamed workload)"
+    w = Workload(label, d, len(by_host), len(runs))
+    for host, hr in sorted(by_host.items()):
+        values = [r.value for r in hr if r.value is not None]
+        w.hosts.append(HostLevel(host, statistics.median(values) if values else None, len(values),
+                                 len(hr) - len(values), [math.log(v) for v in values]))
+    measured = [h for h in w.hosts if h.level is not None]
+    if len(measured) < MIN_HOSTS:
+        w.compared = False
+        w.note = (f"run on {len(measured)} host{'s' if len(measured) != 1 else ''} with an ok run: "
+                  f"a host needs {MIN_HOSTS - 1} or more peers to be compared")
+        return w
+    logs = [math.log(h.level) for h in measured if h.level is not None]
+    center = statistics.median(logs)
+    scale = max(MAD_TO_SD * statistics.median(abs(x - center) for x in logs), SCALE_FLOOR)
+    w.median, w.robust_sd = math.exp(center), scale
+    sd, df = _pooled_sd(measured)
+    se_center = 1.2533 * scale / math.sqrt(len(measured))
+    sign = -1.0 if fleet.lower_is_better else 1.0
+    for h in measured:
+        assert h.level is not None
+        diff = math.log(h.level) - center
+        h.z = sign * diff / scale
+        h.relative = math.exp(sign * diff) - 1
+        own = statistics.stdev(h.logs) if len(h.logs) >= 2 else 0.0
+        s = max(own, sd) if sd is not None else (own if len(h.logs) >= 2 else None)
+        dof = df if sd is not None and s == sd else len(h.logs) - 1
+        if s is not None and dof >= 1:
+            mean = statistics.fmean(h.logs) - center
+            half = t95(dof) * math.sqrt(s * s / len(h.logs) + se_center ** 2)
+            lo, hi = math.exp(sign * (mean - half)) - 1, math.exp(sign * (mean + half)) - 1
+            h.ci95 = (min(lo, hi), max(lo, hi))
+    return w
+
+
+def _pooled_sd(hosts: list[HostLevel]) -> tuple[float | None, int]:
+    """The SD of runs within a host, pooled over the hosts with 2 runs or more, and its degrees of freedom."""
+    ss = sum(sum((x - statistics.fmean(h.logs)) ** 2 for x in h.logs) for h in hosts if len(h.logs) >= 2)
+    df = sum(len(h.logs) - 1 for h in hosts if len(h.logs) >= 2)
+    return (math.sqrt(ss / df), df) if df else (None, 0)
+
+
+def _flagged(h: HostLevel, fleet: Fleet) -> bool:
+    return (h.z is not None and h.relative is not None and h.z < -fleet.z_bound and h.relative < -fleet.threshold)

@@ -1,0 +1,178 @@
+"""Why a flagged host is slower (bench.analytics.fleet): the facts in which it differs from most of its peers,
+and the GPU, if one, that its telemetry sets apart from its node's other GPUs and from the fleet's."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.analytics.fleet import FleetRun, Outlier
+
+#: details keys that are a run's own (its node names), not a fact of its host; each GPU's settings are compared
+#: one by one as ``gpuN.<setting>``
+NOT_FACTS = frozenset({"nodes", "node_names", "slurm_job_id", "slurm_end", "log_status",
+                       "log_images_per_sec", "python_version"})
+#: telemetry summaries compared: (key, words, unit, which way is worse, the practical bound: a GPU is set
+#: apart only when it is this much worse than its node's others and the fleet's GPUs; "rel" makes it relative)
+CHECKS = (
+    ("sm_clock_mean_mhz", "mean SM clock under load", "MHz", -1, ("rel", 0.03)),
+    ("temperature_max_c", "max temperature", "°C", 1, ("abs", 8.0)),
+    ("at_power_limit_share", "share of samples at its power limit", "", 1, ("abs", 0.25)),
+)
+#: a GPU's robust z-score bound: higher than a host's (3.5), since a fleet has 8 times as many GPUs to test
+Z_BOUND = 5.0
+_FLOORS = {"sm_clock_mean_mhz": ("rel", 0.005), "temperature_max_c": ("abs", 1.0), "at_power_limit_share": ("abs", 0.02)}
+
+
+def host_facts(runs: list[FleetRun]) -> dict[str, str]:
+    """A host's facts: each one's most common value over its runs, each GPU's settings as ``gpuN.<key>``."""
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for run in runs:
+        for k, v in run.facts.items():
+            if k not in NOT_FACTS:
+                counts[k][v] += 1
+        for k, v in _gpu_settings(run.gpus).items():
+            counts[k][v] += 1
+    return {k: c.most_common(1)[0][0] for k, c in counts.items()}
+
+
+def _gpu_settings(text: str | None) -> dict[str, str]:
+    try:
+        gpus = json.loads(text) if text else []
+    except ValueError:
+        return {}
+    return {f"gpu{i}.{k}": str(v) for i, g in enumerate(gpus if isinstance(gpus, list) else [])
+            if isinstance(g, dict) for k, v in g.items() if v is not None}
+
+
+def gpu_loads(runs: list[FleetRun]) -> dict[int | None, dict[str, float]]:
+    """GPU index -> the median over the host's ok runs of each summary (bench.ingest.gpu_load)."""
+    values: dict[int | None, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        if run.value is None:
+            continue
+        try:
+            summaries = json.loads(run.gpu_load or "[]")
+        except ValueError:
+            continue
+        for s in summaries if isinstance(summaries, list) else []:
+            if not isinstance(s, dict) or not s.get("samples"):
+                continue
+            for key, *_ in CHECKS:
+                if isinstance(s.get(key), (int, float)):
+                    values[s.get("gpu")][key].append(float(s[key]))
+    return {g: {k: statistics.median(v) for k, v in m.items()} for g, m in values.items()}
+
+
+def explain(out: Outlier, by_host: Mapping[str, list[FleetRun]], flagged: set[str]) -> Outlier:
+    """``out`` with what differs, the GPU set apart, and a one-line reason."""
+    mine = host_facts(by_host[out.host])
+    peers = {h: host_facts(r) for h, r in by_host.items() if h != out.host}
+    for key, value in sorted(mine.items()):
+        seen = Counter(f[key] for f in peers.values() if key in f)
+        if not seen:
+            continue
+        common, n = seen.most_common(1)[0]
+        if value != common and n > len(peers) / 2:
+            out.differs[key] = {"host": value, "peers": common, "peers_sharing": n, "peers_with_fact": sum(seen.values()),
+                                "also_on_unflagged": sum(1 for h, f in peers.items() if f.get(key) == value and h not in flagged)}
+    _collapse_gpu_settings(out.differs, mine)
+    out.telemetry = _telemetry(out.host, by_host, flagged)
+    gpus = [t["gpu"] for t in out.telemetry if t["gpu"] is not None]
+    setting_gpus = sorted({int(k[3:].split(".")[0]) for k in out.differs if _GPU_KEY.match(k)})
+    named = gpus or setting_gpus
+    out.gpu = named[0] if named else None
+    out.reason = _reason(out)
+    if not gpu_loads(by_host[out.host]):
+        out.reason += "; its runs have no per-GPU telemetry summary (no telemetry.csv with GPU indices)"
+    return out
+
+
+_GPU_KEY = re.compile(r"gpu(\d+)\.(.+)$")
+
+
+def _collapse_gpu_settings(differs: dict[str, dict[str, Any]], mine: dict[str, str]) -> None:
+    """A setting that differs alike on every GPU of the host is the node's, not one GPU's: its ``gpuN.<key>``
+    entries become one ``gpus.<key>`` (none where a first-GPU fact such as ``gpu_driver`` already says it)."""
+    n_gpus = len({m.group(1) for k in mine if (m := _GPU_KEY.match(k))})
+    by_setting: dict[str, list[str]] = defaultdict(list)
+    for k in differs:
+        if m := _GPU_KEY.match(k):
+            by_setting[m.group(2)].append(k)
+    for setting, keys in by_setting.items():
+        pairs = {(differs[k]["host"], differs[k]["peers"]) for k in keys}
+        if len(keys) < n_gpus or len(keys) < 2 or len(pairs) != 1:
+            continue
+        merged = {**differs[keys[0]], "gpus": len(keys)}
+        for k in keys:
+            del differs[k]
+        said = any(not _GPU_KEY.match(k) and (d["host"], d["peers"]) == next(iter(pairs)) for k, d in differs.items())
+        if not said:
+            differs[f"gpus.{setting}"] = merged
+
+
+def _telemetry(host: str, by_host: Mapping[str, list[FleetRun]], flagged: set[str]) -> list[dict[str, Any]]:
+    """The GPUs (or the whole node) whose load summaries stand apart (see ``CHECKS``)."""
+    mine = gpu_loads(by_host[host])
+    fleet: dict[str, list[float]] = defaultdict(list)
+    for h, runs in by_host.items():
+        if h not in flagged:
+            for load in gpu_loads(runs).values():
+                for k, v in load.items():
+                    fleet[k].append(v)
+    found: list[dict[str, Any]] = []
+    for key, words, unit, worse, (kind, bound) in CHECKS:
+        if len(fleet[key]) < 3:
+            continue
+        center = statistics.median(fleet[key])
+        floor_kind, floor = _FLOORS[key]
+        scale = max(1.4826 * statistics.median(abs(v - center) for v in fleet[key]),
+                    floor * abs(center) if floor_kind == "rel" else floor)
+        practical = bound * abs(center) if kind == "rel" else bound
+        apart = {g: load[key] for g, load in mine.items() if key in load
+                 and worse * (load[key] - center) / scale > Z_BOUND and worse * (load[key] - center) >= practical}
+        for g, v in sorted(apart.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+            others = [load[key] for o, load in mine.items() if o != g and key in load]
+            node = statistics.median(others) if others else None
+            if node is not None and not worse * (v - node) >= practical:
+                continue  # its node's others are as far off: the node, below
+            found.append({"gpu": g, "metric": key, "words": words, "unit": unit, "value": v, "node_others": node,
+                          "fleet": center})
+        whole = [load[key] for load in mine.values() if key in load]
+        if len(whole) >= 2 and all(worse * (v - center) >= practical and worse * (v - center) / scale > Z_BOUND
+                                   for v in whole):
+            found.append({"gpu": None, "metric": key, "words": words, "unit": unit, "value": statistics.median(whole),
+                          "node_others": None, "fleet": center, "gpus": len(whole)})
+    return found
+
+
+def _number(v: Any, unit: str) -> str:
+    if not isinstance(v, (int, float)):
+        return str(v)
+    text = f"{v:.0%}" if unit == "" and 0 <= v <= 1 else f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
+    return f"{text} {unit}".strip() if unit and unit != "" else text
+
+
+def _reason(out: Outlier) -> str:
+    parts = []
+    by_where: dict[str, list[str]] = defaultdict(list)
+    for t in out.telemetry:
+        where = f"GPU {t['gpu']}" if t["gpu"] is not None else f"all {t['gpus']} GPUs"
+        than = f"its node's others {_number(t['node_others'], t['unit'])}, " if t["node_others"] is not None else ""
+        by_where[where].append(f"{t['words']} {_number(t['value'], t['unit'])} ({than}fleet {_number(t['fleet'], t['unit'])})")
+    parts += [f"{where}: {', '.join(said)}" for where, said in by_where.items()]
+    for key, d in out.differs.items():
+        shared = f"; {d['also_on_unflagged']} unflagged host(s) have it too" if d["also_on_unflagged"] else ""
+        parts.append(f"{key} {_short(d['host'])} (peers: {_short(d['peers'])}, {d['peers_sharing']} of "
+                     f"{d['peers_with_fact']}{shared})")
+    return "; ".join(parts) or "no fact or telemetry summary sets it apart from its peers"
+
+
+def _short(text: str, width: int = 48) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1] + "…"

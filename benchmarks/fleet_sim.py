@@ -1,0 +1,188 @@
+"""A simulated fleet: seeded `bench run` directories (output.log, run.json, telemetry.csv) for H hosts x G
+GPUs x R runs of one training, with faults injected into some hosts, for `bench fleet` to find.
+
+    python benchmarks/fleet_sim.py OUT [--hosts 64] [--gpus 8] [--runs 3] [--noise 0.01] [--fault-size 0.10]
+                                       [--faults 8] [--seed 1]
+
+Healthy hosts differ from each other by --noise (the SD of a host's log throughput; 1% by default) and a
+host's runs by a third of that. Each faulty host gets one fault, the kinds in turn (``FAULTS``), and is
+--fault-size slower (its runs' throughput divided by 1 + size):
+
+- ``app_clocks``: every GPU's application clock set low (run.json ``gpus[i].applications_clock_sm_mhz``),
+  their SM clock under load with it;
+- ``power_cap``: every GPU's enforced power limit lowered; they draw it, and clock lower;
+- ``hot_gpu``: one GPU throttles at 92 °C with a low SM clock while its neighbours wait for it;
+- ``old_driver``: the node left on an older driver; its telemetry looks healthy.
+
+OUT/truth.json says which host got which fault (and which GPU): tests and `make bench` score bench fleet's
+answers against it. The logs are in the tf_cnn_benchmarks format of `bench run`'s bundled trainer; nothing in
+them is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+FAULTS = ("app_clocks", "power_cap", "hot_gpu", "old_driver")
+GPU = "NVIDIA H100 80GB HBM3"
+DRIVER, OLD_DRIVER = "550.90.07", "535.104.05"
+CLOCK, LOW_CLOCK = 1980.0, 1410.0
+LIMIT, LOW_LIMIT = 700.0, 500.0
+BASE_RATE = 2950.0  # images/sec of a healthy host (8 GPUs, ResNet-50, fp16)
+SAMPLES = 24  # telemetry samples per GPU per run (0.5 s apart)
+
+
+def plan(hosts: int, faults: int, seed: int) -> dict[str, dict[str, object]]:
+    """host name -> its fault (kind, gpu) for ``faults`` hosts drawn by ``seed``."""
+    rng = random.Random(seed)
+    names = [f"node{i:03d}" for i in range(1, hosts + 1)]
+    chosen = rng.sample(names, min(faults, hosts))
+    return {h: {"kind": FAULTS[i % len(FAULTS)], "gpu": rng.randrange(8) if FAULTS[i % len(FAULTS)] == "hot_gpu" else None}
+            for i, h in enumerate(chosen)}
+
+
+def generate(out: Path, *, hosts: int = 64, gpus: int = 8, runs: int = 3, noise: float = 0.01,
+             fault_size: float = 0.10, faults: int = 8, seed: int = 1) -> dict[str, dict[str, object]]:
+    """Write the fleet's run directories under ``out`` and ``out/truth.json``; returns the truth."""
+    rng = random.Random(seed * 7919 + 17)
+    truth = plan(hosts, faults, seed)
+    for gpu_fault in truth.values():
+        if gpu_fault["gpu"] is not None:
+            gpu_fault["gpu"] = int(gpu_fault["gpu"]) % gpus  # type: ignore[call-overload]
+    start = datetime(2026, 11, 1, 1, 0, tzinfo=UTC)
+    out.mkdir(parents=True, exist_ok=True)
+    for h in range(1, hosts + 1):
+        host = f"node{h:03d}"
+        fault = truth.get(host)
+        level = BASE_RATE * math.exp(rng.gauss(0, noise)) / (1 + fault_size if fault else 1)
+        for r in range(runs):
+            rate = level * math.exp(rng.gauss(0, noise / 3))
+            at = start + timedelta(days=r, minutes=h)
+            write_run(out / f"{host}-r{r}", host, rate, fault, gpus, at, rng)
+    (out / "truth.json").write_text(json.dumps({"hosts": hosts, "gpus": gpus, "runs": runs, "noise": noise,
+                                                "fault_size": fault_size, "seed": seed, "faults": truth}, indent=1))
+    return truth
+
+
+def write_run(d: Path, host: str, rate: float, fault: dict[str, object] | None, gpus: int, at: datetime,
+             rng: random.Random) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    kind = fault["kind"] if fault else None
+    settings = []
+    for _ in range(gpus):
+        s = {"name": GPU, "driver_version": OLD_DRIVER if kind == "old_driver" else DRIVER, "memory_total_mib": 81559.0,
+             "sm_clock_max_mhz": CLOCK, "power_limit_w": LIMIT, "enforced_power_limit_w": LIMIT,
+             "applications_clock_sm_mhz": CLOCK, "applications_clock_memory_mhz": 2619.0, "memory_clock_max_mhz": 2619.0,
+             "persistence_mode": "Enabled", "ecc_mode": "Enabled", "vbios_version": "96.00.99.00.01"}
+        if kind == "app_clocks":
+            s["applications_clock_sm_mhz"] = LOW_CLOCK
+        if kind == "power_cap":
+            s["enforced_power_limit_w"] = s["power_limit_w"] = LOW_LIMIT
+        settings.append(s)
+    batches, warmup, per_gpu = 100, 10, 256
+    seconds = batches * per_gpu * gpus / rate
+    end = at + timedelta(seconds=seconds + 20)
+    run_id = f"{at:%Y%m%dT%H%M%SZ}-resnet50-{host[-3:]}"
+    doc = {
+        "schema_version": 2, "run_id": run_id, "argv": ["bench", "run", "--model", "resnet50", "--num-gpus", str(gpus)],
+        "spec": {"model": "resnet50", "batch_size": per_gpu, "num_gpus": gpus, "variable_update": "replicated",
+                 "all_reduce": "nccl", "data_format": "NCHW", "precision": "fp16", "launcher": "local",
+                 "num_batches": batches, "num_warmup_batches": warmup, "device": "gpu", "tags": {}},
+        "tags": {}, "repeat": None, "env": {"CUDA_VERSION": "12.4.1"},
+        "host": {"hostname": host, "cpu_model": "AMD EPYC 9654 96-Core Processor", "kernel": "6.8.0-45-generic",
+                 "os": "Ubuntu 22.04.4 LTS", "physical_cores": 192, "logical_cpus": 384, "memory_total_mib": 2063731,
+                 "python": "3.11.9"},
+        "versions": {"tensorflow": "2.15.1", "cuda": "12.4", "cudnn": "8.9.7", "nccl": "2.21.5", "horovod": None},
+        "gpus": settings, "gpu_topology": None, "started_at": at.isoformat(), "ended_at": end.isoformat(),
+        "wall_time_s": (end - at).total_seconds(), "exit_code": 0, "status": "ok",
+    }
+    (d / "run.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
+    (d / "output.log").write_text(_log(rate, gpus, per_gpu, batches, rng))
+    (d / "telemetry.csv").write_text(_telemetry(fault, gpus, at, rng))
+
+
+def _log(rate: float, gpus: int, per_gpu: int, batches: int, rng: random.Random) -> str:
+    devices = ", ".join(f"'/gpu:{i}'" for i in range(gpus))
+    lines = ["TensorFlow:  2.15", "Model:       resnet50", "Dataset:     imagenet (synthetic)", "Mode:        training",
+             "SingleSess:  False", f"Batch size:  {per_gpu * gpus} global", f"             {per_gpu} per device",
+             f"Num batches: {batches}", "Num epochs:  0.00", f"Devices:     [{devices}]", "NUMA bind:   False",
+             "Data format: NCHW", "Optimizer:   sgd", "Variables:   replicated", "AllReduce:   nccl", "==========",
+             "Generating training model", "Initializing graph", "Running warm up", "Done warm up",
+             "Step\tImg/sec\ttotal_loss"]
+    for step in range(10, batches + 1, 10):
+        lines.append(f"{step}\timages/sec: {rate * (1 + rng.gauss(0, 0.001)):.1f} +/- {rate * 0.002:.1f} "
+                     f"(jitter = {rate * 0.004:.1f})\t{7.9 - step * 0.001:.3f}")
+    lines += ["-" * 64, f"total images/sec: {rate:.2f}", "-" * 64]
+    return "\n".join(lines) + "\n"
+
+
+def _telemetry(fault: dict[str, object] | None, gpus: int, at: datetime, rng: random.Random) -> str:
+    kind = fault["kind"] if fault else None
+    rows = ["timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W], clocks.sm [MHz]"]
+    base_temp = [rng.gauss(64, 3) for _ in range(gpus)]
+    for k in range(SAMPLES):
+        t = at + timedelta(seconds=0.5 * k)
+        for i in range(gpus):
+            util = 0 if k < 2 else 98  # the first second is start-up
+            clock, temp, power = CLOCK - abs(rng.gauss(0, 8)), base_temp[i] + rng.gauss(0, 1), rng.gauss(610, 15)
+            if kind == "app_clocks":
+                clock, power = LOW_CLOCK - abs(rng.gauss(0, 5)), rng.gauss(470, 12)
+            elif kind == "power_cap":
+                clock, power = rng.gauss(1640, 25), LOW_LIMIT - abs(rng.gauss(0, 3))
+            elif kind == "hot_gpu" and i == fault["gpu"]:  # type: ignore[index]
+                clock, temp, power = rng.gauss(1500, 30), 92 + rng.gauss(0, 0.7), rng.gauss(540, 15)
+            if util == 0:
+                clock, power = 345.0, 75.0
+            rows.append(f"{t:%Y/%m/%d %H:%M:%S}.{t.microsecond // 1000:03d}, {i}, {util} %, "
+                        f"{0 if util == 0 else 61234} MiB, {temp:.0f}, {power:.2f} W, {clock:.0f} MHz")
+    return "\n".join(rows) + "\n"
+
+
+#: the words of ``bench fleet``'s differing facts that name each fault (a hot GPU is named by its index)
+FAULT_FACTS = {"app_clocks": "applications", "power_cap": "power_limit", "old_driver": "driver"}
+
+
+def score(outliers: list[dict[str, object]], truth: dict[str, dict[str, object]]) -> dict[str, object]:
+    """bench fleet's ``--json`` outliers against the truth: faulty hosts flagged (``found``), those flagged with
+    the right fact or GPU (``explained``), and healthy hosts flagged (``false``), each a sorted list of hosts."""
+    flagged = {str(o["host"]): o for o in outliers}
+    explained = []
+    for host, fault in truth.items():
+        o = flagged.get(host)
+        if o is None:
+            continue
+        if fault["kind"] == "hot_gpu":
+            right = o.get("gpu") == fault["gpu"]
+        else:
+            right = any(FAULT_FACTS[str(fault["kind"])] in key for key in o.get("differs") or {})  # type: ignore[attr-defined]
+        if right:
+            explained.append(host)
+    return {"found": sorted(h for h in truth if h in flagged), "explained": sorted(explained),
+            "false": sorted(h for h in flagged if h not in truth)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("out", type=Path)
+    p.add_argument("--hosts", type=int, default=64)
+    p.add_argument("--gpus", type=int, default=8)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--noise", type=float, default=0.01)
+    p.add_argument("--fault-size", type=float, default=0.10)
+    p.add_argument("--faults", type=int, default=8)
+    p.add_argument("--seed", type=int, default=1)
+    a = p.parse_args()
+    truth = generate(a.out, hosts=a.hosts, gpus=a.gpus, runs=a.runs, noise=a.noise, fault_size=a.fault_size,
+                     faults=a.faults, seed=a.seed)
+    print(f"{a.hosts} hosts x {a.gpus} GPUs x {a.runs} runs in {a.out}; faults: "
+          + ", ".join(f"{h} {f['kind']}" + (f" (GPU {f['gpu']})" if f["gpu"] is not None else "")
+                      for h, f in sorted(truth.items())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""bench fleet on simulated fleets (benchmarks/fleet_sim.py): every faulty host flagged with the right fact or
+GPU, no healthy host flagged; its statistics against hand arithmetic; the bad input it must survive."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import random
+import sys
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bench.runner.cli import app
+from bench.sql.read import connect
+
+_SPEC = importlib.util.spec_from_file_location("fleet_sim", Path(__file__).resolve().parents[2] / "benchmarks" / "fleet_sim.py")
+assert _SPEC is not None and _SPEC.loader is not None
+fleet_sim = importlib.util.module_from_spec(_SPEC)
+sys.modules["fleet_sim"] = fleet_sim
+_SPEC.loader.exec_module(fleet_sim)
+
+runner = CliRunner()
+
+
+def bench(*args: str) -> tuple[int, str]:
+    res = runner.invoke(app, list(args))
+    return res.exit_code, res.output
+
+
+def simulated(root: Path, **kw: object) -> tuple[Path, dict[str, dict[str, object]]]:
+    truth = fleet_sim.generate(root / "runs", **kw)
+    code, out = bench("ingest", str(root / "runs"), "--store", str(root / "store"))
+    assert code == 0, out
+    return root / "store", truth
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, object]], Path]:
+    root = tmp_path_factory.mktemp("fleet")
+    store, truth = simulated(root)
+    return store, truth, root / "runs"
+
+
+def test_every_faulty_host_is_flagged_with_its_fault_and_no_healthy_one(fleet: tuple[Path, dict, Path], tmp_path: Path) -> None:
+    store, truth, _ = fleet
+    assert sorted(f["kind"] for f in truth.values()) == sorted(fleet_sim.FAULTS * 2)
+    code, out = bench("fleet", "--store", str(store), "--json", "--fail", "--junit", str(tmp_path / "fleet.xml"))
+    assert code == 1, out
+    found = json.loads(out)
+    score = fleet_sim.score(found["outliers"], truth)
+    assert score == {"found": sorted(truth), "explained": sorted(truth), "false": []}
+    for o in found["outliers"]:
+        fault = truth[o["host"]]
+        # 10% slower (1/1.1 - 1 = -9.1%) give or take the host's own 1% noise
+        assert -0.14 < o["relative_difference"] < -0.05
+        lo, hi = o["ci95"]
+        assert lo < o["relative_difference"] < hi and hi - lo < 0.05
+        assert o["gpu"] == fault["gpu"]  # the hot GPU by its index; None where the fault is the node's
+        if fault["kind"] == "hot_gpu":
+            said = {t["metric"] for t in o["telemetry"] if t["gpu"] == fault["gpu"]}
+            assert said == {"sm_clock_mean_mhz", "temperature_max_c"}, o["telemetry"]
+            assert not o["differs"]
+        elif fault["kind"] == "old_driver":
+            assert o["differs"] == {"gpu_driver": {"host": "535.104.05", "peers": "550.90.07", "peers_sharing": 62,
+                                                   "peers_with_fact": 63, "also_on_unflagged": 0}}
+            assert o["telemetry"] == []
+        elif fault["kind"] == "power_cap":
+            assert o["differs"]["gpu_power_limit_w"]["host"] == "500.0"
+            share = [t for t in o["telemetry"] if t["metric"] == "at_power_limit_share"]
+            assert share and share[0]["gpu"] is None and share[0]["value"] == 1.0
+        else:
+            assert o["differs"]["gpu_clocks_applications_sm_mhz"]["host"] == "1410.0"
+    xml = ET.parse(tmp_path / "fleet.xml").getroot()[0]
+    assert (xml.get("tests"), xml.get("failures")) == ("64", "8")
+    assert sorted(c.get("name") for c in xml if c.find("failure") is not None) == sorted(truth)
+
+
+def test_the_text_names_each_host_its_difference_and_why(fleet: tuple[Path, dict, Path]) -> None:
+    store, truth, _ = fleet
+    code, out = bench("fleet", "--store", str(store))
+    assert code == 0, out  # without --fail, flagged hosts are a finding, not an error
+    hot = next(h for h, f in truth.items() if f["kind"] == "hot_gpu")
+    line = next(ln for ln in out.splitlines() if f"FLAGGED {hot}," in ln)
+    assert f"GPU {truth[hot]['gpu']}: mean SM clock under load 1" in line and "max temperature 9" in line
+    assert "8 host(s) flagged" in out
+
+
+@pytest.mark.parametrize(("noise", "size", "seed"), [(0.005, 0.05, 2), (0.02, 0.15, 3)])
+def test_other_noise_levels_and_fault_sizes(tmp_path: Path, noise: float, size: float, seed: int) -> None:
+    store, truth = simulated(tmp_path, noise=noise, fault_size=size, seed=seed)
+    code, out = bench("fleet", "--store", str(store), "--json")
+    assert code == 0, out
+    score = fleet_sim.score(json.loads(out)["outliers"], truth)
+    assert score == {"found": sorted(truth), "explained": sorted(truth), "false": []}
+
+
+def test_a_healthy_fleet_passes_the_gate(tmp_path: Path) -> None:
+    store, _ = simulated(tmp_path, hosts=16, faults=0, runs=2, seed=4)
+    code, out = bench("fleet", "--store", str(store), "--fail")
+    assert code == 0, out
+    assert "no host flagged (slowest: node" in out
+
+
+def _write(root: Path, host: str, rates: list[float], *, gpu: str = fleet_sim.GPU, status: str = "ok") -> None:
+    rng = random.Random(host)
+    for i, rate in enumerate(rates):
+        d = root / f"{host}-{i}-{gpu[-4:]}"
+        fleet_sim.write_run(d, host, rate, None, 2, datetime(2026, 11, 2, tzinfo=UTC) + timedelta(hours=i), rng)
+        if gpu != fleet_sim.GPU or status != "ok":
+            doc = json.loads((d / "run.json").read_text())
+            for g in doc["gpus"]:
+                g["name"] = gpu
+            if status != "ok":
+                doc.update(status=status, exit_code=1)
+                (d / "output.log").write_text("Traceback (most recent call last):\nRuntimeError: CUDA error: an illegal memory access\n")
+            (d / "run.json").write_text(json.dumps(doc))
+
+
+def test_the_statistics_by_hand(tmp_path: Path) -> None:
+    # host levels (median of 2 runs): 101, 100, 100, 99, 81. log levels: 4.61512, 4.60517, 4.60517, 4.59512,
+    # 4.39445; median 4.60517 (100); absolute deviations 0.00995, 0, 0, 0.01005, 0.21072 -> MAD 0.00995;
+    # robust SD 1.4826 x 0.00995 = 0.014752; slow's z = (4.39445 - 4.60517) / 0.014752 = -14.28, and it is
+    # 81 / 100 - 1 = -19% off; h4's z is -0.010050 / 0.014752 = -0.68 (not flagged)
+    for host, rates in {"h1": [100, 102], "h2": [99, 101], "h3": [100, 100], "h4": [98, 100], "slow": [80, 82]}.items():
+        _write(tmp_path / "runs", host, rates)
+    assert bench("ingest", str(tmp_path / "runs"), "--store", str(tmp_path / "store"))[0] == 0
+    code, out = bench("fleet", "--store", str(tmp_path / "store"), "--json")
+    assert code == 0, out
+    found = json.loads(out)
+    (w,) = found["workloads"]
+    assert w["median"] == pytest.approx(100) and w["robust_sd"] == pytest.approx(0.014752, rel=1e-3)
+    levels = {h["host"]: h for h in w["hosts"]}
+    assert levels["h1"]["level"] == 101 and levels["h4"]["z"] == pytest.approx(-0.681, abs=0.002)
+    (o,) = found["outliers"]
+    assert o["host"] == "slow" and o["relative_difference"] == pytest.approx(-0.19)
+    assert o["z"] == pytest.approx(-14.28, abs=0.01)
+    assert o["ci95"][0] < -0.19 < o["ci95"][1]
+
+
+def test_bad_input_is_said_not_flagged(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for host in ("a1", "a2", "a3"):
+        _write(runs, host, [100, 101])
+    _write(runs, "one-run", [100.5])  # its level is its one run
+    _write(runs, "all-failed", [100, 100], status="failed")
+    _write(runs, "lonely-a100", [60, 61], gpu="NVIDIA A100-SXM4-80GB")  # the only host of its model
+    assert bench("ingest", str(runs), "--store", str(tmp_path / "store"))[0] == 0
+    code, out = bench("fleet", "--store", str(tmp_path / "store"), "--json", "--fail")
+    found = json.loads(out)
+    assert code == 1  # the host whose every run failed is not qualified
+    assert [(o["host"], o["kind"], o["relative_difference"]) for o in found["outliers"]] == [("all-failed", "failed", None)]
+    assert "all 2 runs failed (2 failed)" in found["outliers"][0]["reason"]
+    assert any("2 device models" in n and "own model only" in n for n in found["notes"])
+    by_model = {w["key"]["device_model"]: w for w in found["workloads"]}
+    assert not by_model["NVIDIA A100-SXM4-80GB"]["compared"]
+    assert "run on 1 host" in by_model["NVIDIA A100-SXM4-80GB"]["note"]
+    h100 = {h["host"]: h for h in by_model[fleet_sim.GPU]["hosts"]}
+    assert h100["one-run"]["n_runs"] == 1 and h100["one-run"]["level"] == 100.5
+    assert h100["all-failed"]["level"] is None and h100["all-failed"]["n_failed"] == 2
+    code, out = bench("fleet", "--store", str(tmp_path / "store"))
+    assert "not compared: run on 1 host with an ok run" in out and "all-failed: all 2 runs failed" in out
+
+
+def test_telemetry_summaries_are_stored_once_at_ingest(fleet: tuple[Path, dict, Path]) -> None:
+    store, truth, runs = fleet
+    hot = next(h for h, f in truth.items() if f["kind"] == "hot_gpu")
+    gpu = truth[hot]["gpu"]
+    run_dir = runs / f"{hot}-r0"
+    with open(run_dir / "telemetry.csv") as fh:  # by hand from the CSV: the samples at 50% utilisation or more
+        rows = [[c.strip() for c in r] for r in csv.reader(fh)][1:]
+    loaded = [r for r in rows if int(r[1]) == gpu and float(r[2].rstrip(" %")) >= 50]
+    clocks = [float(r[6].split()[0]) for r in loaded]
+    temps = [float(r[4]) for r in loaded]
+    con = connect(store)
+    (details,) = con.execute("SELECT details FROM runs WHERE source LIKE ?", [f"%{hot}-r0/output.log"]).fetchone()
+    summaries = {s["gpu"]: s for s in json.loads(details["gpu_load"])}
+    assert sorted(summaries) == list(range(8))
+    s = summaries[gpu]
+    assert s["samples"] == len(loaded) == fleet_sim.SAMPLES - 2
+    assert s["sm_clock_mean_mhz"] == pytest.approx(sum(clocks) / len(clocks), abs=0.01)
+    assert s["sm_clock_min_mhz"] == min(clocks) and s["temperature_max_c"] == max(temps)
+    assert s["power_limit_w"] == 700.0 and s["at_power_limit_share"] == 0.0
+    assert json.loads(details["gpus"])[gpu]["enforced_power_limit_w"] == 700.0
+
+
+def test_telemetry_without_gpu_indices_names_no_gpu(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for host, rate in {"h1": 100, "h2": 101, "h3": 99, "h4": 100, "slow": 80}.items():
+        _write(runs, host, [rate])
+    for d in runs.glob("slow-*"):  # nvidia-smi queried without index: its lines cannot be told apart by GPU
+        (d / "telemetry.csv").write_text("timestamp, utilization.gpu [%], power.draw [W], clocks.sm [MHz]\n"
+                                         "2026/11/02 00:00:01.000, 90 %, 600 W, 1400 MHz\n"
+                                         "2026/11/02 00:00:01.000, 95 %, 640 W, 1950 MHz\n")
+    assert bench("ingest", str(runs), "--store", str(tmp_path / "store"))[0] == 0
+    con = connect(tmp_path / "store")
+    rows = con.execute("SELECT host, status, details['gpu_load'] IS NULL FROM runs ORDER BY host").fetchall()
+    assert rows[-1] == ("slow", "ok", True) and not any(r[2] for r in rows[:-1])
+    code, out = bench("fleet", "--store", str(tmp_path / "store"), "--json", "--fail")
+    assert code == 1, out
+    (o,) = json.loads(out)["outliers"]
+    assert (o["host"], o["gpu"], o["telemetry"]) == ("slow", None, [])
+    assert "no per-GPU telemetry summary" in o["reason"]
+
+
+def test_a_bad_threshold_and_an_empty_selection_are_usage_errors(fleet: tuple[Path, dict, Path]) -> None:
+    store, _, _ = fleet
+    code, out = bench("fleet", "--store", str(store), "--threshold", "2")
+    assert code == 2 and "--threshold 2" in out
+    code, out = bench("fleet", "--store", str(store), "--where", "host = 'nosuch'")
+    assert code == 2 and "selects no run" in out
