@@ -15,7 +15,7 @@ def outlier_line(o: Outlier) -> str:
     lo, hi = o.ci95
     ci = f" [{_pct(lo)}, {_pct(hi)}]" if lo is not None and hi is not None else " (no interval: one run)"
     gpu = f", GPU {o.gpu}" if o.gpu is not None else ""
-    return f"{o.host}{gpu}: {_pct(o.relative_difference)}{ci} vs the fleet's median, z {o.z:.1f}; {o.reason}"
+    return f"{o.host}{gpu}: {_pct(o.relative_difference)}{ci} vs the median host, robust z {o.z:.1f}; {o.reason}"
 
 
 def print_fleet(f: Fleet) -> None:

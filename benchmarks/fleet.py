@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import fleet_sim  # noqa: E402
+import fleet_sim
 
 BENCH = str(Path(sys.executable).parent / "bench")
 NOISES = (0.005, 0.01, 0.02)

@@ -14,7 +14,7 @@ host's runs by a third of that. Each faulty host gets one fault, the kinds in tu
 - ``hot_gpu``: one GPU throttles at 92 °C with a low SM clock while its neighbours wait for it;
 - ``old_driver``: the node left on an older driver; its telemetry looks healthy.
 
-OUT/truth.json says which host got which fault (and which GPU): tests and `make bench` score bench fleet's
+OUT.truth.json (beside OUT) says which host got which fault (and which GPU): tests and `make bench` score bench fleet's
 answers against it. The logs are in the tf_cnn_benchmarks format of `bench run`'s bundled trainer; nothing in
 them is measured.
 """
@@ -46,9 +46,14 @@ def plan(hosts: int, faults: int, seed: int) -> dict[str, dict[str, object]]:
             for i, h in enumerate(chosen)}
 
 
+def truth_path(out: Path) -> Path:
+    """Where the truth of the fleet in ``out`` is written: beside it, so that ingesting ``out`` reads run folders only."""
+    return out.parent / f"{out.name}.truth.json"
+
+
 def generate(out: Path, *, hosts: int = 64, gpus: int = 8, runs: int = 3, noise: float = 0.01,
              fault_size: float = 0.10, faults: int = 8, seed: int = 1) -> dict[str, dict[str, object]]:
-    """Write the fleet's run directories under ``out`` and ``out/truth.json``; returns the truth."""
+    """Write the fleet's run directories under ``out`` and its truth beside it (``truth_path``); returns the truth."""
     rng = random.Random(seed * 7919 + 17)
     truth = plan(hosts, faults, seed)
     for gpu_fault in truth.values():
@@ -64,7 +69,7 @@ def generate(out: Path, *, hosts: int = 64, gpus: int = 8, runs: int = 3, noise:
             rate = level * math.exp(rng.gauss(0, noise / 3))
             at = start + timedelta(days=r, minutes=h)
             write_run(out / f"{host}-r{r}", host, rate, fault, gpus, at, rng)
-    (out / "truth.json").write_text(json.dumps({"hosts": hosts, "gpus": gpus, "runs": runs, "noise": noise,
+    truth_path(out).write_text(json.dumps({"hosts": hosts, "gpus": gpus, "runs": runs, "noise": noise,
                                                 "fault_size": fault_size, "seed": seed, "faults": truth}, indent=1))
     return truth
 

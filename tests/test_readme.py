@@ -4,7 +4,7 @@ A command whose comment says ``needs ...`` (GPUs, a dataset) is not run here: ``
 sweep`` ones are run with ``--dry-run`` (their options and plan are checked), and the test checks that the
 README marks them. ``make demo`` and ``make test`` are the journey tests' and CI's. The names the README
 uses stand for files made in the workspace (``WORKSPACE`` below): ``logs/`` is fixtures/logs, ``run.log``
-and ``more.log`` are fixture logs, ``nights/`` the run folders of ``tests/nightly.py``, ``train.py`` a script that prints DLLogger lines, the two tarballs are
+and ``more.log`` are fixture logs, ``nights/`` the run folders of ``tests/nightly.py``, ``fleet/`` those of ``benchmarks/fleet_sim.py``, ``train.py`` a script that prints DLLogger lines, the two tarballs are
 ../shared/corpus's (their commands skip when it is absent), and ``/tmp/`` is the workspace's own folder.
 Commands that train with the bundled trainer skip where TensorFlow is not installed. Every run command must
 exit 0 (``--strict`` on logs with problems: 1, as documented).
@@ -107,6 +107,11 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import nightly  # the README's `python tests/nightly.py nights`
 
     nightly.write_nights(ws / "nights")
+    spec = importlib.util.spec_from_file_location("fleet_sim", REPO / "benchmarks" / "fleet_sim.py")
+    assert spec is not None and spec.loader is not None
+    fleet_sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fleet_sim)
+    fleet_sim.generate(ws / "fleet")  # the README's `python benchmarks/fleet_sim.py fleet`
     for line in _demo_ingests():  # demo-store, as `make demo` fills it
         subprocess.run([sys.executable, "-m", "bench.runner", *line], cwd=ws, check=True, capture_output=True)
     return ws

@@ -25,6 +25,7 @@ from bench.analytics.report import tables as tab
 from bench.analytics.report.changes import changes_section
 from bench.analytics.report.figures import trace_figure
 from bench.analytics.report.findings import findings_section, method_section
+from bench.analytics.report.fleet import fleet_section
 from bench.analytics.report.html import render_html
 from bench.analytics.report.md import render_md, unique_slugs, write_assets
 from bench.analytics.report.mlperf import mlperf_sections
@@ -86,8 +87,9 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
     # an MLPerf selection leads with its scores (its ResNet logs also give images/s: those sections follow)
     lead = bool(mlperf) and bool(first(con, "SELECT bool_and(format = 'mlperf') FROM runs")[0])  # type: ignore[index]
     over_time, changed = changes_section(con, renderer)
+    fleet, fleet_found = fleet_section(con, renderer)
     findings, found = findings_section(con, opts.baseline, cache, renderer, mlperf_found, mlperf_first=lead,
-                                       changes=changed, keep_suspects=opts.keep_suspects)
+                                       changes=[*changed, *fleet_found], keep_suspects=opts.keep_suspects)
     selection = Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])
     throughput = bool(len(configs)) and bool(first(con, "SELECT 1 FROM _configs WHERE images_per_sec > 0 LIMIT 1"))
     # the sections with figures are built first, so the renderer's workers draw while the tables compute
@@ -101,7 +103,7 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
         ratios = _ratio_section(con, configs, runs, opts.equivalence, cache)
         laws = _shown(Section("Scaling laws"), [tab.fits_table(fits, labels, runs)], SHOWN_FITS)
     flagged = _shown(Section("Flagged runs"), [sel.flags_table(con, labels)], SHOWN_FLAGS)
-    sections = [findings, *(mlperf if lead else []), selection, *over_time, *families, *ratios, *laws, *flagged, *per_device,
+    sections = [findings, *(mlperf if lead else []), selection, *over_time, *fleet, *families, *ratios, *laws, *flagged, *per_device,
                 *([] if lead else mlperf), *trace]
     method = method_section()
     sections.append(method)

@@ -213,3 +213,21 @@ def test_a_bad_threshold_and_an_empty_selection_are_usage_errors(fleet: tuple[Pa
     assert code == 2 and "--threshold 2" in out
     code, out = bench("fleet", "--store", str(store), "--where", "host = 'nosuch'")
     assert code == 2 and "selects no run" in out
+
+
+def test_the_report_has_a_fleet_section_naming_the_flagged_hosts(fleet: tuple[Path, dict, Path], tmp_path: Path) -> None:
+    store, truth, _ = fleet
+    code, out = bench("report", "--store", str(store), "--out", str(tmp_path / "report"))
+    assert code == 0, out
+    md = (tmp_path / "report" / "report.md").read_text()
+    findings = md.split("## Findings", 1)[1].split("\n## ", 1)[0]
+    for host, fault in truth.items():
+        line = next(ln for ln in findings.splitlines() if f" {host} is " in ln)
+        assert "slower than the median host" in line and "95% CI" in line
+        if fault["kind"] == "hot_gpu":
+            assert f"GPU {fault['gpu']}: mean SM clock under load" in line
+    assert "## Fleet" in md and "64 hosts ran 1 workload(s)" in md
+    svg = (tmp_path / "report" / "figures" / "fig-fleet.svg").read_text()
+    assert all(host in svg for host in truth)
+    flagged = (tmp_path / "report" / "tables" / "fleet-flagged.csv").read_text().splitlines()
+    assert len(flagged) == 1 + len(truth)
