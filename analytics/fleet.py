@@ -152,7 +152,7 @@ def load_runs(con: duckdb.DuckDBPyConnection, metric: str) -> dict[tuple[Any, ..
 
 def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec", threshold: float = 0.03) -> Fleet:
     """Every workload's hosts against their fleet (see the module docstring)."""
-    from bench.analytics.fleet_why import explain
+    from bench.analytics.fleet_why import Peers, explain
 
     if metric not in METRICS:
         raise UsageError(f"--metric {metric!r}: one of {', '.join(METRICS)}")
@@ -175,9 +175,11 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
         by_host: dict[str, list[FleetRun]] = defaultdict(list)
         for run in runs:
             by_host[run.host].append(run)
+        peers = Peers(by_host, flagged_hosts) if flagged else None
         for h in flagged:
+            assert peers is not None
             fleet.outliers.append(explain(Outlier(
-                h.host, None, "slower", w.label, h.relative, h.ci95, h.z, h.level, w.median, h.n_runs), by_host, flagged_hosts))
+                h.host, None, "slower", w.label, h.relative, h.ci95, h.z, h.level, w.median, h.n_runs), peers))
         for h in w.hosts:
             if h.level is None:
                 fleet.outliers.append(Outlier(h.host, None, "failed", w.label, None, (None, None), None, None, w.median,

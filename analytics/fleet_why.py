@@ -69,26 +69,58 @@ def gpu_loads(runs: list[FleetRun]) -> dict[int | None, dict[str, float]]:
     return {g: {k: statistics.median(v) for k, v in m.items()} for g, m in values.items()}
 
 
-def explain(out: Outlier, by_host: Mapping[str, list[FleetRun]], flagged: set[str]) -> Outlier:
+class Peers:
+    """One workload's hosts as ``explain`` compares a flagged host with them, computed once: each host's facts
+    and GPU loads, how many hosts hold each value of each fact (all of them, and the unflagged ones), and
+    the fleet's GPUs' median and robust scale for each telemetry check (over the unflagged hosts)."""
+
+    def __init__(self, by_host: Mapping[str, list[FleetRun]], flagged: set[str]):
+        self.facts = {h: host_facts(r) for h, r in by_host.items()}
+        self.loads = {h: gpu_loads(r) for h, r in by_host.items()}
+        self.holders: dict[str, Counter[str]] = defaultdict(Counter)
+        self.unflagged: dict[str, Counter[str]] = defaultdict(Counter)
+        for h, facts in self.facts.items():
+            for k, v in facts.items():
+                self.holders[k][v] += 1
+                if h not in flagged:
+                    self.unflagged[k][v] += 1
+        gpus: dict[str, list[float]] = defaultdict(list)
+        for h, loads in self.loads.items():
+            if h not in flagged:
+                for load in loads.values():
+                    for k, v in load.items():
+                        gpus[k].append(v)
+        self.fleet: dict[str, tuple[float, float]] = {}
+        for key, values in gpus.items():
+            if len(values) >= 3:
+                center = statistics.median(values)
+                floor_kind, floor = _FLOORS[key]
+                self.fleet[key] = (center, max(1.4826 * statistics.median(abs(v - center) for v in values),
+                                               floor * abs(center) if floor_kind == "rel" else floor))
+
+
+def explain(out: Outlier, peers: Peers) -> Outlier:
     """``out`` with what differs, the GPU set apart, and a one-line reason."""
-    mine = host_facts(by_host[out.host])
-    peers = {h: host_facts(r) for h, r in by_host.items() if h != out.host}
+    mine = peers.facts[out.host]
+    n_peers = len(peers.facts) - 1
     for key, value in sorted(mine.items()):
-        seen = Counter(f[key] for f in peers.values() if key in f)
+        seen = peers.holders[key].copy()
+        seen[value] -= 1  # its own
+        seen = +seen
         if not seen:
             continue
         common, n = seen.most_common(1)[0]
-        if value != common and n > len(peers) / 2:
+        if value != common and n > n_peers / 2:
             out.differs[key] = {"host": value, "peers": common, "peers_sharing": n, "peers_with_fact": sum(seen.values()),
-                                "also_on_unflagged": sum(1 for h, f in peers.items() if f.get(key) == value and h not in flagged)}
+                                "also_on_unflagged": peers.unflagged[key][value]}
     _collapse_gpu_settings(out.differs, mine)
-    out.telemetry = _telemetry(out.host, by_host, flagged)
+    out.telemetry = _telemetry(peers.loads[out.host], peers.fleet)
     gpus = [t["gpu"] for t in out.telemetry if t["gpu"] is not None]
     setting_gpus = sorted({int(k[3:].split(".")[0]) for k in out.differs if _GPU_KEY.match(k)})
     named = gpus or setting_gpus
     out.gpu = named[0] if named else None
     out.reason = _reason(out)
-    if not gpu_loads(by_host[out.host]):
+    if not peers.loads[out.host]:
         out.reason += "; its runs have no per-GPU telemetry summary (no telemetry.csv with GPU indices)"
     return out
 
@@ -116,23 +148,13 @@ def _collapse_gpu_settings(differs: dict[str, dict[str, Any]], mine: dict[str, s
             differs[f"gpus.{setting}"] = merged
 
 
-def _telemetry(host: str, by_host: Mapping[str, list[FleetRun]], flagged: set[str]) -> list[dict[str, Any]]:
-    """The GPUs (or the whole node) whose load summaries stand apart (see ``CHECKS``)."""
-    mine = gpu_loads(by_host[host])
-    fleet: dict[str, list[float]] = defaultdict(list)
-    for h, runs in by_host.items():
-        if h not in flagged:
-            for load in gpu_loads(runs).values():
-                for k, v in load.items():
-                    fleet[k].append(v)
+def _telemetry(mine: dict[int | None, dict[str, float]], fleet: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
+    """The GPUs (or the whole node) whose load summaries (``mine``) stand apart from the fleet's (see ``CHECKS``)."""
     found: list[dict[str, Any]] = []
     for key, words, unit, worse, (kind, bound) in CHECKS:
-        if len(fleet[key]) < 3:
+        if key not in fleet:
             continue
-        center = statistics.median(fleet[key])
-        floor_kind, floor = _FLOORS[key]
-        scale = max(1.4826 * statistics.median(abs(v - center) for v in fleet[key]),
-                    floor * abs(center) if floor_kind == "rel" else floor)
+        center, scale = fleet[key]
         practical = bound * abs(center) if kind == "rel" else bound
         apart = {g: load[key] for g, load in mine.items() if key in load
                  and worse * (load[key] - center) / scale > Z_BOUND and worse * (load[key] - center) >= practical}
@@ -155,7 +177,7 @@ def _number(v: Any, unit: str) -> str:
     if not isinstance(v, (int, float)):
         return str(v)
     text = f"{v:.0%}" if unit == "" and 0 <= v <= 1 else f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
-    return f"{text} {unit}".strip() if unit and unit != "" else text
+    return f"{text} {unit}" if unit else text
 
 
 def _reason(out: Outlier) -> str:

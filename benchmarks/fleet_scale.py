@@ -1,0 +1,139 @@
+"""`bench fleet` and `bench changes` on a fleet's year, by simulation (run by `make bench`).
+
+A synthetic store of HOSTS hosts x NIGHTS nights x 4 workloads (default 1,000 x 365 x 4 = 1.46 M runs) is
+written straight into the store's tables through its writer (bench.sql.store.StoreWriter: the same files,
+Delta commits and commits row an ingest makes; parsing 1.46 M logs would take hours here and measure the
+parsers, which `make bench` measures elsewhere). Each run row carries what a `bench run` directory gives:
+host, GPU model, driver, clocks and power limit, every GPU's settings and its per-GPU telemetry summaries in
+``details``. Host levels differ by 1%, runs by 0.3%; 1 host in 100 is 10% slower with a low application
+clock from night 200 on.
+
+Measured, each the wall time of the command as a user runs it (start-up included), median of 3:
+`bench fleet` for one night (HOSTS x 4 runs), `bench changes` for one host's series (4 x NIGHTS runs), and
+a whole-store query (`SELECT count(*) FROM runs`) as the baseline; and the store's size on disk. The goal is
+under 10 s for each command.
+
+    python benchmarks/fleet_scale.py [--hosts 1000] [--nights 365] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+WORKLOADS = (("resnet50", 256, "fp16", 2950.0), ("resnet50", 128, "fp32", 1010.0), ("vgg16", 128, "fp16", 1620.0),
+             ("inception3", 128, "fp16", 1980.0))
+FIRST = datetime(2025, 11, 1, 2, 0, tzinfo=UTC)
+
+
+def _gpus_json(clock: float) -> str:
+    return json.dumps([{"name": "NVIDIA H100 80GB HBM3", "driver_version": "550.90.07", "enforced_power_limit_w": 700.0,
+                        "applications_clock_sm_mhz": clock, "ecc_mode": "Enabled", "vbios_version": "96.00.99.00.01"}
+                       for _ in range(8)], sort_keys=True)
+
+
+def _load_json(rng: random.Random, clock: float) -> str:
+    return json.dumps([{"gpu": i, "samples": 118, "sm_clock_mean_mhz": round(clock - abs(rng.gauss(0, 6)), 1),
+                        "sm_clock_min_mhz": clock - 30, "temperature_max_c": round(rng.gauss(68, 3)),
+                        "temperature_mean_c": 64.0, "power_mean_w": round(rng.gauss(610, 15), 1), "power_limit_w": 700.0,
+                        "at_power_limit_share": 0.0} for i in range(8)], sort_keys=True)
+
+
+def build(root: Path, hosts: int, nights: int, nights_per_file: int = 30) -> float:
+    """Write the synthetic store at ``root``; returns the seconds it took."""
+    import pyarrow as pa
+
+    from bench.sql.schema import RUNS
+    from bench.sql.store import StoreWriter
+
+    t0 = time.perf_counter()
+    rng = random.Random(7)
+    level = {h: math.exp(rng.gauss(0, 0.01)) for h in range(hosts)}
+    slow = set(range(0, hosts, 100))
+    healthy_gpus, slow_gpus = _gpus_json(1980.0), _gpus_json(1410.0)
+    loads = {c: [_load_json(rng, c) for _ in range(16)] for c in (1980.0, 1410.0)}
+    with StoreWriter(root) as writer:
+        for first in range(0, nights, nights_per_file):
+            cols: dict[str, list] = {name: [] for name in RUNS.names}
+            for night in range(first, min(first + nights_per_file, nights)):
+                for h in range(hosts):
+                    faulty = h in slow and night >= 200
+                    clock = 1410.0 if faulty else 1980.0
+                    for w, (model, batch, precision, rate) in enumerate(WORKLOADS):
+                        value = rate * level[h] * math.exp(rng.gauss(0, 0.003)) / (1.1 if faulty else 1.0)
+                        at = FIRST + timedelta(days=night, minutes=w * 10, seconds=h % 600)
+                        sha = f"{night:04d}{h:06d}{w:02d}".ljust(64, "0")
+                        row = {"run_id": f"{sha[:16]}-0", "source": f"/fleet/node{h:04d}/{night:03d}-{model}-{w}/output.log",
+                               "source_sha256": sha, "run_index": 0, "format": "tf_cnn", "framework": "tensorflow",
+                               "framework_version": "2.15.1", "model": model, "dataset": "imagenet", "data": "synthetic",
+                               "mode": "training", "precision": precision, "data_format": "NCHW",
+                               "variable_update": "replicated", "all_reduce": "nccl", "batch_size_per_device": batch,
+                               "global_batch_size": batch * 8, "num_gpus": 8, "num_nodes": 1,
+                               "gpu_model": "NVIDIA H100 80GB HBM3", "num_devices": 8, "device_type": "gpu",
+                               "device_model": "NVIDIA H100 80GB HBM3", "host": f"node{h:04d}", "started_at": at,
+                               "ended_at": at + timedelta(seconds=120), "wall_time_s": 120.0, "num_steps": 100,
+                               "images_per_sec": value, "status": "ok", "tags": [],
+                               "details": [("run_id", f"{at:%Y%m%dT%H%M%SZ}-{model}-{h:04d}-{w}"),
+                                           ("gpu_driver", "550.90.07"), ("kernel", "6.8.0-45-generic"),
+                                           ("gpu_power_limit_w", "700.0"),
+                                           ("gpu_clocks_applications_sm_mhz", str(clock)),
+                                           ("gpus", slow_gpus if faulty else healthy_gpus),
+                                           ("gpu_load", loads[clock][(h + night) % 16])],
+                               "ingested_at": at + timedelta(seconds=130)}
+                        for name in RUNS.names:
+                            cols[name].append(row.get(name))
+            writer.add_rows("runs", pa.Table.from_pydict(cols, schema=RUNS))
+        writer.publish("ingest")
+    return time.perf_counter() - t0
+
+
+def timed(*args: str) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "bench.runner", *args], capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"bench {' '.join(args)}: exit {done.returncode}\n{done.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def size_mb(root: Path) -> float:
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) / 1e6
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--hosts", type=int, default=1000)
+    p.add_argument("--nights", type=int, default=365)
+    p.add_argument("--keep", type=Path, help="build the store here and keep it")
+    a = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = a.keep or Path(tmp) / "store"
+        if not (root / "STORE.json").exists():
+            built = build(root, a.hosts, a.nights)
+            print(f"built {a.hosts} hosts x {a.nights} nights x {len(WORKLOADS)} workloads = "
+                  f"{a.hosts * a.nights * len(WORKLOADS):,} runs in {built:.0f} s")
+        night = FIRST + timedelta(days=a.nights - 1)
+        where = f"started_at >= '{night:%Y-%m-%d}' AND started_at < '{night + timedelta(days=1):%Y-%m-%d}'"
+        cases = {"bench sql 'SELECT count(*) FROM runs' (baseline)": ["sql", "SELECT count(*) FROM runs", "--store", str(root)],
+                 f"bench fleet, one night ({a.hosts * len(WORKLOADS):,} runs)": ["fleet", "--where", where, "--json", "--store", str(root)],
+                 f"bench changes, one host ({a.nights * len(WORKLOADS):,} runs)": ["changes", "--where", "host = 'node0000'", "--json",
+                                                                                   "--store", str(root)]}
+        print(f"{platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; store {size_mb(root):.0f} MB on disk")
+        for name, args in cases.items():
+            times = [timed(*args) for _ in range(3)]
+            goal = "" if "baseline" in name else f" (goal < 10 s: {'met' if statistics.median(times) < 10 else 'NOT met'})"
+            print(f"{name}: {statistics.median(times):.2f} s median of 3 {[round(t, 2) for t in times]}{goal}")
+
+
+if __name__ == "__main__":
+    main()
