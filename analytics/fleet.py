@@ -9,7 +9,7 @@ For each workload run on ``MIN_HOSTS`` hosts or more, a host's level is the medi
 fleet's level is the median of the hosts' levels, and its scale is robust: 1.4826 x the median absolute
 deviation of the hosts' log levels (which estimates a normal's SD, and which the outliers it looks for do
 not drag), at least ``SCALE_FLOOR``. A host is flagged when it is slower than the fleet's median by more
-than ``Z_BOUND`` robust SDs (Iglewicz and Hoaglin's bound for the modified z-score) **and** by more than
+than ``fleet_model.Z_BOUND`` robust SDs (Iglewicz and Hoaglin's bound for the modified z-score) **and** by more than
 ``--threshold`` (a practical bound). Its difference gets a 95% interval: the t-interval of the mean of its
 runs' log ratios to the fleet median, with the SD pooled over the workload's hosts (or its own, if
 larger) and the fleet median's own uncertainty (1.2533 x scale / sqrt(hosts)) added.
@@ -25,14 +25,13 @@ workload is not qualified.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.changes import FACT_EXCLUDED, METRICS, SERIES_COLUMNS, series_label
+from bench.analytics.fleet_model import MAD_TO_SD, SCALE_FLOOR, Fleet, FleetRun, HostLevel, Outlier, Workload
 from bench.analytics.intervals import t95
 from bench.analytics.selection import SYSTEM_TAGS
 from bench.sql.columns import GPU_LOAD_DETAILS
@@ -42,82 +41,7 @@ if TYPE_CHECKING:
     import duckdb
 
 MIN_HOSTS = 3  # fewer hosts have no majority to compare with
-Z_BOUND = 3.5
-SCALE_FLOOR = 0.002  # 0.2%: hosts that agree to the digit still differ by their runs' noise
-MAD_TO_SD = 1.4826
 WORKLOAD_COLUMNS = tuple(c for c in SERIES_COLUMNS if c != "system")
-
-
-@dataclass
-class HostLevel:
-    host: str
-    level: float | None  # median of its ok runs
-    n_runs: int
-    n_failed: int
-    logs: list[float] = field(default_factory=list, repr=False)  # log of each ok run's value
-    relative: float | None = None  # level / fleet median - 1 (for lower-is-better metrics: fleet / level - 1)
-    z: float | None = None
-    ci95: tuple[float | None, float | None] = (None, None)
-
-
-@dataclass
-class Outlier:
-    host: str
-    gpu: int | None
-    kind: str  # slower, failed
-    workload: str
-    relative_difference: float | None
-    ci95: tuple[float | None, float | None]
-    z: float | None
-    level: float | None
-    fleet_median: float | None
-    n_runs: int
-    differs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    telemetry: list[dict[str, Any]] = field(default_factory=list)
-    reason: str = ""
-
-
-@dataclass
-class Workload:
-    label: str
-    key: dict[str, Any]
-    n_hosts: int
-    n_runs: int
-    median: float | None = None
-    robust_sd: float | None = None  # relative (on the log scale)
-    hosts: list[HostLevel] = field(default_factory=list)
-    compared: bool = True
-    note: str | None = None
-
-
-@dataclass
-class Fleet:
-    metric: str
-    lower_is_better: bool
-    threshold: float
-    z_bound: float = Z_BOUND
-    scale: str = f"{MAD_TO_SD} x MAD of the hosts' log levels, at least {SCALE_FLOOR:.1%}"
-    workloads: list[Workload] = field(default_factory=list)
-    outliers: list[Outlier] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> str:
-        out = asdict(self)
-        for w in out["workloads"]:
-            for h in w["hosts"]:
-                h.pop("logs", None)
-        return json.dumps(out, default=str, indent=2)
-
-
-@dataclass
-class FleetRun:
-    run_id: str
-    host: str
-    status: str
-    value: float | None
-    facts: dict[str, str]
-    gpu_load: str | None  # its per-GPU telemetry summaries (JSON), if any
-    gpus: str | None  # every GPU's identity and settings (JSON), if known
 
 
 def load_runs(con: duckdb.DuckDBPyConnection, metric: str) -> dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.analytics.fleet import Fleet, Outlier
+from bench.analytics.fleet_model import Fleet, Outlier
 
 
 def _pct(x: float | None) -> str:

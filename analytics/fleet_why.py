@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bench.analytics.fleet import FleetRun, Outlier
+    from bench.analytics.fleet_model import FleetRun, Outlier
 
 #: details keys that are a run's own (its node names), not a fact of its host; each GPU's settings are compared
 #: one by one as ``gpuN.<setting>``
@@ -25,7 +25,7 @@ CHECKS = (
     ("at_power_limit_share", "share of samples at its power limit", "", 1, ("abs", 0.25)),
 )
 #: a GPU's robust z-score bound: higher than a host's (3.5), since a fleet has 8 times as many GPUs to test
-Z_BOUND = 5.0
+GPU_Z_BOUND = 5.0
 _FLOORS = {"sm_clock_mean_mhz": ("rel", 0.005), "temperature_max_c": ("abs", 1.0), "at_power_limit_share": ("abs", 0.02)}
 
 
@@ -88,8 +88,8 @@ class Peers:
         for h, loads in self.loads.items():
             if h not in flagged:
                 for load in loads.values():
-                    for k, v in load.items():
-                        gpus[k].append(v)
+                    for key, value in load.items():
+                        gpus[key].append(value)
         self.fleet: dict[str, tuple[float, float]] = {}
         for key, values in gpus.items():
             if len(values) >= 3:
@@ -157,7 +157,7 @@ def _telemetry(mine: dict[int | None, dict[str, float]], fleet: dict[str, tuple[
         center, scale = fleet[key]
         practical = bound * abs(center) if kind == "rel" else bound
         apart = {g: load[key] for g, load in mine.items() if key in load
-                 and worse * (load[key] - center) / scale > Z_BOUND and worse * (load[key] - center) >= practical}
+                 and worse * (load[key] - center) / scale > GPU_Z_BOUND and worse * (load[key] - center) >= practical}
         for g, v in sorted(apart.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
             others = [load[key] for o, load in mine.items() if o != g and key in load]
             node = statistics.median(others) if others else None
@@ -166,7 +166,7 @@ def _telemetry(mine: dict[int | None, dict[str, float]], fleet: dict[str, tuple[
             found.append({"gpu": g, "metric": key, "words": words, "unit": unit, "value": v, "node_others": node,
                           "fleet": center})
         whole = [load[key] for load in mine.values() if key in load]
-        if len(whole) >= 2 and all(worse * (v - center) >= practical and worse * (v - center) / scale > Z_BOUND
+        if len(whole) >= 2 and all(worse * (v - center) >= practical and worse * (v - center) / scale > GPU_Z_BOUND
                                    for v in whole):
             found.append({"gpu": None, "metric": key, "words": words, "unit": unit, "value": statistics.median(whole),
                           "node_others": None, "fleet": center, "gpus": len(whole)})

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.findings import Finding
-from bench.analytics.fleet import MIN_HOSTS, Fleet, find_outliers
+from bench.analytics.fleet import MIN_HOSTS, find_outliers
+from bench.analytics.fleet_model import Fleet
 from bench.analytics.plots import new_figure, wrap
 from bench.analytics.report.model import Figure, Section, Table
 from bench.analytics.results import first

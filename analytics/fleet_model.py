@@ -1,0 +1,85 @@
+"""What ``bench fleet`` finds (bench.analytics.fleet), as data: each workload's hosts and their levels, the flagged
+hosts with why (bench.analytics.fleet_why), and the runs it reads."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: a host's robust z-score bound (Iglewicz and Hoaglin's for the modified z-score)
+Z_BOUND = 3.5
+SCALE_FLOOR = 0.002  # 0.2%: hosts that agree to the digit still differ by their runs' noise
+MAD_TO_SD = 1.4826
+
+
+@dataclass
+class HostLevel:
+    host: str
+    level: float | None  # median of its ok runs
+    n_runs: int
+    n_failed: int
+    logs: list[float] = field(default_factory=list, repr=False)  # log of each ok run's value
+    relative: float | None = None  # level / fleet median - 1 (for lower-is-better metrics: fleet / level - 1)
+    z: float | None = None
+    ci95: tuple[float | None, float | None] = (None, None)
+
+
+@dataclass
+class Outlier:
+    host: str
+    gpu: int | None
+    kind: str  # slower, failed
+    workload: str
+    relative_difference: float | None
+    ci95: tuple[float | None, float | None]
+    z: float | None
+    level: float | None
+    fleet_median: float | None
+    n_runs: int
+    differs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""
+
+
+@dataclass
+class Workload:
+    label: str
+    key: dict[str, Any]
+    n_hosts: int
+    n_runs: int
+    median: float | None = None
+    robust_sd: float | None = None  # relative (on the log scale)
+    hosts: list[HostLevel] = field(default_factory=list)
+    compared: bool = True
+    note: str | None = None
+
+
+@dataclass
+class Fleet:
+    metric: str
+    lower_is_better: bool
+    threshold: float
+    z_bound: float = Z_BOUND
+    scale: str = f"{MAD_TO_SD} x MAD of the hosts' log levels, at least {SCALE_FLOOR:.1%}"
+    workloads: list[Workload] = field(default_factory=list)
+    outliers: list[Outlier] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        out = asdict(self)
+        for w in out["workloads"]:
+            for h in w["hosts"]:
+                h.pop("logs", None)
+        return json.dumps(out, default=str, indent=2)
+
+
+@dataclass
+class FleetRun:
+    run_id: str
+    host: str
+    status: str
+    value: float | None
+    facts: dict[str, str]
+    gpu_load: str | None  # its per-GPU telemetry summaries (JSON), if any
+    gpus: str | None  # every GPU's identity and settings (JSON), if known
