@@ -231,3 +231,26 @@ def test_the_report_has_a_fleet_section_naming_the_flagged_hosts(fleet: tuple[Pa
     assert all(host in svg for host in truth)
     flagged = (tmp_path / "report" / "tables" / "fleet-flagged.csv").read_text().splitlines()
     assert len(flagged) == 1 + len(truth)
+
+
+def test_a_lower_is_better_metric_flags_the_longer_host(tmp_path: Path) -> None:
+    # fleet_sim writes wall_time_s = 100 batches x 256 images x 2 GPUs / rate + 20 s. Host levels (median of
+    # 2 runs): h1 (532 + 522) / 2 = 527.0, h2 (537.17 + 527.05) / 2 = 532.11, h3 532.0, h4 (542.45 + 532) / 2
+    # = 537.22, slow (660 + 644.39) / 2 = 652.20; the median host is h2 (532.11), and slow is
+    # 532.11 / 652.20 - 1 = -18.4% (slower, as lower is better)
+    def wall(rate: float) -> float:
+        return 100 * 256 * 2 / rate + 20
+
+    rates = {"h1": [100, 102], "h2": [99, 101], "h3": [100, 100], "h4": [98, 100], "slow": [80, 82]}
+    for host, r in rates.items():
+        _write(tmp_path / "runs", host, r)
+    assert bench("ingest", str(tmp_path / "runs"), "--store", str(tmp_path / "store"))[0] == 0
+    code, out = bench("fleet", "--store", str(tmp_path / "store"), "--json", "--metric", "wall_time_s")
+    assert code == 0, out
+    found = json.loads(out)
+    levels = {h: (wall(r[0]) + wall(r[1])) / 2 for h, r in rates.items()}
+    assert found["lower_is_better"] is True
+    assert found["workloads"][0]["median"] == pytest.approx(levels["h2"], rel=1e-6)
+    (o,) = found["outliers"]
+    assert o["host"] == "slow" and o["relative_difference"] == pytest.approx(levels["h2"] / levels["slow"] - 1, rel=1e-6)
+    assert o["relative_difference"] == pytest.approx(-0.184, abs=0.001)
