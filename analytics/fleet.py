@@ -9,7 +9,9 @@ For each workload run on ``MIN_HOSTS`` hosts or more, a host's level is the medi
 fleet's level is the median of the hosts' levels, and its scale is robust: 1.4826 x the median absolute
 deviation of the hosts' log levels (which estimates a normal's SD, and which the outliers it looks for do
 not drag), at least ``SCALE_FLOOR``. A host is flagged when it is slower than the fleet's median by more
-than ``fleet_model.Z_BOUND`` robust SDs (Iglewicz and Hoaglin's bound for the modified z-score) **and** by more than
+than ``z_bound_for(hosts)`` robust SDs (3.5, Iglewicz and Hoaglin's bound for the modified z-score; beyond
+215 hosts, the normal quantile that keeps the chance of flagging any healthy host of a workload under 5%:
+3.89 at 1,000 hosts, 4.42 at 10,000) **and** by more than
 ``--threshold`` (a practical bound). Its difference gets a 95% interval: the t-interval of the mean of its
 runs' log ratios to the fleet median, with the SD pooled over the workload's hosts (or its own, if
 larger) and the fleet median's own uncertainty (1.2533 x scale / sqrt(hosts)) added.
@@ -31,7 +33,17 @@ from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.changes import FACT_EXCLUDED, METRICS, SERIES_COLUMNS, series_label
-from bench.analytics.fleet_model import MAD_TO_SD, SCALE_FLOOR, Fleet, FleetRun, HostLevel, Outlier, Workload
+from bench.analytics.fleet_model import (
+    FAMILY_RATE,
+    MAD_TO_SD,
+    SCALE_FLOOR,
+    Z_BOUND,
+    Fleet,
+    FleetRun,
+    HostLevel,
+    Outlier,
+    Workload,
+)
 from bench.analytics.intervals import t95
 from bench.analytics.selection import SYSTEM_TAGS
 from bench.sql.columns import GPU_LOAD_DETAILS
@@ -94,7 +106,7 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
         fleet.workloads.append(w)
         if not w.compared:
             continue
-        flagged = [h for h in w.hosts if _flagged(h, fleet)]
+        flagged = [h for h in w.hosts if _flagged(h, w, fleet)]
         flagged_hosts = {h.host for h in flagged}
         by_host: dict[str, list[FleetRun]] = defaultdict(list)
         for run in runs:
@@ -137,7 +149,7 @@ def _workload(d: dict[str, Any], runs: list[FleetRun], varying: set[str], fleet:
     logs = [math.log(h.level) for h in measured if h.level is not None]
     center = statistics.median(logs)
     scale = max(MAD_TO_SD * statistics.median(abs(x - center) for x in logs), SCALE_FLOOR)
-    w.median, w.robust_sd = math.exp(center), scale
+    w.median, w.robust_sd, w.z_bound = math.exp(center), scale, z_bound_for(len(measured))
     sd, df = _pooled_sd(measured)
     se_center = 1.2533 * scale / math.sqrt(len(measured))
     sign = -1.0 if fleet.lower_is_better else 1.0
@@ -164,5 +176,14 @@ def _pooled_sd(hosts: list[HostLevel]) -> tuple[float | None, int]:
     return (math.sqrt(ss / df), df) if df else (None, 0)
 
 
-def _flagged(h: HostLevel, fleet: Fleet) -> bool:
-    return (h.z is not None and h.relative is not None and h.z < -fleet.z_bound and h.relative < -fleet.threshold)
+def z_bound_for(hosts: int) -> float:
+    """The robust z-score a host must pass among ``hosts``: 3.5, or the normal quantile 1 - FAMILY_RATE / hosts
+    where that is higher (a Bonferroni bound: among many hosts, 3.5 SDs is passed by healthy ones)."""
+    from scipy.special import ndtri
+
+    return max(Z_BOUND, float(ndtri(1 - FAMILY_RATE / hosts)))
+
+
+def _flagged(h: HostLevel, w: Workload, fleet: Fleet) -> bool:
+    return (h.z is not None and h.relative is not None and w.z_bound is not None and h.z < -w.z_bound
+            and h.relative < -fleet.threshold)

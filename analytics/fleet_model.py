@@ -7,8 +7,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: a host's robust z-score bound (Iglewicz and Hoaglin's for the modified z-score)
+#: a host's robust z-score bound (Iglewicz and Hoaglin's for the modified z-score), raised for a workload of
+#: more hosts than 3.5 suits (``FAMILY_RATE``: at most one healthy host flagged in 20 workloads)
 Z_BOUND = 3.5
+FAMILY_RATE = 0.05
 SCALE_FLOOR = 0.002  # 0.2%: hosts that agree to the digit still differ by their runs' noise
 MAD_TO_SD = 1.4826
 
@@ -50,6 +52,7 @@ class Workload:
     n_runs: int
     median: float | None = None
     robust_sd: float | None = None  # relative (on the log scale)
+    z_bound: float | None = None  # the bound its hosts are held to (fleet.z_bound_for)
     hosts: list[HostLevel] = field(default_factory=list)
     compared: bool = True
     note: str | None = None
@@ -60,7 +63,7 @@ class Fleet:
     metric: str
     lower_is_better: bool
     threshold: float
-    z_bound: float = Z_BOUND
+    z_bound: str = f"{Z_BOUND} robust SDs, or the normal quantile 1 - {FAMILY_RATE} / hosts where higher"
     scale: str = f"{MAD_TO_SD} x MAD of the hosts' log levels, at least {SCALE_FLOOR:.1%}"
     workloads: list[Workload] = field(default_factory=list)
     outliers: list[Outlier] = field(default_factory=list)

@@ -21,7 +21,7 @@ def outlier_line(o: Outlier) -> str:
 def print_fleet(f: Fleet) -> None:
     better = "lower" if f.lower_is_better else "higher"
     print(f"bench fleet: {f.metric} ({better} is better); a host is flagged when it is slower than its workload's "
-          f"median host by more than {f.threshold:.0%} and by more than {f.z_bound} robust SDs ({f.scale})")
+          f"median host by more than {f.threshold:.0%} and beyond its workload's z bound ({f.z_bound}; the SD: {f.scale})")
     for note in f.notes:
         print(f"note: {note}")
     for w in f.workloads:
@@ -30,7 +30,7 @@ def print_fleet(f: Fleet) -> None:
         if not w.compared:
             print(f"{head}; not compared: {w.note}")
             continue
-        print(f"{head}; median host {w.median:.4g} {f.metric}, robust SD {w.robust_sd:.2%}")
+        print(f"{head}; median host {w.median:.4g} {f.metric}, robust SD {w.robust_sd:.2%}, z bound {w.z_bound:.2f}")
         hosts = sorted(w.hosts, key=lambda h: h.relative if h.relative is not None else -9)
         mine = [o for o in f.outliers if o.workload == w.label]
         if not mine:

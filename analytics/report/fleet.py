@@ -95,7 +95,7 @@ def _summary(f: Fleet) -> str:
     hosts = {h.host for w in compared for h in w.hosts}
     text = (f"{len(hosts)} hosts ran {len(compared)} workload(s) that 3 or more hosts ran alone (single-node runs). "
             f"A host is flagged when its level (the median of its ok runs) is slower than its workload's median "
-            f"host by more than {f.threshold:.0%} and by more than {f.z_bound} robust SDs ({f.scale}); why is what "
+            f"host by more than {f.threshold:.0%} and beyond its workload's z bound ({f.z_bound}; the SD: {f.scale}); why is what "
             f"differs from most of its peers (bench fleet). {sum(o.kind == 'slower' for o in f.outliers)} host(s) "
             f"are flagged slower, {sum(o.kind == 'failed' for o in f.outliers)} failed every run.")
     for note in f.notes:

@@ -254,3 +254,11 @@ def test_a_lower_is_better_metric_flags_the_longer_host(tmp_path: Path) -> None:
     (o,) = found["outliers"]
     assert o["host"] == "slow" and o["relative_difference"] == pytest.approx(levels["h2"] / levels["slow"] - 1, rel=1e-6)
     assert o["relative_difference"] == pytest.approx(-0.184, abs=0.001)
+
+
+def test_the_z_bound_grows_with_the_fleet() -> None:
+    from bench.analytics.fleet import z_bound_for
+
+    # normal quantiles from a table: z(0.99995) = 3.8906, z(0.999995) = 4.4172; below 215 hosts, 3.5 holds
+    assert [round(z_bound_for(n), 3) for n in (3, 64, 200)] == [3.5, 3.5, 3.5]
+    assert z_bound_for(1000) == pytest.approx(3.8906, abs=1e-4) and z_bound_for(10_000) == pytest.approx(4.4172, abs=1e-4)
