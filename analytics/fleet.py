@@ -11,8 +11,7 @@ deviation of the hosts' log levels (which estimates a normal's SD, and which the
 not drag), at least ``SCALE_FLOOR``. A host is flagged when it is slower than the fleet's median by more
 than ``z_bound_for(hosts)`` robust SDs (3.5, Iglewicz and Hoaglin's bound for the modified z-score; beyond
 215 hosts, the normal quantile that keeps the chance of flagging any healthy host of a workload under 5%:
-3.89 at 1,000 hosts, 4.42 at 10,000) **and** by more than
-``--threshold`` (a practical bound). Its difference gets a 95% interval: the t-interval of the mean of its
+3.89 at 1,000 hosts, 4.42 at 10,000) **and** by more than ``--threshold`` (a practical bound). Its difference gets a 95% interval: the t-interval of the mean of its
 runs' log ratios to the fleet median, with the SD pooled over the workload's hosts (or its own, if
 larger) and the fleet median's own uncertainty (1.2533 x scale / sqrt(hosts)) added.
 
