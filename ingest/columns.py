@@ -147,10 +147,6 @@ class ColumnBuffer:
     def __len__(self) -> int:
         return self.total_rows
 
-    def buffered(self) -> int:
-        """Rows held now (added since the last take or spill)."""
-        return self._n
-
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         setattr(cls, "_append", _appender(cls.COLUMNS))  # noqa: B010 - a method made for this class

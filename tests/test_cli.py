@@ -214,17 +214,31 @@ def test_a_store_path_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_during_an_ingest_says_what_was_stored(tmp_path: Path) -> None:
+    """Ctrl-C while the ingest reads a file. The signal is sent once the child has opened the named pipe it
+    is given to read (a writer's non-blocking open succeeds only then), not after a fixed sleep: on a loaded
+    machine the child took longer than 2 s to start."""
+    import errno
     import os
     import signal
     import time
 
     fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)  # named as a PATH it is read, and waits for a writer that never comes
+    os.mkfifo(fifo)  # named as a PATH it is read, and waits for data that never comes
     proc = subprocess.Popen([sys.executable, "-m", "bench.runner", "ingest", str(fifo), "--store", str(tmp_path / "st")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.0)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    writer, deadline = None, time.monotonic() + 300
+    while writer is None and time.monotonic() < deadline and proc.poll() is None:
+        try:
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO until the child has it open to read
+        except OSError as e:
+            assert e.errno == errno.ENXIO, e
+            time.sleep(0.01)
+    assert writer is not None, "the ingest never opened the pipe"
+    try:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        os.close(writer)
     assert proc.returncode == 130
     assert "Interrupted: nothing of this ingest is in the store" in err and "Traceback" not in err
 

@@ -29,9 +29,7 @@ if TYPE_CHECKING:
 
     from bench.analytics.scaling_laws import ConfigFit
 
-MAX_FAMILIES = 12  #: default cap of families drawn (up to 3 figures each); tables cover every family
 MAX_SERIES = 12  #: series drawn in one family figure (the fastest); the tables hold every one
-MAX_BARS = 60  #: bars in one throughput-per-device figure before it is split by device count
 
 
 def family_figures(con: duckdb.DuckDBPyConnection, name: str, family: pd.DataFrame, points: pd.DataFrame,
