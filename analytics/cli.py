@@ -24,6 +24,16 @@ def _selected(store: Path | None, where: str | None, ignore: list[str] | None): 
     return con
 
 
+def _write_junit(path: Path, xml: bytes) -> None:
+    """``--junit``: the XML written, or one line saying why it could not be."""
+    from bench.sql.errors import BenchError
+
+    try:
+        path.write_bytes(xml)
+    except OSError as e:
+        raise BenchError(f"cannot write {path}: {e.strerror}") from e
+
+
 class OutFormat(StrEnum):
     table = "table"
     csv = "csv"
@@ -336,7 +346,7 @@ def check_command(
     """
     from bench.analytics import decisions
     from bench.analytics.check import check
-    from bench.sql.errors import BenchError, UsageError
+    from bench.sql.errors import UsageError
     from bench.sql.read import connect
     from bench.sql.store import default_store
 
@@ -348,10 +358,7 @@ def check_command(
     if junit is not None:
         from bench.analytics.changes_text import junit_xml
 
-        try:
-            junit.write_bytes(junit_xml(result))
-        except OSError as e:
-            raise BenchError(f"cannot write {junit}: {e.strerror}") from e
+        _write_junit(junit, junit_xml(result))
     if as_json:
         typer.echo(result.to_json())
     else:
@@ -378,7 +385,7 @@ def fleet_command(
     """
     from bench.analytics.fleet import find_outliers
     from bench.analytics.results import first
-    from bench.sql.errors import BenchError, UsageError
+    from bench.sql.errors import UsageError
 
     con = _selected(store, where, None)
     if where and not first(con, "SELECT 1 FROM runs LIMIT 1"):
@@ -387,10 +394,7 @@ def fleet_command(
     if junit is not None:
         from bench.analytics.fleet_text import junit_xml
 
-        try:
-            junit.write_bytes(junit_xml(found))
-        except OSError as e:
-            raise BenchError(f"cannot write {junit}: {e.strerror}") from e
+        _write_junit(junit, junit_xml(found))
     if as_json:
         typer.echo(found.to_json())
     else:

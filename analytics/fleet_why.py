@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from bench.analytics.fleet_model import FleetRun, Outlier
 
-#: details keys that are a run's own (its node names), not a fact of its host; each GPU's settings are compared
-#: one by one as ``gpuN.<setting>``
-NOT_FACTS = frozenset({"nodes", "node_names", "slurm_job_id", "slurm_end", "log_status",
-                       "log_images_per_sec", "python_version"})
+#: details keys that are a run's own (its node names, what its log said before run.json overruled it), not a
+#: fact of its host (changes.FACT_EXCLUDED leaves out the rest); each GPU's settings are compared one by one
+#: as ``gpuN.<setting>``
+NOT_FACTS = frozenset({"nodes", "node_names", "log_status", "log_images_per_sec"})
 #: telemetry summaries compared: (key, words, unit, which way is worse, the practical bound: a GPU is set
 #: apart only when it is this much worse than its node's others and the fleet's GPUs; "rel" makes it relative)
 CHECKS = (

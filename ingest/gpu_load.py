@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from bench.ingest.runjson import OUTPUT_LOG, TELEMETRY_CSV
+from bench.ingest.rundir import file_beside
+from bench.ingest.runjson import TELEMETRY_CSV
 from bench.ingest.tables import TelemetrySample
 
 LOAD_UTILIZATION_PCT = 50.0
@@ -86,15 +86,9 @@ def beside(log_path: str, meta: dict[str, Any]) -> str | None:
     (no such file, too large, unreadable, or no sample)."""
     from bench.ingest.formats.telemetry import parse_lines
 
-    if os.path.basename(log_path) != OUTPUT_LOG:
+    data = file_beside(log_path, TELEMETRY_CSV, MAX_TELEMETRY_BYTES)
+    if data is None:
         return None
-    path = os.path.join(os.path.dirname(log_path), TELEMETRY_CSV)
-    try:
-        if not os.path.isfile(path) or os.path.getsize(path) > MAX_TELEMETRY_BYTES:
-            return None
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            result = parse_lines(fh, source=path)
-    except OSError:
-        return None
+    result = parse_lines(data.decode("utf-8", "replace").splitlines(), source=log_path)
     summaries = summarise(result.telemetry, power_limits(meta))
     return json.dumps(summaries, sort_keys=True) if summaries else None

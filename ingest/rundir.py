@@ -54,13 +54,19 @@ _TIMES = ("started_at", "ended_at", "wall_time_s")
 def sidecar_beside(log_path: str) -> bytes | None:
     """The bytes of the run.json next to ``log_path`` when that file is an ``output.log`` of a run
     directory; None otherwise, or when run.json cannot be read or is too large to be one."""
+    return file_beside(log_path, RUN_JSON, MAX_RUN_JSON_BYTES)
+
+
+def file_beside(log_path: str, name: str, max_bytes: int) -> bytes | None:
+    """The bytes of the file ``name`` in the run directory whose ``output.log`` is ``log_path``; None when
+    ``log_path`` is no such log, or the file is missing, unreadable or larger than ``max_bytes``."""
     if os.path.basename(log_path) != OUTPUT_LOG:
         return None
-    meta = os.path.join(os.path.dirname(log_path), RUN_JSON)
+    path = os.path.join(os.path.dirname(log_path), name)
     try:
-        if not os.path.isfile(meta) or os.path.getsize(meta) > MAX_RUN_JSON_BYTES:
+        if not os.path.isfile(path) or os.path.getsize(path) > max_bytes:
             return None
-        with open(meta, "rb") as fh:
+        with open(path, "rb") as fh:
             return fh.read()
     except OSError:
         return None
