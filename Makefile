@@ -111,6 +111,7 @@ bench: $(VENV)/.installed-dev bytecode .venv-otava/.installed
 	$(BIN)/python benchmarks/scheduler.py
 	$(BIN)/python benchmarks/fleet.py
 	$(BIN)/python benchmarks/fleet_scale.py
+	$(BIN)/python benchmarks/remote_store.py
 
 # The references bench changes is measured against (bench.analytics.changes_benchmark), in a venv of their
 # own: apache-otava 0.8.0 pins numpy 2.2, which TensorFlow 2.15 in .venv cannot share. Never imported by bench.

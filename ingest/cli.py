@@ -56,6 +56,11 @@ def ingest_command(
     from bench.sql.store import default_store
 
     root = store or default_store()
+    from bench.sql.objstore import url_of
+
+    url = url_of(root)
+    if url and (check or compact or rebuild):
+        return _on_object_storage(url, check=check, rebuild=rebuild)
     if check:
         from bench.sql.health import findings
         from bench.sql.store import check_store
@@ -89,7 +94,7 @@ def ingest_command(
         if missing:  # a usage error (exit 2), like any other bad argument
             raise typer.BadParameter(f"no such file or directory: {', '.join(missing)}", param_hint="PATH")
         from bench.ingest.items import Limits
-        from bench.ingest.pipeline import ingest
+        from bench.ingest.remote_ingest import ingest_into
         from bench.sql.store import check_writable
 
         if not init:  # as bench run does: a folder of other files is not made a store by mistake
@@ -97,7 +102,7 @@ def ingest_command(
 
         try:
             with _progress() as progress:
-                summary = ingest(paths, root, fmt=fmt, path_patterns=path_pattern or [], progress=progress,
+                summary = ingest_into(paths, root, fmt=fmt, path_patterns=path_pattern or [], progress=progress,
                                  on_wait=_waiting, skip_globs=tuple(exclude or ()),
                                  limits=Limits(max_expansion=max_expansion))
         except KeyboardInterrupt:
@@ -126,6 +131,33 @@ def ingest_command(
         print_summary(summary)
     if strict and summary.problems:
         raise typer.Exit(1)
+
+
+def _on_object_storage(url: str, *, check: bool, rebuild: bool) -> None:
+    """--check and --compact of a store on object storage (bench.sql.remote); --rebuild is for a local one."""
+    import tempfile
+    from pathlib import Path
+
+    from bench.sql.errors import UsageError
+    from bench.sql.remote import Remote, compact
+
+    if rebuild:
+        raise UsageError(f"--rebuild works on a local store; for {url}, ingest the logs again into a new store")
+    store = Remote(url)
+    store.check()
+    if check:
+        state = store.state()
+        _, damaged = store.local_files(state)
+        for what, why in damaged:
+            typer.echo(f"store {what} cannot be read ({why})", err=True)
+        if damaged:
+            raise typer.Exit(1)
+        typer.echo(f"store {url}: every file matches its recorded checksum (commits version {state.version})")
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-compact-") as tmp:
+        n = compact(store, Path(tmp))
+    typer.echo(f"store {url}: {n} files merged, replaced files vacuumed" if n
+               else f"store {url}: nothing to merge; replaced files vacuumed")
 
 
 def skip_final_collection() -> None:

@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from bench.ingest import links
 from bench.ingest.table_rows import steps_table, telemetry_table
-from bench.sql.store import write_part
+from bench.sql.schema import write_part
 
 TABLES = ("steps", "telemetry")
 

@@ -117,6 +117,7 @@ def ingest(
     skip_globs: tuple[str, ...] = (),
     limits: Limits = DEFAULT_LIMITS,
     earlier: Sequence[dict[str, Any]] = (),
+    compact: bool = True,
 ) -> IngestSummary:
     """Ingest ``paths`` into the store at ``store``; see the module docstring for the contract.
 
@@ -127,7 +128,8 @@ def ingest(
     ``skip_globs``: files found under a directory or in an archive whose path or name matches one of
     these shell patterns are not read. ``limits``: how far an archive member may expand before it is
     stopped as a decompression bomb (its read_error problem says so). ``earlier``: sources rows of versions
-    of the files that are not in this store (a rebuild's old generation), for ``versions``.
+    of the files that are not in this store (a rebuild's old generation), for ``versions``. ``compact``
+    False: no compaction after the publish (an ingest staged for object storage: bench.ingest.remote_ingest).
     """
     registry.check_format(fmt)
     missing = [p for p in paths if not os.path.exists(p)]
@@ -164,7 +166,8 @@ def ingest(
         writer.link_telemetry()  # telemetry files to the runs they were sampled for
         if writer.sources or writer.checksums:
             writer.publish("ingest")  # the commit point: every batch of this ingest at once
-        summary.compacted_files = maybe_compact(writer)  # past compact.AUTO_FILES files in a table
+        if compact:
+            summary.compacted_files = maybe_compact(writer)  # past compact.AUTO_FILES files in a table
     summary.problems_by_kind = dict(ctx.counters["problems"])
     summary.runs_by_status = dict(ctx.counters["status"])
     summary.runs_by_format = dict(ctx.counters["format"])

@@ -23,8 +23,8 @@ from bench.ingest.pipeline import IngestSummary, ingest
 from bench.sql import delta, deltalog, health
 from bench.sql.errors import BenchError
 from bench.sql.names import fs_name
-from bench.sql.schema import TABLES, conform
-from bench.sql.store import StoreWriter, table_files, write_part
+from bench.sql.schema import TABLES, conform, write_part
+from bench.sql.store import StoreWriter, table_files
 
 
 def _plans(sources: list[dict[str, Any]]) -> list[tuple[str, str | None, tuple[str, ...]]]:

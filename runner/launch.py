@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.ingest import runjson
-from bench.ingest.pipeline import ingest
+from bench.ingest.remote_ingest import ingest_into
 from bench.runner import nodes, rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, trainer_argv
 from bench.runner.verdict import classify, failure_cause, forced_cause, has_result, no_result_cause
@@ -419,7 +419,7 @@ def ingest_runs(run_dirs: Sequence[Path], store: Path, fmt: str | None = None) -
     """
     import pyarrow.parquet as pq
 
-    summary = ingest([str(d) for d in run_dirs], store, fmt=fmt, workers=0)
+    summary = ingest_into([str(d) for d in run_dirs], store, fmt=fmt, workers=0)
     added = set(summary.run_ids)
     names = {d.name for d in run_dirs}
     found: dict[str, dict[str, Any]] = {}

@@ -48,6 +48,7 @@ from bench.runner.progress import PlainReporter, eta_s
 from bench.runner.spec import DEFAULT_TRAINER, LAUNCHERS, RunSpec, trainer_argv
 from bench.sql.atomic import write_json
 from bench.sql.errors import BenchError
+from bench.sql.objstore import url_of
 from bench.sql.store import check_writable, table_files
 
 SCHEMA_VERSION = 1
@@ -296,7 +297,7 @@ def completed_runs(store: Path, sweep: str) -> set[tuple[str, str]]:
     import pyarrow.parquet as pq
 
     done: set[tuple[str, str]] = set()
-    if not (Path(store) / "STORE.json").exists():
+    if url_of(store) is None and not (Path(store) / "STORE.json").exists():
         return done
     for part in table_files(Path(store), "runs"):
         for row in pq.read_table(part, columns=["status", "tags"]).to_pylist():

@@ -4,7 +4,8 @@
 tables' schemas and schema version (``schema``; the per-sample tables' columns in ``columns``, which a parser
 imports without pyarrow), the layout, lock and commit protocol (``store``), the Delta
 tables and the ``commits`` table (``delta``), which files a reader may use and their checksums (``health``),
-OPTIMIZE and VACUUM (``compact``), the conversion of an old store (``migrate``), atomic writes (``atomic``),
+OPTIMIZE and VACUUM (``compact``), a store on object storage written by many hosts (``remote``, reached
+through ``objstore``), the conversion of an old store (``migrate``), atomic writes (``atomic``),
 stored names (``names``), the ``telemetry_links`` table (``links``), and the read connection (``read``) with
 its views (``views``: each ``*.sql`` here is a view of the same name). The errors and the command-line
 options every ``bench`` command shares are here too (``errors``, ``options``), since every command meets the

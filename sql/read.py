@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from bench.sql import delta, deltalog, health
 from bench.sql.errors import BenchError, one_line
 from bench.sql.layout import SCHEMA_VERSION, TABLE_NAMES
+from bench.sql.objstore import url_of
 from bench.sql.store import StoreWriter, check_store
 from bench.sql.views import curated_names, register_views
 
@@ -43,7 +44,12 @@ def connect(root: Path, *, reads: str | None = None) -> duckdb.DuckDBPyConnectio
     """
     import duckdb
 
-    state = health.readable(root) if check_store(root, old_ok=True) == SCHEMA_VERSION else _converted(root)
+    if url := url_of(root):
+        from bench.sql.remote import readable
+
+        state = readable(url)
+    else:
+        state = health.readable(root) if check_store(root, old_ok=True) == SCHEMA_VERSION else _converted(root)
     for line in state.messages(root):  # the rest of the store still answers
         print(f"warning: {line}", file=sys.stderr)
     con = duckdb.connect(":memory:")

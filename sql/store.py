@@ -25,6 +25,11 @@ The commit protocol (bench.sql.delta does each step):
 Readers (bench.sql.read) take one ``commits`` row and read the files of each table's version in it,
 so a query made during an ingest, a compaction or a rebuild sees one committed state. A schema-5 store
 (batch folders) is converted once by its first writer (bench.sql.migrate).
+
+On object storage (``--store s3://bucket/prefix``, gs://, az://) there is no lock and no rename: writers on
+any number of hosts commit at once, each by a conditional write of the commits table's next version, and
+the same guarantees hold (all or nothing, snapshot reads, before-or-after when killed): bench.sql.remote
+says how.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from bench.sql.atomic import write_atomic
 from bench.sql.errors import BenchError, UsageError
 from bench.sql.layout import SCHEMA_VERSION, TABLE_NAMES
 from bench.sql.names import storable
+from bench.sql.objstore import url_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -61,7 +67,12 @@ def default_store() -> Path:
 
 def check_store(root: Path, *, old_ok: bool = False) -> int:
     """Raise BenchError unless ``root`` is a store of this schema version (``old_ok``: or of the one a
-    writer converts); returns its version."""
+    writer converts); returns its version. A store on object storage: bench.sql.remote."""
+    if url := url_of(root):
+        from bench.sql.remote import Remote
+
+        Remote(url).check()
+        return SCHEMA_VERSION
     _check_text_path(root)
     meta = root / "STORE.json"
     if not meta.exists():
@@ -81,7 +92,13 @@ def check_store(root: Path, *, old_ok: bool = False) -> int:
 def check_writable(root: Path) -> None:
     """Raise UsageError, before anything is run, when ``root`` cannot become or be a store this bench
     writes: a file, a path that is not UTF-8, a folder that is not a store and not empty, a store of
-    another schema version, or a place this user may not write (``bench run`` checks it before training)."""
+    another schema version, or a place this user may not write (``bench run`` checks it before training).
+    On object storage: a bucket that cannot be reached, or a store of another schema version."""
+    if url := url_of(root):
+        from bench.sql.remote import Remote
+
+        Remote(url).exists()
+        return
     _check_text_path(root)
     if root.exists() and not root.is_dir():
         raise UsageError(f"--store {root} is a file, not a store directory; give a directory")
@@ -95,48 +112,28 @@ def check_writable(root: Path) -> None:
 
 
 def _check_text_path(root: Path) -> None:
-    """Raise UsageError for a store path that is a URL (``s3://bucket``: a folder named ``s3:`` is not what
-    was meant) or not UTF-8 text (a Latin-1 name on Linux): Arrow and DuckDB take paths as UTF-8, and could
-    neither write nor read the store."""
+    """Raise UsageError for a store path that is a URL bench does not write here (``http://``, or an
+    object-storage URL where only a local store will do: a folder named ``s3:`` is not what was meant) or
+    not UTF-8 text (a Latin-1 name on Linux): Arrow and DuckDB take paths as UTF-8, and could neither
+    write nor read the store."""
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(root)):  # Path("s3://b") reads "s3:/b"
-        raise UsageError(f"--store {root}: bench keeps a store on a file system (local or mounted), not at a URL; "
-                         "other tools can read a copy on object storage (README \"Several hosts and object storage\")")
+        where = "s3://, gs:// and az:// stores take ingest, --compact, --check and every reading command" if url_of(root) \
+            else "a file system (local or mounted) or s3://, gs://, az://"
+        raise UsageError(f"--store {root}: not for this command; bench keeps a store on {where} "
+                         "(README \"Several hosts and object storage\")")
     text = storable(str(root))
     if text != str(root):
         raise UsageError(f"--store {text}: the path is not UTF-8 text, which Arrow and DuckDB need; give another")
 
 
 def table_files(root: Path, table: str) -> list[Path]:
-    """The files of ``table`` in the store's committed state (none in an empty store)."""
+    """The files of ``table`` in the store's committed state (none in an empty store); on object storage,
+    their checked local copies."""
+    if url := url_of(root):
+        from bench.sql.remote import readable
+
+        return readable(url, (table,)).files.get(table, [])
     return [f.path for f in delta.files(root, table, delta.snapshot(root))]
-
-
-def write_part(table: pa.Table, path: Path, *, required: bool = False, sync: bool = False) -> None:
-    """One Parquet file of a store table: the schema version in its metadata, the table's write options.
-
-    ``required`` (for the steps and telemetry parts): columns without a NULL in this part are written
-    as REQUIRED, which spares the writer a definition level per value (a fifth of the encoding time of
-    a steps part). Readers take a glob of parts with differing nullability as one nullable column
-    (DuckDB, pyarrow datasets; tests cover both); pyarrow's concat_tables needs promote_options="default".
-    ``sync``: fsync the file before returning (a part written off the main thread then costs the commit,
-    which fsyncs every file of its batch, almost nothing).
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from bench.sql.schema import METADATA, write_options
-
-    meta = {**(table.schema.metadata or {}), **METADATA}
-    if required and table.num_rows:
-        fields = [f.with_nullable(False) if f.nullable and table.column(i).null_count == 0 else f
-                  for i, f in enumerate(table.schema)]
-        table = pa.Table.from_arrays(table.columns, schema=pa.schema(fields, metadata=meta))
-    else:
-        table = table.replace_schema_metadata(meta)
-    pq.write_table(table, path, **write_options(table.schema))
-    if sync:
-        with open(path, "rb") as fh:
-            os.fsync(fh.fileno())
 
 
 class StoreWriter:
@@ -365,7 +362,7 @@ class StoreWriter:
         """Write ``rows`` as one file of ``table`` and commit it (as ``add``); nothing when there are none."""
         import pyarrow as pa
 
-        from bench.sql.schema import TABLES
+        from bench.sql.schema import TABLES, write_part
 
         if len(rows):
             path = self.root / "_tmp" / f"{table}-{uuid.uuid4().hex[:12]}.parquet"
@@ -415,7 +412,7 @@ class Batch:
         files it committed."""
         import pyarrow as pa
 
-        from bench.sql.schema import TABLES
+        from bench.sql.schema import TABLES, write_part
 
         files = {name: list(parts) for name, parts in self.parts.items() if parts}
         for table, rows in self.rows.items():

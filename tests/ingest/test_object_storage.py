@@ -1,7 +1,7 @@
 """A store's tables on object storage: a local S3-compatible server (moto in server mode, from the dev
 extra) holds a copy of a store made by ``bench ingest``, and Delta readers read it there, each table at the
-version of the store's newest commits row, as the README shows. bench itself writes stores on a POSIX file
-system only (a flock and renames: README "Several hosts and object storage")."""
+version of the store's newest commits row, as the README shows. (A store bench writes on object storage
+itself, by many hosts at once: tests/ingest/test_remote_store.py.)"""
 
 from __future__ import annotations
 

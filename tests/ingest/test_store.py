@@ -19,6 +19,7 @@ from logtools import tf_cnn_log
 from bench.ingest.pipeline import ingest
 from bench.ingest.rebuild import rebuild
 from bench.sql import delta, health
+from bench.sql import schema as schema_mod
 from bench.sql import store as store_mod
 from bench.sql.store import table_files
 
@@ -264,7 +265,7 @@ def test_parts_without_nulls_are_required_and_read_back_as_one_nullable_column(t
         batch = writer.new_batch()
         for i, table in enumerate((part("a-0", [1, 2], [7.5, 7.25]), part("b-0", [1, 2], [None, 6.5]))):
             path = writer.scratch() / f"steps-{i}.parquet"  # as the parser processes and large files write them
-            store_mod.write_part(table, path, required=True)
+            schema_mod.write_part(table, path, required=True)
             batch.adopt("steps", str(path))
         batch.rows["sources"].append({"source": "x", "source_sha256": "0" * 64})
         batch.n_sources = 1

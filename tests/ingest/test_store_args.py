@@ -21,12 +21,16 @@ def _log(tmp_path: Path) -> str:
 
 
 def test_a_url_is_a_bad_argument_not_a_folder(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """http:// is no store; s3:// is one for ingest and the readers (tests/ingest/test_remote_store.py), not
+    for --rebuild; neither becomes a folder named ``http:`` or ``s3:``."""
     monkeypatch.chdir(tmp_path)
     log = _log(tmp_path)
-    for argv in (["ingest", log, "--store", "s3://bucket/st"], ["sql", "SELECT 1", "--store", "s3://bucket/st"]):
+    for argv in (["ingest", log, "--store", "http://host/st"], ["sql", "SELECT 1", "--store", "http://host/st"]):
         result = runner.invoke(app, argv)
-        assert result.exit_code == 2 and "not at a URL" in result.output, result.output
-    assert not (tmp_path / "s3:").exists()
+        assert result.exit_code == 2 and "bench keeps a store on a file system (local or mounted) or s3://" in result.output, result.output
+    result = runner.invoke(app, ["ingest", "--rebuild", "--store", "s3://bucket/st"])
+    assert result.exit_code == 2 and "--rebuild works on a local store" in result.output, result.output
+    assert not (tmp_path / "http:").exists() and not (tmp_path / "s3:").exists()
 
 
 def test_a_folder_of_other_files_becomes_a_store_only_with_init(tmp_path: Path) -> None:

@@ -1,0 +1,327 @@
+"""A store on object storage (bench.sql.remote) against a local S3-compatible server (moto in server mode,
+from the dev extra, in a process of its own on 127.0.0.1): what it holds equals a local ingest of the same
+logs; eight writers and a compaction at once end as one serial ingest, with readers seeing committed states
+only; a writer killed at ten points leaves the store as before or as after; S3's errors are one line each."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.analytics.query import run_sql
+from bench.ingest.pipeline import ingest
+from bench.sql import remote
+from bench.sql.errors import BenchError
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE_LOGS = ROOT / "fixtures" / "logs"
+STATE = ("SELECT count(*), (SELECT count(*) FROM steps), (SELECT count(*) FROM telemetry), "
+         "(SELECT count(*) FROM sources), round(sum(images_per_sec), 6) FROM runs")
+
+
+def _fleet_sim():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("fleet_sim", ROOT / "benchmarks" / "fleet_sim.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fleet_sim"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[str]:
+    """The endpoint of a moto server in its own process (deltalake's calls hold the GIL while they wait
+    for a reply, so an in-process server thread would never answer them)."""
+    pytest.importorskip("moto.server", reason="moto (the dev extra) is not installed")
+    port = _port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "moto did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def s3(moto: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> str:
+    """A new bucket on the server, the AWS variables bench reads set for it (and for child processes), a
+    cache of this test's own; returns the store's URL."""
+    import boto3
+
+    for key, value in {"AWS_ENDPOINT_URL": moto, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                       "AWS_REGION": "us-east-1", "BENCH_CACHE": str(tmp_path / "cache")}.items():
+        monkeypatch.setenv(key, value)
+    bucket = "b" + str(abs(hash(request.node.name)))[:12]
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    return f"s3://{bucket}/store"
+
+
+def _state(store: str | Path) -> tuple[int, ...]:
+    return tuple(run_sql(Path(store), STATE)[1][0])  # type: ignore[arg-type]
+
+
+BENCH = [sys.executable, "-c", "import sys; from bench.runner.cli import main; sys.argv[0] = 'bench'; main()"]
+
+
+def _bench(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*BENCH, *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_a_store_on_s3_holds_what_a_local_ingest_holds(tmp_path: Path, s3: str) -> None:
+    from bench.ingest.remote_ingest import ingest_into
+
+    logs = [str(FIXTURE_LOGS / "tf_cnn"), str(FIXTURE_LOGS / "caffe")]
+    ingest(logs, tmp_path / "local", workers=0, skip_globs=("*.json",))
+    first = ingest_into(logs[:1], s3, workers=0, skip_globs=("*.json",))
+    second = ingest_into(logs, s3, workers=0, skip_globs=("*.json",))
+    assert (first.runs_added, second.runs_added) == (20, 9)  # the tf_cnn logs are not stored twice
+    local = _state(tmp_path / "local")
+    assert _state(s3) == local and local[0] == 29
+    ids = "SELECT run_id, status, images_per_sec FROM runs ORDER BY ALL"
+    assert run_sql(Path(s3), ids)[1] == run_sql(tmp_path / "local", ids)[1]
+
+    done = _bench("ingest", "--compact", "--store", s3)
+    assert done.returncode == 0 and "files merged" in done.stdout, done.stderr
+    assert len(remote.Remote(s3).state().files("runs")) == 1 and _state(s3) == local
+    os.environ["BENCH_CACHE"] = str(tmp_path / "cold")  # read again from S3, every file checked
+    assert _state(s3) == local
+    assert _bench("ingest", "--check", "--store", s3).returncode == 0
+
+
+def test_a_damaged_object_is_named_and_left_out(tmp_path: Path, s3: str) -> None:
+    import boto3
+
+    from bench.ingest.remote_ingest import ingest_into
+
+    ingest_into([str(FIXTURE_LOGS / "tf_cnn")], s3, workers=0, skip_globs=("*.json",))
+    ingest_into([str(FIXTURE_LOGS / "caffe")], s3, workers=0, skip_globs=("*.json",))
+    store = remote.Remote(s3)
+    key = sorted(store.state().files("runs"))[0]
+    bucket, _, prefix = s3[5:].partition("/")
+    boto3.client("s3").put_object(Bucket=bucket, Key=f"{prefix}/tables/{key}", Body=b"not the bytes committed")
+    os.environ["BENCH_CACHE"] = str(tmp_path / "cold")
+    check = _bench("ingest", "--check", "--store", s3)
+    assert check.returncode == 1 and key.split("/")[1] in check.stderr and "SHA-256" in check.stderr
+    out = _bench("sql", "SELECT count(*) FROM runs", "--store", s3)
+    assert out.returncode == 0 and "warning: store file" in out.stderr and key.split("/")[1] in out.stderr
+
+
+#: An ingest of argv[2:] into the store at argv[1], in a process of its own.
+WRITER = "import sys; from bench.ingest.remote_ingest import ingest_into; ingest_into(sys.argv[2:], sys.argv[1], workers=0)"
+
+
+@pytest.mark.slow
+def test_eight_writers_and_compactions_at_once_end_as_one_serial_ingest(tmp_path: Path, s3: str) -> None:
+    _fleet_sim().generate(tmp_path / "runs", hosts=40, runs=3, faults=0)
+    dirs = sorted(str(d) for d in (tmp_path / "runs").iterdir())
+    assert len(dirs) == 120
+    ingest([str(tmp_path / "runs")], tmp_path / "serial", workers=0)
+    serial = _state(tmp_path / "serial")
+    per_run = [n // 120 for n in serial[1:4]]  # steps, telemetry samples, sources (output.log, telemetry.csv)
+    assert serial[:4] == (120, *(120 * n for n in per_run)) and min(per_run) > 0
+
+    logs = [(tmp_path / f"writer-{i}.err").open("w") for i in range(8)]
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, s3, *dirs[i::8]], stderr=logs[i]) for i in range(8)]
+    compactions = seen = 0
+    states = set()
+    while any(w.poll() is None for w in writers):
+        if remote.Remote(s3).exists():
+            runs, steps, telemetry, sources, _ = state = _state(s3)  # a committed state: whole ingests only
+            assert runs % 15 == 0 and [steps, telemetry, sources] == [runs * n for n in per_run]
+            states.add(state)
+            seen += 1
+            if seen % 3 == 0:
+                done = _bench("ingest", "--compact", "--store", s3)
+                assert done.returncode == 0, done.stderr
+                compactions += "files merged" in done.stdout
+    for i, w in enumerate(writers):
+        logs[i].close()
+        assert w.wait() == 0, (tmp_path / f"writer-{i}.err").read_text()
+    assert _bench("ingest", "--compact", "--store", s3).returncode == 0
+    assert _state(s3) == serial
+    assert len(states) >= 2 and compactions >= 1, (states, compactions)  # readers and compactions met the writers
+    ids = "SELECT run_id, images_per_sec FROM runs ORDER BY ALL"
+    assert run_sql(Path(s3), ids)[1] == run_sql(tmp_path / "serial", ids)[1]
+
+
+#: Runs an ingest (argv[3:]) or a compaction into the store at argv[2], SIGKILLed at its Nth event
+#: (argv[1]; 0: never), and prints how many events it met: before and after each upload, each commits
+#: row written, each conditional commit, each state read and each delete.
+KILLER = """
+import os, signal, sys, tempfile
+from pathlib import Path
+from deltalake import DeltaTable
+from bench.sql import objstore, remote
+n, store, paths = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+count = [0]
+def event():
+    count[0] += 1
+    if count[0] == n:
+        os.kill(os.getpid(), signal.SIGKILL)
+def hooked(fn):
+    def wrapped(*args, **kwargs):
+        event()
+        out = fn(*args, **kwargs)
+        event()
+        return out
+    return wrapped
+for owner, name in ((objstore, "upload_all"), (remote.Remote, "_write_row"), (remote.Remote, "state"),
+                    (remote.Remote, "_delete"), (DeltaTable, "create_write_transaction")):
+    setattr(owner, name, hooked(getattr(owner, name)))
+if paths:
+    from bench.ingest.remote_ingest import ingest_into
+    ingest_into(paths, store, workers=0)
+else:
+    with tempfile.TemporaryDirectory() as tmp:
+        remote.compact(remote.Remote(store), Path(tmp), retention_hours=0)
+print(count[0])
+"""
+
+
+def _killed_at(n: int, store: str, paths: list[str]) -> int:
+    proc = subprocess.run([sys.executable, "-c", KILLER, str(n), store, *paths], capture_output=True, text=True,
+                          timeout=300)
+    if n:
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        return n
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ["ingest", "compact"])
+def test_a_writer_killed_at_ten_points_leaves_the_store_as_before_or_after(tmp_path: Path, s3: str, op: str) -> None:
+    from bench.ingest.remote_ingest import ingest_into
+
+    logs = [str(FIXTURE_LOGS / "tf_cnn"), str(FIXTURE_LOGS / "caffe")]
+    base = s3.rsplit("/", 1)[0]
+    reference = f"{base}/reference"
+    first = logs[:1] if op == "ingest" else logs[1:]  # a compaction has two files a table to merge
+    ingest_into(first, reference, workers=0)
+    if op == "compact":
+        ingest_into(logs[:1], reference, workers=0)
+    before = _state(reference)
+    events = _killed_at(0, reference, logs if op == "ingest" else [])
+    after = _state(reference)
+    assert after != before if op == "ingest" else after == before
+    points = sorted({max(1, round(events * k / 11)) for k in range(1, 11)})
+    assert len(points) == 10, events
+    for i, n in enumerate(points):
+        store = f"{base}/killed-{i}"
+        ingest_into(first, store, workers=0)
+        if op == "compact":
+            ingest_into(logs[:1], store, workers=0)
+        _killed_at(n, store, logs if op == "ingest" else [])
+        assert _state(store) in (before, after), f"killed at event {n} of {events}"
+        _killed_at(0, store, logs if op == "ingest" else [])  # run again: the store ends as after
+        assert _state(store) == after, f"killed at event {n} of {events}"
+
+
+def test_errors_are_one_line_and_commit_nothing(tmp_path: Path, s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.ingest.remote_ingest import ingest_into
+
+    logs = str(FIXTURE_LOGS / "caffe")
+    cases = {
+        "bucket": (["ingest", logs, "--store", "s3://no-such-bucket/store"], {}, "the bucket no-such-bucket does not exist"),
+        "endpoint": (["ingest", logs, "--store", s3], {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{_port()}"},
+                     "the endpoint cannot be reached"),
+    }
+    for name, (args, env, message) in cases.items():
+        proc = subprocess.run([*BENCH, *args], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, **env})
+        assert proc.returncode == 1 and message in proc.stderr, (name, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, (name, proc.stderr)
+    assert not remote.Remote(s3).exists()
+
+    ingest_into([str(FIXTURE_LOGS / "tf_cnn")], s3, workers=0)
+    before = _state(s3)
+    real = remote.Remote.state
+    other = remote.Remote(s3)
+
+    def raced(self: remote.Remote, version: int | None = None) -> remote.State:  # another writer commits first, always
+        state = real(self, version)
+        if version is None and not getattr(raced, "inside", False):
+            raced.inside = True  # type: ignore[attr-defined]
+            try:
+                other.commit("ingest", {})
+            finally:
+                raced.inside = False  # type: ignore[attr-defined]
+        return state
+
+    monkeypatch.setattr(remote.Remote, "state", raced)
+    monkeypatch.setattr(remote, "BACKOFF_S", 0.0)
+    with pytest.raises(BenchError, match="other writers committed first 60 times in a row; nothing of this one was committed"):
+        ingest_into([logs], s3, workers=0)
+    monkeypatch.setattr(remote.Remote, "state", real)
+    assert _state(s3) == before
+
+
+def test_the_same_files_ingested_by_two_hosts_at_once_are_stored_once(tmp_path: Path, s3: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.ingest.remote_ingest import ingest_into
+
+    logs = [str(FIXTURE_LOGS / "caffe")]  # 18 files: 9 logs and their .expected.json, each a source
+    real = remote.Remote.upload
+
+    def other_host_first(self: remote.Remote, files: dict[str, Path]) -> None:
+        monkeypatch.setattr(remote.Remote, "upload", real)
+        monkeypatch.setenv("BENCH_CACHE", str(tmp_path / "other-host"))
+        assert ingest_into(logs, s3, workers=0).runs_added == 9  # commits while this ingest is under way
+        real(self, files)
+
+    monkeypatch.setattr(remote.Remote, "upload", other_host_first)
+    with pytest.raises(BenchError, match="another writer committed 18 of these sources while this ingest ran"):
+        ingest_into(logs, s3, workers=0)
+    assert _state(s3)[0] == 9
+    assert ingest_into(logs, s3, workers=0).runs_added == 0 and _state(s3)[0] == 9
+
+
+def test_wrong_credentials_are_one_line(tmp_path: Path) -> None:
+    """A moto server that checks credentials (INITIAL_NO_AUTH_ACTION_COUNT=0): every key is unknown to it."""
+    pytest.importorskip("moto.server", reason="moto (the dev extra) is not installed")
+    port = _port()
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        proc = subprocess.run(
+            [*BENCH, "ingest", str(FIXTURE_LOGS / "caffe"), "--store", "s3://bench/store"],
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "wrong",
+                 "AWS_SECRET_ACCESS_KEY": "wrong", "AWS_REGION": "us-east-1", "BENCH_CACHE": str(tmp_path / "c")})
+    finally:
+        server.kill()
+        server.wait()
+    assert proc.returncode == 1 and "access denied" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
