@@ -35,8 +35,12 @@ class Health:
     #: committed; the next writer records them.
     pending: list[str] = field(default_factory=list)
 
-    def messages(self, root: Path) -> list[str]:
-        """One line per damaged file or table, naming it, what is wrong and the fix."""
+    def messages(self, root: Path | str) -> list[str]:
+        """One line per damaged file or table, naming it, what is wrong and the fix (on object storage,
+        where there is no --rebuild: ingest its sources into a new store)."""
+        if isinstance(root, str):
+            return [f"store {what} cannot be read ({why}) and is left out; ingest its sources into a new store"
+                    for what, why in self.damaged]
         fix = f"run `bench ingest --rebuild --store {root}` to parse its sources again"
         return [f"store {what} is damaged ({why}); run `bench ingest --rebuild --store {root}` to recover it"
                 if what == f"table {delta.COMMITS}" else f"store {what} is damaged ({why}) and is left out; {fix}"

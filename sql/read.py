@@ -50,7 +50,7 @@ def connect(root: Path, *, reads: str | None = None) -> duckdb.DuckDBPyConnectio
         state = readable(url)
     else:
         state = health.readable(root) if check_store(root, old_ok=True) == SCHEMA_VERSION else _converted(root)
-    for line in state.messages(root):  # the rest of the store still answers
+    for line in state.messages(url or root):  # the rest of the store still answers
         print(f"warning: {line}", file=sys.stderr)
     con = duckdb.connect(":memory:")
     for table in TABLE_NAMES:
