@@ -86,7 +86,8 @@ def failure(url: str, e: BaseException, doing: str) -> BenchError:
     elif any(s in low for s in ("accessdenied", "access denied", "access_denied", "invalidaccesskeyid", "signaturedoesnotmatch",
                                 "forbidden", "403", "unauthorized", "401")):
         why = "access denied: check the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the profile)"
-    elif any(s in low for s in ("connection refused", "connect error", "couldn't connect", "timed out", "timeout",
+    elif any(s in low for s in ("connection refused", "connect error", "couldn't connect", "could not connect",
+                                "network_connection", "timed out", "timeout",
                                 "dns", "resolve", "unreachable", "generic s3 error", "error sending request")):
         why = f"the endpoint cannot be reached ({_endpoint() or 'the cloud default'})"
     else:
