@@ -23,7 +23,8 @@ The conditional commit of version V+1 is the commit point. Killed before it, the
 row names (never read; ``vacuum`` deletes them after ``VACUUM_HOURS``); after it, the whole ingest is in.
 A reader takes one version and reads exactly its files, so it sees a committed state during any number of
 writers and compactions; it keeps a checked copy of each file in the local cache (bench.sql.objstore).
-Compaction merges each table's files into one and commits that as one row; ``vacuum`` deletes, after
+Compaction merges each table's files into one and commits that as one row, then merges the commits table's
+own files (rows and their ``seq`` unchanged); ``vacuum`` deletes, after
 ``VACUUM_HOURS``, the objects no state needs: a writer must finish within that time (a day).
 Readers other than bench find the committed files in the commits table's rows.
 """
@@ -341,6 +342,18 @@ def compact(remote: Remote, scratch: Path, *, retention_hours: float = VACUUM_HO
             remote.commit("compact", added, removed=tuple(removed))
         except Superseded:
             return 0
-        state = remote.state()
-    remote.vacuum(state, retention_hours)
+    _merge_commit_rows(remote)
+    remote.vacuum(remote.state(), retention_hours)
     return len(removed)
+
+
+def _merge_commit_rows(remote: Remote) -> None:
+    """Merge the commits table's one-row files (Delta OPTIMIZE: the same rows, their seq kept), so that a
+    reader of a store fed hourly for a year reads a few files, not thousands. A writer that loses its
+    version to it tries again, as after any other writer."""
+    from deltalake import DeltaTable
+
+    try:
+        DeltaTable(remote.commits_uri, storage_options=remote.options).optimize.compact()
+    except Exception as e:  # deltalake's own errors: a conflict it could not resolve, the service
+        raise objstore.failure(remote.url, e, "merging the commits table's files") from e

@@ -93,6 +93,8 @@ def _bench(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_store_on_s3_holds_what_a_local_ingest_holds(tmp_path: Path, s3: str) -> None:
+    from deltalake import DeltaTable
+
     from bench.ingest.remote_ingest import ingest_into
 
     logs = [str(FIXTURE_LOGS / "tf_cnn"), str(FIXTURE_LOGS / "caffe")]
@@ -107,7 +109,11 @@ def test_a_store_on_s3_holds_what_a_local_ingest_holds(tmp_path: Path, s3: str) 
 
     done = _bench("ingest", "--compact", "--store", s3)
     assert done.returncode == 0 and "files merged" in done.stdout, done.stderr
-    assert len(remote.Remote(s3).state().files("runs")) == 1 and _state(s3) == local
+    store = remote.Remote(s3)
+    assert len(store.state().files("runs")) == 1 and _state(s3) == local
+    # the commits table's three one-row files merged into one, each row's seq kept
+    assert [(r["seq"], r["kind"]) for r in store.state().rows] == [(1, "ingest"), (2, "ingest"), (3, "compact")]
+    assert len(DeltaTable(store.commits_uri, storage_options=store.options).file_uris()) == 1
     os.environ["BENCH_CACHE"] = str(tmp_path / "cold")  # read again from S3, every file checked
     assert _state(s3) == local
     assert _bench("ingest", "--check", "--store", s3).returncode == 0
@@ -276,7 +282,8 @@ def test_errors_are_one_line_and_commit_nothing(tmp_path: Path, s3: str, monkeyp
 
     monkeypatch.setattr(remote.Remote, "state", raced)
     monkeypatch.setattr(remote, "BACKOFF_S", 0.0)
-    with pytest.raises(BenchError, match="other writers committed first 60 times in a row; nothing of this one was committed"):
+    monkeypatch.setattr(remote, "ATTEMPTS", 5)
+    with pytest.raises(BenchError, match="other writers committed first 5 times in a row; nothing of this one was committed"):
         ingest_into([logs], s3, workers=0)
     monkeypatch.setattr(remote.Remote, "state", real)
     assert _state(s3) == before
