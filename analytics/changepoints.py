@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bench.analytics.intervals import t95
+
 OUTLIER_Z = 5.0
 WINDOW = 3
 ALPHA = 0.001
@@ -250,20 +252,18 @@ def binary_segmentation(x: np.ndarray, penalty: float, min_size: int) -> list[in
 
 
 def _level(values: np.ndarray, start: int, end: int) -> Level:
-    from scipy.special import stdtrit
-
     n = len(values)
     mean = float(np.mean(values))
     if n < 2:
         return Level(start, end, n, mean, None, None)
-    half = float(stdtrit(n - 1, 0.975) * np.std(values, ddof=1) / math.sqrt(n))
+    half = t95(n - 1) * float(np.std(values, ddof=1)) / math.sqrt(n)
     return Level(start, end, n, mean, mean - half, mean + half)
 
 
 def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
     """Welch's test of mean(b) - mean(a): (difference, 95% low, 95% high, two-sided p). Two constant
     samples that differ give p = 0 and a zero-width interval."""
-    from scipy.special import stdtr, stdtrit
+    from scipy.special import stdtr
 
     d = float(np.mean(b) - np.mean(a))
     va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
@@ -272,7 +272,7 @@ def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
         return d, d, d, 0.0 if d else 1.0
     df = (va + vb) ** 2 / ((va ** 2 / (len(a) - 1)) + (vb ** 2 / (len(b) - 1)))
     t = d / se
-    half = float(stdtrit(df, 0.975)) * se
+    half = t95(df) * se
     return d, d - half, d + half, float(2 * stdtr(df, -abs(t)))
 
 
@@ -281,12 +281,12 @@ def _newest(a: np.ndarray, b: np.ndarray, sigma: float, df: int) -> tuple[float,
     few runs' own spread, on a degree of freedom or two, cannot confirm a step for nights; the series' noise
     (``sigma``, from all its runs) can. Student's t with the series' degrees of freedom, and the level's own
     spread where that is larger: (difference, 95% low, 95% high, two-sided p)."""
-    from scipy.special import stdtr, stdtrit
+    from scipy.special import stdtr
 
     d = float(np.mean(b) - np.mean(a))
     spread = max(sigma, float(np.std(b, ddof=1)) if len(b) > 1 else 0.0)
     se = math.sqrt(sigma ** 2 / len(a) + spread ** 2 / len(b))
-    half = float(stdtrit(df, 0.975)) * se
+    half = t95(df) * se
     return d, d - half, d + half, float(2 * stdtr(df, -abs(d / se)))
 
 

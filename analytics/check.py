@@ -49,6 +49,7 @@ import numpy as np
 
 from bench.analytics.changepoints import MIN_RUNS, OUTLIER_Z, detect, find_outliers, noise, states_of
 from bench.analytics.changes import METRICS, Point, Series, load_series, what_changed
+from bench.analytics.intervals import t95
 from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
@@ -250,7 +251,7 @@ def _rule(v: Verdict, c: np.ndarray, b: np.ndarray, history: np.ndarray, thresho
     else:
         p = float(stdtr(df, -slow / se))
         reach = slow + float(stdtrit(df, bound)) * se
-    half = float(stdtrit(df, 0.975)) * se
+    half = t95(df) * se
     v.baseline_mean = float(np.exp(b.mean()))
     v.change, v.ci95, v.p_value = math.expm1(d), (math.expm1(d - half), math.expm1(d + half)), p
     v.bound = math.expm1(reach if lower else -reach)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 
 def t95(df: float) -> float:
@@ -13,3 +14,10 @@ def t95(df: float) -> float:
     if not df >= 1:
         return math.nan
     return 1.959963984540054 if math.isinf(df) else float(stdtrit(df, 0.975))
+
+
+def t95s(df: Any) -> Any:
+    """``t95`` of each element of an array of degrees of freedom (the fits of many configurations at once)."""
+    import numpy as np
+
+    return np.array([t95(float(d)) for d in np.ravel(df)]).reshape(np.shape(df))

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bench.analytics.intervals import t95
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -65,10 +67,8 @@ def summarize(ratios: Sequence[float], equivalence: float | None = None, *, n_ba
 def geomean_ci(logs: np.ndarray) -> tuple[float, float]:
     """95% CI of exp(mean(logs)): a t-interval on the logs (n >= 2), exponentiated."""
     import numpy as np
-    from scipy import stats
-
     n = len(logs)
-    half = float(stats.t.ppf(1 - ALPHA / 2, n - 1)) * float(np.std(logs, ddof=1)) / math.sqrt(n)
+    half = t95(n - 1) * float(np.std(logs, ddof=1)) / math.sqrt(n)
     mean = float(logs.mean())
     return math.exp(mean - half), math.exp(mean + half)
 

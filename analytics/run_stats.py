@@ -39,6 +39,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from bench.analytics.intervals import t95
+
 if TYPE_CHECKING:
     import duckdb
     import numpy as np
@@ -147,9 +149,7 @@ def batch_means_ci(series: list[np.ndarray | None]) -> tuple[list[float | None],
     """95% CIs (low, high lists) of the mean of each series by non-overlapping batch means (module doc);
     NULL for ``None`` or fewer than MIN_CI_RATES points."""
     import numpy as np
-    from scipy import stats
-
-    t = float(stats.t.ppf(0.975, CI_BATCHES - 1))
+    t = t95(CI_BATCHES - 1)
     low: list[float | None] = []
     high: list[float | None] = []
     for y in series:

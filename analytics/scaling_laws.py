@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from bench.analytics.intervals import t95s
 from bench.analytics.query import view_error
 from bench.sql.errors import UsageError
 
@@ -206,11 +207,10 @@ def _sm_nnls(y: np.ndarray, x: np.ndarray) -> _Ols:
 def _estimates(ols: _Ols, i: int) -> list[Estimate]:
     """Parameter i of every group, with a Student-t 95% CI (None where held at 0 or with df = 0)."""
     import numpy as np
-    from scipy import stats
 
     est = ols.params[:, i]
     se = np.sqrt(np.maximum(ols.cov[:, i, i], 0.0))  # NaN stays NaN
-    half = stats.t.ppf(0.975, np.maximum(ols.df, 1)) * se
+    half = t95s(np.maximum(ols.df, 1)) * se
     return [Estimate(*row) for row in zip(est.tolist(), *map(_none, (se, est - half, est + half)), strict=True)]
 
 
@@ -242,7 +242,6 @@ def _assemble(base: np.ndarray, counts: list[tuple[int, ...]], n_points: list[in
     """The result dataclasses of k groups: estimates, peak, the extrapolated prediction and the notes
     (vectorised). USL's peak and prediction are None where the law has no test (n_points <= 2)."""
     import numpy as np
-    from scipy import stats
 
     s, alpha, beta = amdahl.params[:, 0], usl.params[:, 0], usl.params[:, 1]
     testable = np.asarray(n_points) > 2
@@ -256,7 +255,7 @@ def _assemble(base: np.ndarray, counts: list[tuple[int, ...]], n_points: list[in
         # parameter is a constant 0 (its variance NaN counts as 0), the CI needs the free ones' covariance.
         cov = np.nan_to_num(usl.cov)
         var = x1 * x1 * cov[:, 0, 0] + 2 * x1 * x2 * cov[:, 0, 1] + x2 * x2 * cov[:, 1, 1]
-        half = np.where(usl.df > 0, stats.t.ppf(0.975, np.maximum(usl.df, 1)) * np.sqrt(np.maximum(var, 0.0)), np.nan)
+        half = np.where(usl.df > 0, t95s(np.maximum(usl.df, 1)) * np.sqrt(np.maximum(var, 0.0)), np.nan)
         ok = testable & (denom - half > 0)
         low, high = np.where(ok, n2 / (denom + half), np.nan), np.where(ok, n2 / (denom - half), np.nan)
         usl_s = np.where(testable & (denom > 0), n2 / denom, np.nan)

@@ -68,9 +68,8 @@ def keep_tuned() -> None:
 #: this variable when it starts: freed pages go back to the kernel at once instead of after 10 s.
 JEMALLOC_ENV = "_RJEM_MALLOC_CONF"
 JEMALLOC_CONF = "dirty_decay_ms:0,muzzy_decay_ms:0"
-#: pyarrow's default pool, mimalloc, likewise keeps freed pages before it purges them. With pyarrow 26
-#: (what ``pip install dlbench`` resolved on 2026-11-27) the 200,000-member zip below peaked at 507-512 MB,
-#: before this session's changes as after them; with the purge at once it stays under 500 MB.
+#: pyarrow's default pool, mimalloc, likewise keeps freed pages before it purges them: with pyarrow 26 the
+#: 200,000-member zip below peaked at 507-512 MB, and stays under 500 MB with the purge at once.
 MIMALLOC_ENV, MIMALLOC_PURGE = "MIMALLOC_PURGE_DELAY", "0"
 
 

@@ -83,8 +83,9 @@ def test_scale_points_nodes_only_failed_and_config_id() -> None:
 
 
 def test_t_quantile_matches_scipy_beyond_the_table() -> None:
-    """The interval's t equals scipy's t(0.975, n-1) for n = 2..45 (table to df 30, expansion after)."""
-    from scipy.stats import t
+    """The interval's t equals bench.analytics.intervals.t95(n - 1), the quantile of every other interval
+    (scipy's), for n = 2..45 (table to df 30, expansion after)."""
+    from bench.analytics.intervals import t95
 
     # Configuration n (num_gpus = n) has the runs 1..n: mean (n+1)/2, sample sd sqrt(n(n+1)/12).
     rows = [{**INCEPTION, "num_gpus": n, "images_per_sec": float(k)} for n in range(2, 46) for k in range(1, n + 1)]
@@ -93,7 +94,7 @@ def test_t_quantile_matches_scipy_beyond_the_table() -> None:
     for n, mean, high in got:
         assert mean == pytest.approx((n + 1) / 2)
         sd = (n * (n + 1) / 12) ** 0.5
-        assert (high - mean) / (sd / n**0.5) == pytest.approx(t.ppf(0.975, n - 1), abs=3e-6), n
+        assert (high - mean) / (sd / n**0.5) == pytest.approx(t95(n - 1), abs=3e-6), n
 
 
 def test_a_tag_that_restates_a_workload_column_never_splits_a_configuration() -> None:

@@ -100,7 +100,7 @@ def test_timeout_overrides_truncated(tmp_path: Path) -> None:
     assert run["num_gpus"] is None and run["tags"]["device"] == "cpu"  # 2 logical CPU devices are not GPUs
     assert run["host"] == "laptop" and run["gpu_model"] is None and run["precision"] == "fp32"
     assert unix(run["started_at"]) == 1795379400.0 and run["wall_time_s"] == pytest.approx(60.5)
-    assert run["details"]["memory_mib"] == "7940"  # the brief's spellings (memory_mib) are read too
+    assert run["details"]["memory_mib"] == "7940"  # run.json's other spelling of the memory (memory_mib) is read too
     assert [p["kind"] for p in read(tmp_path / "st", "problems")] == ["truncated"]
 
 
