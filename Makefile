@@ -101,19 +101,19 @@ lint: $(VENV)/.installed-dev
 
 # Measured on this machine, each next to its baseline in the same run (a benchmark, not a test).
 bench: $(VENV)/.installed-dev bytecode .venv-otava/.installed
-	$(BIN)/python -m bench.analytics.changes_benchmark
-	$(BIN)/python -m bench.analytics.gate_benchmark
-	$(BIN)/python -m bench.ingest.benchmark
-	$(BIN)/python -m bench.analytics.benchmark
-	$(BIN)/python -m bench.analytics.store_benchmark
-	$(BIN)/python -m bench.ingest.layout_benchmark
-	$(BIN)/python -m bench.runner.benchmark
+	$(BIN)/python benchmarks/changes_vs_otava.py
+	$(BIN)/python benchmarks/gate_nights.py
+	$(BIN)/python benchmarks/ingest_speed.py
+	$(BIN)/python benchmarks/analytics_speed.py
+	$(BIN)/python benchmarks/store_speed.py
+	$(BIN)/python benchmarks/ingest_layout.py
+	$(BIN)/python benchmarks/runner_speed.py
 	$(BIN)/python benchmarks/scheduler.py
 	$(BIN)/python benchmarks/fleet.py
 	$(BIN)/python benchmarks/fleet_scale.py
 	$(BIN)/python benchmarks/remote_store.py
 
-# The references bench changes is measured against (bench.analytics.changes_benchmark), in a venv of their
+# The references bench changes is measured against (benchmarks/changes_vs_otava.py), in a venv of their
 # own: apache-otava 0.8.0 pins numpy 2.2, which TensorFlow 2.15 in .venv cannot share. Never imported by bench.
 .venv-otava/.installed:
 	python3 -m venv .venv-otava

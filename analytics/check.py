@@ -32,7 +32,7 @@
   ``fail_on="suspect"``); ``accepted`` when a candidate itself starts an accepted level; ``no baseline``
   with fewer than 2 reference runs; ``missing`` for a series that ran in the EXPECT_DAYS before the
   candidates (before the store's newest run, when there are none) and has no candidate.
-- Measured, morning by morning, by ``make bench`` (bench.analytics.gate_benchmark).
+- Measured, morning by morning, by ``make bench`` (benchmarks/gate_nights.py).
 - Exit codes (bench.analytics.cli): 1 when a series fails, 3 when there is nothing to judge or a series is
   missing (and nothing fails), 0 otherwise, 2 for a bad argument.
 """

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))  # the harness's helpers the tests share (benchmarks/README.md)
 FIXTURE_LOGS = REPO / "fixtures" / "logs"
 CORPUS = REPO.parent / "shared" / "corpus"
 

@@ -6,11 +6,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bench.ingest.synth import tf_cnn_lines
+from synth_logs import tf_cnn_lines
 
 
 def tf_cnn_log(num_steps: int = 20, **kw: object) -> str:
-    """A generated tf_cnn_benchmarks-style log (bench.ingest.synth), as text with a final newline."""
+    """A generated tf_cnn_benchmarks-style log (benchmarks/synth_logs.py), as text with a final newline."""
     return "\n".join(tf_cnn_lines(num_steps, **kw)) + "\n"  # type: ignore[arg-type]
 
 

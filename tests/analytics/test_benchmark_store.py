@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.analytics.benchmark import GPUS, make_store
+from analytics_speed import GPUS, make_store
+
 from bench.analytics.compare import compare
 from bench.sql.read import connect
 

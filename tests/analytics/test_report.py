@@ -187,7 +187,8 @@ def test_report_opens_in_headless_chromium(written: tuple[Report, Path], tmp_pat
 def test_point_runs_come_in_one_order_whatever_the_group_by_returns(tmp_path: Path) -> None:
     """A figure lists its points' runs in ``point_runs`` order: a parallel GROUP BY gave its groups in a
     different order from run to run, and with them the report's bytes."""
-    from bench.analytics.benchmark import make_store
+    from analytics_speed import make_store
+
     from bench.analytics.report import select as sel
 
     make_store(tmp_path / "st", 20_000, steps_per_run=1)
@@ -283,7 +284,7 @@ def test_ctrl_c_stops_bench_report_with_one_line(tmp_path: Path, when: str) -> N
     import sys
     import time
 
-    from bench.analytics.benchmark import make_store
+    from analytics_speed import make_store
 
     make_store(tmp_path / "st", 5_000, steps_per_run=1)
     proc = subprocess.Popen([sys.executable, "-m", "bench.runner", "report", "--store", str(tmp_path / "st"),

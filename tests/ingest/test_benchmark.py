@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ingest_speed as benchmark  # benchmarks/ (tests/conftest.py)
 import pytest
-
-from bench.ingest import benchmark
 
 REPO = Path(__file__).resolve().parents[2]
 LOGS = REPO / "fixtures" / "logs" / "tf_cnn"

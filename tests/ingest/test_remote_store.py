@@ -5,7 +5,6 @@ only; a writer killed at ten points leaves the store as before or as after; S3's
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import socket
@@ -15,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import fleet_sim  # benchmarks/ (tests/conftest.py)
 import pytest
 
 from bench.analytics.query import run_sql
@@ -26,15 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_LOGS = ROOT / "fixtures" / "logs"
 STATE = ("SELECT count(*), (SELECT count(*) FROM steps), (SELECT count(*) FROM telemetry), "
          "(SELECT count(*) FROM sources), round(sum(images_per_sec), 6) FROM runs")
-
-
-def _fleet_sim():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("fleet_sim", ROOT / "benchmarks" / "fleet_sim.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fleet_sim"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _port() -> int:
@@ -144,7 +135,7 @@ WRITER = "import sys; from bench.ingest.remote_ingest import ingest_into; ingest
 
 @pytest.mark.slow
 def test_eight_writers_and_compactions_at_once_end_as_one_serial_ingest(tmp_path: Path, s3: str) -> None:
-    _fleet_sim().generate(tmp_path / "runs", hosts=40, runs=3, faults=0)
+    fleet_sim.generate(tmp_path / "runs", hosts=40, runs=3, faults=0)
     dirs = sorted(str(d) for d in (tmp_path / "runs").iterdir())
     assert len(dirs) == 120
     ingest([str(tmp_path / "runs")], tmp_path / "serial", workers=0)

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from logtools import assert_same_parse, tf_cnn_log
+from synth_logs import tf_cnn_lines
 
 from bench.ingest.columns import NULL_BITS
 from bench.ingest.formats import tf_cnn, tf_cnn_scan
 from bench.ingest.native import ext as _native
 from bench.ingest.records import ParseResult
-from bench.ingest.synth import tf_cnn_lines
 from bench.ingest.text import decode, split_lines
 
 pytestmark = pytest.mark.skipif(not tf_cnn_scan.AVAILABLE, reason="bench.ingest._native is not built (no C compiler)")

@@ -1,4 +1,4 @@
-"""bench.runner.benchmark: the pure parts (reading a trainer's text, the verdicts) on hand-made inputs."""
+"""benchmarks/runner_speed.py: the pure parts (reading a trainer's text, the verdicts) on hand-made inputs."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from bench.runner import benchmark
-from bench.runner.benchmark import TrainerOutput, overhead_verdict, parse_trainer_output, speed_verdict
+import runner_speed as benchmark  # benchmarks/ (tests/conftest.py)
+from runner_speed import TrainerOutput, overhead_verdict, parse_trainer_output, speed_verdict
 
 OURS = """\
 Done warm up

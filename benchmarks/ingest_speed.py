@@ -33,8 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from synth_logs import tf_cnn_lines
+
 from bench.ingest.formats import tf_cnn_scan
-from bench.ingest.synth import tf_cnn_lines
 
 REPO = Path(__file__).resolve().parents[1]
 LAMBDA = REPO.parent / "shared" / "corpus" / "tf_cnn_benchmarks" / "lambda-logs.tar.gz"

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.ingest.benchmark import LAMBDA, before_core
+from ingest_speed import LAMBDA, before_core
 
 #: The last commit before the layout changes (the report folder was the first).
 BEFORE = os.environ.get("BENCH_LAYOUT_BEFORE", "a90d075")

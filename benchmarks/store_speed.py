@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.ingest.synth import tf_cnn_lines
+from synth_logs import tf_cnn_lines
 
 QUERY = ("SELECT model, num_gpus, count(*) AS n, avg(images_per_sec) AS ips FROM runs GROUP BY ALL "
          "UNION ALL SELECT 'steps', NULL, count(*), avg(images_per_sec) FROM steps")

@@ -205,7 +205,7 @@ def measure_ours() -> Measurement:
 
 
 def measure_keras() -> Measurement:
-    return _measure("keras model.fit", [sys.executable, "-m", "bench.runner.benchmark", "--keras-fit"])
+    return _measure("keras model.fit", [sys.executable, __file__, "--keras-fit"])
 
 
 def round_order(rotation: int, ways: int = 3) -> list[int]:
