@@ -228,28 +228,27 @@ def report_command(
 
     Example: bench report --where "device_model LIKE '%P100%'" --equivalence 0.05 --out bench-report
     """
-    import json
-
-    from bench.analytics.report.build import Options, make_report
-    from bench.analytics.report.render import DEFAULT_WORKERS
-    from bench.sql.errors import UsageError
-    from bench.sql.store import default_store
-
-    ab = tuple(mlperf_compare.split(":", 2)) if mlperf_compare else None
-    if ab is not None and (len(ab) != 3 or not all(ab)):
-        raise UsageError(f"--mlperf-compare takes FACTOR:A:B (e.g. device_model:A100:V100), got {mlperf_compare!r}")
-    opts = Options(where=where, ignore=tuple(ignore or ()), title=title, equivalence=equivalence, trace=trace,
-                   max_families=max_figures, mlperf_compare=ab, baseline=baseline,
-                   keep_suspects=keep_suspects)  # type: ignore[arg-type]
     interrupted = threading.Event()
 
     def on_ctrl_c(signum: int, frame: object) -> None:
         interrupted.set()
         raise KeyboardInterrupt
 
+    # set first: a Ctrl-C while the report's modules are still being imported is the same one line
     main = threading.current_thread() is threading.main_thread()  # only the main thread may set a handler
     previous = signal.signal(signal.SIGINT, on_ctrl_c) if main else None
     try:
+        from bench.analytics.report.build import Options, make_report
+        from bench.analytics.report.render import DEFAULT_WORKERS
+        from bench.sql.errors import UsageError
+        from bench.sql.store import default_store
+
+        ab = tuple(mlperf_compare.split(":", 2)) if mlperf_compare else None
+        if ab is not None and (len(ab) != 3 or not all(ab)):
+            raise UsageError(f"--mlperf-compare takes FACTOR:A:B (e.g. device_model:A100:V100), got {mlperf_compare!r}")
+        opts = Options(where=where, ignore=tuple(ignore or ()), title=title, equivalence=equivalence, trace=trace,
+                       max_families=max_figures, mlperf_compare=ab, baseline=baseline,
+                       keep_suspects=keep_suspects)  # type: ignore[arg-type]
         report, path = make_report(store or default_store(), out, opts, DEFAULT_WORKERS if workers is None else workers)
     except BaseException:
         # after a Ctrl-C, whatever it surfaced as (KeyboardInterrupt, or DuckDB's "Query interrupted" and
@@ -262,6 +261,8 @@ def report_command(
         if main:
             signal.signal(signal.SIGINT, previous)
     if as_json:
+        import json
+
         typer.echo(json.dumps({"report": str(path), "findings": [f.to_json() for f in report.findings]}, indent=2))
         return
     for i, f in enumerate(report.findings, 1):

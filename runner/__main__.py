@@ -1,5 +1,5 @@
 """``python -m bench.runner`` is the ``bench`` command."""
 
-from bench.runner.cli import main
+from bench.runner.console import main
 
 main()

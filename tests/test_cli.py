@@ -336,3 +336,23 @@ def test_a_table_folder_the_user_may_not_write_is_one_line(tmp_path: Path, monke
     result = runner.invoke(app, ["ingest", str(tmp_path / "a.log"), "--store", str(tmp_path / "st")])
     assert result.exit_code == 1 and "Error: permission denied (" in result.output, result.output
     assert "Traceback" not in result.output and "give a --store / --out you may write to" in " ".join(result.output.split())
+
+
+def test_a_ctrl_c_while_bench_is_starting_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A Ctrl-C during bench's imports (before any command has its own handler) is one line, exit 130."""
+    import sys
+
+    from bench.runner import console
+
+    class Interrupting:  # the import of the command layer is where the Ctrl-C lands
+        def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+            if name == "bench.runner.cli":
+                raise KeyboardInterrupt
+
+    monkeypatch.delitem(sys.modules, "bench.runner.cli")
+    monkeypatch.setattr(sys, "meta_path", [Interrupting(), *sys.meta_path])
+    with pytest.raises(SystemExit) as stopped:
+        console.main()
+    assert stopped.value.code == 130
+    assert capsys.readouterr().err == "Interrupted: bench stopped while starting; nothing was done.\n"
