@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics.query import view_error
 from bench.analytics.ratio_stats import Summary, summarize
-from bench.analytics.selection import FACTORS, SYSTEM_TAGS, WORKLOAD
+from bench.analytics.selection import FACTORS, SYSTEM, SYSTEM_TAGS, WORKLOAD
 from bench.sql.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ DEVICE_FACTORS = ("device_type", "device_model")
 ALIASES = {"gpu_model": "device_model"}
 #: Factor columns that belong to the system a run ran on (bench.analytics.selection.SYSTEM; the framework
 #: itself is not one of them: a different framework never pairs unless --ignore framework).
-SYSTEM_FACTORS = ("framework_version", "device_type", "device_model")
+SYSTEM_FACTORS = tuple(f for f in SYSTEM if f != "framework")
 #: Which view holds each metric.
 METRICS = {"images_per_sec": "configs", "speedup": "scaling", "efficiency": "scaling"}
 #: The columns compare reads from its view, besides a tag it compares.

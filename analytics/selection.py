@@ -11,7 +11,7 @@
   that a comparison across frameworks is ``--ignore framework``), or a tag key (removed from the runs'
   tags; ``--ignore system`` lets runs of two systems form one configuration).
 
-What a configuration is, is said once, in ``sql/configs.sql``: the workload and system factor columns and
+What a configuration is, is said once, in ``sql/run_configs.sql``: the workload and system factor columns and
 the tags, less the bookkeeping tags (sweep, cell, repeat, ...), which never split one.
 """
 
@@ -27,7 +27,7 @@ from bench.sql.errors import UsageError
 if TYPE_CHECKING:
     import duckdb
 
-#: The factor columns of ``configs`` (sql/configs.sql), workload and system: a configuration is all of them
+#: The factor columns of ``configs`` (sql/run_configs.sql hashes them into config_id), workload and system: a configuration is all of them
 #: plus its tags (FACTORS, in the order the views and tables list them).
 WORKLOAD = ("model", "dataset", "data", "mode", "precision", "data_format", "variable_update", "all_reduce",
             "batch_size_per_device")
