@@ -27,8 +27,8 @@ from bench.sql.errors import UsageError
 if TYPE_CHECKING:
     import duckdb
 
-#: The factor columns of ``configs`` (sql/run_configs.sql hashes them into config_id), workload and system: a configuration is all of them
-#: plus its tags (FACTORS, in the order the views and tables list them).
+#: The factor columns of ``configs`` (sql/run_configs.sql hashes them into config_id), workload and system:
+#: a configuration is all of them plus its tags (FACTORS, in the order the views and tables list them).
 WORKLOAD = ("model", "dataset", "data", "mode", "precision", "data_format", "variable_update", "all_reduce",
             "batch_size_per_device")
 SYSTEM = ("framework", "framework_version", "device_type", "device_model")
