@@ -109,7 +109,7 @@ bench: $(VENV)/.installed-dev bytecode .venv-otava/.installed
 	$(BIN)/python benchmarks/ingest_layout.py
 	$(BIN)/python benchmarks/runner_speed.py
 	$(BIN)/python benchmarks/scheduler.py
-	$(BIN)/python benchmarks/fleet.py
+	$(BIN)/python benchmarks/fleet_detection.py
 	$(BIN)/python benchmarks/fleet_scale.py
 	$(BIN)/python benchmarks/remote_store.py
 

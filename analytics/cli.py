@@ -239,7 +239,7 @@ def report_command(
     previous = signal.signal(signal.SIGINT, on_ctrl_c) if main else None
     try:
         from bench.analytics.report.build import Options, make_report
-        from bench.analytics.report.render import DEFAULT_WORKERS
+        from bench.analytics.report.drawing import DEFAULT_WORKERS
         from bench.sql.errors import UsageError
         from bench.sql.store import default_store
 

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from bench.ingest.columns import MAX_UNIX, MIN_UNIX
+from bench.ingest.column_buffers import MAX_UNIX, MIN_UNIX
 from bench.ingest.records import ParseResult, Problem, Run, System
 from bench.ingest.units import IMAGES
 from bench.sql.names import storable

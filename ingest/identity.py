@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bench.ingest import patterns as pat
-from bench.ingest import rundir, runjson
+from bench.ingest import run_dirs, runjson
 from bench.ingest.items import Item
 from bench.ingest.records import Problem
 from bench.ingest.table_rows import run_id
@@ -120,5 +120,5 @@ class Identities:
         if posixpath.basename(item.match_path) != runjson.TELEMETRY_CSV:
             return None
         if item.archive is None:
-            return rundir.telemetry_run_id(item.source)
+            return run_dirs.telemetry_run_id(item.source)
         return self._archive_runs.get((item.archive, posixpath.dirname(item.member or "")))

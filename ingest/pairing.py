@@ -1,6 +1,6 @@
 """Archives are streamed, so the members of one run directory (``output.log``, ``run.json``,
 ``telemetry.csv``) meet here: ``pair_members`` gives each ``x/output.log`` its ``x/run.json`` as
-``sidecar`` and passes the folder's telemetry.csv on after the paired log (see ``bench.ingest.rundir``
+``sidecar`` and passes the folder's telemetry.csv on after the paired log (see ``bench.ingest.run_dirs``
 for the order and the limits).
 """
 
@@ -12,7 +12,7 @@ import posixpath
 from collections.abc import Generator, Iterable, Iterator
 
 from bench.ingest.items import READ_ERRORS, Item
-from bench.ingest.rundir import HOLD_LOG_BYTES, MAX_RUN_JSON_BYTES
+from bench.ingest.run_dirs import HOLD_LOG_BYTES, MAX_RUN_JSON_BYTES
 from bench.ingest.runjson import OUTPUT_LOG, RUN_JSON, TELEMETRY_CSV
 
 _RUN_FILES = (OUTPUT_LOG, RUN_JSON, TELEMETRY_CSV)

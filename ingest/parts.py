@@ -31,7 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench.ingest import links
+from bench.ingest import pending_links
 from bench.ingest.table_rows import steps_table, telemetry_table
 from bench.sql.schema import write_part
 
@@ -48,8 +48,8 @@ class PartFile:
     tags: dict[str, str]
     owner: str | None  # the run its telemetry was sampled for (a run directory's telemetry.csv)
     resolve: Callable[[], object] | None = None
-    #: The time its telemetry spans, when its samples name no run (bench.ingest.links).
-    span: links.Span | None = None
+    #: The time its telemetry spans, when its samples name no run (bench.ingest.pending_links).
+    span: pending_links.Span | None = None
     #: Why its rows could not be written; None while they can.
     error: str | None = None
 
@@ -99,7 +99,7 @@ class Parts:
         self._buffered[table].append((file, cols))
         self._rows[table] += len(cols["run_index"])
         if table == "telemetry" and file.owner is None:
-            file.span = links.merge(file.span, links.span(cols))
+            file.span = pending_links.merge(file.span, pending_links.span(cols))
         if self._rows[table] >= self.PART_ROWS:
             self._flush(table)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.ingest import patterns as pat
-from bench.ingest import read, registry
+from bench.ingest import read_stage, registry
 from bench.ingest.identity import Identities, meaning, text
 from bench.ingest.items import DEFAULT_LIMITS, READ_ERRORS, Item, Limits
 from bench.ingest.memory import give_back, tuned
@@ -126,7 +126,7 @@ def ingest(
     reads and hashes, takes streamed files through the stages and commits batches; held files go through
     them in the workers, which write their part files themselves; results are recorded in file order.
     ``skip_globs``: files found under a directory or in an archive whose path or name matches one of
-    these shell patterns are not read. ``limits``: how far an archive member may expand before it is
+    these shell patterns are not read_stage. ``limits``: how far an archive member may expand before it is
     stopped as a decompression bomb (its read_error problem says so). ``earlier``: sources rows of versions
     of the files that are not in this store (a rebuild's old generation), for ``versions``. ``compact``
     False: no compaction after the publish (an ingest staged for object storage: bench.ingest.remote_ingest).
@@ -191,11 +191,11 @@ def _read_item(item: Item, ctx: _Context) -> Job | None:
         return None
     where = ids.place(item)
     hashing = ids.hashing(where)
-    if item.size > read.BIG_FILE:
+    if item.size > read_stage.BIG_FILE:
         _stream(item, where, hashing, ids, ctx)
         return None
     try:
-        data, hashed = read.read_held(item, hashing, meaning(item))
+        data, hashed = read_stage.read_held(item, hashing, meaning(item))
     except READ_ERRORS as e:
         _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))
         return None
@@ -208,13 +208,13 @@ def _read_item(item: Item, ctx: _Context) -> Job | None:
 
 
 def _stream(item: Item, where: Place, hashing: Hashing, ids: Identities, ctx: _Context) -> None:
-    """A file over ``read.BIG_FILE``, never held: the same stages as a held file's (``stages.parse_files``),
+    """A file over ``read_stage.BIG_FILE``, never held: the same stages as a held file's (``stages.parse_files``),
     run here, hashed on a thread while it is parsed, its part files written on threads."""
     ctx.summary.bytes_read += item.size
     owner = ids.owner(item)
     try:
         with (Parts(str(ctx.writer.scratch()), threads=Parts.WRITERS) as parts,  # closed last: its writes wait
-              read.Streamed(item, hashing, meaning(item), partial(ids.identify, item, where)) as streamed):
+              read_stage.Streamed(item, hashing, meaning(item), partial(ids.identify, item, where)) as streamed):
             (rows,), files = parse_files([(streamed, file_ref(item, "", owner))], ctx.fmt, ctx.patterns, parts)
     except READ_ERRORS as e:
         _problem_only(ctx, item, Problem("read_error", f"{type(e).__name__}: {e}"))

@@ -5,8 +5,8 @@ A metric that the log does not give is ``None`` (stored as NULL), never 0.
 
 Grain:
 - ``Run``: one training/benchmark run found in a file (a file may hold several, e.g. appended runs).
-- steps (``StepTable``): one row per printed step or interval, per rank (``bench.ingest.tables``).
-- telemetry (``TelemetryTable`` of ``TelemetrySample``): one row per sample per GPU (``bench.ingest.tables``).
+- steps (``StepTable``): one row per printed step or interval, per rank (``bench.ingest.sample_tables``).
+- telemetry (``TelemetryTable`` of ``TelemetrySample``): one row per sample per GPU (``bench.ingest.sample_tables``).
 - ``Problem``: one row per thing in a file that could not be read as its format says.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench.ingest.tables import StepTable, TelemetrySample, TelemetryTable
+from bench.ingest.sample_tables import StepTable, TelemetrySample, TelemetryTable
 
 __all__ = ["PROBLEM_KINDS", "STATUSES", "ParseResult", "Problem", "Run", "ScoreScale", "StepTable", "System",
            "TelemetrySample", "TelemetryTable"]

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.ingest import gpu_load, rundir, runjson
+from bench.ingest import gpu_load, run_dirs, runjson
 from bench.ingest import patterns as pat
 from bench.ingest.parse import FileParse
 from bench.ingest.records import Problem
@@ -28,7 +28,7 @@ class FileRows:
     problems: list[dict[str, Any]] = field(default_factory=list)
     systems: list[dict[str, Any]] = field(default_factory=list)
     score_scales: list[dict[str, Any]] = field(default_factory=list)
-    telemetry_links: list[dict[str, Any]] = field(default_factory=list)  # its pending row (bench.ingest.links, bench.sql.links)
+    telemetry_links: list[dict[str, Any]] = field(default_factory=list)  # its pending row (bench.ingest.pending_links, bench.sql.links)
     n_steps: int = 0
     n_telemetry: int = 0
     #: False for a file whose rows could not be stored (``failed_rows``): it gets no sources row, so that
@@ -64,7 +64,7 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
         meta, problems = runjson.load(ref.sidecar)
         res.problems.extend(problems)
         if meta is not None:
-            runs = [rundir.apply_run_json(r, meta, res.problems) for r in (res.runs or [rundir.empty_run(meta)])]
+            runs = [run_dirs.apply_run_json(r, meta, res.problems) for r in (res.runs or [run_dirs.empty_run(meta)])]
             load = gpu_load.beside(ref.source, meta) if "::" not in ref.source else None  # not an archive member
             if load is not None:
                 runs = [dataclasses.replace(r, details={**r.details, GPU_LOAD_DETAILS: load}) for r in runs]

@@ -3,7 +3,7 @@
 Archive members are streamed (bench.ingest.tarstream / zipfile), nothing is extracted to disk. Each item's
 reader is valid only until the next item is requested.
 
-Run directories of ``bench run`` (``output.log`` + ``run.json``, see ``rundir.py``): the log is one item
+Run directories of ``bench run`` (``output.log`` + ``run.json``, see ``run_dirs.py``): the log is one item
 carrying the run.json bytes as its ``sidecar``, and run.json is not yielded by itself; this holds in a
 walked directory, for an ``output.log`` given as a PATH, and inside archives.
 """
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from bench.ingest import rundir, runjson, zipdir
+from bench.ingest import run_dirs, runjson, zipdir
 from bench.ingest.items import (
     DEFAULT_LIMITS,
     BoundedReader,
@@ -61,13 +61,13 @@ def iter_items(paths: list[str], exclude: str | None = None, skip_globs: tuple[s
                 kept = [q for q in (os.path.join(root, n) for n in sorted(files)) if not _skipped(q, skip_globs)]
                 yield from _dir_items(kept, skip_globs, limits)
         else:
-            yield from _file_items(p, skip_globs, rundir.sidecar_beside(p), limits)
+            yield from _file_items(p, skip_globs, run_dirs.sidecar_beside(p), limits)
 
 
 def _dir_items(paths: list[str], skip_globs: tuple[str, ...], limits: Limits) -> Iterator[Item]:
     """The files of one directory; in a run directory, output.log carries run.json (not yielded itself)."""
     logs = [q for q in paths if os.path.basename(q) == runjson.OUTPUT_LOG]
-    sidecar = rundir.sidecar_beside(logs[0]) if logs else None
+    sidecar = run_dirs.sidecar_beside(logs[0]) if logs else None
     names = {os.path.basename(q) for q in paths}
     array = {runjson.ARRAY_JSON, runjson.BATCH_SCRIPT} <= names  # a sweep's Slurm array folder
     for path in paths:

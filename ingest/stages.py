@@ -19,14 +19,14 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from bench.ingest import links
 from bench.ingest import patterns as pat
+from bench.ingest import pending_links
 from bench.ingest.parse import FileParse, parse_bytes, parse_stream
 from bench.ingest.parts import PartFile, Parts
-from bench.ingest.read import Streamed
+from bench.ingest.read_stage import Streamed
 from bench.ingest.records import ParseResult
 from bench.ingest.rows import FileRef, FileRows, failed_rows, file_rows
-from bench.ingest.tables import StepTable, TelemetryTable
+from bench.ingest.sample_tables import StepTable, TelemetryTable
 
 #: What ``parse_files`` is given of one file: its bytes (held) or its stream. A streamed file's
 #: ``FileRef.sha`` is set once its hash is known (``Streamed.resolve``).
@@ -77,7 +77,7 @@ def parse_files(files: Sequence[tuple[Content, FileRef]], fmt: str | None, patte
         elif rows is None or target.error is not None:
             out.append(failed_rows(parsed, ref, target.error or "", now))
         else:
-            pending = links.pending_row(target.span, ref.sha, ref.source, target.tags, now)
+            pending = pending_links.pending_row(target.span, ref.sha, ref.source, target.tags, now)
             rows.telemetry_links = [pending] if pending else []
             out.append(rows)
     return out, written

@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench.ingest.columns import INT_NULL, NULL_BITS, Fill, joined_values
+from bench.ingest.column_buffers import INT_NULL, NULL_BITS, Fill, joined_values
 from bench.ingest.devices import device_type, devices_to_fill
 from bench.ingest.records import Run, ScoreScale, System
 from bench.sql.columns import STEP_COLUMNS, TELEMETRY_COLUMNS

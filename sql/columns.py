@@ -1,11 +1,11 @@
-"""The columns of the per-sample tables, in order, with their kinds: what parsers fill (bench.ingest.tables)
+"""The columns of the per-sample tables, in order, with their kinds: what parsers fill (bench.ingest.sample_tables)
 and what the Arrow schemas are made of (bench.sql.schema). Kept apart from the schemas so that a parser's
 imports do not load pyarrow."""
 
 from __future__ import annotations
 
 # Columns of the steps table, in order, with their kinds ("i" int64 / "d" float64 / "m" metrics map): what
-# parsers fill (bench.ingest.tables) and what the steps schema below is made of.
+# parsers fill (bench.ingest.sample_tables) and what the steps schema below is made of.
 STEP_COLUMNS: dict[str, str] = {
     "run_index": "i",
     "rank": "i",
@@ -23,7 +23,7 @@ STEP_COLUMNS: dict[str, str] = {
     "line_no": "i",
     "metrics": "m",  # other named values on the line, e.g. MXNet "Train-accuracy"
 }
-# Columns of the telemetry table as parsers give them (see bench.ingest.tables.TelemetrySample).
+# Columns of the telemetry table as parsers give them (see bench.ingest.sample_tables.TelemetrySample).
 TELEMETRY_COLUMNS: dict[str, str] = {
     "run_index": "i",
     "sample_index": "i",

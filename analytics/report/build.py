@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING
 
 from bench.analytics.compare import CompareCache, compare
 from bench.analytics.plot_data import device_noun
+from bench.analytics.report import family_tables as tab
 from bench.analytics.report import figures as figs
 from bench.analytics.report import select as sel
-from bench.analytics.report import tables as tab
-from bench.analytics.report.changes import changes_section
+from bench.analytics.report.changes_section import changes_section
+from bench.analytics.report.drawing import DEFAULT_WORKERS, Renderer
 from bench.analytics.report.figures import trace_figure
-from bench.analytics.report.findings import findings_section, method_section
-from bench.analytics.report.fleet import fleet_section
+from bench.analytics.report.findings_section import findings_section, method_section
+from bench.analytics.report.fleet_section import fleet_section
 from bench.analytics.report.html import render_html
 from bench.analytics.report.md import render_md, unique_slugs, write_assets
-from bench.analytics.report.mlperf import mlperf_sections
+from bench.analytics.report.mlperf_section import mlperf_sections
 from bench.analytics.report.model import Figure, Report, Section, Table, slugify
-from bench.analytics.report.render import DEFAULT_WORKERS, Renderer
 from bench.analytics.results import first
 from bench.analytics.scaling_laws import fit
 from bench.sql.errors import BenchError

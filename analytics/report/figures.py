@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics import plot_data, plots
 from bench.analytics.plots import new_figure
+from bench.analytics.report.drawing import Renderer
+from bench.analytics.report.family_tables import label_of
 from bench.analytics.report.model import Figure, slugify
-from bench.analytics.report.render import Renderer
-from bench.analytics.report.tables import label_of
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

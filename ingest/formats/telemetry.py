@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from bench.ingest.columns import NULL_BITS
+from bench.ingest.column_buffers import NULL_BITS
 from bench.ingest.native import ext
 from bench.ingest.records import ParseResult
 from bench.ingest.text import utc_seconds

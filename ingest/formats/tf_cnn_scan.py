@@ -22,7 +22,7 @@ import bisect
 from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
-from bench.ingest.columns import INT_NULL, NULL_BITS
+from bench.ingest.column_buffers import INT_NULL, NULL_BITS
 from bench.ingest.formats.tf_cnn import LABELS, RARE_MARKERS, Reader
 from bench.ingest.native import ext as _native
 from bench.ingest.records import ParseResult

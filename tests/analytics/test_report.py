@@ -262,7 +262,7 @@ def _dies_in_a_worker() -> object:
 
 
 def test_a_figure_whose_worker_died_is_drawn_here() -> None:
-    from bench.analytics.report.render import Renderer
+    from bench.analytics.report.drawing import Renderer
 
     with Renderer(0) as here:
         plain = here.svg(_dies_in_a_worker)
@@ -348,7 +348,7 @@ def test_a_ctrl_c_while_workers_are_spawned_is_held_not_lost() -> None:
     import signal
     import time
 
-    from bench.analytics.report.render import _ctrl_c_ignored
+    from bench.analytics.report.drawing import _ctrl_c_ignored
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:

@@ -223,7 +223,7 @@ def test_the_lambda_report_prints_in_few_pages_with_figures_a_reader_can_read(st
 def test_a_device_measured_on_one_system_per_count_still_has_its_scaling(store: Path) -> None:
     """Issue 42: the per-device scaling table left out the Quadro RTX 6000, whose 1, 2 and 4 GPUs are three
     LambdaCloud instances. Its curves are joined across them (same TensorFlow 1.15.3), and it says so."""
-    from bench.analytics.report.findings import _scaling_by_device_table
+    from bench.analytics.report.findings_section import _scaling_by_device_table
     from bench.analytics.report.select import select_runs
 
     con = connect(store)

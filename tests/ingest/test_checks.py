@@ -210,7 +210,7 @@ def test_step_values_are_checked_like_run_values(tmp_path: Path) -> None:
 
 
 def test_spilled_step_values_are_checked() -> None:
-    from bench.ingest.tables import StepTable
+    from bench.ingest.sample_tables import StepTable
 
     spilled: list[dict] = []
     table = StepTable(spill=spilled.append, spill_rows=2)

@@ -124,7 +124,7 @@ def _stored_values_are_checked(st: Path, steps: list[dict]) -> None:
     """Issue 41 §3: no step or telemetry value outside what its table allows (NaN, infinite, negative, a
     rate or step time of 0, an accuracy beyond 100, a stamp outside 1980-2100); each NULLed one has a problem
     naming its field. The mutator does make them (counted from the problems)."""
-    from bench.ingest.tables import StepTable, TelemetryTable
+    from bench.ingest.sample_tables import StepTable, TelemetryTable
 
     for table, rows in ((StepTable, steps), (TelemetryTable, _read(st, "telemetry"))):
         for row in rows:

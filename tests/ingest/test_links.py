@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from logtools import tf_cnn_log
 
-from bench.ingest import links as pending
+from bench.ingest import pending_links as pending
 from bench.ingest.pipeline import ingest
 from bench.sql import delta, links
 from bench.sql.read import connect

@@ -15,8 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from logtools import tf_cnn_log, total_of
 
-from bench.ingest import items, parts, pool, stages
-from bench.ingest import read as read_stage
+from bench.ingest import items, parts, pool, read_stage, stages
 from bench.ingest.pipeline import ingest
 from bench.sql.errors import BenchError
 from bench.sql.store import table_files
@@ -234,7 +233,7 @@ def test_a_slow_hash_holds_at_most_max_backlog_parts_then_the_parse_waits(
     import threading
     from concurrent.futures import Future
 
-    from bench.ingest.tables import StepTable
+    from bench.ingest.sample_tables import StepTable
 
     monkeypatch.setattr(parts.Parts, "PART_ROWS", 10)
     monkeypatch.setattr(parts.Parts, "MAX_BACKLOG", 3)

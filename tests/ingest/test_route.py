@@ -13,8 +13,7 @@ import pytest
 from logtools import tf_cnn_log
 
 import bench.ingest
-from bench.ingest import read as read_stage
-from bench.ingest import registry
+from bench.ingest import read_stage, registry
 from bench.ingest.pipeline import ingest
 
 #: (module file, function) -> the stage it is the entry of
@@ -33,7 +32,7 @@ ROOT = Path(bench.ingest.__file__).resolve().parent.parent
 
 
 def _module(code: Any) -> str | None:
-    """``ingest/read.py`` for a function of bench's own packages, else None."""
+    """``ingest/read_stage.py`` for a function of bench's own packages, else None."""
     path = Path(code.co_filename)
     if not path.is_relative_to(ROOT) or path.relative_to(ROOT).parts[0] not in ("ingest", "sql", "runner", "analytics"):
         return None

@@ -1,4 +1,4 @@
-"""bench.ingest.rundir: run directories of ``bench run`` (output.log + run.json) in directories, as a PATH,
+"""bench.ingest.run_dirs: run directories of ``bench run`` (output.log + run.json) in directories, as a PATH,
 in archives (both member orders), with bad run.json files and launcher statuses.
 
 Expected values are read by hand from fixtures/runs/*/ (provenance and arithmetic: fixtures/README.md, section runs).
@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.ingest import rundir, runjson
+from bench.ingest import run_dirs, runjson
 from bench.ingest.pipeline import ingest
 from bench.ingest.rebuild import rebuild
 from bench.ingest.records import Run
@@ -276,13 +276,13 @@ def test_iso_times() -> None:
     ("no_result", None, None, "no_result"),
 ])
 def test_resolve_status(log: str, launcher: str | None, exit_code: int | None, want: str) -> None:
-    assert rundir.resolve_status(log, launcher, exit_code) == want
+    assert run_dirs.resolve_status(log, launcher, exit_code) == want
 
 
 def test_nonzero_exit_after_a_total_clears_metrics_and_keeps_the_total() -> None:
     run = Run(format="tf_cnn", model="resnet50", images_per_sec=1465.31, images_per_sec_mean=1463.5, status="ok")
     problems: list = []
-    out = rundir.apply_run_json(run, _meta(status="failed", exit_code=134), problems)
+    out = run_dirs.apply_run_json(run, _meta(status="failed", exit_code=134), problems)
     assert (out.status, out.images_per_sec, out.images_per_sec_mean) == ("failed", None, None)
     assert out.details["log_images_per_sec"] == "1465.31" and out.details["log_status"] == "ok"
     assert out.status_detail == "bench run: status failed, exit code 134" and problems == []
@@ -292,7 +292,7 @@ def test_conflicts_keep_the_log_value() -> None:
     run = Run(model="resnet50", framework_version="2.14", started_at=100.0, tags={"device": "gpu"})
     problems: list = []
     meta = _meta(spec={"model": "inception3", "device": "cpu"}, versions={"tensorflow": "2.15.1"}, started_at=90.0)
-    out = rundir.apply_run_json(run, meta, problems)
+    out = run_dirs.apply_run_json(run, meta, problems)
     assert (out.model, out.framework_version, out.started_at, out.tags["device"]) == ("resnet50", "2.14", 100.0, "gpu")
     # model, framework_version ("2.15.1" does not refine "2.14"), tag device; not started_at (times differ by design)
     assert [p.message.split("=")[0] for p in problems] == ["run.json says framework_version", "run.json says model",
@@ -311,18 +311,18 @@ def _ingested_run_dir_with_telemetry(tmp_path: Path) -> tuple[Path, dict]:
 
 def test_telemetry_run_id_is_the_id_of_its_runs_row(tmp_path: Path) -> None:
     run_dir, run = _ingested_run_dir_with_telemetry(tmp_path)
-    assert rundir.telemetry_run_id(str(run_dir / "telemetry.csv")) == run["run_id"]
+    assert run_dirs.telemetry_run_id(str(run_dir / "telemetry.csv")) == run["run_id"]
     assert run["run_id"].endswith("-0") and len(run["run_id"]) == 18
 
 
 def test_telemetry_run_id_needs_a_run_directory(tmp_path: Path) -> None:
     shutil.copy(TELEMETRY_CSV, tmp_path / "telemetry.csv")
-    assert rundir.telemetry_run_id(str(tmp_path / "telemetry.csv")) is None  # no output.log / run.json
+    assert run_dirs.telemetry_run_id(str(tmp_path / "telemetry.csv")) is None  # no output.log / run.json
     (tmp_path / "output.log").write_text("x\n")
-    assert rundir.telemetry_run_id(str(tmp_path / "telemetry.csv")) is None  # still no run.json
+    assert run_dirs.telemetry_run_id(str(tmp_path / "telemetry.csv")) is None  # still no run.json
     shutil.copy(OK / "run.json", tmp_path / "run.json")
-    assert rundir.telemetry_run_id(str(tmp_path / "telemetry.csv")) is not None
-    assert rundir.telemetry_run_id(str(tmp_path / "output.log")) is None  # only telemetry.csv is linked
+    assert run_dirs.telemetry_run_id(str(tmp_path / "telemetry.csv")) is not None
+    assert run_dirs.telemetry_run_id(str(tmp_path / "output.log")) is None  # only telemetry.csv is linked
 
 
 def test_ingested_telemetry_rows_carry_their_runs_id(tmp_path: Path) -> None:
@@ -367,7 +367,7 @@ def test_a_version_1_run_json_is_read_through_the_upgrade() -> None:
     assert (meta["schema_version"], meta["gpu_topology"], meta["host"], meta["gpus"]) == (
         2, "GPU0 X", {"memory_total_mib": 64000}, [{"driver_version": "535.1", "sm_clock_max_mhz": 1980}])
     assert "topology" not in meta
-    details = rundir.run_details(meta)
+    details = run_dirs.run_details(meta)
     assert (details["topology"], details["memory_mib"], details["gpu_driver"]) == ("GPU0 X", "64000", "535.1")
 
 
@@ -380,7 +380,7 @@ def test_a_real_h100_run_keeps_the_gpu_settings_nvidia_smi_gave() -> None:
     fixtures = Path(__file__).parents[2] / "fixtures" / "gpu"
     header, values = list(csv.reader((fixtures / "h100-smi-settings.csv").read_text().splitlines(), skipinitialspace=True))
     smi = dict(zip(header, values, strict=True))
-    details = rundir.run_details(json.loads((fixtures / "h100-env-check.run.json").read_text()))
+    details = run_dirs.run_details(json.loads((fixtures / "h100-env-check.run.json").read_text()))
     assert float(details["gpu_power_limit_w"]) == float(smi["enforced.power.limit [W]"].split()[0]) == 700.0
     assert float(details["gpu_clocks_applications_sm_mhz"]) == float(smi["clocks.applications.graphics [MHz]"].split()[0])
     assert float(details["gpu_clocks_applications_memory_mhz"]) == float(smi["clocks.applications.memory [MHz]"].split()[0])

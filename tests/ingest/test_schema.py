@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bench.ingest.columns import INT_NULL
+from bench.ingest.column_buffers import INT_NULL
+from bench.ingest.sample_tables import StepTable
 from bench.ingest.table_rows import steps_table
-from bench.ingest.tables import StepTable
 
 
 def test_run_ids_of_many_files_in_one_table() -> None:
@@ -29,7 +29,7 @@ def test_blocks_store_their_missing_columns_as_fills_and_write_them_as_nulls() -
     rows 1-2 (run 0), row 3 added singly with epoch 7, rows 4-5 (run 1)."""
     import numpy as np
 
-    from bench.ingest.columns import Fill
+    from bench.ingest.column_buffers import Fill
 
     one, blocks = StepTable(), StepTable()
     for run, step, epoch in ((0, 1, None), (0, 2, None), (0, 3, 7), (1, 4, None), (1, 5, None)):

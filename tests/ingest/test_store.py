@@ -293,7 +293,7 @@ def test_names_that_are_not_utf8_are_stored_escaped_and_rebuilt(tmp_path: Path, 
     import io
     import tarfile
 
-    from bench.ingest import read as read_stage
+    from bench.ingest import read_stage
 
     if big:
         monkeypatch.setattr(read_stage, "BIG_FILE", 100)  # every file streamed: its rows written by the part writer

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from logtools import assert_same_parse, tf_cnn_log
 from synth_logs import tf_cnn_lines
 
-from bench.ingest.columns import NULL_BITS
+from bench.ingest.column_buffers import NULL_BITS
 from bench.ingest.formats import tf_cnn, tf_cnn_scan
 from bench.ingest.native import ext as _native
 from bench.ingest.records import ParseResult
@@ -275,8 +275,8 @@ def test_an_overlong_line_is_skipped_and_reported_with_bounded_memory(
 def test_add_raw_is_add_row_by_row_and_refuses_a_column_of_another_length() -> None:
     from array import array
 
-    from bench.ingest.columns import INT_NULL, NULL_FLOAT
-    from bench.ingest.tables import StepTable
+    from bench.ingest.column_buffers import INT_NULL, NULL_FLOAT
+    from bench.ingest.sample_tables import StepTable
 
     one, bulk = StepTable(), StepTable()
     one.add(0, 5, rank=1, images_per_sec=2.5, loss=float("nan"), line_no=9)

@@ -84,7 +84,7 @@ def test_an_mxnet_run_whose_every_speed_is_zero_is_not_ok() -> None:
 
 def test_stored_steps_hold_no_value_the_checks_forbid() -> None:
     """Every fixture log parsed: no step or telemetry value left outside its table's CHECKED range."""
-    from bench.ingest.tables import StepTable, TelemetryTable
+    from bench.ingest.sample_tables import StepTable, TelemetryTable
 
     seen = 0
     for path in sorted(FIXTURES.rglob("*")):

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from logtools import tf_cnn_log, total_of
 
-from bench.ingest import read as read_stage
+from bench.ingest import read_stage
 from bench.ingest.pipeline import ingest
 from bench.ingest.rebuild import rebuild
 from bench.ingest.versions import Hashing

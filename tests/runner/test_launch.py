@@ -267,7 +267,7 @@ def test_gpu_facts_and_telemetry_from_nvidia_smi(tmp_path: Path, monkeypatch: py
                             "applications_clock_sm_mhz": 1290.0, "applications_clock_memory_mhz": 877.0,
                             "memory_clock_max_mhz": 877.0, "persistence_mode": "Enabled",
                             "vbios_version": "88.00.4F.00.09"}]  # ECC [N/A]: not there
-    from bench.ingest.rundir import run_details
+    from bench.ingest.run_dirs import run_details
 
     details = run_details(doc)
     assert (details["gpu_power_limit_w"], details["gpu_clocks_applications_sm_mhz"], details["gpu_vbios"]) == \

@@ -22,8 +22,8 @@ from bench.analytics.compare_mlperf import compare_scores
 from bench.analytics.compare_text import summary_text
 from bench.analytics.findings import Finding
 from bench.analytics.plots import new_figure
+from bench.analytics.report.drawing import Renderer
 from bench.analytics.report.model import Figure, Section, Table
-from bench.analytics.report.render import Renderer
 
 if TYPE_CHECKING:
     import duckdb

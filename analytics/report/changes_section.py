@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     import duckdb
 
-    from bench.analytics.report.render import Renderer
+    from bench.analytics.report.drawing import Renderer
 
 MAX_FIGURES = 6
 CHANGES = "changes"

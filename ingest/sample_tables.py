@@ -1,5 +1,5 @@
 """The per-sample tables parsers fill: steps and telemetry. Each is a ``ColumnBuffer``
-(``bench.ingest.columns``) declared by its columns (``bench.sql.columns``: they are the store's); its ``add``
+(``bench.ingest.column_buffers``) declared by its columns (``bench.sql.columns``: they are the store's); its ``add``
 names them, so a parser's call reads as the row it adds. A new per-sample table is one more such declaration.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from bench.ingest.columns import MAX_INT, MAX_UNIX, MIN_UNIX, NULL_FLOAT, ColumnBuffer
+from bench.ingest.column_buffers import MAX_INT, MAX_UNIX, MIN_UNIX, NULL_FLOAT, ColumnBuffer
 from bench.sql.columns import STEP_COLUMNS, TELEMETRY_COLUMNS
 
 

@@ -1,6 +1,6 @@
 """Column buffers: how parsers hand over rows of a per-sample table without an object per row.
 
-A ``ColumnBuffer`` (``bench.ingest.tables`` declares the step and telemetry tables) holds rows as columns (``array('q')``, ``array('d')``, a list for
+A ``ColumnBuffer`` (``bench.ingest.sample_tables`` declares the step and telemetry tables) holds rows as columns (``array('q')``, ``array('d')``, a list for
 metrics, or whole numpy blocks from a fast path). NULL is a sentinel inside a numeric column:
 ``INT_NULL`` in an int64 column, the NaN with payload ``NULL_BITS`` (``NULL_FLOAT``) in a float64 one,
 so that a real NaN (a diverged ``loss = nan``) stays NaN while a missing value becomes NULL on write

@@ -11,8 +11,8 @@ from bench.analytics import findings as fd
 from bench.analytics import leaderboard as lb
 from bench.analytics.plots import new_figure
 from bench.analytics.ratio_stats import CI_METHOD
+from bench.analytics.report.drawing import Renderer
 from bench.analytics.report.model import Figure, Section, Table, slugify
-from bench.analytics.report.render import Renderer
 from bench.analytics.results import rows
 from bench.sql.errors import UsageError
 

@@ -19,7 +19,7 @@ from bench.analytics.results import first
 if TYPE_CHECKING:
     import duckdb
 
-    from bench.analytics.report.render import Renderer
+    from bench.analytics.report.drawing import Renderer
 
 FIGURE = "fig-fleet"
 FLAGGED = "fleet-flagged"

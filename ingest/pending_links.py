@@ -9,11 +9,11 @@ Span = tuple[int | None, int | None]  # epoch microseconds of a file's first and
 
 
 def span(columns: dict[str, Any]) -> Span | None:
-    """The span of telemetry buffers (``columns``: bench.ingest.tables), or None when they need
+    """The span of telemetry buffers (``columns``: bench.ingest.sample_tables), or None when they need
     no link: no samples, or samples inside a run's own log (their rows carry its run_id)."""
     import numpy as np
 
-    from bench.ingest.columns import INT_NULL, joined_values
+    from bench.ingest.column_buffers import INT_NULL, joined_values
 
     if not len(columns["sample_index"]) or (joined_values([columns["run_index"]], np.int64) != INT_NULL).any():
         return None
