@@ -18,7 +18,7 @@ from bench.ingest.pipeline import ingest
 
 #: (module file, function) -> the stage it is the entry of
 STAGES = {
-    ("read.py", "read_held"): "read", ("read.py", "__init__"): "read",
+    ("read_stage.py", "read_held"): "read", ("read_stage.py", "__init__"): "read",
     ("parse.py", "detect"): "detect",
     ("parse.py", "run_parser"): "parse",
     ("rows.py", "file_rows"): "rows",
@@ -88,6 +88,6 @@ def test_a_held_and_a_streamed_file_take_the_same_stages_once_each(tmp_path: Pat
     streamed, streamed_calls = _route(log, tmp_path / "streamed")
     assert held == streamed == ["read", "detect", "parse", "rows", "write", "record"]
     assert held_calls - streamed_calls == {("ingest/pool.py", "ingest/stages.py"), ("ingest/pool.py", "ingest/parts.py")}
-    where = {"ingest/read.py", "ingest/parts.py", "ingest/stages.py", "ingest/parse.py"}
+    where = {"ingest/read_stage.py", "ingest/parts.py", "ingest/stages.py", "ingest/parse.py"}
     assert all(where.intersection(edge) for edge in streamed_calls - held_calls), streamed_calls - held_calls
     assert {a for a, b in held_calls | streamed_calls if b == "ingest/pipeline.py"} == {""}  # the loop is entered once
