@@ -33,7 +33,7 @@
   with fewer than 2 reference runs; ``missing`` for a series that ran in the EXPECT_DAYS before the
   candidates (before the store's newest run, when there are none) and has no candidate.
 - Measured, morning by morning, by ``make bench`` (benchmarks/gate_nights.py).
-- Exit codes (bench.analytics.cli): 1 when a series fails, 3 when there is nothing to judge or a series is
+- Exit codes (bench.runner.commands.check_cmd): 1 when a series fails, 3 when there is nothing to judge or a series is
   missing (and nothing fails), 0 otherwise, 2 for a bad argument.
 """
 

@@ -150,7 +150,7 @@ class ParserPool:
                     try:
                         importlib.import_module(name)
                     except ImportError:
-                        if name != "pandas":  # kept out by the ingest command (bench.ingest.cli)
+                        if name != "pandas":  # kept out by the ingest command (bench.runner.commands.ingest_cmd)
                             raise
                 registry.all_formats()  # plugins too (one that cannot be imported is reported here, once)
                 ctx = multiprocessing.get_context("fork")

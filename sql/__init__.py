@@ -7,7 +7,7 @@ tables and the ``commits`` table (``delta``), which files a reader may use and t
 OPTIMIZE and VACUUM (``compact``), a store on object storage written by many hosts (``remote``, reached
 through ``objstore``), the conversion of an old store (``migrate``), atomic writes (``atomic``),
 stored names (``names``), the ``telemetry_links`` table (``links``), and the read connection (``read``) with
-its views (``views``: each ``*.sql`` here is a view of the same name). The errors and the command-line
-options every ``bench`` command shares are here too (``errors``, ``options``), since every command meets the
-store.
+its views (``views``: each ``*.sql`` here is a view of the same name). ``errors`` holds ``BenchError``, which
+every package raises for what the user must fix: it sits here, at the bottom that every package already
+imports, and the command layer (bench.runner.cli) turns it into one line and an exit code.
 """

@@ -157,7 +157,7 @@ def test_analytics_commands_on_the_official_sheet(tmp_path: Path) -> None:
 
 
 def test_an_ingest_process_asks_for_one_blas_thread_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.ingest.cli import one_blas_thread
+    from bench.runner.commands.ingest_cmd import one_blas_thread
 
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     one_blas_thread()

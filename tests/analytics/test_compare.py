@@ -22,7 +22,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from bench.analytics import compare as cmp
-from bench.analytics.cli import compare_command
+from bench.runner.commands.compare_cmd import compare_command
 from bench.sql.errors import BenchError
 
 P100, K80, P40 = "Tesla P100-SXM2-16GB", "Tesla K80", "Tesla P40"

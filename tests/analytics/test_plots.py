@@ -19,7 +19,7 @@ import typer
 from typer.testing import CliRunner
 
 from bench.analytics import plot_data, plots
-from bench.analytics.cli import plot_command
+from bench.runner.commands.plot_cmd import plot_command
 from bench.sql.errors import BenchError
 from bench.sql.schema import RUNS, STEPS, TELEMETRY
 from bench.sql.views import register_views
@@ -269,7 +269,7 @@ def test_command_on_the_official_sheet(official_store: Path, tmp_path: Path) -> 
 
 
 def test_bench_help_does_not_import_matplotlib() -> None:
-    code = "import sys, bench.analytics.cli; print('matplotlib' in sys.modules)"
+    code = "import sys, bench.runner.commands.plot_cmd; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

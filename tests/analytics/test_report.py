@@ -17,10 +17,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bench.analytics.cli import report_command
 from bench.analytics.report.build import Options, build_report, write_report
 from bench.analytics.report.html import render_html
 from bench.analytics.report.model import Report, Section, Table, format_value
+from bench.runner.commands.report_cmd import report_command
 from bench.sql.read import connect
 
 from .test_official_2017 import FOLDER, PATTERN, _published, make_logs

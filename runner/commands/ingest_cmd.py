@@ -1,15 +1,20 @@
-"""``bench ingest``: the command layer only (options -> pipeline.ingest -> rendered summary)."""
+"""``bench ingest``: its options, the call into the pipeline, the summary; and how an ingest process
+is set up (no pandas, one BLAS thread, no final garbage collection)."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from bench.sql.options import StoreOpt
+from bench.runner.commands.options import (
+    StoreOpt,
+)
+from bench.sql.errors import UsageError
 
 
 def ingest_command(
@@ -136,9 +141,7 @@ def ingest_command(
 def _on_object_storage(url: str, *, check: bool, rebuild: bool) -> None:
     """--check and --compact of a store on object storage (bench.sql.remote); --rebuild is for a local one."""
     import tempfile
-    from pathlib import Path
 
-    from bench.sql.errors import UsageError
     from bench.sql.remote import Remote, compact
 
     if rebuild:

@@ -1,0 +1,63 @@
+"""``bench check``: the CI gate over the newest runs of every series."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bench.runner.commands.options import (
+    ChangeMetric,
+    MetricOpt,
+    MinRunsOpt,
+    OrderOpt,
+    StoreOpt,
+)
+from bench.runner.commands.shared import write_junit
+from bench.sql.errors import UsageError
+
+
+def check_command(
+    where: Annotated[str, typer.Option("--where", help="SQL over the columns of runs selecting the candidate runs, e.g. \"started_at >= '2026-10-01'\"")],
+    threshold: Annotated[float, typer.Option("--threshold", help="Fail a series whose candidates are slower than its reference with significance and possibly by this fraction or more (0.05: a sustained 5% slowdown fails)")] = 0.05,
+    baseline_where: Annotated[str | None, typer.Option("--baseline-where", help="SQL selecting the reference runs [default: each series' level before its earliest unaccepted slower change, since its latest accepted one]")] = None,
+    metric: MetricOpt = ChangeMetric.images_per_sec,
+    order_by: OrderOpt = None,
+    min_runs: MinRunsOpt = 3,
+    fail_on: Annotated[str, typer.Option("--fail-on", help="regression, or suspect: also fail a series whose candidates are far off its reference either way (possibly an outlier)")] = "regression",
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance of 'slower'")] = 0.002,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: the verdict of every series")] = False,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Also write JUnit XML here (one test case per series)")] = None,
+    store: StoreOpt = None,
+) -> None:
+    """The CI gate. A series fails when its candidates (--where) are slower than its reference level with
+    significance (one-sided p < --alpha) and possibly by --threshold or more (the slowdown's 95% bound reaches
+    it). The reference stays where it was until `bench changes --accept` moves it: a regression fails every
+    morning until someone accepts it. Exit 1: a series failed; 3: no run matched --where, or a series that ran
+    in the week before has no run (MISSING); 2: a bad argument; 0: passed.
+
+    Example: bench check --where "started_at >= current_date" --junit bench-check.xml
+    """
+    from bench.analytics import decisions
+    from bench.analytics.check import check
+    from bench.sql.read import connect
+    from bench.sql.store import default_store
+
+    if not 0 < alpha < 0.5:
+        raise UsageError(f"--alpha {alpha}: between 0 and 0.5")
+    root = store or default_store()
+    result = check(connect(root), where, threshold, baseline_where, metric.value, order_by, alpha=alpha,
+                   min_runs=min_runs, accepted=decisions.accepted(root), fail_on=fail_on)
+    if junit is not None:
+        from bench.analytics.changes_text import junit_xml
+
+        write_junit(junit, junit_xml(result))
+    if as_json:
+        typer.echo(result.to_json())
+    else:
+        from bench.analytics.changes_text import print_check
+
+        print_check(result)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)

@@ -1,0 +1,52 @@
+"""``bench fleet``: the hosts slower than their peers, and why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bench.runner.commands.options import (
+    ChangeMetric,
+    MetricOpt,
+    StoreOpt,
+    WhereOpt,
+)
+from bench.runner.commands.shared import selected_runs, write_junit
+from bench.sql.errors import UsageError
+
+
+def fleet_command(
+    where: WhereOpt = None,
+    metric: MetricOpt = ChangeMetric.images_per_sec,
+    threshold: Annotated[float, typer.Option("--threshold", help="Flag a host only when it is slower than its workload's median host by more than this fraction (and beyond 3.5 robust SDs)")] = 0.03,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: workloads, outliers (host, gpu, relative_difference, ci95, differs, telemetry), notes")] = False,
+    fail: Annotated[bool, typer.Option("--fail", help="Exit 1 when a host is flagged (a node qualification gate)")] = False,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Also write JUnit XML here (one test case per host and workload)")] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Find the hosts slower than their peers on the same workload, and say why: the facts in which each
+    differs from most of its peers (driver, clocks, power limits, ...) and the GPU its telemetry sets apart.
+
+    Example: bench fleet --where "started_at >= current_date - 1" --fail --junit fleet.xml
+    """
+    from bench.analytics.fleet import find_outliers
+    from bench.analytics.results import first
+
+    con = selected_runs(store, where, None)
+    if where and not first(con, "SELECT 1 FROM runs LIMIT 1"):
+        raise UsageError(f"--where {where!r} selects no run")
+    found = find_outliers(con, metric.value, threshold)
+    if junit is not None:
+        from bench.analytics.fleet_text import junit_xml
+
+        write_junit(junit, junit_xml(found))
+    if as_json:
+        typer.echo(found.to_json())
+    else:
+        from bench.analytics.fleet_text import print_fleet
+
+        print_fleet(found)
+    if fail and found.outliers:
+        raise typer.Exit(1)
