@@ -93,7 +93,7 @@ def main() -> None:
     """Console entry point: user errors print ``Error: ...`` and exit 1; bugs keep their traceback.
 
     A ``bench ingest`` process runs without pandas, keeps its memory settings (its own and those of
-    deltalake's allocator) to the end and skips its last garbage collection (see bench.ingest.cli and
+    deltalake's allocator) to the end and skips its last garbage collection (see bench.runner.commands.ingest_cmd and
     bench.ingest.memory): it is started for that one command and ends with it."""
     ingest_process = sys.argv[1:2] == ["ingest"]
     if ingest_process:

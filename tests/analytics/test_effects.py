@@ -125,7 +125,7 @@ def test_a_confounded_factor_is_flagged_not_estimated() -> None:
 
 
 def test_cli_effects_text_json_and_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from bench.analytics import cli
+    from bench.runner.commands import effects_cmd as cli
     from bench.sql import read as store
 
     app = typer.Typer()

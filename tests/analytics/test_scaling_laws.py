@@ -187,7 +187,7 @@ def _same(got: object, want: object) -> None:
 
 def _cli(monkeypatch: pytest.MonkeyPatch, con: duckdb.DuckDBPyConnection | None) -> typer.Typer:
     """A one-command app running ``bench fit``; the store's connection replaced by ``con`` when given."""
-    from bench.analytics import cli
+    from bench.runner.commands import fit_cmd as cli
     from bench.sql import read as store
 
     if con is not None:
