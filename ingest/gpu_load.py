@@ -28,8 +28,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from bench.ingest.run_dirs import file_beside
-from bench.ingest.runjson import TELEMETRY_CSV
 from bench.ingest.sample_tables import TelemetrySample
+from bench.sql.runjson import TELEMETRY_CSV
 
 LOAD_UTILIZATION_PCT = 50.0
 AT_LIMIT = 0.97  # nvidia-smi's power reading sits a few percent under the cap while the cap holds it

@@ -16,11 +16,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from bench.ingest import patterns as pat
-from bench.ingest import run_dirs, runjson
+from bench.ingest import run_dirs
 from bench.ingest.items import Item
 from bench.ingest.records import Problem
 from bench.ingest.table_rows import run_id
 from bench.ingest.versions import Hashing, Place, Versions
+from bench.sql import runjson
 from bench.sql.names import storable
 
 

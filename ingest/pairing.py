@@ -13,7 +13,7 @@ from collections.abc import Generator, Iterable, Iterator
 
 from bench.ingest.items import READ_ERRORS, Item
 from bench.ingest.run_dirs import HOLD_LOG_BYTES, MAX_RUN_JSON_BYTES
-from bench.ingest.runjson import OUTPUT_LOG, RUN_JSON, TELEMETRY_CSV
+from bench.sql.runjson import OUTPUT_LOG, RUN_JSON, TELEMETRY_CSV
 
 _RUN_FILES = (OUTPUT_LOG, RUN_JSON, TELEMETRY_CSV)
 

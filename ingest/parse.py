@@ -6,6 +6,7 @@ import dataclasses
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bench.ingest import patterns as pat
@@ -316,3 +317,18 @@ def _counted(lines: Iterable[str], result: ParseResult) -> Iterator[str]:
         n += 1
         yield line
     result.lines_read = n
+
+
+def has_result(log: Path | str, fmt: str | None = None) -> bool:
+    """Does the log hold a run with a result, parsed as the ingest parses it (``fmt`` forces the format)?
+
+    One verdict: a command that exits 0 and prints no result is ``no_result`` in what ``bench run`` prints,
+    its exit code, run.json and the store alike. The log is streamed, never held whole."""
+    result = ParseResult()
+    with open(log, "rb") as f:
+        head = f.read(1 << 16)
+        if not head.strip():
+            return False
+        parse_stream(head, iter(lambda: f.read(1 << 20), b""), source=str(log), fmt=fmt, result=result)
+    return any(r.status == "ok" and any(getattr(r, m, None) is not None for m in RESULT_METRICS)
+               for r in result.runs)

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.ingest.records import Problem, Run
+from bench.sql.columns import WHOLE_NUMBER_COLUMNS
 from bench.sql.errors import BenchError
 
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-#: Columns that hold whole numbers: a pattern field (or a run.json tag) naming one must be digits.
-INT_COLUMNS = {"batch_size_per_device", "global_batch_size", "num_gpus", "num_devices", "num_nodes", "num_ranks", "num_steps", "warmup_steps"}
 _FLOAT_COLUMNS = {"images_per_sec", "wall_time_s"}
 #: Columns a pattern may fill (identity and metric columns derived by parsers are excluded on purpose).
 COLUMNS = {
@@ -43,7 +42,7 @@ class PathPattern:
                 raise BenchError(f"--path-pattern {template!r}: field {{{name}}} appears twice")
             seen.add(name)
             parts.append(re.escape(template[pos : m.start()]))
-            body = r"\d+" if name in INT_COLUMNS else r"[^/]+?"
+            body = r"\d+" if name in WHOLE_NUMBER_COLUMNS else r"[^/]+?"
             parts.append(f"(?P<{name}>{body})")
             pos = m.end()
         if not seen:
@@ -66,7 +65,7 @@ def match_first(patterns: Sequence[PathPattern | V05Place], path: str) -> dict[s
 
 
 def _typed(name: str, value: str) -> object:
-    if name in INT_COLUMNS:
+    if name in WHOLE_NUMBER_COLUMNS:
         return int(value) if value.isdigit() else None
     if name in _FLOAT_COLUMNS:
         return float(value)

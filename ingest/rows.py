@@ -10,11 +10,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.ingest import gpu_load, run_dirs, runjson
+from bench.ingest import gpu_load, run_dirs
 from bench.ingest import patterns as pat
 from bench.ingest.parse import FileParse
 from bench.ingest.records import Problem
 from bench.ingest.table_rows import run_row, score_scale_row, system_row
+from bench.sql import runjson
 from bench.sql.columns import GPU_LOAD_DETAILS
 from bench.sql.names import storable
 
@@ -62,7 +63,7 @@ def file_rows(parsed: FileParse, ref: FileRef, patterns: list[pat.PathPattern], 
     runs = res.runs
     if ref.sidecar is not None:
         meta, problems = runjson.load(ref.sidecar)
-        res.problems.extend(problems)
+        res.problems.extend(Problem(p.kind, p.message) for p in problems)
         if meta is not None:
             runs = [run_dirs.apply_run_json(r, meta, res.problems) for r in (res.runs or [run_dirs.empty_run(meta)])]
             load = gpu_load.beside(ref.source, meta) if "::" not in ref.source else None  # not an archive member

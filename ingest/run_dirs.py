@@ -1,6 +1,6 @@
 """Run directories written by ``bench run``: ``<run_id>/output.log`` + ``run.json`` (+ ``telemetry.csv``).
 
-The log is parsed like any other; run.json (the contract in ``bench.ingest.runjson``, written by
+The log is parsed like any other; run.json (the contract in ``bench.sql.runjson``, written by
 ``bench.runner``) is its *sidecar*: it fills the columns a log cannot give (host, gpu_model,
 framework_version, start/end times, wall time, the trainer options) and the launcher's verdict on how the
 process ended. A run.json that ``runjson.load`` cannot use leaves the log to be ingested as a plain log.
@@ -37,8 +37,8 @@ from typing import Any
 from bench.ingest import patterns
 from bench.ingest.parse import RESULT_METRICS
 from bench.ingest.records import Problem, Run
-from bench.ingest.runjson import OUTPUT_LOG, RUN_JSON, TELEMETRY_CSV
 from bench.ingest.table_rows import run_id
+from bench.sql.runjson import OUTPUT_LOG, RUN_JSON, TELEMETRY_CSV
 
 __all__ = ["apply_run_json", "empty_run", "resolve_status", "run_details", "telemetry_run_id"]
 

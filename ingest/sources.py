@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from bench.ingest import run_dirs, runjson, zipdir
+from bench.ingest import run_dirs, zipdir
 from bench.ingest.items import (
     DEFAULT_LIMITS,
     BoundedReader,
@@ -32,6 +32,7 @@ from bench.ingest.items import (
 )
 from bench.ingest.pairing import pair_members
 from bench.ingest.tarstream import TarFormatError, iter_members
+from bench.sql import runjson
 from bench.sql.names import storable
 
 __all__ = ["ARCHIVE_SUFFIXES", "MEMBER_SEP", "Item", "Limits", "Reader", "is_archive", "iter_items"]

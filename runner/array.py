@@ -6,7 +6,7 @@ resources (tasks, nodes, partition, time limit) share one array: a plan whose po
 one array; one with 1- and 2-node points is two, because an array's tasks get one allocation shape. Each
 array's ``array.json`` (in ``<out>/array-<sweep>-<stamp>-<k>/``, beside its ``job.sbatch`` and the tasks'
 ``job-<array>_<task>.out``) lists its run directories in task order; task ``i`` runs entry ``i`` through
-``python -m bench.runner.slurm --array`` (``bench.runner.slurm``), which writes that run's output.log and
+``python -m bench.runner.commands.job_driver --array`` (``bench.runner.slurm.drive``), which writes that run's output.log and
 run.json. ``--array-limit K`` is sbatch's ``%K``: at most K tasks at once.
 
 Without ``--wait`` the command returns once the arrays are submitted; ``bench ingest <out>`` stores the runs
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.ingest import runjson
 from bench.runner import rundir, slurm
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script, cluster_tasks
+from bench.sql import runjson
 
 ARRAY_DIR_PREFIX = "array-"
 
@@ -96,9 +96,9 @@ def task_ids(job: ArrayJob) -> list[tuple[Path, str]]:
 
 
 def sweep_arrays(plan: Any, cells: Sequence[Any], out: Path, store: Path, *, resume: bool, limit: int | None,
-                 wait: bool, echo: Callable[[str], None]) -> int:
+                 wait: bool, echo: Callable[[str], None], ingest: Callable[[Sequence[Path], Path], dict[str, Any]]) -> int:
     """``bench sweep --sbatch``: submit the cells to run (with ``resume``, those without an ok run in
-    ``store``) as arrays; with ``wait``, wait, ingest and print one line per run. The exit code: 1 when a
+    ``store``) as arrays; with ``wait``, wait, ingest (``ingest``: see ``launch.Ingest``) and print one line per run. The exit code: 1 when a
     waited-for run did not end ok, else 0."""
     from bench.runner import launch, sweep
 
@@ -123,7 +123,7 @@ def sweep_arrays(plan: Any, cells: Sequence[Any], out: Path, store: Path, *, res
         return 0
     runs = [t for job in jobs for t in task_ids(job)]
     slurm.wait(runs, poll_s=2.0)
-    rows = launch.ingest_runs([d for d, _ in runs], store)
+    rows = ingest([d for d, _ in runs], store)
     code = 0
     for run_dir, _ in runs:
         doc = json.loads((run_dir / runjson.RUN_JSON).read_text(encoding="utf-8"))

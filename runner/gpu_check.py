@@ -1,7 +1,8 @@
 """``python -m bench.runner.gpu_check``: the whole path of ``bench run -- COMMAND`` on one real device.
 
 It runs the bundled PyTorch example (``runner/examples/torch_train.py``) under ``bench run`` with
-telemetry, ingests it, checks what the store then says, and writes the report:
+telemetry, ingests it, checks what the store then says (through ``bench sql``, as a user reads it), and
+writes the report:
 
 - the run ended ``ok`` and its images/sec in the store is the summary the log printed;
 - on a GPU, the run's device is the one nvidia-smi names, and run-linked telemetry has samples with
@@ -35,10 +36,12 @@ def bench(*args: str, timeout_s: float = 900) -> subprocess.CompletedProcess[str
 
 
 def query(store: Path, sql: str) -> list[dict[str, Any]]:
-    from bench.analytics.query import run_sql
-
-    cols, rows = run_sql(store, sql)
-    return [dict(zip(cols, r, strict=True)) for r in rows]
+    """The rows ``bench sql`` answers, read as its users read them (``--format json``)."""
+    done = bench("sql", "--store", str(store), "--format", "json", sql, timeout_s=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench sql exited {done.returncode}: {done.stderr.strip()}")
+    rows: list[dict[str, Any]] = json.loads(done.stdout)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,12 +28,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from bench.ingest import runjson
-from bench.ingest.remote_ingest import ingest_into
 from bench.runner import nodes, rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, trainer_argv
-from bench.runner.verdict import classify, failure_cause, forced_cause, has_result, no_result_cause
+from bench.runner.verdict import classify, failure_cause, forced_cause, no_result_cause
+from bench.sql import runjson
 from bench.sql.errors import BenchError, UsageError
+
+#: ``(log, forced format) -> bool``: does a clean exit's log hold a result, read as the store would read it?
+#: The ingest's ``bench.ingest.parse.has_result``, handed in by the command layer: the runner reads no log
+#: format itself, and only the command layer crosses packages.
+ResultCheck = Callable[[Path, str | None], bool]
+#: ``(run directories, store) -> {run directory name: runs-row fields}``: the ingest after runs end, handed in
+#: by the command layer like ``ResultCheck`` (``bench.runner.commands.shared.ingest_runs``).
+Ingest = Callable[[Sequence[Path], Path], dict[str, dict[str, Any]]]
 
 SMI_TELEMETRY = ["nvidia-smi",
                  "--query-gpu=timestamp,index,utilization.gpu,memory.used,temperature.gpu,power.draw,clocks.sm",
@@ -319,9 +326,9 @@ def launch(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str], timeo
 
 def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Sequence[str] = DEFAULT_TRAINER,
             telemetry_interval_s: float = 5.0, grace_s: float = 5.0, echo: IO[bytes] | None = None,
-            environ: Mapping[str, str] | None = None, fmt: str | None = None) -> Outcome:
+            environ: Mapping[str, str] | None = None, fmt: str | None = None, result_check: ResultCheck) -> Outcome:
     """Run ``spec`` once into a new run directory under ``out``; see the module docstring. A clean exit
-    whose log holds no result (parsed as ``fmt``, or detected) is ``no_result``. Under Slurm or mpirun,
+    whose log holds no result (``result_check``, parsing as ``fmt`` or detecting) is ``no_result``. Under Slurm or mpirun,
     run.json's ``nodes`` has every node's facts (``bench.runner.nodes``)."""
     env = child_env(os.environ if environ is None else environ)
     if spec.launcher == "mpirun":  # ranks write to a pty (line-buffered), in whole lines for --tag-output
@@ -334,13 +341,13 @@ def execute(spec: RunSpec, out: Path, *, repeat: int | None = None, trainer: Seq
         with open(run_dir / runjson.OUTPUT_LOG, "a", encoding="utf-8") as f:
             f.write("bench run: running as root, so mpirun is given --allow-run-as-root\n")
     return run_in(run_dir, doc, spec, argv, env, telemetry_interval_s=telemetry_interval_s, grace_s=grace_s,
-                  echo=echo, fmt=fmt, timeout_s=spec.timeout_s)
+                  echo=echo, fmt=fmt, timeout_s=spec.timeout_s, result_check=result_check)
 
 
 def run_in(run_dir: Path, doc: dict[str, Any], spec: RunSpec, argv: Sequence[str], env: Mapping[str, str], *,
            telemetry_interval_s: float, grace_s: float, echo: IO[bytes] | None, fmt: str | None,
-           timeout_s: float | None, ended: Callable[[str | None, int | None], tuple[str, str] | None] | None = None,
-           ) -> Outcome:
+           timeout_s: float | None, result_check: ResultCheck,
+           ended: Callable[[str | None, int | None], tuple[str, str] | None] | None = None) -> Outcome:
     """Launch ``argv`` in the made ``run_dir`` and write run.json (``doc``) before and after. For a run that
     did not end ok, ``ended`` (forced status, exit code) may name the status and its detail instead of the
     log's verdict (the scheduler's, for a batch job Slurm stopped)."""
@@ -364,7 +371,7 @@ def run_in(run_dir: Path, doc: dict[str, Any], spec: RunSpec, argv: Sequence[str
         telemetry.stop()
     wall = time.perf_counter() - t0
     status = forced or classify(code if code is not None else 1, log)
-    if status == "ok" and not has_result(log, fmt):
+    if status == "ok" and not result_check(log, fmt):
         status = "no_result"
     detail = (forced_cause(forced, timeout_s) or (no_result_cause(fmt) if status == "no_result" else None)
               or failure_cause(0 if status == "ok" else code, log))
@@ -379,7 +386,7 @@ def run_in(run_dir: Path, doc: dict[str, Any], spec: RunSpec, argv: Sequence[str
 def run_many(spec: RunSpec, out: Path, repeat: int = 1, *, drop: bool = False,
              telemetry_interval_s: float = 5.0, warn: Callable[[str], None] = print,
              echo: IO[bytes] | None = None, trainer: Sequence[str] = DEFAULT_TRAINER,
-             fmt: str | None = None) -> list[Outcome]:
+             fmt: str | None = None, result_check: ResultCheck) -> list[Outcome]:
     """Run ``spec`` ``repeat`` times (tag ``repeat=i``, 1-based, when repeat > 1), dropping the page
     cache before each run if ``drop``; stops after an ``interrupted`` run, and after a run that failed
     before it began (``preflight_failed``: the next repeat would fail the same way)."""
@@ -388,7 +395,7 @@ def run_many(spec: RunSpec, out: Path, repeat: int = 1, *, drop: bool = False,
         if drop:
             drop_caches(warn)
         outcome = execute(spec, out, repeat=i if repeat > 1 else None, trainer=trainer,
-                          telemetry_interval_s=telemetry_interval_s, echo=echo, fmt=fmt)
+                          telemetry_interval_s=telemetry_interval_s, echo=echo, fmt=fmt, result_check=result_check)
         outcomes.append(outcome)
         if outcome.status == "interrupted" or preflight_failed(outcome):
             if i < repeat and outcome.status != "interrupted":
@@ -407,31 +414,6 @@ def preflight_failed(outcome: Outcome) -> bool:
 def describe(argv: Sequence[str]) -> str:
     """The shell-quoted command line, as --dry-run prints it."""
     return shlex.join(argv)
-
-
-def ingest_runs(run_dirs: Sequence[Path], store: Path, fmt: str | None = None) -> dict[str, dict[str, Any]]:
-    """Ingest the run directories into ``store``; return {run dir name: runs-row fields} for the rows this
-    ingest added under one of them (images_per_sec, images_per_sec_stderr, status, ...; ``fmt`` forces the
-    logs' format), read from the
-    files it committed only (``IngestSummary.run_ids`` and ``runs_files``), not from the whole store.
-
-    Raises BenchError from the ingest (store of another schema version, ...).
-    """
-    import pyarrow.parquet as pq
-
-    summary = ingest_into([str(d) for d in run_dirs], store, fmt=fmt, workers=0)
-    added = set(summary.run_ids)
-    names = {d.name for d in run_dirs}
-    found: dict[str, dict[str, Any]] = {}
-    for part in summary.runs_files:
-        for row in pq.read_table(part, columns=[
-                "run_id", "source", "images_per_sec", "images_per_sec_stderr", "status"]).to_pylist():
-            if row["run_id"] not in added:
-                continue
-            hit = next((n for n in names if n in Path(row["source"]).parts), None)
-            if hit is not None and (hit not in found or row["images_per_sec"] is not None):
-                found[hit] = row
-    return found
 
 
 def result_text(row: Mapping[str, Any] | None) -> str:

@@ -1,5 +1,5 @@
 """The run directory ``<out>/<run_id>/`` and the facts of its ``run.json`` (the contract, its keys and its
-atomic writer are ``bench.ingest.runjson``, which the ingest reads with).
+atomic writer are ``bench.sql.runjson``, which the ingest reads with).
 
 run.json keys: schema_version, run_id, spec (RunSpec.to_json), argv (the exact launched argv), tags,
 repeat, env (the variables spec.recorded_env names), host (hostname, cpu_model, physical_cores,
@@ -33,9 +33,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.ingest.runjson import SCHEMA_VERSION
 from bench.runner.spec import RunSpec, recorded_env
 from bench.sql.errors import UsageError
+from bench.sql.runjson import SCHEMA_VERSION
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _PACKAGES = {

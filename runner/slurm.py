@@ -4,8 +4,8 @@ driver, and reading how a job ended.
 1. ``submit`` makes the run directory with ``job.sbatch`` and a run.json (status ``submitted``, the srun
    line as ``argv``), submits it with ``sbatch --parsable`` and records ``slurm_job_id``. When sbatch is
    missing or refuses the script, run.json says ``failed`` with sbatch's words and ``SubmitError`` is raised.
-2. The batch script runs ``python -m bench.runner.slurm RUN_DIR`` on the job's first node (the driver,
-   ``main``): it records every node's facts (``bench.runner.nodes``), runs the srun line into output.log as
+2. The batch script runs ``python -m bench.runner.commands.job_driver RUN_DIR`` on the job's first node (the
+   driver, ``drive``): it records every node's facts (``bench.runner.nodes``), runs the srun line into output.log as
    ``bench run`` runs any launcher (``launch.run_in``) and writes the final run.json. On ``scancel`` or at
    the time limit, Slurm sends the batch step SIGTERM (then SIGKILL after its KillWait): the driver stops
    the step and writes ``cancelled`` / ``timeout`` / ``failed`` with Slurm's words: while the batch step
@@ -26,15 +26,15 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from bench.ingest import runjson
 from bench.runner import rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script
+from bench.sql import runjson
 from bench.sql.errors import BenchError
 
 #: Slurm job states -> run status; a state not here (PENDING, RUNNING, COMPLETING, ...) has not ended
@@ -224,11 +224,48 @@ def finish_from_slurm(run_dir: Path, job_id: str, end: JobEnd | None) -> None:
     runjson.write(path, doc)
 
 
+def submit_runs(spec: RunSpec, out: Path, repeat: int, *, dry_run: bool, and_wait: bool, telemetry_interval_s: float,
+                store: Path | None, ingest: Callable[[Sequence[Path], Path], dict[str, Any]],
+                echo: Callable[[str], None]) -> int:
+    """``bench run --sbatch``: submit each repeat as a batch job (``dry_run``: print its script only); with
+    ``and_wait``, wait for them, ingest them into ``store`` (when given; ``ingest``: see ``launch.Ingest``) and
+    print one line per run. The exit code: 1 when a waited-for run did not end ok, else 0."""
+    from bench.runner import launch
+
+    if not dry_run:
+        launch.check_trainer(spec)
+        rundir.check_out(out)
+    run_dirs = []
+    for i in range(1, repeat + 1):
+        run_dir, script, argv = submit(spec, out, repeat=i if repeat > 1 else None, dry_run=dry_run,
+                                       telemetry_interval_s=telemetry_interval_s)
+        if run_dir is None:
+            echo(script)
+        else:
+            job = json.loads((run_dir / runjson.RUN_JSON).read_text(encoding="utf-8")).get("slurm_job_id")
+            echo(f"submitted {run_dir} (job {job})")
+            run_dirs.append(run_dir)
+        echo(launch.describe(argv))
+    if not and_wait or not run_dirs:
+        return 0
+    wait([(d, None) for d in run_dirs])
+    rows = {} if store is None else ingest(run_dirs, store)
+    code = 0
+    for d in run_dirs:
+        doc = json.loads((d / runjson.RUN_JSON).read_text(encoding="utf-8"))
+        ok = doc.get("status") == "ok"
+        code = code or (0 if ok else 1)
+        echo(f"{d}: {doc.get('status')}{launch.result_text(rows.get(d.name))}"
+             + ("" if ok or not doc.get("status_detail") else f" ({doc['status_detail']})"))
+    return code
+
+
 # --- the driver, inside the job ------------------------------------------------------------------------
 
 
-def drive(run_dir: Path, environ: Mapping[str, str]) -> int:
-    """Run the job's step into ``run_dir`` and write its run.json; the job's exit code (0 when ok)."""
+def drive(run_dir: Path, environ: Mapping[str, str], result_check: Callable[[Path, str | None], bool]) -> int:
+    """Run the job's step into ``run_dir`` and write its run.json; the job's exit code (0 when ok).
+    ``result_check``: see ``launch.ResultCheck``."""
     from bench.runner import launch
 
     path = run_dir / runjson.RUN_JSON
@@ -257,21 +294,6 @@ def drive(run_dir: Path, environ: Mapping[str, str]) -> int:
         return found
 
     outcome = launch.run_in(run_dir, doc, spec, list(doc.get("argv") or []), env, telemetry_interval_s=float(doc.get("telemetry_interval_s", 5.0)),
-                            grace_s=STOP_GRACE_S, echo=None, fmt=None, timeout_s=None, ended=ended)
+                            grace_s=STOP_GRACE_S, echo=None, fmt=None, timeout_s=None, ended=ended,
+                            result_check=result_check)
     return 0 if outcome.status == "ok" else 1
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bench.runner.slurm RUN_DIR`` or ``--array ARRAY_JSON`` (this task's entry of the sweep's
-    ``array.json``, by SLURM_ARRAY_TASK_ID)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["--array"]:
-        entries = json.loads(Path(args[1]).read_text(encoding="utf-8"))["run_dirs"]
-        run_dir = Path(entries[int(os.environ["SLURM_ARRAY_TASK_ID"])])
-    else:
-        run_dir = Path(args[0])
-    return drive(run_dir, os.environ)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,8 +21,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
-from bench.ingest import runjson
-from bench.ingest.patterns import INT_COLUMNS
+from bench.sql import runjson
+from bench.sql.columns import WHOLE_NUMBER_COLUMNS
 from bench.sql.errors import UsageError
 
 LAUNCHERS = ("local", "horovodrun", "mpirun", "slurm")
@@ -124,7 +124,7 @@ class RunSpec:
             if self.variable_update in CLUSTER_MODES:
                 raise UsageError("a command starts its own processes; --variable-update is for the bundled trainer")
         for key, value in self.tags:
-            if key in INT_COLUMNS and not value.isdigit():  # a tag that fills a whole-number column
+            if key in WHOLE_NUMBER_COLUMNS and not value.isdigit():  # a tag that fills a whole-number column
                 raise UsageError(f"--tag {key}={value}: {key} is a whole number")
         if self.launcher not in LAUNCHERS:
             raise UsageError(f"unknown launcher {self.launcher!r}; use one of {', '.join(LAUNCHERS)}")
@@ -311,8 +311,8 @@ def build_sbatch_script(spec: RunSpec, *, run_dir: str, job_name: str, trainer: 
                         python: str = sys.executable, array: str | None = None) -> str:
     """A bash batch script for ``sbatch``: #SBATCH lines (tasks, nodes, partition, Slurm's own output file
     ``job.out``, the time limit from ``timeout_s``), the run's srun line as a comment, and the job's driver
-    ``python -m bench.runner.slurm RUN_DIR``, which runs that line into output.log and writes run.json
-    (``bench.runner.slurm``). ``array``: a job array (``0-49%4``); ``run_dir`` is then the sweep's
+    ``python -m bench.runner.commands.job_driver RUN_DIR``, which runs that line into output.log and writes run.json
+    (``bench.runner.slurm.drive``). ``array``: a job array (``0-49%4``); ``run_dir`` is then the sweep's
     ``array.json``, whose entry ``SLURM_ARRAY_TASK_ID`` names each task's run directory."""
     n = cluster_tasks(spec)
     # --no-requeue: a job whose node fails is a failed run (Slurm would otherwise start it again, in the same
@@ -329,7 +329,7 @@ def build_sbatch_script(spec: RunSpec, *, run_dir: str, job_name: str, trainer: 
         lines.append(f"#SBATCH --partition={spec.partition}")
     if spec.timeout_s is not None:
         lines.append(f"#SBATCH --time={sbatch_time(spec.timeout_s)}")
-    driver = [python, "-m", "bench.runner.slurm", *(["--array"] if array is not None else []), run_dir]
+    driver = [python, "-m", "bench.runner.commands.job_driver", *(["--array"] if array is not None else []), run_dir]
     lines += ["", "# the run (its output goes to output.log beside run.json):",
               f"#   {shlex.join(build_command(spec, 'slurm', trainer=trainer))}",
               "export PYTHONUNBUFFERED=1", f"exec {shlex.join(driver)}", ""]

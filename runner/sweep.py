@@ -320,9 +320,10 @@ def result_line(r: CellResult) -> str:
 
 def run_sweep(plan: Plan, cells: Sequence[Cell], out: Path, store: Path, *, resume: bool = False,
               trainer: Sequence[str] = DEFAULT_TRAINER, reporter: PlainReporter | None = None,
-              warn: Callable[[str], None] = print) -> list[CellResult]:
+              warn: Callable[[str], None] = print, result_check: launch.ResultCheck,
+              ingest: launch.Ingest) -> list[CellResult]:
     """Run every cell not skipped (nor, with ``resume``, already ok in ``store``) into ``out``, one at a
-    time; ingest each run into ``store`` as it ends; keep going after a failed run; stop after an
+    time (``result_check``: see ``launch.execute``); ingest each run into ``store`` as it ends (``ingest``); keep going after a failed run; stop after an
     interrupted one (the cells left get status ``not_run``). The results, one per cell in order, are
     also written to ``out/sweep-<name>-<UTC stamp>.json`` (schema_version 1) after every run.
     Raises BenchError from the ingest (a store of another schema version)."""
@@ -353,7 +354,7 @@ def run_sweep(plan: Plan, cells: Sequence[Cell], out: Path, store: Path, *, resu
                 r.status = "not_run"
                 continue
             t0 = time.perf_counter()
-            _run_one(plan, r, out, store, trainer, warn, launch)
+            _run_one(plan, r, out, store, trainer, warn, result_check, ingest)
             durations.append(time.perf_counter() - t0)  # run + ingest: what the cells left will cost
             write_record(record, plan, results)
             reporter.advance(result_line(r), len(durations), eta_s(durations, len(pending) - len(durations)))
@@ -367,13 +368,13 @@ def results_interrupted(results: Sequence[CellResult]) -> bool:
 
 
 def _run_one(plan: Plan, r: CellResult, out: Path, store: Path, trainer: Sequence[str],
-             warn: Callable[[str], None], launch: Any) -> None:
+             warn: Callable[[str], None], result_check: launch.ResultCheck, ingest: launch.Ingest) -> None:
     assert r.cell.spec is not None
     if plan.launcher.get("drop_caches", False):
         launch.drop_caches(warn)
     outcome = launch.execute(r.cell.spec, out, repeat=r.cell.repeat, trainer=trainer,
-                             telemetry_interval_s=plan.launcher.get("telemetry_interval_s", 5.0))
-    row = launch.ingest_runs([outcome.run_dir], store).get(outcome.run_dir.name)
+                             telemetry_interval_s=plan.launcher.get("telemetry_interval_s", 5.0), result_check=result_check)
+    row = ingest([outcome.run_dir], store).get(outcome.run_dir.name)
     r.run_dir, r.wall_time_s = outcome.run_dir, outcome.wall_time_s
     # the store's verdict (log result + clean exit) when ingested; the launcher's otherwise
     r.status = outcome.status if row is None or outcome.status != "ok" else str(row["status"])

@@ -1,6 +1,7 @@
-"""How a launched run ended, read from its log: the status (``classify``), whether a clean exit left a
-result (``has_result``: else the run is ``no_result``, as the store would say) and the cause of a failure
-(``failure_cause``), which run.json records as ``status_detail`` and the ingest puts in the run's status_detail."""
+"""How a launched run ended, read from its log: the status (``classify``) and the cause of a failure
+(``failure_cause``), which run.json records as ``status_detail`` and the ingest puts in the run's status_detail.
+Whether a clean exit left a result is the ingest's reading of the log (``bench.ingest.parse.has_result``),
+which the command layer hands to ``launch`` (a ``ResultCheck``)."""
 
 from __future__ import annotations
 
@@ -34,24 +35,6 @@ def classify(exit_code: int, log: Path) -> str:
                 return "oom"
             tail = chunk[-64:]
     return "failed"
-
-
-def has_result(log: Path, fmt: str | None = None) -> bool:
-    """Does the log hold a run with a result, parsed as the ingest parses it (``fmt`` forces the format)?
-
-    One verdict: a command that exits 0 and prints no result is ``no_result`` in what ``bench run`` prints,
-    its exit code, run.json and the store alike. The log is streamed, never held whole."""
-    from bench.ingest.parse import RESULT_METRICS, parse_stream
-    from bench.ingest.records import ParseResult
-
-    result = ParseResult()
-    with open(log, "rb") as f:
-        head = f.read(1 << 16)
-        if not head.strip():
-            return False
-        parse_stream(head, iter(lambda: f.read(1 << 20), b""), source=str(log), fmt=fmt, result=result)
-    return any(r.status == "ok" and any(getattr(r, m, None) is not None for m in RESULT_METRICS)
-               for r in result.runs)
 
 
 def forced_cause(forced: str | None, timeout_s: float | None) -> str | None:

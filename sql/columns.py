@@ -4,6 +4,12 @@ imports do not load pyarrow."""
 
 from __future__ import annotations
 
+#: The runs columns of whole numbers that a user's value may fill: a path pattern's field, a run.json tag or
+#: ``bench run --tag`` naming one must be digits (bench.ingest.patterns, bench.runner.spec). They are the
+#: runs schema's int64 columns less the line numbers the parser fills (a test holds the two equal).
+WHOLE_NUMBER_COLUMNS = frozenset({"batch_size_per_device", "global_batch_size", "num_gpus", "num_devices", "num_nodes",
+                                  "num_ranks", "num_steps", "warmup_steps"})
+
 # Columns of the steps table, in order, with their kinds ("i" int64 / "d" float64 / "m" metrics map): what
 # parsers fill (bench.ingest.sample_tables) and what the steps schema below is made of.
 STEP_COLUMNS: dict[str, str] = {

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from bench.runner.commands.options import (
     StoreOpt,
 )
-from bench.runner.commands.shared import TRAINER_PANEL, store_root
+from bench.runner.commands.shared import TRAINER_PANEL, has_result, ingest_runs, store_root
 from bench.sql.errors import UsageError
 
 
@@ -96,8 +95,12 @@ def run_command(
     if sbatch or wait:
         if launcher != "slurm" or not sbatch:
             raise typer.BadParameter("--sbatch needs --launcher slurm, and --wait needs --sbatch")
-        _submit_runs(spec, out, repeat, dry_run=dry_run, wait=wait, store=None if no_ingest else store_root(store),
-                     telemetry_interval_s=telemetry_interval)
+        from bench.runner import slurm
+
+        code = slurm.submit_runs(spec, out, repeat, dry_run=dry_run, and_wait=wait, telemetry_interval_s=telemetry_interval,
+                                 store=None if no_ingest else store_root(store), ingest=ingest_runs, echo=typer.echo)
+        if code:
+            raise typer.Exit(code)
         return
     if dry_run:
         lr.check_trainer(spec)  # a command the real run would refuse (--precision fp8) is not printed as one
@@ -113,8 +116,9 @@ def run_command(
 
         check_writable(store_root(store))
     outcomes = lr.run_many(spec, out, repeat, drop=drop_caches, telemetry_interval_s=telemetry_interval,
-                           warn=lambda m: typer.echo(f"Warning: {m}", err=True), echo=sys.stdout.buffer, fmt=fmt)
-    rows = {} if no_ingest else lr.ingest_runs([o.run_dir for o in outcomes], store_root(store), fmt=fmt)
+                           warn=lambda m: typer.echo(f"Warning: {m}", err=True), echo=sys.stdout.buffer, fmt=fmt,
+                           result_check=has_result)
+    rows = {} if no_ingest else ingest_runs([o.run_dir for o in outcomes], store_root(store), fmt=fmt)
     for o in outcomes:
         typer.echo(f"{o.run_dir}: {o.status}{lr.result_text(rows.get(o.run_dir.name))}"
                    + (f" ({o.detail})" if o.status != "ok" and o.detail else ""))
@@ -122,44 +126,6 @@ def run_command(
         raise typer.Exit(130)
     if any(o.status != "ok" for o in outcomes):
         raise typer.Exit(1)
-
-
-def _submit_runs(spec: Any, out: Path, repeat: int, *, dry_run: bool, wait: bool, store: Path | None,
-                 telemetry_interval_s: float) -> None:
-    """``--sbatch``: submit each repeat as a batch job; with ``wait``, wait for them, ingest, and exit as
-    ``bench run`` does (1 when a run did not end ok)."""
-
-    from bench.runner import launch as lr
-    from bench.runner import slurm
-
-    if not dry_run:
-        lr.check_trainer(spec)
-        lr.rundir.check_out(out)
-    run_dirs = []
-    for i in range(1, repeat + 1):
-        run_dir, script, argv = slurm.submit(spec, out, repeat=i if repeat > 1 else None, dry_run=dry_run,
-                                             telemetry_interval_s=telemetry_interval_s)
-        typer.echo(script if dry_run else f"submitted {run_dir} (job {_job_of(run_dir)})")
-        typer.echo(lr.describe(argv))
-        if run_dir is not None:
-            run_dirs.append(run_dir)
-    if not wait or not run_dirs:
-        return
-    slurm.wait([(d, None) for d in run_dirs])
-    rows = {} if store is None else lr.ingest_runs(run_dirs, store)
-    statuses = []
-    for d in run_dirs:
-        doc = json.loads((d / "run.json").read_text(encoding="utf-8"))
-        statuses.append(doc.get("status"))
-        detail = doc.get("status_detail") if doc.get("status") != "ok" else None
-        typer.echo(f"{d}: {doc.get('status')}{lr.result_text(rows.get(d.name))}" + (f" ({detail})" if detail else ""))
-    if any(s != "ok" for s in statuses):
-        raise typer.Exit(1)
-
-
-def _job_of(run_dir: Path | None) -> str | None:
-
-    return None if run_dir is None else json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("slurm_job_id")
 
 
 def _split_command(args: list[str], shell: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -1,9 +1,13 @@
 """What several commands' modules call: the selected runs as a DuckDB connection, the JUnit writer of
-``check`` and ``fleet``, the store a command writes to, the trainer options' help panel."""
+``check`` and ``fleet``, the store a command writes to, the trainer options' help panel, and what ``run`` and
+``sweep`` hand the runner: the ingest's reading of a log (``has_result``) and the ingest after a run
+(``ingest_runs``), the two places where running meets the ingest."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bench.sql.errors import BenchError
 
@@ -35,3 +39,37 @@ def store_root(store: Path | None) -> Path:
 
 
 TRAINER_PANEL = "Trainer options"  # help panel of the options passed through to the trainer
+
+
+def has_result(log: Path, fmt: str | None) -> bool:
+    """The runner's ``ResultCheck``: does the log hold a result, as the ingest reads it?"""
+    from bench.ingest.parse import has_result as parsed_result
+
+    return parsed_result(log, fmt)
+
+
+def ingest_runs(run_dirs: Sequence[Path], store: Path, fmt: str | None = None) -> dict[str, dict[str, Any]]:
+    """Ingest the run directories into ``store``; return {run dir name: runs-row fields} for the rows this
+    ingest added under one of them (images_per_sec, images_per_sec_stderr, status, ...; ``fmt`` forces the
+    logs' format), read from the
+    files it committed only (``IngestSummary.run_ids`` and ``runs_files``), not from the whole store.
+
+    Raises BenchError from the ingest (store of another schema version, ...).
+    """
+    import pyarrow.parquet as pq
+
+    from bench.ingest.remote_ingest import ingest_into
+
+    summary = ingest_into([str(d) for d in run_dirs], store, fmt=fmt, workers=0)
+    added = set(summary.run_ids)
+    names = {d.name for d in run_dirs}
+    found: dict[str, dict[str, Any]] = {}
+    for part in summary.runs_files:
+        for row in pq.read_table(part, columns=[
+                "run_id", "source", "images_per_sec", "images_per_sec_stderr", "status"]).to_pylist():
+            if row["run_id"] not in added:
+                continue
+            hit = next((n for n in names if n in Path(row["source"]).parts), None)
+            if hit is not None and (hit not in found or row["images_per_sec"] is not None):
+                found[hit] = row
+    return found

@@ -11,7 +11,7 @@ import typer
 from bench.runner.commands.options import (
     StoreOpt,
 )
-from bench.runner.commands.shared import store_root
+from bench.runner.commands.shared import has_result, ingest_runs, store_root
 
 
 def sweep_command(
@@ -58,14 +58,15 @@ def sweep_command(
         from bench.runner import array
 
         code = array.sweep_arrays(parsed, cells, out, store_root(store), resume=resume, limit=array_limit,
-                                  wait=wait, echo=typer.echo)
+                                  wait=wait, echo=typer.echo, ingest=ingest_runs)
         if code:
             raise typer.Exit(code)
         return
     reporter_cls = RichReporter if sys.stderr.isatty() else PlainReporter
     reporter = reporter_cls(lambda m: typer.echo(m, err=True))
     results = sw.run_sweep(parsed, cells, out, store_root(store), resume=resume, reporter=reporter,
-                           warn=lambda m: typer.echo(f"Warning: {m}", err=True))
+                           warn=lambda m: typer.echo(f"Warning: {m}", err=True), result_check=has_result,
+                           ingest=ingest_runs)
     for r in results:
         typer.echo(sw.result_line(r))
     code = sw.exit_code(results)

@@ -17,11 +17,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.ingest import run_dirs, runjson
+from bench.ingest import run_dirs
 from bench.ingest.pipeline import ingest
 from bench.ingest.rebuild import rebuild
 from bench.ingest.records import Run
 from bench.ingest.sources import iter_items
+from bench.sql import runjson
 from bench.sql.store import table_files
 
 RUNS = Path(__file__).resolve().parents[2] / "fixtures" / "runs"

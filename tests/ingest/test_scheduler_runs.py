@@ -59,7 +59,7 @@ def test_a_cancelled_job_is_never_ok_even_with_a_total_in_its_log(tmp_path: Path
 
 def test_the_schedulers_files_are_not_read_as_logs(tmp_path: Path) -> None:
     run_dir = _run_dir(tmp_path)
-    (run_dir / "job.sbatch").write_text("#!/bin/bash\n#SBATCH --ntasks=2\nexec python -m bench.runner.slurm .\n")
+    (run_dir / "job.sbatch").write_text("#!/bin/bash\n#SBATCH --ntasks=2\nexec python -m bench.runner.commands.job_driver .\n")
     (run_dir / "job.out").write_text("slurmstepd-n1: error: *** JOB 9 ON n1 CANCELLED AT 2026-11-28T04:05:36 ***\n")
     array = tmp_path / "logs" / "array-s-1"
     array.mkdir()

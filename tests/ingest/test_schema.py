@@ -1,4 +1,5 @@
-"""table_rows.steps_table / telemetry_table: buffered columns of many files -> one Arrow table."""
+"""table_rows.steps_table / telemetry_table: buffered columns of many files -> one Arrow table; the runs
+schema's whole-number columns."""
 
 from __future__ import annotations
 
@@ -53,3 +54,21 @@ def test_blocks_store_their_missing_columns_as_fills_and_write_them_as_nulls() -
     table = steps_table([(cols, "b" * 64)])
     assert table["epoch"].null_count == table["metrics"].null_count == table["loss"].null_count == 3
     assert table["step"].to_pylist() == [1, 2, 3] and table["run_id"].to_pylist() == ["b" * 16 + "-0"] * 3
+
+
+def test_the_whole_number_columns_a_user_fills_are_the_runs_schemas_integers() -> None:
+    """``WHOLE_NUMBER_COLUMNS`` (kept free of pyarrow for the runner and the parsers) names exactly the runs
+    schema's int64 columns, less the line numbers only the parser fills; and a pattern field naming one
+    matches digits only."""
+    import pyarrow as pa
+
+    from bench.ingest.patterns import PathPattern
+    from bench.sql.columns import WHOLE_NUMBER_COLUMNS
+    from bench.sql.schema import RUNS
+
+    ints = {f.name for f in RUNS if f.type == pa.int64()}
+    assert WHOLE_NUMBER_COLUMNS == ints - {"first_line", "last_line"}
+    assert "num_gpus" in WHOLE_NUMBER_COLUMNS and "run_index" not in WHOLE_NUMBER_COLUMNS
+    pattern = PathPattern.compile("{model}-{num_gpus}gpu")
+    assert pattern.match("a/resnet50-8gpu") == {"model": "resnet50", "num_gpus": "8"}
+    assert pattern.match("a/resnet50-eightgpu") is None

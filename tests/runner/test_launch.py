@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from bench.runner import launch, rundir
+from bench.runner.commands.shared import has_result, ingest_runs
 from bench.runner.spec import RunSpec
 
 HEADER = """TensorFlow:  2.15
@@ -74,7 +75,7 @@ INTERRUPTIBLE = textwrap.dedent("""
 def _run(tmp_path: Path, program: str, *args: str, spec: RunSpec | None = None, **kw):
     return launch.execute(spec or RunSpec(model="resnet20", batch_size=32), tmp_path / "logs",
                           trainer=(sys.executable, "-c", program, *args), telemetry_interval_s=0, grace_s=2,
-                          **kw)
+                          result_check=has_result, **kw)
 
 
 def _doc(run_dir: Path) -> dict:
@@ -125,7 +126,8 @@ def test_failures_are_data(tmp_path: Path, program: str, status: str, code: int,
 
 
 def test_missing_executable_is_a_failed_run(tmp_path: Path) -> None:
-    out = launch.execute(RunSpec(), tmp_path, trainer=("/nonexistent/trainer",), telemetry_interval_s=0)
+    out = launch.execute(RunSpec(), tmp_path, trainer=("/nonexistent/trainer",), telemetry_interval_s=0,
+                         result_check=has_result)
     assert (out.status, out.exit_code) == ("failed", None)
     assert "cannot execute" in (out.run_dir / "output.log").read_text()
 
@@ -181,7 +183,7 @@ def test_ctrl_c_stops_children_cleanly_and_keeps_the_log(
 
 def test_run_many_repeats_and_stops_on_interrupt(tmp_path: Path) -> None:
     outs = launch.run_many(RunSpec(model="m"), tmp_path, 3, telemetry_interval_s=0,
-                           trainer=(sys.executable, "-c", "print('hi')"))
+                           trainer=(sys.executable, "-c", "print('hi')"), result_check=has_result)
     assert [o.status for o in outs] == ["no_result"] * 3  # a clean exit without a result line
     assert sorted(_doc(o.run_dir)["tags"]["repeat"] for o in outs) == ["1", "2", "3"]
     assert len({o.run_dir for o in outs}) == 3
@@ -229,7 +231,7 @@ def test_cli_user_errors(tmp_path: Path, args: list[str], code: int, text: str) 
 def test_cpu_telemetry_csv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
     out = launch.execute(RunSpec(), tmp_path, trainer=(sys.executable, "-c", "import time; time.sleep(0.6)"),
-                         telemetry_interval_s=0.1)
+                         telemetry_interval_s=0.1, result_check=has_result)
     lines = (out.run_dir / "telemetry.csv").read_text().splitlines()
     assert lines[0] == "timestamp, cpu_percent, memory_used_mib"
     assert len(lines) >= 3
@@ -259,7 +261,8 @@ def test_gpu_facts_and_telemetry_from_nvidia_smi(tmp_path: Path, monkeypatch: py
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     out = launch.execute(RunSpec(), tmp_path / "logs",
-                         trainer=(sys.executable, "-c", "import time; time.sleep(0.5)"), telemetry_interval_s=0.1)
+                         trainer=(sys.executable, "-c", "import time; time.sleep(0.5)"), telemetry_interval_s=0.1,
+                         result_check=has_result)
     doc = _doc(out.run_dir)
     assert doc["gpus"] == [{"name": "Tesla V100-SXM2-16GB", "driver_version": "535.104.05",
                             "memory_total_mib": 16384.0, "sm_clock_max_mhz": 1530.0,
@@ -310,7 +313,7 @@ def test_system_cudnn_and_nccl_versions_come_from_their_headers(tmp_path: Path, 
 
 def test_ok_run_ingests_into_the_store(tmp_path: Path) -> None:
     out = _run(tmp_path, OK)
-    rows = launch.ingest_runs([out.run_dir], tmp_path / "store")
+    rows = ingest_runs([out.run_dir], tmp_path / "store")
     row = rows[out.run_dir.name]
     assert row["images_per_sec"] == pytest.approx(123.45)
     assert row["status"] == "ok"
@@ -323,7 +326,7 @@ def test_straggler_holding_the_pipe_is_killed_after_a_normal_exit(tmp_path: Path
     pid_file = tmp_path / "child.pid"
     t0 = time.monotonic()
     out = launch.execute(RunSpec(), tmp_path / "logs", trainer=(sys.executable, "-c", program, str(pid_file)),
-                         telemetry_interval_s=0, grace_s=0.3)
+                         telemetry_interval_s=0, grace_s=0.3, result_check=has_result)
     assert time.monotonic() - t0 < 5
     assert (out.status, out.exit_code) == ("no_result", 0)
     assert (out.run_dir / "output.log").read_text() == "done\n"

@@ -32,7 +32,7 @@ def test_create_run_dir_refuses_an_existing_one(tmp_path: Path) -> None:
 
 
 def test_run_json_is_written_atomically_and_only_in_the_current_version(tmp_path: Path) -> None:
-    from bench.ingest import runjson
+    from bench.sql import runjson
 
     target = tmp_path / "run.json"
     runjson.write(target, {"schema_version": 2, "status": "running"})

@@ -58,7 +58,7 @@ def test_sbatch_script_matches_golden() -> None:
     _check_golden("sbatch", script)
     assert "#SBATCH --time=60:01" in script  # 3601 s: Slurm's minutes:seconds
     assert "#SBATCH --no-requeue" in script  # a node failure is a failed run, never a silent second start
-    assert script.rstrip().endswith("exec /venv/bin/python -m bench.runner.slurm /logs/r1")
+    assert script.rstrip().endswith("exec /venv/bin/python -m bench.runner.commands.job_driver /logs/r1")
 
 
 def test_mpirun_exports_are_sorted_and_unique() -> None:

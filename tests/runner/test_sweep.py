@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from bench.runner import progress, sweep
 from bench.runner.cli import app
+from bench.runner.commands.shared import has_result, ingest_runs
 from bench.sql.errors import BenchError
 
 PLANS = Path(__file__).resolve().parents[2] / "fixtures" / "plans"
@@ -201,7 +202,7 @@ def test_sweep_records_a_failed_cell_goes_on_and_resume_reruns_it(tmp_path):
     p, out, store = plan(), tmp_path / "logs", tmp_path / "store"
     lines: list[str] = []
     results = sweep.run_sweep(p, sweep.expand(p), out, store, trainer=trainer,
-                              reporter=progress.PlainReporter(lines.append))
+                              reporter=progress.PlainReporter(lines.append), result_check=has_result, ingest=ingest_runs)
     assert [r.status for r in results] == ["ok", "ok", "ok", "failed"]
     assert sweep.exit_code(results) == 1
     assert [r.images_per_sec for r in results] == [100.0, 200.0, 200.0, None]
@@ -218,7 +219,7 @@ def test_sweep_records_a_failed_cell_goes_on_and_resume_reruns_it(tmp_path):
 
     flag.touch()  # the failing cell now succeeds; --resume must launch only it
     again = sweep.run_sweep(p, sweep.expand(p), out, store, resume=True, trainer=trainer,
-                            reporter=progress.PlainReporter(lines.append))
+                            reporter=progress.PlainReporter(lines.append), result_check=has_result, ingest=ingest_runs)
     assert [r.status for r in again] == ["resumed", "resumed", "resumed", "ok"]
     assert again[3].images_per_sec == 400.0  # 100 x 16 x 2 / 8
     assert len(list(out.glob("*/run.json"))) == 5
@@ -229,7 +230,8 @@ def test_skipped_cells_are_not_launched_and_do_not_fail(tmp_path):
     p = plan(scaling="strong", matrix={"model": ["m"], "num_gpus": [3], "batch_size": [16]})
     results = sweep.run_sweep(p, sweep.expand(p), tmp_path / "logs", tmp_path / "store",
                               trainer=(sys.executable, "-c", "raise SystemExit(1)"),
-                              reporter=progress.PlainReporter(lambda m: None))
+                              reporter=progress.PlainReporter(lambda m: None), result_check=has_result,
+                              ingest=ingest_runs)
     assert [r.status for r in results] == ["skipped"]
     assert sweep.exit_code(results) == 0
     assert not (tmp_path / "logs").exists() or not list((tmp_path / "logs").glob("*/run.json"))

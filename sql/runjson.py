@@ -11,8 +11,11 @@
   ``topology``, a GPU's ``driver_version`` ``driver``, ``sm_clock_max_mhz`` ``clocks_max_sm_mhz``, and the
   host's ``memory_total_mib`` ``memory_mib``), checks it, and never raises: a run.json that is not UTF-8 JSON, not an object, or of an
   unknown version gives ``(None, [problem])``; a known key of the wrong type is dropped with a
-  ``bad_line`` problem; a missing ``run_id`` or ``status`` is a ``missing_field`` problem. Problems carry
-  ``line_no`` None and say "run.json".
+  ``bad_line`` problem; a missing ``run_id`` or ``status`` is a ``missing_field`` problem. A problem is a
+  ``Problem(kind, message)`` pair saying "run.json"; the ingest stores it as a whole-file problem row.
+
+It lives with the store, the layer every package imports, because both the runner and the ingest are its
+sides and neither may import the other (only the command layer crosses packages).
 """
 
 from __future__ import annotations
@@ -21,9 +24,8 @@ import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from bench.ingest.records import Problem
 from bench.sql.atomic import write_json
 
 OUTPUT_LOG = "output.log"
@@ -48,6 +50,13 @@ KEYS: dict[str, type | tuple[type, ...]] = {
     "failure_cause": str,  # status_detail in run.json written before it took the store's name
     "outlived": list, "nodes": list, "slurm_job_id": str, "slurm_end": str, "telemetry_interval_s": (int, float),
 }
+
+
+class Problem(NamedTuple):
+    """What is wrong with a run.json: a problems-table kind (``bad_line`` / ``missing_field``) and a message."""
+
+    kind: str
+    message: str
 
 
 def write(path: Path, doc: Mapping[str, Any]) -> None:
