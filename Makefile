@@ -106,6 +106,7 @@ bench: $(VENV)/.installed-dev bytecode .venv-otava/.installed
 	$(BIN)/python benchmarks/ingest_speed.py
 	$(BIN)/python benchmarks/analytics_speed.py
 	$(BIN)/python benchmarks/store_speed.py
+	$(BIN)/python benchmarks/parquet_options.py
 	$(BIN)/python benchmarks/ingest_layout.py
 	$(BIN)/python benchmarks/runner_speed.py
 	$(BIN)/python benchmarks/scheduler.py

@@ -17,10 +17,9 @@ The method, in order:
    computes it (Scott and Knott 1974; Truong, Oudre and Vayatis 2020), with segments of at least
    ``min_runs`` runs and the penalty 2 sigma^2 ln(n): the Schwarz (BIC) criterion for a Gaussian mean
    shift whose noise is known, where each change adds two parameters, its place and its new mean. Written
-   here on cumulative sums rather than taken from ruptures: on a 200-run series ruptures 1.1.10 took 8-13
-   ms, this 0.1 ms, and all of Apache Otava's method 3-4 ms (the project's 2-core VM), so ruptures alone
-   would have made bench slower than the 2x of Otava it may take. ``make bench`` times all three and
-   checks that this finds exactly ruptures' breakpoints.
+   here on cumulative sums rather than taken from ruptures, which alone is slower than all of Apache Otava's
+   method, while bench may take at most twice Otava's time. ``make bench`` (benchmarks/changes_vs_otava.py)
+   times all three and checks that this finds exactly ruptures' breakpoints.
 5. **Significance: the merge step of Otava** (Fleming et al., ICPE 2023): each candidate is a Welch
    t-test of the levels on its two sides; the weakest one with p >= ``alpha`` (or a relative change
    under ``min_change``) is dropped and its neighbours are tested again, until every step left passes.

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fleet_sim
+from moto_server import moto_server
 
 BENCH = str(Path(sys.executable).parent / "bench")
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
@@ -36,37 +36,22 @@ def _timed(args: list[str], env: dict[str, str]) -> float:
 def main() -> None:
     import boto3
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for _ in range(300):
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "bench",
-                   "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1"}
-            boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id="bench",
-                         aws_secret_access_key="bench", region_name="us-east-1").create_bucket(Bucket="bench")
-            nights = [Path(tmp) / f"night{i}" for i in range(2)]
-            for i, night in enumerate(nights):
-                fleet_sim.generate(night, hosts=64, runs=3, faults=0, seed=i + 1)
-            files = sum(1 for _ in nights[0].rglob("*") if _.is_file())
-            times: dict[tuple[str, int], list[float]] = {}
-            for r in range(REPEATS):
-                for kind in ("local", "s3"):
-                    store = str(Path(tmp) / f"local-{r}") if kind == "local" else f"s3://bench/store-{r}"
-                    run_env = {**env, "BENCH_CACHE": str(Path(tmp) / f"cache-{r}")}
-                    for i, night in enumerate(nights):
-                        times.setdefault((kind, i), []).append(_timed(["ingest", str(night), "--store", store], run_env))
-    finally:
-        server.kill()
-        server.wait()
+    with moto_server() as endpoint, tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench",
+               "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1"}
+        boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id="bench",
+                     aws_secret_access_key="bench", region_name="us-east-1").create_bucket(Bucket="bench")
+        nights = [Path(tmp) / f"night{i}" for i in range(2)]
+        for i, night in enumerate(nights):
+            fleet_sim.generate(night, hosts=64, runs=3, faults=0, seed=i + 1)
+        files = sum(1 for _ in nights[0].rglob("*") if _.is_file())
+        times: dict[tuple[str, int], list[float]] = {}
+        for r in range(REPEATS):
+            for kind in ("local", "s3"):
+                store = str(Path(tmp) / f"local-{r}") if kind == "local" else f"s3://bench/store-{r}"
+                run_env = {**env, "BENCH_CACHE": str(Path(tmp) / f"cache-{r}")}
+                for i, night in enumerate(nights):
+                    times.setdefault((kind, i), []).append(_timed(["ingest", str(night), "--store", store], run_env))
     print(f"\nbench ingest into S3 (moto on 127.0.0.1) against a local store: {platform.node()}, "
           f"{os.cpu_count()} CPUs, {files} files a night (64 hosts x 3 runs), median of {REPEATS}")
     for i, what in enumerate(("first night, new store", "second night, store holding the first")):

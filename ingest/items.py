@@ -14,8 +14,8 @@ from bench.sql.names import storable
 
 #: What a corrupt deflate stream raises in ``gunzip``.
 InflateError: type[Exception]
-try:  # gzip inflated by ISA-L (python-isal): the same bytes as zlib's in 40% of its CPU (0.07 vs 0.18 s on the
-    # 125 MB Lambda archive); zlib where isal is not installed
+try:  # gzip inflated by ISA-L (python-isal): the same bytes as zlib's in well under half its CPU; zlib where
+    # isal is not installed
     from isal import isal_zlib
     from isal.igzip import GzipFile
 

@@ -57,29 +57,28 @@ _FOR_GOOD = False  # set by keep_tuned()
 
 def keep_tuned() -> None:
     """For a process that ends with its ingest (``bench ingest``): tune it now, and let ``tuned`` restore
-    nothing (giving the memory kept back to the kernel just before the process exits cost 0.05 s after
-    the 1 GB benchmark log)."""
+    nothing: giving the kept memory back to the kernel just before the process exits only costs time."""
     global _FOR_GOOD
     tune_process()
     _FOR_GOOD = True
 
 
 #: deltalake's allocator, a jemalloc of its own (its symbols prefixed ``_rjem_``), reads its options from
-#: this variable when it starts: freed pages go back to the kernel at once instead of after 10 s.
+#: this variable when it starts: freed pages go back to the kernel at once instead of after its decay time.
 JEMALLOC_ENV = "_RJEM_MALLOC_CONF"
 JEMALLOC_CONF = "dirty_decay_ms:0,muzzy_decay_ms:0"
-#: pyarrow's default pool, mimalloc, likewise keeps freed pages before it purges them: with pyarrow 26 the
-#: 200,000-member zip below peaked at 507-512 MB, and stays under 500 MB with the purge at once.
+#: pyarrow's default pool, mimalloc, likewise keeps freed pages before it purges them; purged at once, a long
+#: ingest's peak is what it holds, not that plus what it freed.
 MIMALLOC_ENV, MIMALLOC_PURGE = "MIMALLOC_PURGE_DELAY", "0"
 
 
 def deltalake_gives_back() -> None:
     """For a ``bench ingest`` process (the console entry point calls this before deltalake is imported):
     deltalake frees what its commits and its OPTIMIZE allocated, and with jemalloc's default decay those
-    pages stayed in the process for 10 s, so the automatic compaction at the end of a long ingest stacked
-    on everything before it. Measured on a 200,000-member zip on the project's 2-core VM: the ingest
-    process peaked at 494-512 MB before, 425-429 MB with this, in the same wall time (48-57 s against
-    50-55 s). pyarrow's mimalloc is told the same (``MIMALLOC_ENV``). A value the user set is kept."""
+    pages stayed in the process for jemalloc's decay time, so the automatic compaction at the end of a long
+    ingest stacked on everything before it; given back at once, the peak is lower in the same wall time
+    (tests/ingest/test_archive_memory.py holds the peak; ``make bench`` the time). pyarrow's mimalloc is
+    told the same (``MIMALLOC_ENV``). A value the user set is kept."""
     os.environ.setdefault(JEMALLOC_ENV, JEMALLOC_CONF)
     os.environ.setdefault(MIMALLOC_ENV, MIMALLOC_PURGE)
 

@@ -92,8 +92,8 @@ class ParserPool:
     most ``MAX_PENDING`` chunks are in flight, so memory stays bounded whatever the input size.
 
     Forked workers get a chunk's bytes through the job area, one ``SLOT_BYTES`` slot per chunk in flight,
-    instead of pickled through a pipe: on the Lambda archive that is 0.13 s less CPU (the pickling, the
-    pipe's two copies and the unpickling of 112 MB) for 30 MB more resident memory. A chunk is written to
+    instead of pickled through a pipe: that saves the pickling, the pipe's two copies and the unpickling of
+    every chunk's bytes, for one slot of resident memory per chunk in flight. A chunk is written to
     its slot before its task is submitted, and the slot is reused only once the chunk's result is back.
     A chunk larger than a slot, and every chunk of forkserver workers, still travels pickled.
     """
@@ -129,8 +129,8 @@ class ParserPool:
         While this process runs no other Python thread (the usual case at the start of an ingest), the
         workers are forked from it right here, after it has imported every parser and pandas (which
         pyarrow loads on first use, unless the ingest command keeps it out), so they start at once with
-        all of that: measured on the Lambda archive, 0.45 s of CPU and about 0.3 s of waiting less than
-        with a forkserver. The native threads numpy and pyarrow start at import are fork-safe (both
+        all of that, where a forkserver's workers would import it again before their first chunk
+        (``make bench`` times the ingest). The native threads numpy and pyarrow start at import are fork-safe (both
         register at-fork handlers). Otherwise a forkserver is used: forking a process that runs other
         Python threads (a part writer, a hashing thread) could leave a child holding a lock of a thread
         that does not exist there. The server starts clean, imports the same modules once and forks the
@@ -213,7 +213,7 @@ class ParserPool:
 
     def drain(self) -> Iterator[tuple[list[Job], list[FileRows], list[tuple[str, str]]]]:
         """The chunks left, in order. Once the last one is in, the workers are told to exit, so that they
-        end (about 0.02 s) while the last batch is committed, rather than after it."""
+        end while the last batch is committed, rather than after it."""
         self._send()
         while self._pending:
             chunk = self._take()

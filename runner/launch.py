@@ -73,8 +73,8 @@ def child_env(base: Mapping[str, str]) -> dict[str, str]:
 
 def check_trainer(spec: RunSpec, trainer: Sequence[str] = DEFAULT_TRAINER) -> None:
     """Before anything is launched or made: raise UsageError when the bundled trainer refuses the run's
-    options (it checks them with ``--check-args``, in a child process that imports no TensorFlow, in about
-    0.1 s), or when a command's program is not there."""
+    options (it checks them with ``--check-args``, in a child process that imports no TensorFlow), or when
+    a command's program is not there."""
     if spec.command:
         check_command(spec)
         return

@@ -57,8 +57,8 @@ def _schema(table: str) -> pa.Schema:
 
     return commits_schema() if table == COMMITS else TABLES[table]
 #: Delta settings of every table: a checkpoint every 10 commits (opening a table reads the newest
-#: checkpoint and the commits after it: an hourly ingest commits each table once, and with Delta's 100 an
-#: open cost 7 ms after 30 ingests); no automatic log clean-up, which would delete the log of a version a
+#: checkpoint and the commits after it: an hourly ingest commits each table once, and with Delta's 100 a
+#: reader would read up to 99 commit files); no automatic log clean-up, which would delete the log of a version a
 #: reader is still reading (the newest commits row may name an old version of a table not written since).
 CONFIG = {"delta.checkpointInterval": "10", "delta.enableExpiredLogCleanup": "false"}
 #: What a reader may need of a commits row's source list (as ``bench ingest --rebuild`` reads it).
@@ -169,7 +169,7 @@ def _files_at(path: str, table: str, version: int, identity: tuple[int, int]) ->
     from deltalake import DeltaTable
 
     actions = DeltaTable(path, version=version).get_add_actions(flatten=True)
-    # read with deltalake's own Arrow (arro3): pa.table() of it imports pandas, 0.3 s per command
+    # read with deltalake's own Arrow (arro3): pa.table() of it imports pandas, which no command then needs
     cols = [actions.column(name).to_pylist() for name in ("path", "size_bytes", "num_records")]
     return tuple(DataFile(table, Path(path) / p, int(s), None if n is None else int(n)) for p, s, n in zip(*cols, strict=True))
 

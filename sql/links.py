@@ -35,8 +35,8 @@ def new_rows(root: Path, start: delta.Snapshot | None, versions: dict[str, int])
     store from before this table (``start`` names none), every telemetry file's pending row. Empty when
     the writer, which started at ``start``, added neither pending files nor runs (nothing could change).
 
-    Done in Arrow (hash joins on the tag values), not in Python rows: Lambda's 3,680 files against its
-    3,949 runs took 0.5 s with Python dicts."""
+    Done in Arrow (hash joins on the tag values), not in Python rows: thousands of telemetry files against
+    thousands of runs is a join, not a loop."""
     now = delta.Snapshot(-1, versions)
     before = start if start is not None else delta.Snapshot(-1, {})
     backfilled = _backfill(root, now) if start is not None and TABLE not in start.versions else TELEMETRY_LINKS.empty_table()

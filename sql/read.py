@@ -59,7 +59,7 @@ def connect(root: Path, *, reads: str | None = None) -> duckdb.DuckDBPyConnectio
         if files:
             listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet([{listing}])")
-        else:  # typed NULLs, no rows (registering an empty Arrow table imports pandas: 0.3 s a command)
+        else:  # typed NULLs, no rows (registering an empty Arrow table would import pandas in every command)
             columns = ", ".join(f"CAST(NULL AS {t}) AS \"{n}\"" for n, t in _empty_columns(root, table))
             con.execute(f"CREATE VIEW {name} AS SELECT {columns} WHERE false")
     (count,), = con.execute("SELECT count(*) FROM sources WHERE supersedes IS NOT NULL").fetchall()

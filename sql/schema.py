@@ -230,13 +230,10 @@ def write_options(schema: pa.Schema) -> dict[str, Any]:
     but LZ4 (Parquet's LZ4_RAW) for float columns. All of these are Parquet 2 features that DuckDB,
     Spark, Polars and pyarrow read.
 
-    Floats get plain pages: dictionary-encoding millions of distinct rates costs more CPU than zstd
-    saves (measured on 1M steps rows: 0.30 s and 5.6 MB with pyarrow's defaults, 0.12 s and 3.5 MB with
-    plain pages). Printed rates, losses, accuracies and stamps compress poorly, and zstd spent more time
-    on them than on everything else a steps part holds: measured on 1M steps rows with 4-decimal
-    accuracies and 3-decimal losses, 152 ms and 20.8 MB with zstd for every column, 107 ms and 26.9 MB
-    with LZ4 for the floats; on the 1 GB benchmark log, 0.23 s less CPU. The store is that much larger
-    (the Lambda archive's steps: 0.97 MB -> 1.32 MB)."""
+    Floats get plain pages (a dictionary of millions of distinct rates is work that finds nothing to share)
+    and LZ4: printed rates, losses, accuracies and stamps compress poorly, and zstd spends more time on them
+    than on everything else a steps part holds. The trade is CPU for size: ``make bench``
+    (benchmarks/parquet_options.py) prints both against pyarrow's defaults and against zstd everywhere."""
     dictionary = [f.name for f in schema if not (pa.types.is_floating(f.type) or pa.types.is_integer(f.type))]
     delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_int64(f.type)}
     floats = {f.name for f in schema if pa.types.is_floating(f.type)}

@@ -372,7 +372,7 @@ class StoreWriter:
 
     def link_telemetry(self) -> None:
         """Join the telemetry files that name no run to their runs (bench.sql.links), before a publish."""
-        from bench.sql import links  # pyarrow.compute: 37 ms that bench sql and report need not import
+        from bench.sql import links  # pyarrow.compute, which bench sql and report need not import
 
         self.flush()  # the link step reads the runs committed so far
         self.add_rows(links.TABLE, links.new_rows(self.root, self.start, self.versions))

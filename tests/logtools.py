@@ -108,3 +108,24 @@ def parse_or_die(jobs: Any, fmt: Any, patterns: Any, scratch: Any) -> Any:
     if any(b"KILL-THIS-WORKER" in bytes(data) for data, _ in jobs):
         os.kill(os.getpid(), signal.SIGKILL)
     return pool.__dict__["_parse_many_unpatched"](jobs, fmt, patterns, scratch)
+
+
+#: The start of a child program (``python -c``) that SIGKILLs itself at its Nth event (``sys.argv[1]``; 0:
+#: never): ``hooked(fn)`` counts an event before and after each call of ``fn``; ``count[0]`` is how many it met.
+#: A kill test appends what to hook and what to run.
+KILL_AT_EVENT = """
+import os, signal, sys
+n = int(sys.argv[1])
+count = [0]
+def event():
+    count[0] += 1
+    if count[0] == n:
+        os.kill(os.getpid(), signal.SIGKILL)
+def hooked(fn):
+    def wrapped(*args, **kwargs):
+        event()
+        out = fn(*args, **kwargs)
+        event()
+        return out
+    return wrapped
+"""

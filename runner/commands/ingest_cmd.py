@@ -11,9 +11,7 @@ from typing import Annotated
 
 import typer
 
-from bench.runner.commands.options import (
-    StoreOpt,
-)
+from bench.runner.commands.options import StoreOpt
 from bench.sql.errors import UsageError
 
 
@@ -165,7 +163,7 @@ def _on_object_storage(url: str, *, check: bool, rebuild: bool) -> None:
 
 def skip_final_collection() -> None:
     """For a process that ends with the ingest: spare the interpreter's last garbage collection at exit
-    (0.1-0.15 s after a large ingest, all of it walking objects that are about to vanish anyway); frozen
+    (after a large ingest, all of it walking objects that are about to vanish anyway); frozen
     objects are not collected. Not when DuckDB is loaded, whose bindings report what a skipped
     collection leaves behind as leaks."""
     if "duckdb" not in sys.modules:
@@ -188,8 +186,8 @@ def keep_out_pandas() -> None:
     and the parser processes forked from it, without pandas.
 
     pyarrow imports pandas the first time it converts any Python or numpy value, only to check whether
-    the value is a pandas object, which the ingest never hands it; the import costs 0.3 s of CPU per
-    process. pyarrow supports running without pandas, and treats a failed import as exactly that
+    the value is a pandas object, which the ingest never hands it, and pandas is the largest import a
+    parser process would make. pyarrow supports running without pandas, and treats a failed import as exactly that
     for the rest of the process, which is why this is for a process that ends with the ingest and not
     for ``ingest()`` called as a library or the command invoked in-process (tests).
     """
@@ -200,7 +198,7 @@ def keep_out_pandas() -> None:
 def one_blas_thread() -> None:
     """For a ``bench ingest`` process (the console entry point calls this before numpy is imported): no
     OpenBLAS thread pool. The ingest never multiplies matrices, but numpy's import starts one OpenBLAS
-    thread per core, and they spin for their first 0.1 s of CPU on a core the parsers need. A value the
+    thread per core, and they spin a while before they sleep, on a core the parsers need. A value the
     user set is kept."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 

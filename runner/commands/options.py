@@ -14,9 +14,7 @@ StoreOpt = Annotated[
     typer.Option("--store", help="Store directory [default: $BENCH_STORE or ./bench-store]", show_default=False),
 ]
 
-
 WhereOpt = Annotated[str | None, typer.Option("--where", help="SQL boolean expression over the columns of runs, tags included, applied before anything is aggregated, e.g. \"num_devices = 8 AND tags['system'] LIKE '%A100%'\"")]
-
 
 IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", help="Take a factor (framework_version; framework, which also takes its version) or a tag (system) out of what makes a configuration, for this question (repeatable)")]
 
@@ -30,8 +28,6 @@ class ChangeMetric(StrEnum):
 
 MetricOpt = Annotated[ChangeMetric, typer.Option("--metric", help="The series' values: images_per_sec or throughput (higher is better), time_to_train_s or wall_time_s (lower is better)")]
 
-
 OrderOpt = Annotated[str | None, typer.Option("--order-by", help="SQL over the columns of runs that orders a series, e.g. \"tags['commit']\" [default: started_at]")]
-
 
 MinRunsOpt = Annotated[int, typer.Option("--min-runs", min=2, help="Runs a new level needs before it is a change (fewer, far off their neighbours, are outliers)")]

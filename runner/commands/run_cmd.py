@@ -9,9 +9,7 @@ from typing import Annotated
 
 import typer
 
-from bench.runner.commands.options import (
-    StoreOpt,
-)
+from bench.runner.commands.options import StoreOpt
 from bench.runner.commands.shared import TRAINER_PANEL, has_result, ingest_runs, store_root
 from bench.sql.errors import UsageError
 

@@ -8,9 +8,7 @@ from typing import Annotated
 
 import typer
 
-from bench.runner.commands.options import (
-    StoreOpt,
-)
+from bench.runner.commands.options import StoreOpt
 from bench.sql.errors import BenchError
 
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import fleet_sim  # benchmarks/ (tests/conftest.py)
 import pytest
+from logtools import KILL_AT_EVENT
+from moto_server import free_port, moto_server  # benchmarks/
 
 from bench.analytics.query import run_sql
 from bench.ingest.pipeline import ingest
@@ -28,33 +28,12 @@ STATE = ("SELECT count(*), (SELECT count(*) FROM steps), (SELECT count(*) FROM t
          "(SELECT count(*) FROM sources), round(sum(images_per_sec), 6) FROM runs")
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def moto() -> Iterator[str]:
-    """The endpoint of a moto server in its own process (deltalake's calls hold the GIL while they wait
-    for a reply, so an in-process server thread would never answer them)."""
+    """The endpoint of a moto server in its own process (benchmarks/moto_server.py)."""
     pytest.importorskip("moto.server", reason="moto (the dev extra) is not installed")
-    port = _port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, "moto did not start"
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.kill()
-        proc.wait()
+    with moto_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture
@@ -170,24 +149,12 @@ def test_eight_writers_and_compactions_at_once_end_as_one_serial_ingest(tmp_path
 #: Runs an ingest (argv[3:]) or a compaction into the store at argv[2], SIGKILLed at its Nth event
 #: (argv[1]; 0: never), and prints how many events it met: before and after each upload, each commits
 #: row written, each conditional commit, each state read and each delete.
-KILLER = """
-import os, signal, sys, tempfile
+KILLER = KILL_AT_EVENT + """
+import tempfile
 from pathlib import Path
 from deltalake import DeltaTable
 from bench.sql import objstore, remote
-n, store, paths = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-count = [0]
-def event():
-    count[0] += 1
-    if count[0] == n:
-        os.kill(os.getpid(), signal.SIGKILL)
-def hooked(fn):
-    def wrapped(*args, **kwargs):
-        event()
-        out = fn(*args, **kwargs)
-        event()
-        return out
-    return wrapped
+store, paths = sys.argv[2], sys.argv[3:]
 for owner, name in ((objstore, "upload_all"), (remote.Remote, "_write_row"), (remote.Remote, "state"),
                     (remote.Remote, "_delete"), (DeltaTable, "create_write_transaction")):
     setattr(owner, name, hooked(getattr(owner, name)))
@@ -246,7 +213,7 @@ def test_errors_are_one_line_and_commit_nothing(tmp_path: Path, s3: str, monkeyp
     logs = str(FIXTURE_LOGS / "caffe")
     cases = {
         "bucket": (["ingest", logs, "--store", "s3://no-such-bucket/store"], {}, "the bucket no-such-bucket does not exist"),
-        "endpoint": (["ingest", logs, "--store", s3], {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{_port()}"},
+        "endpoint": (["ingest", logs, "--store", s3], {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"},
                      "the endpoint cannot be reached"),
     }
     for name, (args, env, message) in cases.items():
@@ -303,24 +270,11 @@ def test_the_same_files_ingested_by_two_hosts_at_once_are_stored_once(tmp_path: 
 def test_wrong_credentials_are_one_line(tmp_path: Path) -> None:
     """A moto server that checks credentials (INITIAL_NO_AUTH_ACTION_COUNT=0): every key is unknown to it."""
     pytest.importorskip("moto.server", reason="moto (the dev extra) is not installed")
-    port = _port()
-    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(600):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+    with moto_server({**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}) as endpoint:
         proc = subprocess.run(
             [*BENCH, "ingest", str(FIXTURE_LOGS / "caffe"), "--store", "s3://bench/store"],
             capture_output=True, text=True, timeout=120,
-            env={**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "wrong",
+            env={**os.environ, "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "wrong",
                  "AWS_SECRET_ACCESS_KEY": "wrong", "AWS_REGION": "us-east-1", "BENCH_CACHE": str(tmp_path / "c")})
-    finally:
-        server.kill()
-        server.wait()
     assert proc.returncode == 1 and "access denied" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from logtools import tf_cnn_log
+from logtools import KILL_AT_EVENT, tf_cnn_log
 
 from bench.ingest.pipeline import ingest
 from bench.ingest.rebuild import rebuild
@@ -65,25 +65,12 @@ def _assert_consistent(st: Path, complete: bool) -> None:
 #: and prints how many events it met: each call of a step of bench.sql.store's protocol (a table
 #: commit, a checksum, an fsync, the commits row) and of Delta's OPTIMIZE, VACUUM and RESTORE, before and
 #: after it. argv[2]: ingest (argv[4]: logs), compact or rebuild; argv[3]: the store.
-KILLER = """
-import os, signal, sys
+KILLER = KILL_AT_EVENT + """
 from deltalake import DeltaTable
 from deltalake.table import TableOptimizer
 from bench.ingest import pipeline, pool
 from bench.sql import delta
-n, op, store = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-count = [0]
-def event():
-    count[0] += 1
-    if count[0] == n:
-        os.kill(os.getpid(), signal.SIGKILL)
-def hooked(fn):
-    def wrapped(*args, **kwargs):
-        event()
-        out = fn(*args, **kwargs)
-        event()
-        return out
-    return wrapped
+op, store = sys.argv[2], sys.argv[3]
 for name in ("add_files", "commit", "sha256", "fsync"):
     setattr(delta, name, hooked(getattr(delta, name)))
 for cls, name in ((TableOptimizer, "compact"), (DeltaTable, "vacuum"), (DeltaTable, "restore")):
