@@ -1,10 +1,11 @@
-"""``make bench``: this code against the code before the layout changes (the report folder, the shared line
-driver, one column buffer), in the same run on this machine.
+"""``make bench``: this code against the code before the house's second pass (commands in one package, the
+harness out of the package, one home per concept, only the command layer crossing packages), in the same
+run on this machine: no command may be slower, and ``bench --help`` must take under 0.5 s.
 
 Each round, both codes ingest Lambda's tarball (its four path patterns, as the tests do) into a store of
-their own, then write ``bench report`` of that store; the two codes take turns at going first. Prints best
-and median seconds of each step for both. ``BENCH_LAYOUT_BEFORE`` names the commit before (empty: skip);
-``BENCH_ROUNDS`` the rounds (default 3).
+their own, then run ``bench report`` and ``bench changes`` on that store and ``bench --help`` (best of 5
+starts); the two codes take turns at going first. Prints best and median seconds of each step for both.
+``BENCH_LAYOUT_BEFORE`` names the commit before (empty: skip); ``BENCH_ROUNDS`` the rounds (default 3).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from pathlib import Path
 
 from ingest_speed import LAMBDA, before_core
 
-#: The last commit before the layout changes (the report folder was the first).
-BEFORE = os.environ.get("BENCH_LAYOUT_BEFORE", "a90d075")
+#: The last commit before the house's second pass (issue 46).
+BEFORE = os.environ.get("BENCH_LAYOUT_BEFORE", "33132b7")
+STEPS = ("ingest", "report", "changes", "--help")
 PATTERNS = [
     f"{{system}}.logs/{{data_mode}}-{{variable_update}}-{{precision}}-{{num_gpus}}gpus{tail}/{{model}}-"
     f"{{batch_size_per_device}}/{kind}/{{repeat}}"
@@ -36,13 +38,14 @@ def _bench(args: list[str], env: dict[str, str] | None) -> float:
     return time.perf_counter() - t0
 
 
-def _round(tmp: Path, side: str, env: dict[str, str] | None) -> tuple[float, float]:
+def _round(tmp: Path, side: str, env: dict[str, str] | None) -> dict[str, float]:
     store, out = tmp / f"store-{side}", tmp / f"report-{side}"
     subprocess.run(["rm", "-rf", str(store), str(out)], check=True)
     patterns = [a for p in PATTERNS for a in ("--path-pattern", p)]
-    ingest = _bench(["ingest", str(LAMBDA), "--store", str(store), *patterns], env)
-    report = _bench(["report", "--store", str(store), "--out", str(out)], env)
-    return ingest, report
+    return {"ingest": _bench(["ingest", str(LAMBDA), "--store", str(store), *patterns], env),
+            "report": _bench(["report", "--store", str(store), "--out", str(out)], env),
+            "changes": _bench(["changes", "--store", str(store)], env),
+            "--help": min(_bench(["--help"], env) for _ in range(5))}
 
 
 def _line(label: str, times: list[float]) -> str:
@@ -50,7 +53,8 @@ def _line(label: str, times: list[float]) -> str:
 
 
 def main() -> None:
-    print(f"\n== ingest and report: this code against commit {BEFORE or '(none)'}, before the layout changes")
+    print(f"\n== ingest, report, changes and --help: this code against commit {BEFORE or '(none)'}, before the "
+          "house's second pass")
     if not LAMBDA.exists():
         print(f"  skipped: {LAMBDA} is absent (a clone without ../shared)")
         return
@@ -61,19 +65,21 @@ def main() -> None:
         if env is None:
             print(f"  skipped: {why}")
             return
-        times: dict[str, list[float]] = {k: [] for k in ("now ingest", "now report", "before ingest", "before report")}
+        times: dict[str, list[float]] = {f"{side} {step}": [] for side in ("now", "before") for step in STEPS}
         for i in range(rounds):
             order = [("now", None), ("before", env)]
             for side, side_env in order if i % 2 == 0 else order[::-1]:
-                ingest, report = _round(tmp, side, side_env)
-                times[f"{side} ingest"].append(ingest)
-                times[f"{side} report"].append(report)
-        for step in ("ingest", "report"):
+                for step, seconds in _round(tmp, side, side_env).items():
+                    times[f"{side} {step}"].append(seconds)
+        for step in STEPS:
             now, before = times[f"now {step}"], times[f"before {step}"]
             print(f"  {_line(f'{step}, this code', now)}")
             print(f"  {_line(f'{step}, {BEFORE}', before)}")
             print(f"  {step}: this code / before = {min(now) / min(before):.2f} (best), "
                   f"{statistics.median(now) / statistics.median(before):.2f} (median)")
+        helps = times["now --help"]
+        print(f"  bench --help, this code: best {min(helps):.2f} s (goal under 0.5 s: "
+              f"{'met' if min(helps) < 0.5 else 'NOT met'})")
 
 
 if __name__ == "__main__":

@@ -23,11 +23,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.runner import rundir, slurm
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script, cluster_tasks
 from bench.sql import runjson
+
+if TYPE_CHECKING:
+    from bench.runner.launch import Ingest
 
 ARRAY_DIR_PREFIX = "array-"
 
@@ -96,7 +99,7 @@ def task_ids(job: ArrayJob) -> list[tuple[Path, str]]:
 
 
 def sweep_arrays(plan: Any, cells: Sequence[Any], out: Path, store: Path, *, resume: bool, limit: int | None,
-                 wait: bool, echo: Callable[[str], None], ingest: Callable[[Sequence[Path], Path], dict[str, Any]]) -> int:
+                 wait: bool, echo: Callable[[str], None], ingest: Ingest) -> int:
     """``bench sweep --sbatch``: submit the cells to run (with ``resume``, those without an ok run in
     ``store``) as arrays; with ``wait``, wait, ingest (``ingest``: see ``launch.Ingest``) and print one line per run. The exit code: 1 when a
     waited-for run did not end ok, else 0."""

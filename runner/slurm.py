@@ -30,12 +30,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bench.runner import rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script
 from bench.sql import runjson
 from bench.sql.errors import BenchError
+
+if TYPE_CHECKING:
+    from bench.runner.launch import Ingest, ResultCheck
 
 #: Slurm job states -> run status; a state not here (PENDING, RUNNING, COMPLETING, ...) has not ended
 ENDED = {"COMPLETED": None, "CANCELLED": "cancelled", "TIMEOUT": "timeout", "DEADLINE": "timeout",
@@ -225,7 +228,7 @@ def finish_from_slurm(run_dir: Path, job_id: str, end: JobEnd | None) -> None:
 
 
 def submit_runs(spec: RunSpec, out: Path, repeat: int, *, dry_run: bool, and_wait: bool, telemetry_interval_s: float,
-                store: Path | None, ingest: Callable[[Sequence[Path], Path], dict[str, Any]],
+                store: Path | None, ingest: Ingest,
                 echo: Callable[[str], None]) -> int:
     """``bench run --sbatch``: submit each repeat as a batch job (``dry_run``: print its script only); with
     ``and_wait``, wait for them, ingest them into ``store`` (when given; ``ingest``: see ``launch.Ingest``) and
@@ -263,7 +266,7 @@ def submit_runs(spec: RunSpec, out: Path, repeat: int, *, dry_run: bool, and_wai
 # --- the driver, inside the job ------------------------------------------------------------------------
 
 
-def drive(run_dir: Path, environ: Mapping[str, str], result_check: Callable[[Path, str | None], bool]) -> int:
+def drive(run_dir: Path, environ: Mapping[str, str], result_check: ResultCheck) -> int:
     """Run the job's step into ``run_dir`` and write its run.json; the job's exit code (0 when ok).
     ``result_check``: see ``launch.ResultCheck``."""
     from bench.runner import launch

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +55,34 @@ def runs_table(rows: list[dict[str, Any]]) -> Any:
     return pa.table(cols, schema=RUNS)
 
 
+@contextmanager
+def child(argv: list[str], **popen: Any) -> Iterator[subprocess.Popen[Any]]:
+    """A child process for a test that signals or waits on it: however the test ends, a child still running
+    is killed (its whole group when it was started in a session of its own), reaped, and its pipes are
+    closed. A test that fails while its child runs otherwise leaves the child and open pipes behind, whose
+    ResourceWarning then surfaces inside another test's garbage collection, far from its cause."""
+    with subprocess.Popen(argv, **popen) as proc:  # on exit: the pipes closed, the child waited for
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                if popen.get("start_new_session"):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                else:
+                    proc.kill()
+
+
 def run_concurrently(argvs: dict[str, list[str]], env: dict[str, str], tmp: Path,
                      timeout: float = 240) -> dict[str, tuple[subprocess.CompletedProcess[bytes], Path]]:
     """Start every argv at once (real multi-process runs are slow; they overlap), then wait for each:
     name -> (its completed process, ``tmp``)."""
-    procs = {k: subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for k, a in argvs.items()}
-    done = {}
-    for k, p in procs.items():
-        out, err = p.communicate(timeout=timeout)
-        done[k] = (subprocess.CompletedProcess(p.args, p.returncode, out, err), tmp)
+    with ExitStack() as stack:
+        procs = {k: stack.enter_context(child(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env))
+                 for k, a in argvs.items()}
+        done = {}
+        for k, p in procs.items():
+            out, err = p.communicate(timeout=timeout)
+            done[k] = (subprocess.CompletedProcess(p.args, p.returncode, out, err), tmp)
     return done
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from logtools import tf_cnn_log, total_of
+from logtools import child, tf_cnn_log, total_of
 from typer.testing import CliRunner
 
 from bench.ingest.registry import FORMAT_MODULES
@@ -224,21 +224,21 @@ def test_ctrl_c_during_an_ingest_says_what_was_stored(tmp_path: Path) -> None:
 
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)  # named as a PATH it is read, and waits for data that never comes
-    proc = subprocess.Popen([sys.executable, "-m", "bench.runner", "ingest", str(fifo), "--store", str(tmp_path / "st")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    writer, deadline = None, time.monotonic() + 300
-    while writer is None and time.monotonic() < deadline and proc.poll() is None:
+    argv = [sys.executable, "-m", "bench.runner", "ingest", str(fifo), "--store", str(tmp_path / "st")]
+    with child(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        writer, deadline = None, time.monotonic() + 300
+        while writer is None and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO until the child has it open to read
+            except OSError as e:
+                assert e.errno == errno.ENXIO, e
+                time.sleep(0.01)
+        assert writer is not None, "the ingest never opened the pipe"
         try:
-            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO until the child has it open to read
-        except OSError as e:
-            assert e.errno == errno.ENXIO, e
-            time.sleep(0.01)
-    assert writer is not None, "the ingest never opened the pipe"
-    try:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=300)
-    finally:
-        os.close(writer)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=300)
+        finally:
+            os.close(writer)
     assert proc.returncode == 130
     assert "Interrupted: nothing of this ingest is in the store" in err and "Traceback" not in err
 

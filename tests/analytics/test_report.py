@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import typer
+from logtools import child
 from typer.testing import CliRunner
 
 from bench.analytics.report.build import Options, build_report, write_report
@@ -289,18 +290,18 @@ def test_ctrl_c_stops_bench_report_with_one_line(tmp_path: Path, when: str) -> N
 
     make_store(tmp_path / "st", 5_000, steps_per_run=1)
     (tmp_path / "st" / ".verified.json").unlink(missing_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "bench.runner", "report", "--store", str(tmp_path / "st"),
-                             "--out", str(tmp_path / "r"), "--workers", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    # the report has started once it has checked the store's files (it records them in .verified.json), and
-    # draws once its folders appear: events, not times (a loaded machine took seconds to import bench)
-    started = tmp_path / "st" / ".verified.json" if when == "starting" else tmp_path / "r" / "figures"
-    deadline = time.monotonic() + 120
-    while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.005)
-    assert started.exists() and not (tmp_path / "r" / "report.html").exists()
-    os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    argv = [sys.executable, "-m", "bench.runner", "report", "--store", str(tmp_path / "st"), "--out",
+            str(tmp_path / "r"), "--workers", "1"]
+    with child(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True) as proc:
+        # the report has started once it has checked the store's files (it records them in .verified.json),
+        # and draws once its folders appear: events, not times (a loaded machine took seconds to import bench)
+        started = tmp_path / "st" / ".verified.json" if when == "starting" else tmp_path / "r" / "figures"
+        deadline = time.monotonic() + 120
+        while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.005)
+        assert started.exists() and not (tmp_path / "r" / "report.html").exists()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, (out, err)
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert err.strip().splitlines() == [f"Interrupted: no report written to {tmp_path / 'r'}."], err

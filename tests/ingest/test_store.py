@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from logtools import KILL_AT_EVENT, tf_cnn_log
+from logtools import KILL_AT_EVENT, child, tf_cnn_log
 
 from bench.ingest.pipeline import ingest
 from bench.ingest.rebuild import rebuild
@@ -194,18 +194,18 @@ def test_readers_see_one_committed_state_during_ingests_and_compactions(tmp_path
             "    with StoreWriter(Path(sys.argv[2])) as w: compact(w)\n")
     reads = tmp_path / "reads"
     reads.write_text("0")
-    writer = subprocess.Popen([sys.executable, "-c", code, str(logs), str(st), str(reads)], stderr=subprocess.PIPE)
     seen = []
-    while writer.poll() is None:  # bench's reader: one committed state's files; each 10th read is `bench sql`'s
-        if len(seen) % 10:
-            files = [str(f) for f in health.readable(st).files["runs"]]
-            seen.append(duckdb.sql(f"SELECT count(*), count(DISTINCT run_id) FROM read_parquet({files})").fetchall()[0])
-        else:
-            seen.append(run_sql(st, "SELECT count(*), count(DISTINCT run_id) FROM runs")[1][0])
-        reads.write_text(str(len(seen)))
+    with child([sys.executable, "-c", code, str(logs), str(st), str(reads)], stderr=subprocess.PIPE) as writer:
+        while writer.poll() is None:  # bench's reader: one committed state's files; each 10th read is `bench sql`'s
+            if len(seen) % 10:
+                files = [str(f) for f in health.readable(st).files["runs"]]
+                seen.append(duckdb.sql(f"SELECT count(*), count(DISTINCT run_id) FROM read_parquet({files})").fetchall()[0])
+            else:
+                seen.append(run_sql(st, "SELECT count(*), count(DISTINCT run_id) FROM runs")[1][0])
+            reads.write_text(str(len(seen)))
+        _, err = writer.communicate(timeout=300)
     print(f"{len(seen)} reads during 20 ingests and 20 compactions")
     assert len(seen) >= 200
-    _, err = writer.communicate(timeout=300)
     assert writer.returncode == 0, err.decode()
     assert all(n == distinct and 1 <= n <= 20 for n, distinct in seen), seen
     assert [n for n, _ in seen] == sorted(n for n, _ in seen)  # committed states only move forward
