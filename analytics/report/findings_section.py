@@ -182,7 +182,7 @@ def method_section() -> Section:
         f"the baseline, with a 95% CI: a {CI_METHOD}; the median is given "
         "beside it. Speedup and efficiency are relative to each configuration's smallest device count. "
         f"In the device leaderboard, {lb.SUSPECT_RULE}.",
-        "What is a configuration is said once (sql/configs.sql): bookkeeping tags (sweep, cell, repeat, run ids) "
+        "What is a configuration is said once (sql/run_configs.sql): bookkeeping tags (sweep, cell, repeat, run ids) "
         "never split one. Left out: rows of a log version a longer version of the same file supersedes, and runs "
         "outside the --where selection.",
     ])
