@@ -99,20 +99,12 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/pip install --quiet -e . --config-settings editable_mode=strict
 	$(BIN)/mypy -p bench.ingest -p bench.runner -p bench.analytics -p bench.sql; status=$$?; $(BIN)/pip install --quiet -e .; rm -rf build; exit $$status
 
-# Measured on this machine, each next to its baseline in the same run (a benchmark, not a test).
+# Measured on this machine, each next to its baseline in the same run (a benchmark, not a test); in this
+# order, each a script of benchmarks/ (its README says what each measures).
+BENCHMARKS = changes_vs_otava gate_nights ingest_speed analytics_speed store_speed parquet_options ingest_layout \
+	runner_speed scheduler fleet_detection fleet_scale remote_store
 bench: $(VENV)/.installed-dev bytecode .venv-otava/.installed
-	$(BIN)/python benchmarks/changes_vs_otava.py
-	$(BIN)/python benchmarks/gate_nights.py
-	$(BIN)/python benchmarks/ingest_speed.py
-	$(BIN)/python benchmarks/analytics_speed.py
-	$(BIN)/python benchmarks/store_speed.py
-	$(BIN)/python benchmarks/parquet_options.py
-	$(BIN)/python benchmarks/ingest_layout.py
-	$(BIN)/python benchmarks/runner_speed.py
-	$(BIN)/python benchmarks/scheduler.py
-	$(BIN)/python benchmarks/fleet_detection.py
-	$(BIN)/python benchmarks/fleet_scale.py
-	$(BIN)/python benchmarks/remote_store.py
+	@for b in $(BENCHMARKS); do echo "$(BIN)/python benchmarks/$$b.py"; $(BIN)/python benchmarks/$$b.py || exit 1; done
 
 # The references bench changes is measured against (benchmarks/changes_vs_otava.py), in a venv of their
 # own: apache-otava 0.8.0 pins numpy 2.2, which TensorFlow 2.15 in .venv cannot share. Never imported by bench.

@@ -126,12 +126,5 @@ def sweep_arrays(plan: Any, cells: Sequence[Any], out: Path, store: Path, *, res
         return 0
     runs = [t for job in jobs for t in task_ids(job)]
     slurm.wait(runs, poll_s=2.0)
-    rows = ingest([d for d, _ in runs], store)
-    code = 0
-    for run_dir, _ in runs:
-        doc = json.loads((run_dir / runjson.RUN_JSON).read_text(encoding="utf-8"))
-        ok = doc.get("status") == "ok"
-        code = code or (0 if ok else 1)
-        echo(f"{run_dir}: {doc.get('status')}{launch.result_text(rows.get(run_dir.name))}"
-             + ("" if ok or not doc.get("status_detail") else f" ({doc['status_detail']})"))
-    return code
+    run_dirs = [d for d, _ in runs]
+    return slurm.print_ended(run_dirs, ingest(run_dirs, store), echo)

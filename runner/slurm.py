@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench.runner import rundir
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, build_sbatch_script
@@ -252,13 +252,21 @@ def submit_runs(spec: RunSpec, out: Path, repeat: int, *, dry_run: bool, and_wai
     if not and_wait or not run_dirs:
         return 0
     wait([(d, None) for d in run_dirs])
-    rows = {} if store is None else ingest(run_dirs, store)
+    return print_ended(run_dirs, {} if store is None else ingest(run_dirs, store), echo)
+
+
+def print_ended(run_dirs: Sequence[Path], rows: Mapping[str, Mapping[str, Any]], echo: Callable[[str], None]) -> int:
+    """One line per waited-for run: its run.json's status, its images/sec when ``rows`` (run directory
+    name -> runs row, from the ingest) has it, and the cause of a run that did not end ok. The exit code:
+    1 when one did not end ok, else 0."""
+    from bench.runner.launch import result_text
+
     code = 0
     for d in run_dirs:
         doc = json.loads((d / runjson.RUN_JSON).read_text(encoding="utf-8"))
         ok = doc.get("status") == "ok"
         code = code or (0 if ok else 1)
-        echo(f"{d}: {doc.get('status')}{launch.result_text(rows.get(d.name))}"
+        echo(f"{d}: {doc.get('status')}{result_text(rows.get(d.name))}"
              + ("" if ok or not doc.get("status_detail") else f" ({doc['status_detail']})"))
     return code
 

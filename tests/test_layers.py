@@ -74,3 +74,19 @@ def test_the_check_finds_a_crossing_at_the_top_or_inside_a_function(tmp_path: Pa
     assert crossings(tmp_path) == ["runner/launch.py imports bench.ingest.parse",
                                    "analytics/plots.py imports bench.runner.launch",
                                    "sql/store.py imports bench.ingest"]
+
+
+def test_make_bench_runs_every_benchmark_and_its_readme_names_each() -> None:
+    """Every script of benchmarks/ (a module with a ``__main__`` block; the others are helpers it and the
+    tests import) is in the Makefile's BENCHMARKS, which ``make bench`` runs, and benchmarks/README.md names it.
+    ``fleet_sim`` is a script that measures nothing: it writes the simulated fleet of the README's walk-through."""
+    import re
+
+    scripts = {p.stem for p in (ROOT / "benchmarks").glob("*.py") if '__name__ == "__main__"' in p.read_text()}
+    scripts.discard("fleet_sim")
+    make = (ROOT / "Makefile").read_text()
+    listed = re.search(r"^BENCHMARKS = ((?:.*\\\n)*.*)$", make, re.M)
+    assert listed is not None
+    assert set(listed.group(1).replace("\\\n", " ").split()) == scripts
+    readme = (ROOT / "benchmarks" / "README.md").read_text()
+    assert [s for s in sorted(scripts) if f"`{s}.py`" not in readme] == []

@@ -14,7 +14,7 @@ from bench.runner.commands.options import (
     OrderOpt,
     StoreOpt,
 )
-from bench.runner.commands.shared import write_junit
+from bench.runner.commands.shared import emit
 from bench.sql.errors import UsageError
 
 
@@ -49,15 +49,8 @@ def check_command(
     root = store or default_store()
     result = check(connect(root), where, threshold, baseline_where, metric.value, order_by, alpha=alpha,
                    min_runs=min_runs, accepted=decisions.accepted(root), fail_on=fail_on)
-    if junit is not None:
-        from bench.analytics.changes_text import junit_xml
+    from bench.analytics.changes_text import junit_xml, print_check
 
-        write_junit(junit, junit_xml(result))
-    if as_json:
-        typer.echo(result.to_json())
-    else:
-        from bench.analytics.changes_text import print_check
-
-        print_check(result)
+    emit(result, junit=junit, as_json=as_json, xml=junit_xml, text=print_check)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

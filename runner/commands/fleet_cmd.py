@@ -13,7 +13,7 @@ from bench.runner.commands.options import (
     StoreOpt,
     WhereOpt,
 )
-from bench.runner.commands.shared import selected_runs, write_junit
+from bench.runner.commands.shared import emit, selected_runs
 from bench.sql.errors import UsageError
 
 
@@ -38,15 +38,8 @@ def fleet_command(
     if where and not first(con, "SELECT 1 FROM runs LIMIT 1"):
         raise UsageError(f"--where {where!r} selects no run")
     found = find_outliers(con, metric.value, threshold)
-    if junit is not None:
-        from bench.analytics.fleet_text import junit_xml
+    from bench.analytics.fleet_text import junit_xml, print_fleet
 
-        write_junit(junit, junit_xml(found))
-    if as_json:
-        typer.echo(found.to_json())
-    else:
-        from bench.analytics.fleet_text import print_fleet
-
-        print_fleet(found)
+    emit(found, junit=junit, as_json=as_json, xml=junit_xml, text=print_fleet)
     if fail and found.outliers:
         raise typer.Exit(1)

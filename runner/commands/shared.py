@@ -1,13 +1,15 @@
-"""What several commands' modules call: the selected runs as a DuckDB connection, the JUnit writer of
-``check`` and ``fleet``, the store a command writes to, the trainer options' help panel, and what ``run`` and
+"""What several commands' modules call: the selected runs as a DuckDB connection, what ``check`` and
+``fleet`` print (``emit``, with the JUnit writer), the store a command writes to, the trainer options' help panel, and what ``run`` and
 ``sweep`` hand the runner: the ingest's reading of a log (``has_result``) and the ingest after a run
 (``ingest_runs``), the two places where running meets the ingest."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import typer
 
 from bench.sql.errors import BenchError
 
@@ -30,6 +32,18 @@ def write_junit(path: Path, xml: bytes) -> None:
         path.write_bytes(xml)
     except OSError as e:
         raise BenchError(f"cannot write {path}: {e.strerror}") from e
+
+
+def emit(result: Any, *, junit: Path | None, as_json: bool, xml: Callable[[Any], bytes],
+         text: Callable[[Any], None]) -> None:
+    """What ``check`` and ``fleet`` print: the JUnit file first when ``--junit`` names one (``xml``), then
+    ``--json``'s one object (the result's ``to_json``) or the text (``text``)."""
+    if junit is not None:
+        write_junit(junit, xml(result))
+    if as_json:
+        typer.echo(result.to_json())
+    else:
+        text(result)
 
 
 def store_root(store: Path | None) -> Path:
