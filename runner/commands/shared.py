@@ -1,7 +1,7 @@
 """What several commands' modules call: the selected runs as a DuckDB connection, what ``check`` and
-``fleet`` print (``emit``, with the JUnit writer), the store a command writes to, the trainer options' help panel, and what ``run`` and
-``sweep`` hand the runner: the ingest's reading of a log (``has_result``) and the ingest after a run
-(``ingest_runs``), the two places where running meets the ingest."""
+``fleet`` print (``emit``, with the JUnit writer), the store a command writes to, the trainer options' help
+panel, and what ``run`` and ``sweep`` hand the runner: the ingest's reading of a log (``has_result``) and the
+ingest after a run (``ingest_runs``), the two places where running meets the ingest."""
 
 from __future__ import annotations
 
@@ -65,8 +65,8 @@ def has_result(log: Path, fmt: str | None) -> bool:
 def ingest_runs(run_dirs: Sequence[Path], store: Path, fmt: str | None = None) -> dict[str, dict[str, Any]]:
     """Ingest the run directories into ``store``; return {run dir name: runs-row fields} for the rows this
     ingest added under one of them (images_per_sec, images_per_sec_stderr, status, ...; ``fmt`` forces the
-    logs' format), read from the
-    files it committed only (``IngestSummary.run_ids`` and ``runs_files``), not from the whole store.
+    logs' format), read from the files it committed only (``IngestSummary.run_ids`` and ``runs_files``), not
+    from the whole store. The runner's ``launch.Ingest``.
 
     Raises BenchError from the ingest (store of another schema version, ...).
     """
