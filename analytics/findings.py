@@ -103,7 +103,9 @@ def leaderboard_findings(board: Leaderboard | None, link: str) -> list[Finding]:
 #: the report's scaling table read it.
 CURVES = f"""
         WITH curves AS (
-            SELECT config_id, any_value(model) AS model, any_value(data) AS data, any_value(device_model) AS device,
+            -- a device of no known model is still of a known type where its runs say one: "CPU (model unknown)"
+            SELECT config_id, any_value(model) AS model, any_value(data) AS data,
+                   coalesce(any_value(device_model), upper(any_value(device_type)) || ' (model unknown)') AS device,
                    any_value(tags['system']) AS system, any_value(mode) AS mode,
                    any_value(precision) AS precision, any_value(batch_size_per_device) AS batch,
                    count(DISTINCT num_devices) AS counts, sum(n_runs) AS runs, max(num_devices) AS largest,
@@ -175,7 +177,7 @@ def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]
         spread = f"{low:.0%}-{high:.0%} over {curves} curves of {models} model{'s' if models != 1 else ''}" \
             if curves > 1 else f"one curve, {models} model"
         vs = "" if baselines == "1" else f" vs {baselines} device(s)"  # an efficiency says its baseline
-        out.append(Finding("scaling", f"{device or 'Devices of unknown model'} scales {what} to {reach} devices at "
+        out.append(Finding("scaling", f"{device or 'A device of unknown model and type'} scales {what} to {reach} devices at "
                                       f"{median:.0%} efficiency{vs} (median; {spread}).", float(median), None, int(curves), link))
     return out
 

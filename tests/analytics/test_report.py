@@ -362,3 +362,29 @@ def test_a_ctrl_c_while_workers_are_spawned_is_held_not_lost() -> None:
                 time.sleep(0.01)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_scaling_finding_names_the_device_type_when_the_model_is_unknown() -> None:
+    """CPU runs of no device model (a bench sweep on the CPU): the finding and the table say "CPU (model
+    unknown)", not a blank; a named GPU keeps its name. Efficiencies by hand from the sweep's run means:
+    ((4454.98 + 5043.16) / 2) / ((3112.30 + 2982.08) / 2) / 2 = 0.779; (180 / 100) / 2 = 0.90."""
+    import duckdb
+    from logtools import runs_table
+
+    from bench.analytics import findings
+    from bench.sql.views import register_views
+
+    base = {"framework": "tensorflow", "model": "trivial", "data": "synthetic", "mode": "train", "precision": "fp32",
+            "batch_size_per_device": 8, "num_nodes": 1, "status": "ok"}
+    runs = [{**base, "device_type": "cpu", "device_model": None, "num_devices": n, "images_per_sec": ips,
+             "tags": {"repeat": r}}
+            for n, r, ips in ((1, "1", 3112.30), (1, "2", 2982.08), (2, "1", 4454.98), (2, "2", 5043.16))]
+    runs += [{**base, "device_type": "gpu", "device_model": "Tesla P100", "num_devices": n, "images_per_sec": ips,
+              "tags": {}} for n, ips in ((1, 100.0), (2, 180.0))]
+    con = duckdb.connect()
+    con.register("runs", runs_table(runs))
+    register_views(con, ["run_configs", "configs", "scaling"])
+    con.execute("CREATE TEMP TABLE _scaling AS SELECT * FROM scaling")
+    texts = sorted(f.text for f in findings.scaling_findings(con, "t"))
+    assert texts == ["CPU (model unknown) scales training to 2 devices at 78% efficiency (median; one curve, 1 model).",
+                     "Tesla P100 scales training to 2 devices at 90% efficiency (median; one curve, 1 model)."]
