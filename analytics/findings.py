@@ -91,7 +91,7 @@ def leaderboard_findings(board: Leaderboard | None, link: str) -> list[Finding]:
             rest = len(board.results) - len(named)
             gone = f", {len(board.unpaired)} without a pair, with the reason" if board.unpaired else ""
             more = f" The leaderboard table ranks {rest} more device model{'s' if rest != 1 else ''}{gone}."
-        text = f"{res.a} is {s.geomean:.2f}x {res.b} (geometric mean over {s.n} workloads, {_ci(res)}; median {s.median:.2f}x{batch})."
+        text = f"{res.a} is {s.geomean:.2f}x {res.b} (geometric mean over {s.n} workload{'s' if s.n != 1 else ''}, {_ci(res)}; median {s.median:.2f}x{batch})."
         if note := board.notes.get(str(res.a)):  # like for like, or the difference named in the same line
             text += f" Not like for like: {note}."
         out.append(Finding("leaderboard", scope + text + more, s.geomean, (s.ci95_low, s.ci95_high), s.n, link))
