@@ -167,9 +167,14 @@ def absent(con: duckdb.DuckDBPyConnection, ranked: list[str], where: str | None)
     return tuple(out)
 
 
+#: The precision group of pairs whose logs name no precision (a column header of the leaderboard table)
+UNLOGGED_PRECISION = "precision not logged"
+
+
 def by_precision(res: CompareResult) -> dict[str, Summary]:
-    """The summary of the pairs at each precision (fp16, fp32, ...; "?" where the log did not say)."""
+    """The summary of the pairs at each precision (fp16, fp32, ...; ``UNLOGGED_PRECISION`` where the log did
+    not say: an MLPerf log, for one, names no precision)."""
     groups: dict[str, list[float]] = {}
     for p in res.pairs:
-        groups.setdefault(str(p.config.get("precision") or "?"), []).append(p.ratio)
+        groups.setdefault(str(p.config.get("precision") or UNLOGGED_PRECISION), []).append(p.ratio)
     return {k: summarize(v) for k, v in sorted(groups.items())}

@@ -388,3 +388,16 @@ def test_a_scaling_finding_names_the_device_type_when_the_model_is_unknown() -> 
     texts = sorted(f.text for f in findings.scaling_findings(con, "t"))
     assert texts == ["CPU (model unknown) scales training to 2 devices at 78% efficiency (median; one curve, 1 model).",
                      "Tesla P100 scales training to 2 devices at 90% efficiency (median; one curve, 1 model)."]
+
+
+def test_the_leaderboard_groups_pairs_whose_logs_name_no_precision_under_a_header_that_says_so() -> None:
+    """MLPerf logs name no precision: their pairs form the group "precision not logged" (the table's header
+    was "?"). Geometric means by hand: fp16 sqrt(2 x 8) = 4; unlogged 3."""
+    from bench.analytics import leaderboard as lb
+    from bench.analytics.compare import CompareResult, Pair
+    from bench.analytics.ratio_stats import summarize
+
+    pairs = tuple(Pair({"precision": prec}, 8, r, 1.0, r) for prec, r in (("fp16", 2.0), ("fp16", 8.0), (None, 3.0)))
+    res = CompareResult("device_model", "A", "B", "images_per_sec", pairs, (), summarize([p.ratio for p in pairs]))
+    got = {k: round(s.geomean, 9) for k, s in lb.by_precision(res).items()}
+    assert got == {"fp16": 4.0, "precision not logged": 3.0}
