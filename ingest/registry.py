@@ -32,6 +32,11 @@ FORMAT_MODULES: tuple[str, ...] = (
     "caffe",
     "mxnet",
     "hf_trainer",
+    "megatron",
+    "deepspeed",
+    "torchtitan",
+    "pytorch_imagenet",
+    "nccl_tests",
     "convnet",
     "host_metadata",
     "telemetry",
@@ -146,7 +151,7 @@ _MARKDOWN = re.compile(r"^(?:#{1,6} \S|```|~~~|\|? *:?-{3,}:? *\|)", re.MULTILIN
 #: no further, keeps the test cheap for the logs, which have none.
 MARKDOWN_CHARS = 4096
 #: What a document quotes: fenced blocks, table rows, block quotes, `code spans`.
-_QUOTED = re.compile(r"^(```|~~~).*?(?:^\1[^\n]*$|\Z)|^ *[|>].*$|`[^`\n]*`", re.MULTILINE | re.DOTALL)
+_QUOTED = re.compile(r"^(```|~~~).*?(?:^\1[^\n]*$|\Z)|^ *[|>][^\n]*$|`[^`\n]*`", re.MULTILINE | re.DOTALL)
 
 
 def detect(head: str, problems: list[Problem] | None = None) -> FormatModule | None:

@@ -283,3 +283,17 @@ def as_utf8(data: bytes) -> tuple[bytes, list[Problem]]:
             problems.append(Problem("encoding", f"NUL bytes in {len(lines) - 10} more lines; removed"))
         data = data.replace(b"\x00", b"")
     return data, problems
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def strip_ansi(line: str) -> str:
+    """``line`` without its ANSI colour and cursor sequences (``ESC[32m``): loggers that colour their output
+    (Primus, torchtitan) write them into files too."""
+    return _ANSI.sub("", line) if "\x1b" in line else line
+
+
+#: A launcher's or trainer's statement of the job's size: ``world_size=8`` (Primus, torchrun's environment),
+#: ``WORLD_SIZE: 24`` (ALCF's launcher), ``world_size = 3072`` (DeepSpeed's config), ``dist_world_size=4``.
+WORLD_SIZE = re.compile(r"\b(?:dist_)?(?:world_size|WORLD_SIZE)\s*[=:]\s*(\d+)")

@@ -74,6 +74,17 @@ def test_a_markdown_document_that_quotes_log_lines_is_not_a_log() -> None:
     assert module is not None and module.NAME == "mlperf"
 
 
+def test_a_quoted_line_hides_itself_only() -> None:
+    """A log that looks like Markdown (a shell prompt ``# [09:31:35 AM]...`` as its first line) loses only its
+    quoted lines: a ``> finished creating ...`` line once hid every line after it (DOTALL let it run to the
+    end), and the Megatron-DeepSpeed iteration lines below it with them."""
+    iteration = (" iteration        1/  317892 | consumed samples:           32 | elapsed time per iteration (ms): "
+                 "21133.8 | global batch size:    32 |")
+    log = f"# [09:31:35 AM][user@host][~/Megatron-DeepSpeed]\n > finished creating indexed dataset\n{iteration}\n"
+    module = registry.detect(log)
+    assert module is not None and module.NAME == "megatron"
+
+
 def test_a_tf_cnn_log_after_pages_of_tensorflow_info_lines_is_still_read(tmp_path) -> None:
     """A tf_cnn log whose first 743 KB are TensorFlow's own info lines was unrecognized_format without a hint."""
     from logtools import tf_cnn_log
