@@ -13,7 +13,16 @@ from bench.ingest import patterns as pat
 from bench.ingest import registry
 from bench.ingest.checks import check_result, collapse_repeats
 from bench.ingest.records import ParseResult, Problem, Run
-from bench.ingest.text import as_utf8, decode, is_binary, iter_lines, split_lines, unicode_bom, utf8_problem
+from bench.ingest.text import (
+    as_utf8,
+    decode,
+    is_binary,
+    iter_lines,
+    launcher_prefix,
+    split_lines,
+    unicode_bom,
+    utf8_problem,
+)
 from bench.ingest.units import with_throughput
 
 
@@ -46,6 +55,8 @@ def parse_bytes(
     if not data or data.isspace():  # == not data.strip(), without copying the file
         result.problems.append(Problem("empty", "the file is empty or only whitespace"))
         return FileParse(None, result)
+    if (prefix := launcher_prefix(data[:PREFIX_HEAD])) is not None:
+        data = prefix.sub(b"", data)  # a launcher's prefix on every line: the log is read without it
     ascii_only = data.isascii()  # then bytes are characters: no need to decode the whole file up front
     text, problems = (data[: registry.HEAD_CHARS].decode("ascii"), []) if ascii_only else decode(data)
     result.problems.extend(problems)
@@ -98,6 +109,9 @@ def _whole_fast(module: registry.FormatModule, data: bytes, result: ParseResult)
     except Exception:  # parse_bytes never raises for bad input; the plain path decides what the file holds
         return False
 
+
+#: The bytes of a file's start in which a launcher's line prefix is looked for (text.launcher_prefix).
+PREFIX_HEAD = 64 * 1024
 
 #: Run metrics that only a run that ended ok has. A failed, out-of-memory, truncated or result-less run
 #: keeps its status, its wall time and its step rows (what it printed before it stopped), but these are
@@ -270,7 +284,8 @@ def parse_stream(
     if is_binary(head[:8192]):
         result.problems.append(Problem("binary", "control bytes in the first 8 KiB: not a text log"))
         return FileParse(None, result)
-    text = head.decode("utf-8", errors="replace")
+    prefix = launcher_prefix(head[:PREFIX_HEAD])
+    text = (head if prefix is None else prefix.sub(b"", head)).decode("utf-8", errors="replace")
     module = detect(text, source=source, forced=forced, problems=result.problems)
     if module is None or (forced is not None and not _holds(forced, text, None, False, result)):
         return FileParse(None, result)
@@ -295,12 +310,17 @@ def parse_stream(
                 note_tail(c)
                 yield c
 
+    def read_chunks() -> Iterator[bytes]:
+        if prefix is None:
+            return all_chunks()
+        return (prefix.sub(b"", bytes(b)) for b in line_blocks(all_chunks(), result.problems, check_utf8=False))
+
     fast = registry.chunk_parser(module)
     if fast is not None:
-        blocks = line_blocks(all_chunks(), result.problems, check_utf8=False)
+        blocks = line_blocks(read_chunks(), result.problems, check_utf8=False)
         run_parser(module, lambda: fast(blocks, source=source, result=result, check_utf8=True), result)
     else:
-        lines = _counted(iter_stream_lines(all_chunks(), result.problems), result)
+        lines = _counted(iter_stream_lines(read_chunks(), result.problems), result)
         run_lines(module, lines, source=source, result=result)
     _forced_found_nothing(forced, result)
     if tail_bytes:  # the file ends without a line end; its last line's number is the lines the parse read

@@ -97,6 +97,16 @@ def parse_glog(line: str) -> GlogLine | None:
     )
 
 
+_GLOG_INSIDE = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]\s]+:\d+\] ")
+
+
+def glog_start(line: str) -> int:
+    """Where a glog prefix begins inside ``line`` (a program's output and glog's stderr on one line, as
+    ``Done.I1127 08:00:00.000000  123 caffe.cpp:412] Average Forward pass: 35.96 ms.``), or -1."""
+    m = _GLOG_INSIDE.search(line) if "] " in line else None
+    return -1 if m is None else m.start()
+
+
 class GlogClock:
     """Turns successive glog (month, day, seconds) stamps into monotonically comparable seconds.
 
@@ -297,3 +307,27 @@ def strip_ansi(line: str) -> str:
 #: A launcher's or trainer's statement of the job's size: ``world_size=8`` (Primus, torchrun's environment),
 #: ``WORLD_SIZE: 24`` (ALCF's launcher), ``world_size = 3072`` (DeepSpeed's config), ``dist_world_size=4``.
 WORLD_SIZE = re.compile(r"\b(?:dist_)?(?:world_size|WORLD_SIZE)\s*[=:]\s*(\d+)")
+
+
+#: Prefixes that a launcher or a log shipper writes before every line of a program's output: Kubeflow's TFJob
+#: launcher (``INFO|2019-03-01T10:00:00|/opt/launcher.py|27| ``), Docker's and Kubernetes' ``stdout: `` /
+#: ``stderr: ``, and ``kubectl logs --timestamps`` / ``docker logs -t`` (``2026-11-29T06:42:31.123456789Z ``).
+#: Rank tags (``[1,0]<stdout>:``) are not here: formats that read ranks take them off themselves (split_rank).
+_LAUNCHER_PREFIXES = tuple(re.compile(p) for p in (
+    rb"(?:INFO|WARNING|WARN|ERROR|DEBUG)\|\d{4}-\d\d-\d\d[^|\n]*\|[^|\n]*\|\d+\| ?",
+    rb"std(?:out|err): ",
+    rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d) ",
+))
+#: The share of a head's non-blank lines that must carry one prefix for it to be the launcher's.
+LAUNCHER_SHARE = 0.9
+
+
+def launcher_prefix(head: bytes) -> re.Pattern[bytes] | None:
+    """The launcher prefix on (nearly) every line of ``head`` (its first 2,000 lines are asked), as a pattern
+    that takes it off every line of a block (``pattern.sub(b"", block)``); None when there is none. A log so
+    wrapped then reads as the same log without it, in every format."""
+    lines = [line for line in head.split(b"\n", 2000)[:2000] if line.strip()]
+    for prefix in _LAUNCHER_PREFIXES:
+        if len(lines) >= 2 and sum(prefix.match(line) is not None for line in lines) >= LAUNCHER_SHARE * len(lines):
+            return re.compile(rb"^" + prefix.pattern, re.MULTILINE)
+    return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -152,3 +153,32 @@ def hooked(fn):
         return out
     return wrapped
 """
+
+
+def slurm_cluster_reason() -> str | None:
+    """Why the one-machine Slurm cluster (tests/cluster/slurm-up.sh: nodes n1 and n2) cannot be used, or None."""
+    if shutil.which("scontrol") is None:
+        return "Slurm is not installed (tests/cluster/slurm-up.sh installs it as root)"
+    try:
+        up = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"sinfo failed: {e}"
+    nodes = dict(line.split() for line in up.stdout.splitlines() if len(line.split()) == 2)
+    if up.returncode != 0 or sorted(nodes) != ["n1", "n2"]:
+        return f"no one-machine cluster with nodes n1 and n2 is up (run tests/cluster/slurm-up.sh as root): {up.stderr.strip() or nodes}"
+    return None
+
+
+def stored_runs(store: Path) -> list[dict[str, Any]]:
+    """Every row of the store's runs table."""
+    import pyarrow.parquet as pq
+
+    from bench.sql.store import table_files
+
+    return [r for part in table_files(store, "runs") for r in pq.read_table(part).to_pylist()]
+
+
+def only_run_dir(out: Path) -> Path:
+    """The one run directory (with its run.json) under ``out``."""
+    (run_dir,) = [d for d in out.iterdir() if (d / "run.json").exists()]
+    return run_dir

@@ -12,6 +12,9 @@ Decisions:
 - ``forward_backward_ms`` is ``Average Forward-Backward``. Intel multinode Caffe prints ``Min ...`` lines
   instead (its ``Min Forward-Backward`` equals ``Total Time``), so there it is ``Total Time / iterations``,
   which is how caffe.cpp computes the average; the ``Min`` values go to details.
+- Without glog's prefix (output pasted into an issue) the same lines are read, with no times; a benchmark
+  starts after one that printed its summary. Its times are a result even where no batch was printed (then
+  images_per_sec is NULL), and ``Total Time``, printed last, ends it.
 - ``images_per_sec = batch * 1000 / forward_backward_ms``; ``images_per_sec_mean`` is the mean of
   ``batch * 1000 / ms`` over the iteration lines, all of them, as caffe's own average includes them all.
 - ``wall_time_s = Total Time / 1000``. Per-layer ``forward:``/``backward:`` averages are not stored (the
@@ -44,6 +47,10 @@ _SUMMARY = re.compile(r"(Average|Min) (Forward pass|Backward pass|Forward-Backwa
 _TOTAL = re.compile(r"Total Time: (\S+) ms\.?$")
 _TESTING_FOR = re.compile(r"Testing for (\d+) iterations")
 _FIELD = {"Forward pass": "forward_ms", "Backward pass": "backward_ms", "Forward-Backward": "forward_backward_ms"}
+#: `caffe time`'s own lines as people paste them into issues, without glog's prefix.
+_BARE = re.compile(r"\s*(?:Iteration: \d+ forward-backward time: |(?:Average|Min) (?:Forward pass|Backward pass"
+                   r"|Forward-Backward): |Total Time: |\*\*\* Benchmark (?:begins|ends) \*\*\*|Testing for \d+ "
+                   r"iterations|Use (?:CPU\.|GPU with device ID)|Top shape: )")
 
 
 def sniff(head: str) -> bool:
@@ -52,6 +59,9 @@ def sniff(head: str) -> bool:
     one) and no ``Running for N iterations`` (`caffe test`)."""
     if _MARK.search(head):
         return True
+    if sum(1 for line in head.splitlines() if _BARE.match(line)) >= 3 and (
+            contains(head, "Average Forward-Backward: ") or contains(head, " forward-backward time: ")):
+        return True  # the benchmark's lines pasted without glog's prefix
     other = contains(head, "solver") or contains(head, "] Running for ")
     return not other and bool(_USE_DEVICE.search(head)) and caffe_glog.has_caffe_glog(head)
 
@@ -85,15 +95,18 @@ class _Parser(LineFormat[_State]):
     GLOG, STATE = True, _State
 
     def starts_run(self, run: _State, line: Line) -> bool:
-        return (run.began or run.fatal is not None) and line.level is not None and \
-            caffe_glog.device_of(line.msg) is not None
+        if line.level is None:  # pasted without glog: a benchmark after one that printed its summary
+            msg = line.msg.lstrip()
+            summarised = run.ended or "forward_ms" in run.run
+            return summarised and msg.startswith(("Iteration: ", "*** Benchmark begins", "Average Forward pass",
+                                                  "Use GPU", "Use CPU"))
+        return (run.began or run.fatal is not None) and caffe_glog.device_of(line.msg) is not None
 
     def read(self, line: Line) -> bool:
-        if line.level is None:
+        if line.level is None and not _BARE.match(line.msg):
             self._plain(line)
             return True
-        msg, st, no = line.msg, self.current(line.no), line.no
-        assert line.time is not None
+        msg, st, no = line.msg.strip(), self.current(line.no), line.no
         dev = caffe_glog.device_of(msg)
         st.last_line, st.in_net = no, False
         if line.level == "F":
@@ -137,7 +150,7 @@ class _Parser(LineFormat[_State]):
         if kind is not None:
             st.run.setdefault("data", kind)
 
-    def _iteration(self, st: _State, no: int, msg: str, line: str, t: float) -> None:
+    def _iteration(self, st: _State, no: int, msg: str, line: str, t: float | None) -> None:
         m = _ITER.match(msg)
         try:
             ms = float(m.group(2)) if m else None
@@ -152,7 +165,7 @@ class _Parser(LineFormat[_State]):
         rate = b * 1000.0 / ms if b is not None and ms > 0 else None
         if rate is not None:
             st.rate_sum += rate
-        ts = t if self.glog is not None and self.glog.absolute else None
+        ts = t if t is not None and self.glog is not None and self.glog.absolute else None
         self.result.steps.add(len(self.result.runs), int(m.group(1)), step_time_ms=ms,
                               interval_images_per_sec=rate, timestamp=ts, line_no=no)
 
@@ -173,6 +186,7 @@ class _Parser(LineFormat[_State]):
             m = _TOTAL.match(msg)
             if m:
                 st.total_ms = float(m.group(1))
+                st.ended = True  # caffe.cpp prints Total Time last, just before "*** Benchmark ends ***"
                 return
             m = _SUMMARY.match(msg)
             if m and m.group(1) == "Average":
@@ -197,7 +211,7 @@ class _Parser(LineFormat[_State]):
         b = st.batch_size
         ips = b * 1000.0 / fb if b is not None and fb else None
         mean = st.rate_sum / st.iters if st.iters and b is not None else None
-        status = caffe_glog.fatal_status(st.fatal) if st.fatal else ("ok" if ips else "no_result") if st.ended else "truncated"
+        status = caffe_glog.fatal_status(st.fatal) if st.fatal else ("ok" if ips or fb else "no_result") if st.ended else "truncated"
         failed = status in ("failed", "oom")
         self.result.runs.append(Run(
             run_index=len(self.result.runs), format=NAME, framework="caffe", model=run.get("model"),

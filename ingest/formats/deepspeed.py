@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.ingest.formats.lines import Line, LineFormat, drive
+from bench.ingest.formats.lines import Line, LineFormat, drive, error_status, program_error
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import WORLD_SIZE, contains, strip_ansi, utc_seconds
 
@@ -40,9 +40,6 @@ _TIMER = re.compile(r"(?:\b(\d+)/(\d+)|global_step=(\d+)), (?:Running)?(Avg)?Sam
 _SKIPPED = re.compile(r"\bstep=(\d+), skipped=(\d+)")
 _STAMP = re.compile(r"^\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
 _PROFILE = re.compile(r"^([a-z+/ ]+?)(?: = [^:]*)?:\s+([\d.]+)\s*([a-z]*)\s*$", re.IGNORECASE)
-_EXCEPTION = re.compile(r"(?:\w+\.)*\w*(?:Error|Exception)\b.*")
-_OOM = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
-_NCCL_ERROR = re.compile(r"NCCL error|nccl(?:System|Internal|Invalid|Remote|UnhandledCuda)Error")
 
 
 def sniff(head: str) -> bool:
@@ -91,11 +88,8 @@ class _Parser(LineFormat[_State]):
             self.world = self.world or int(w.group(1))
         elif st is not None and (s := _SKIPPED.search(msg)) is not None:
             st.steps, st.skipped = int(s.group(1)), int(s.group(2))
-        elif st is not None and ("Traceback (most recent call last)" in msg or _NCCL_ERROR.search(msg)
-                                 or _OOM.search(msg)):
-            st.error = st.error or msg.strip()
-        elif st is not None and st.error is not None and _EXCEPTION.fullmatch(msg.strip()):
-            st.error = msg.strip()
+        elif st is not None:
+            st.error = program_error(st.error, msg)
         return True
 
     def _timer(self, line: Line, msg: str) -> bool:
@@ -127,7 +121,7 @@ class _Parser(LineFormat[_State]):
             details["skipped_steps"] = str(st.skipped)
         status = "ok" if st.rate is not None else "no_result"
         if st.error is not None:
-            status = "oom" if _OOM.search(st.error) else "failed"
+            status = error_status(st.error)
         kw: dict[str, Any] = {}
         if status == "ok":
             kw = {"throughput": st.rate, "throughput_unit": "samples/sec", "throughput_derived": False}

@@ -2,7 +2,8 @@
 
 The driver reads the lines once, numbering them from 1. For each it takes off what wraps the message:
 an MPI, Gloo, Slurm or MPICH rank prefix (``RANKS``) and a glog prefix (``GLOG``: severity and a time in
-seconds, kept monotonic across midnight and years by :class:`GlogTimer`). It asks the format whether the
+seconds, kept monotonic across midnight and years by :class:`GlogTimer`; a glog line written behind other
+output on the same line, as stdout and stderr interleave, is read from where its prefix begins). It asks the format whether the
 line starts the next run and, if so, closes the open one. A line that holds one of the format's
 ``MUST_READ`` but that ``read`` did not use becomes a ``bad_line`` problem row, so a number the format
 could not read is reported instead of dropped. At the end it closes the last run and calls ``finish``.
@@ -20,13 +21,35 @@ lines it does not read itself) and mlperf (it gets ``""`` for each line without 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from bench.ingest.records import ParseResult
-from bench.ingest.text import GlogTimer, split_rank
+from bench.ingest.text import GlogTimer, glog_start, split_rank
 
 S = TypeVar("S")
+
+_EXCEPTION = re.compile(r"(?:\w+\.)*\w*(?:Error|Exception)\b.*")
+_OOM = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
+_NCCL_ERROR = re.compile(r"NCCL error|nccl(?:System|Internal|Invalid|Remote|UnhandledCuda)Error")
+
+
+def program_error(seen: str | None, msg: str) -> str | None:
+    """The error a program's output has stated so far, given the one ``seen`` before ``msg``: the first
+    ``Traceback``, NCCL error or out-of-memory line, then each exception line after it (the last is the one
+    that ended the program, ``torch.OutOfMemoryError: CUDA out of memory ...``)."""
+    text = msg.strip()
+    if seen is not None:
+        return text if _EXCEPTION.fullmatch(text) else seen
+    if "Traceback (most recent call last)" in text or _NCCL_ERROR.search(text) or _OOM.search(text):
+        return text
+    return None
+
+
+def error_status(error: str) -> str:
+    """``oom`` for an error that says the memory ran out, else ``failed``."""
+    return "oom" if _OOM.search(error) else "failed"
 
 
 class Line:
@@ -124,7 +147,8 @@ def drive(fmt: type[LineFormat[Any]], lines: Iterable[str], result: ParseResult 
     ranks, glog, markers = fmt.RANKS, p.glog, fmt.MUST_READ
     for no, raw in enumerate(lines, 1):
         rank, msg = split_rank(raw) if ranks else (None, raw)
-        if glog is not None and (got := glog.read(msg)) is not None:
+        if glog is not None and ((got := glog.read(msg)) is not None or (
+                (at := glog_start(msg)) > 0 and (got := glog.read(msg[at:])) is not None)):
             g = got[0]
             line = Line(no, raw, g.message, rank, g.level, got[1], g.source)
         else:

@@ -31,7 +31,8 @@ How the numbers are defined:
 - ``tflops_per_device`` (details): Megatron's ``throughput per GPU (TFLOP/s/GPU)`` / ``TFLOPs``, weighted
   the same way (time-weighted mean over the same intervals). Its FLOP count is Megatron's own formula.
 - Megatron ends every field with `` |``: a field after the last one is not read (a line cut mid-number would
-  give a wrong figure). A log that ends inside an iteration line (killed mid-write) is ``truncated``: what it measured before is
+  give a wrong figure), and a line with fewer fields than the run's line before it was cut. A log that ends
+  inside an iteration line (killed mid-write) is ``truncated``: what it measured before is
   not the run's result. An unreadable iteration line followed by whole ones is a ``bad_line`` problem.
 - An iteration printed twice (Primus prints each from two call sites; several ranks may print) is read once.
   An iteration number lower than the last one starts the next run (a restart in the same log).
@@ -47,9 +48,10 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
-from bench.ingest.formats.lines import Line, LineFormat, drive
+from bench.ingest.formats.lines import Line, LineFormat, drive, error_status, program_error
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import WORLD_SIZE, contains, strip_ansi, utc_seconds
 
@@ -64,9 +66,6 @@ _ARG = re.compile(r"(?:^|\s)([a-z_0-9]+) \.{3,} (\S.*?)\s*$")
 _WORLD = re.compile(r"using world size: (\d+)(.*)")
 _SIZES = re.compile(r"([a-z-]+) size: (\d+)")
 _DS_TIMER = re.compile(r"RunningAvgSamplesPerSec=([^,\s]+)")
-_EXCEPTION = re.compile(r"(?:\w+\.)*\w*(?:Error|Exception)\b.*")
-_OOM = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
-_NCCL_ERROR = re.compile(r"NCCL error|nccl(?:System|Internal|Invalid|Remote|UnhandledCuda)Error|ncclRemoteError")
 
 #: The iteration line's fields, normalised (lower case, ``_`` as a space) -> the name used here.
 _KEYS = {
@@ -121,6 +120,8 @@ class _State:
     error: str | None = None
     ds_samples_per_sec: str | None = None
     partial: Line | None = None  # an iteration line without its timing, not yet followed by a whole one
+    partial_at: int = 0  # its iteration number
+    bars: int = 0  # the field separators of the run's last whole iteration line
 
 
 class _Parser(LineFormat[_State]):
@@ -146,8 +147,8 @@ class _Parser(LineFormat[_State]):
         elif (w := WORLD_SIZE.search(msg)) is not None:
             self.args.setdefault("world_size", w.group(1))
         elif self.run is not None:
-            if _ITERATION.search(msg) and " | " in msg:
-                self.run.partial = line  # cut short: the run's last line, unless a whole one follows
+            if (it := _ITERATION.search(msg)) is not None and " | " in msg:
+                self.run.partial, self.run.partial_at = line, int(it.group(1))  # cut short, as below
             else:
                 self._other(self.run, msg)
         return True
@@ -155,10 +156,8 @@ class _Parser(LineFormat[_State]):
     def _other(self, st: _State, msg: str) -> None:
         if (d := _DS_TIMER.search(msg)) is not None:
             st.ds_samples_per_sec = d.group(1)
-        elif "Traceback (most recent call last)" in msg or _NCCL_ERROR.search(msg) or _OOM.search(msg):
-            st.error = st.error or msg.strip()
-        elif st.error is not None and _EXCEPTION.fullmatch(msg.strip()):
-            st.error = msg.strip()  # the last exception line is the one that ended the program
+        else:
+            st.error = program_error(st.error, msg)
 
     def _iteration(self, line: Line, msg: str) -> bool:
         it = _ITERATION.search(msg)
@@ -177,11 +176,11 @@ class _Parser(LineFormat[_State]):
         elapsed = number(values.get("elapsed_ms"), "elapsed time per iteration (ms)", no)
         if elapsed is None and (s := number(values.get("step_s"), "train_step_timing in s", no)) is not None:
             elapsed = s * 1e3
-        if elapsed is None:
-            if self.run is None:
-                return False
-            self.run.partial = line  # cut short: the run's last line, unless a whole one follows
+        if self.run is not None and (elapsed is None or msg.count("|") < self.run.bars):
+            self.run.partial, self.run.partial_at = line, int(it.group(1))  # cut: the last line, unless one follows
             return True
+        if elapsed is None:
+            return False
         n, total = int(it.group(1)), int(it.group(2))
         st = self.run
         if st is not None and st.intervals and n <= st.intervals[-1].iteration:
@@ -190,10 +189,12 @@ class _Parser(LineFormat[_State]):
             st = None  # an earlier iteration: the training started again
         if st is None:
             st = self.open(no)
-        if st.partial is not None:
+        if st.partial is not None:  # an unreadable line within the run: its iterations count in no interval
             self.bad_line(st.partial)
+            if st.intervals and st.intervals[-1].iteration < st.partial_at < n:
+                st.intervals.append(_Interval(st.partial_at, None, None, None, None))
             st.partial = None
-        st.last_line, st.total_iterations = no, total
+        st.last_line, st.total_iterations, st.bars = no, total, msg.count("|")
         if (stamp := _STAMP.search(msg[:it.start()])) is not None and (t := utc_seconds(*stamp.groups())):
             st.stamps.append(t)
         gbs = number(values.get("global_batch"), "global batch size", no)
@@ -231,7 +232,7 @@ class _Parser(LineFormat[_State]):
         a = self.args
         seq = st.seq_length or _int(a.get("seq_length"))
         # intervals after the first (warm-up), each weighted by the iterations it covers
-        pairs: list[tuple[_Interval | None, _Interval]] = list(zip(st.intervals, st.intervals[1:], strict=False)) or [(None, i) for i in st.intervals]
+        pairs: list[tuple[_Interval | None, _Interval]] = [*pairwise(st.intervals)] or [(None, i) for i in st.intervals]
         samples = seconds = flop_s = flop_seconds = 0.0
         tflops_everywhere = True
         for before, i in pairs:
@@ -263,7 +264,7 @@ class _Parser(LineFormat[_State]):
         if st.partial is not None:
             status, st.error = "truncated", f"the log ends inside iteration line {st.partial.no}"
         if st.error is not None and status != "truncated":
-            status = "oom" if _OOM.search(st.error) else "failed"
+            status = error_status(st.error)
         kw: dict[str, Any] = {}
         if status == "ok" and rate is not None:
             kw = {"throughput": rate * seq if seq else rate, "throughput_unit": unit, "throughput_derived": True}

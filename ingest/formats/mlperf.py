@@ -14,8 +14,9 @@ PyTorch GNMT ``TRAIN [e][i/n] ... Tok/s`` and ``Performance: ... Tok/s`` (tokens
 
 Run grain: one run per ``run_start`` (a second ``run_start`` after a ``run_stop`` opens run 1, which
 inherits the configuration keys read so far). Units: ``time_to_train_s`` and ``wall_time_s`` are
-``run_stop − run_start`` in seconds, the last ``run_start`` before ``run_stop`` counting (as the summarizer
-takes it), but run_starts with no other event between them are one start printed by each rank: the first counts. v0.6 MiniGo evaluates its models after training: its ``eval_result`` event's ``timestamp`` is
+``run_stop − run_start`` in seconds from the first ``run_start`` of the run: every rank prints one, and a
+v0.6 log's ranks print theirs seconds apart with other events between (00:30:56 to 00:31:00; its own
+``Total runtime: 24.409763 minutes`` is timed from the first). v0.6 MiniGo evaluates its models after training: its ``eval_result`` event's ``timestamp`` is
 the training time of the first model that beat the target (``Model ... beat target after <s>s``), and that
 is its time to train (detail ``time_to_train_source``), its run ok even where no ``run_stop`` was logged.
 Throughput (samples/s), by priority:
@@ -133,7 +134,6 @@ class _State:
     oom: bool = False
     local_clock: bool = False  # stamps of a clock with no zone: durations only
     stop_words: str | None = None  # the run_stop event as the log wrote it (value and metadata)
-    prev_key: str | None = None  # the last event's key
 
 
 def _int(v: Any) -> int | None:
@@ -156,7 +156,7 @@ def _on_event(ev: Event, st: _State, res: ParseResult, run_index: int, line_no: 
     key, ms, meta = ev.key, ev.ms, ev.meta
     ts = ms / 1000 if ms is not None and not meta.get("local_clock") else None  # no zone: no absolute time
     if key == "run_start":
-        st.run_start = st.run_start if st.prev_key == "run_start" else ms  # each rank's copy: the first counts
+        st.run_start = ms if st.run_start is None else st.run_start  # each rank's copy: the first counts
     elif key == "run_stop":
         v05 = ev.value.get("success") if isinstance(ev.value, dict) else None  # v0.5: {"success": bool}
         status = meta.get("status", "success" if v05 in (True, None) or str(v05).lower() == "true" else "failure")
@@ -441,7 +441,6 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
         st.first_line, st.last_line = st.first_line or line_no, line_no
         rank = split_rank(line)[0] if i > 0 else None
         _on_event(ev, st, res, run_index, line_no, rank)
-        st.prev_key = ev.key
     if st.first_line is not None:
         res.runs.append(_build_run(st, run_index))
         if res.runs[-1].status == "truncated":

@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.ingest.formats.lines import Line, LineFormat, drive
+from bench.ingest.formats.lines import Line, LineFormat, drive, error_status, program_error
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import WORLD_SIZE, contains, strip_ansi
 
@@ -51,8 +51,6 @@ _ACCURACY = re.compile(r"^\s*\* Acc@1 (\S+) Acc@5 (\S+)")
 _MODEL = re.compile(r"(?:=> creating model:? '?|Creating model )([\w.-]+)")
 _EPOCH_AVG = re.compile(r"Epoch: \[\d+\] Avg img/s: (\S+)")
 _RANK_INIT = re.compile(r"\| distributed init \(rank (\d+)\)")
-_EXCEPTION = re.compile(r"(?:\w+\.)*\w*(?:Error|Exception)\b.*")
-_OOM = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
 
 
 _SNIFF = re.compile(r"Epoch: \[\d+\](?:\[\s*\d+/\d+\]\s+Time |\s+\[\s*\d+/\d+\]\s+eta: .*img/s: )")
@@ -113,10 +111,8 @@ class _Parser(LineFormat[_State]):
             return True
         elif (m := _ACCURACY.match(msg)) is not None:
             st.accuracy = (m.group(1), m.group(2))
-        elif "Traceback (most recent call last)" in msg or _OOM.search(msg):
-            st.error = st.error or msg.strip()
-        elif st.error is not None and _EXCEPTION.fullmatch(msg.strip()):
-            st.error = msg.strip()
+        else:
+            st.error = program_error(st.error, msg)
         return True
 
     def _new_batch(self, line: Line, epoch: int, i: int) -> _State | None:
@@ -191,7 +187,7 @@ class _Parser(LineFormat[_State]):
             details["last_mean_batch_time_s"] = f"{st.avg_batch_s:g}"
         status = "ok" if kw else "no_result"
         if st.error is not None:
-            status = "oom" if _OOM.search(st.error) else "failed"
+            status = error_status(st.error)
         if status == "ok":
             kw["throughput_derived"] = True
         self.result.runs.append(Run(

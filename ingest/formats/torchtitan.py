@@ -41,9 +41,10 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
-from bench.ingest.formats.lines import Line, LineFormat, drive
+from bench.ingest.formats.lines import Line, LineFormat, drive, error_status, program_error
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import WORLD_SIZE, contains, strip_ansi, utc_seconds
 
@@ -63,9 +64,6 @@ _MODEL = re.compile(r"Model (.+?) size: ([\d,]+) total parameters")
 _TRAINER = re.compile(r"local batch size (\d+), global batch size (\d+), gradient accumulation steps (\d+), "
                       r"sequence length (\d+)")
 _PEAK = re.compile(r"Peak FLOPS used for computing MFU: (\S+)")
-_EXCEPTION = re.compile(r"(?:\w+\.)*\w*(?:Error|Exception)\b.*")
-_OOM = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
-_NCCL_ERROR = re.compile(r"NCCL error|nccl(?:System|Internal|Invalid|Remote|UnhandledCuda)Error")
 _LAYOUT_NAMES = {"pp": "pipeline_parallel", "dp_replicate": "data_parallel_replicate", "dp_shard": "data_parallel_shard",
                  "cp": "context_parallel", "tp": "tensor_parallel", "ep": "expert_parallel"}
 
@@ -102,6 +100,7 @@ class _Parser(LineFormat[_State]):
         super().__init__(result)
         self.facts: dict[str, Any] = {}
         self.layout: dict[str, str] = {}
+        self.titan = False  # the log names torchtitan ("[titan]" loggers, its module path)
 
     def read(self, line: Line) -> bool:
         msg = strip_ansi(line.msg)
@@ -128,6 +127,7 @@ class _Parser(LineFormat[_State]):
 
     def _fact(self, msg: str) -> None:
         st = self.run
+        self.titan = self.titan or "[titan]" in msg or "torchtitan" in msg
         if (m := _MESH.search(msg)) is not None:
             self.layout = dict(re.findall(r"(\w+)=(\d+)", m.group(1)))
         elif (m := _MESH_1D.search(msg)) is not None:
@@ -150,10 +150,8 @@ class _Parser(LineFormat[_State]):
             st.completed = True
         elif msg.strip() == "^C" or "KeyboardInterrupt" in msg:
             st.interrupted = True
-        elif "Traceback (most recent call last)" in msg or _NCCL_ERROR.search(msg) or _OOM.search(msg):
-            st.error = st.error or msg.strip()
-        elif st.error is not None and _EXCEPTION.fullmatch(msg.strip()):
-            st.error = msg.strip()
+        else:
+            st.error = program_error(st.error, msg)
 
     def _number(self, text: str | None, name: str, line: Line) -> float | None:
         """A printed figure (thousands separators allowed); None and an ``invalid_value`` problem when it is
@@ -166,6 +164,7 @@ class _Parser(LineFormat[_State]):
         return None
 
     def _titan(self, line: Line, msg: str, m: re.Match[str]) -> bool:
+        self.titan = self.titan or "[titan]" in msg
         pairs = dict(_PAIR.findall(m.group(3)))
         if "tps" not in pairs:
             return False
@@ -220,13 +219,14 @@ class _Parser(LineFormat[_State]):
         if st.interrupted:
             status, st.error = "interrupted", st.error or "interrupted (^C)"
         elif st.error is not None:
-            status = "oom" if _OOM.search(st.error) else "failed"
+            status = error_status(st.error)
         kw: dict[str, Any] = {}
         if status == "ok":
             kw = {"throughput": rate, "throughput_unit": unit, "throughput_derived": derived}
         device = f.get("device")
         self.result.runs.append(Run(
-            run_index=self.index, format=NAME, framework=st.kind, mode="train", model=f.get("model"),
+            run_index=self.index, format=NAME, mode="train", model=f.get("model"),
+            framework=st.kind if st.kind != "torchtitan" or self.titan else None,  # only where the log says
             batch_size_per_device=f.get("local_batch"), global_batch_size=f.get("global_batch"),
             num_devices=world, num_ranks=world, num_gpus=world if device else None, gpu_model=device,
             device_model=device, device_type="gpu" if device else None,
@@ -241,7 +241,7 @@ class _Parser(LineFormat[_State]):
         """The run's rate, its unit and whether it is computed (see the module docstring)."""
         if st.kind == "litgpt":
             return st.summary.get("Tok/sec"), "tokens/sec", False
-        measured = list(zip(st.steps, st.steps[1:], strict=False)) or [((s - 1, r), (s, r)) for s, r in st.steps]
+        measured = [*pairwise(st.steps)] or [((s - 1, r), (s, r)) for s, r in st.steps]
         if not measured:
             return None, "", True
         if st.kind == "maxtext":

@@ -98,3 +98,61 @@ def test_corpus_steps_are_the_iteration_lines(corpus: Path) -> None:
     assert [r["step"] for r in rows] == list(range(1, 11))
     assert (rows[0]["step_time_ms"], rows[0]["line_no"], rows[-1]["step_time_ms"]) == (8969.0, 320, 5161.0)
     assert rows[0]["interval_images_per_sec"] == pytest.approx(256000 / 8969)
+
+
+REAL_TIME = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "caffe_time" / "real_cpu_time.log"
+
+
+def test_glog_summary_lines_behind_other_output_on_the_same_line() -> None:
+    """Issue 54's miss: the program's stdout, unflushed, and glog's stderr on one line (``done.I1121 ...
+    caffe.cpp:408] Average Forward pass: 26.4732 ms.``) left the run truncated with no times. The real log's
+    lines 144-148 so joined read as the log itself: forward 26.4732, backward 49.3314, fb 75.8, total 379 ms."""
+    lines = REAL_TIME.read_text().splitlines(keepends=True)
+    joined = [("done." if 143 <= i <= 147 else "") + line for i, line in enumerate(lines)]
+    (run,) = parse_bytes("".join(joined).encode(), source="t.log").result.runs
+    (bare,) = parse_bytes(REAL_TIME.read_bytes(), source="t.log").result.runs
+    assert (run.status, run.forward_ms, run.backward_ms, run.forward_backward_ms, run.wall_time_s) == (
+        "ok", 26.4732, 49.3314, 75.8, 0.379)
+    assert run == bare
+
+
+PASTED = """\
+Use GPU with device ID 0
+Top shape: 64 3 227 227 (9893568)
+*** Benchmark begins ***
+Testing for 2 iterations.
+Iteration: 1 forward-backward time: 210 ms.
+Iteration: 2 forward-backward time: 190 ms.
+Average Forward pass: 60 ms.
+Average Backward pass: 140 ms.
+Average Forward-Backward: 200 ms.
+Total Time: 400 ms.
+*** Benchmark ends ***
+Average Forward pass: 35.96 ms.
+Average Backward pass: 70.1 ms.
+Average Forward-Backward: 106.2 ms.
+Total Time: 5310 ms.
+Average Forward pass: 12.5 ms.
+Average Backward pass: 25 ms.
+Average Forward-Backward: 37.6 ms.
+Total Time: 1880 ms.
+Average Forward pass: 8.25 ms.
+Average Backward pass: 16.5 ms.
+Average Forward-Backward: 24.8 ms.
+"""
+
+
+def test_caffe_time_output_pasted_without_glog_prefixes() -> None:
+    """Issue 54's miss: four benchmarks' lines as people paste them into issues, with no glog prefix, were
+    not recognised. The first gives its batch (Top shape 64): 64 x 1000 / 200 ms = 320 images/s; the others
+    only their times. The fourth stops before Total Time: truncated, its times not a result."""
+    parsed = parse_bytes(PASTED.encode(), source="issue.txt")
+    assert parsed.format == "caffe_time"
+    runs = parsed.result.runs
+    assert [(r.status, r.forward_ms, r.backward_ms, r.forward_backward_ms) for r in runs] == [
+        ("ok", 60.0, 140.0, 200.0), ("ok", 35.96, 70.1, 106.2), ("ok", 12.5, 25.0, 37.6),
+        ("truncated", None, None, None)]
+    assert (runs[0].images_per_sec, runs[0].num_gpus, runs[0].num_steps, runs[0].wall_time_s) == (320.0, 1, 2, 0.4)
+    assert [r.images_per_sec for r in runs[1:]] == [None, None, None]  # no batch printed: no images/s
+    assert [r.wall_time_s for r in runs] == [0.4, 5.31, 1.88, None]
+    assert [(r.first_line, r.last_line) for r in runs] == [(1, 11), (12, 15), (16, 19), (20, 22)]

@@ -20,25 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from logtools import only_run_dir, slurm_cluster_reason
+from logtools import stored_runs as runs
 
 BENCH = str(Path(sys.executable).parent / "bench")
 TINY = ["--model", "trivial", "--device", "cpu", "--batch-size", "4", "--num-batches", "10", "--display-every", "5",
         "--num-warmup-batches", "2", "--data-format", "NHWC", "--telemetry-interval", "0"]
 LONG = ["--model", "trivial", "--device", "cpu", "--batch-size", "8", "--num-batches", "100000",
         "--data-format", "NHWC", "--telemetry-interval", "0"]
-
-
-def _cluster_reason() -> str | None:
-    if shutil.which("scontrol") is None:
-        return "Slurm is not installed (tests/cluster/slurm-up.sh installs it as root)"
-    try:
-        up = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"sinfo failed: {e}"
-    nodes = dict(line.split() for line in up.stdout.splitlines() if len(line.split()) == 2)
-    if up.returncode != 0 or sorted(nodes) != ["n1", "n2"]:
-        return f"no one-machine cluster with nodes n1 and n2 is up (run tests/cluster/slurm-up.sh as root): {up.stderr.strip() or nodes}"
-    return None
 
 
 def _trainer_reason(mpi: bool = True) -> str | None:
@@ -51,7 +40,7 @@ def _trainer_reason(mpi: bool = True) -> str | None:
     return None
 
 
-CLUSTER = _cluster_reason()
+CLUSTER = slurm_cluster_reason()
 needs_cluster = pytest.mark.skipif(CLUSTER is not None, reason=CLUSTER or "")
 needs_mpi = pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed")
 
@@ -65,19 +54,6 @@ def needs_horovod_mpi() -> None:
 def bench(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([BENCH, *args], capture_output=True, text=True, timeout=timeout, env=env,
                           stdin=subprocess.DEVNULL)
-
-
-def runs(store: Path) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
-
-    from bench.sql.store import table_files
-
-    return [r for part in table_files(store, "runs") for r in pq.read_table(part).to_pylist()]
-
-
-def only_run_dir(out: Path) -> Path:
-    (run_dir,) = [d for d in out.iterdir() if (d / "run.json").exists()]
-    return run_dir
 
 
 def run_json(run_dir: Path) -> dict[str, Any]:
