@@ -52,7 +52,8 @@ def runs_table(rows: list[dict[str, Any]]) -> Any:
             for r in rows]
     cols: dict[str, list[Any]] = {f.name: [r.get(f.name) for r in rows] for f in RUNS}
     cols["status"] = [r.get("status", "ok") for r in rows]
-    cols["tags"] = [None if r.get("tags") is None else list(r["tags"].items()) for r in rows]
+    for name in ("tags", "details"):
+        cols[name] = [None if r.get(name) is None else list(r[name].items()) for r in rows]
     return pa.table(cols, schema=RUNS)
 
 
