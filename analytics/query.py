@@ -32,18 +32,34 @@ def view_error(error: Exception, view: str, where: str | None) -> BenchError:
     return BenchError(f"reading the view {view} failed: {error}")
 
 
+#: What ``bench sql`` runs: queries. Every other statement (COPY, ATTACH, EXPORT, PRAGMA, SET, INSTALL, LOAD,
+#: CREATE, INSERT, ...) is refused before anything runs, and the query's connection can read only the
+#: store's own files and write none (``bench.sql.read.connect(confined=True)``).
+QUERY_STATEMENTS = ("SELECT", "EXPLAIN")
+
+
 def run_sql(root: Path, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
-    """Run one SQL statement over the store; returns (column names, rows); a statement that returns no
-    rows gives ([], []). Raises UsageError for an empty query, BenchError on SQL errors."""
+    """Run one SQL query (or several, giving the last one's rows) over the store, read-only; returns (column
+    names, rows). Raises UsageError for an empty query or a statement that is not a query, BenchError on SQL
+    errors (a file outside the store included)."""
     import duckdb
 
     if not sql.strip():
         raise UsageError('the SQL query is empty; e.g. bench sql "SELECT * FROM runs LIMIT 5"')
-    con = connect(root, reads=sql)
+    try:
+        kinds = [s.type.name for s in duckdb.extract_statements(sql)]
+    except duckdb.Error as e:
+        raise BenchError(f"SQL failed: {e}") from e
+    if refused := [k for k in kinds if k not in QUERY_STATEMENTS]:
+        raise UsageError(f"bench sql runs queries only and never writes; {refused[0]} statements are refused "
+                         "(to keep a result, redirect --format csv or json to a file)")
+    con = connect(root, reads=sql, confined=True)
     try:
         register_python_views(con, sql)
         rel = con.execute(sql)
         cols = [d[0] for d in rel.description] if rel.description else []
         return cols, rel.fetchall()
+    except duckdb.PermissionException as e:
+        raise UsageError(f"bench sql reads only the store's own files: {str(e).splitlines()[0]}") from e
     except duckdb.Error as e:
         raise BenchError(f"SQL failed: {e}") from e

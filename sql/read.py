@@ -32,10 +32,15 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
-def connect(root: Path, *, reads: str | None = None) -> duckdb.DuckDBPyConnection:
+def connect(root: Path, *, reads: str | None = None, confined: bool = False) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per store table (empty views for empty tables) and the
     curated views; ``reads``: the one query it will run, and then only the curated views that query names
     (and those they read) are made (each costs a few ms to bind: a tenth of a second for all of them).
+
+    ``confined``: once the views are made, the connection may read only the files they read (the store's
+    files, or their local copies for a store on object storage) and never write one: DuckDB's
+    ``allowed_directories`` with external access off, and its configuration locked so that no statement can
+    turn it back on (``bench sql``, which runs what a user types).
 
     Raises BenchError when ``root`` is not a store of this schema version (a schema-5 store is converted
     first, or read in place where it cannot be written: bench.sql.migrate). Every table is read in one
@@ -85,6 +90,11 @@ def connect(root: Path, *, reads: str | None = None) -> duckdb.DuckDBPyConnectio
     con.execute("CREATE VIEW duplicates AS SELECT source, message, ingested_at "
                 "FROM all_problems WHERE kind = 'duplicate'")
     register_views(con, None if reads is None else [n for n in curated_names() if re.search(rf"\b{n}\b", reads, re.I)])
+    if confined:
+        folders = sorted({str(Path(f).parent) + "/" for files in state.files.values() for f in files})
+        con.execute("SET allowed_directories = $1", [folders])
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
     return con
 
 
