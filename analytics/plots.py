@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics import plot_data
-from bench.analytics.render import WHOLE, shown_figure
+from bench.analytics.render import WHOLE, shown_figure, shown_xml
 from bench.sql.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
@@ -319,6 +319,8 @@ def save(fig: Figure, out: Path) -> Path:
     shown_figure(fig)
     try:
         fig.savefig(out, dpi=150, **WHOLE)
+        if out.suffix.lower() == ".svg":  # tick labels are made while drawing, after shown_figure
+            out.write_bytes(shown_xml(out.read_bytes()))
     except OSError as e:
         raise BenchError(f"cannot write {out}: {e.strerror or e}") from e
     return out

@@ -11,31 +11,77 @@ import csv
 import io
 import json
 import math
-import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-#: C0 controls but tab and newline, DEL and the C1 controls (0x9b is a one-byte CSI on some terminals).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from bench.sql.names import CONTROL as _CONTROL
+from bench.sql.names import shown
 
 
-def shown(text: str) -> str:
-    """``text`` with every control character but tab and newline escaped as ``\\xNN`` (``\\x1b[2J``)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+class _Shown(io.TextIOBase):
+    """A text stream that writes to ``stream`` with ``shown``'s escapes: what a command prints from stored
+    names (a host, a model, a tag) reaches the terminal as text."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(shown(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return bool(self.stream.isatty())
+
+    @property
+    def encoding(self) -> str | None:  # type: ignore[override]
+        return getattr(self.stream, "encoding", None)
+
+
+@contextmanager
+def plain_output() -> Iterator[None]:
+    """stdout and stderr with every control character escaped while the block prints (``bench check``,
+    ``fleet``, ``effects``: lines built from stored names)."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Shown(out), _Shown(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def shown_xml(xml: bytes) -> bytes:
+    """A serialised XML document with its control characters escaped as ``\\xNN`` text: XML 1.0 cannot hold
+    them at all, even as character references, so a JUnit file of a hostile name stays well-formed."""
+    return shown(xml.decode("utf-8")).encode("utf-8")
 
 
 def shown_figure(fig: Any) -> None:
     """Every text of a matplotlib figure made already (titles, labels, legends, ticks set as labels) with
     ``shown``'s escapes, before it is saved (an SVG's XML cannot even hold ESC)."""
     from matplotlib.text import Text
+    from matplotlib.ticker import FixedFormatter, FuncFormatter
 
     for t in fig.findobj(Text):
         text = t.get_text()
         if isinstance(text, str) and _CONTROL.search(text):
             t.set_text(shown(text))
+    for ax in fig.axes:  # tick labels given as a list (set_ticks(..., labels)) are made at each draw
+        for axis in (ax.xaxis, ax.yaxis):
+            formatter = axis.get_major_formatter()
+            if isinstance(formatter, FixedFormatter):
+                formatter.seq = [shown(s) if isinstance(s, str) else s for s in formatter.seq]
+            elif isinstance(formatter, FuncFormatter) and not getattr(formatter.func, "shown", False):
+                def label(x: Any, pos: Any, func: Any = formatter.func) -> str:
+                    return shown(str(func(x, pos)))
+                label.shown = True  # type: ignore[attr-defined]
+                formatter.func = label
 
 
 #: savefig's arguments that keep every label whole: the saved canvas grows (or shrinks) to what was drawn,

@@ -15,7 +15,6 @@ import importlib.util
 import os
 import re
 import select
-import shlex
 import shutil
 import signal
 import subprocess
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.runner import nodes, rundir
-from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, trainer_argv
+from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, shell_line, trainer_argv
 from bench.runner.verdict import classify, failure_cause, forced_cause, no_result_cause
 from bench.sql import runjson
 from bench.sql.errors import BenchError, UsageError
@@ -412,8 +411,8 @@ def preflight_failed(outcome: Outcome) -> bool:
 
 
 def describe(argv: Sequence[str]) -> str:
-    """The shell-quoted command line, as --dry-run prints it."""
-    return shlex.join(argv)
+    """The shell-quoted command line, as --dry-run prints it (control characters as ``$'\\x1b'``)."""
+    return shell_line(argv)
 
 
 def result_text(row: Mapping[str, Any] | None) -> str:

@@ -73,6 +73,26 @@ TRAINER_OPTIONS = {
 }
 
 
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shell_line(argv: Sequence[str]) -> str:
+    """The command line as a shell reads it back: ``shlex.quote`` for each word, and bash's ``$'...'`` with
+    ``\\xNN`` / ``\\uNNNN`` escapes for a word holding control characters, so that a name carrying
+    ``ESC]52;...`` is printed as text (and still pastes back as the same bytes), never sent to the terminal."""
+    return " ".join(_ansi_c(a) if _CONTROL.search(a) else shlex.quote(a) for a in argv)
+
+
+def _ansi_c(word: str) -> str:
+    def one(c: str) -> str:
+        if c in "'\\":
+            return "\\" + c
+        if c.isprintable():
+            return c
+        return f"\\x{ord(c):02x}" if ord(c) < 0x80 else f"\\u{ord(c):04x}"
+    return "$'" + "".join(map(one, word)) + "'"
+
 @dataclass(frozen=True)
 class RunSpec:
     """One training run: trainer options (None = the trainer's default), launch layout, and tags.
@@ -331,6 +351,6 @@ def build_sbatch_script(spec: RunSpec, *, run_dir: str, job_name: str, trainer: 
         lines.append(f"#SBATCH --time={sbatch_time(spec.timeout_s)}")
     driver = [python, "-m", "bench.runner.commands.job_driver", *(["--array"] if array is not None else []), run_dir]
     lines += ["", "# the run (its output goes to output.log beside run.json):",
-              f"#   {shlex.join(build_command(spec, 'slurm', trainer=trainer))}",
+              f"#   {shell_line(build_command(spec, 'slurm', trainer=trainer))}",
               "export PYTHONUNBUFFERED=1", f"exec {shlex.join(driver)}", ""]
     return "\n".join(lines)

@@ -48,6 +48,7 @@ from bench.runner.progress import PlainReporter, eta_s
 from bench.runner.spec import DEFAULT_TRAINER, LAUNCHERS, RunSpec, trainer_argv
 from bench.sql.atomic import write_json
 from bench.sql.errors import BenchError
+from bench.sql.names import shown
 from bench.sql.objstore import url_of
 from bench.sql.store import check_writable, table_files
 
@@ -404,15 +405,15 @@ def plan_table(plan: Plan, cells: Sequence[Cell]) -> Any:
     """A rich Table of the expanded cells (what ``--dry-run`` prints)."""
     from rich.table import Table
 
-    shown = [k for k in plan.matrix if any(c.factors[k] is not None for c in cells)]
-    table = Table(title=f"sweep {plan.name}: {len(cells)} cells ({plan.scaling} scaling)")
-    for col in ["#", *shown, "rep", "batch/dev", "global", "num_batches", "launch / skipped"]:
-        table.add_column(col)
-    for c in cells:
+    keys = [k for k in plan.matrix if any(c.factors[k] is not None for c in cells)]
+    table = Table(title=shown(f"sweep {plan.name}: {len(cells)} cells ({plan.scaling} scaling)"))
+    for col in ["#", *keys, "rep", "batch/dev", "global", "num_batches", "launch / skipped"]:
+        table.add_column(shown(col))
+    for c in cells:  # a plan's names are data: their control characters are shown as text
         what = c.skip_reason or layout(c.spec)
-        table.add_row(str(c.index), *(str(c.factors[k]) for k in shown), str(c.repeat),
+        table.add_row(str(c.index), *(shown(str(c.factors[k])) for k in keys), str(c.repeat),
                       *(str(v) if v is not None else "-" for v in (c.batch_size, c.global_batch, c.num_batches)),
-                      what)
+                      shown(what))
     return table
 
 

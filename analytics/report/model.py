@@ -132,10 +132,10 @@ def svg_bytes(fig: Any) -> bytes:
 
     import matplotlib
 
-    from bench.analytics.render import WHOLE, shown_figure
+    from bench.analytics.render import WHOLE, shown_figure, shown_xml
 
     shown_figure(fig)
     buf = io.BytesIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "bench-report"}):
         fig.savefig(buf, format="svg", metadata={"Date": None}, **WHOLE)
-    return buf.getvalue()
+    return shown_xml(buf.getvalue())  # tick labels are made while drawing, after shown_figure

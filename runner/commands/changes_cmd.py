@@ -46,13 +46,16 @@ def changes_command(
         raise UsageError(f"--where {where!r} selects no run")
     if accept or unaccept:
         from bench.analytics.accept import decide
+        from bench.analytics.render import shown
 
-        typer.echo(decide(root, con, metric.value, order_by, accept, unaccept, why, by))
+        typer.echo(shown(decide(root, con, metric.value, order_by, accept, unaccept, why, by)))
         return
     found = find_changes(con, metric.value, order_by, min_runs, accepted=decisions.accepted(root))
     if as_json:
         typer.echo(found.to_json())
         return
     from bench.analytics.changes_text import print_changes
+    from bench.analytics.render import plain_output
 
-    print_changes(found)
+    with plain_output():  # series labels are data: their control characters reach no terminal
+        print_changes(found)

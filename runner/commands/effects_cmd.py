@@ -34,6 +34,8 @@ def effects_command(
         typer.echo(json.dumps(dataclasses.asdict(result), indent=2, default=str))
     else:
         from bench.analytics.effects import effect_lines
+        from bench.analytics.render import plain_output
 
-        for line in effect_lines(result):
-            typer.echo(line)
+        with plain_output():  # factor levels are data: their control characters reach no terminal
+            for line in effect_lines(result):
+                typer.echo(line)

@@ -38,12 +38,15 @@ def emit(result: Any, *, junit: Path | None, as_json: bool, xml: Callable[[Any],
          text: Callable[[Any], None]) -> None:
     """What ``check`` and ``fleet`` print: the JUnit file first when ``--junit`` names one (``xml``), then
     ``--json``'s one object (the result's ``to_json``) or the text (``text``)."""
+    from bench.analytics.render import plain_output, shown_xml
+
     if junit is not None:
-        write_junit(junit, xml(result))
+        write_junit(junit, shown_xml(xml(result)))
     if as_json:
         typer.echo(result.to_json())
     else:
-        text(result)
+        with plain_output():  # names are data: their control characters reach no terminal
+            text(result)
 
 
 def store_root(store: Path | None) -> Path:
