@@ -20,14 +20,15 @@ def decide(root: Path, con: duckdb.DuckDBPyConnection, metric: str, order_by: st
     one line. Raises UsageError for a run that is not a point of a series, or a decision without a reason."""
     if accept and unaccept:
         raise UsageError("--accept and --unaccept: one decision at a time")
-    run = accept or unaccept or ""
+    run = accept if accept is not None else unaccept or ""
+    if not run.strip():
+        raise UsageError(f"--{'accept' if accept is not None else 'unaccept'} needs a run id (bench changes names "
+                         "each change's run)")
     if not why or not why.strip():
         raise UsageError(f"--why is required with --{'accept' if accept else 'unaccept'}: it is recorded with who and when")
     found = [(s, p) for s in load_series(con, metric, order_by) for p in s.points if p.run_id == run]
     if not found:
-        (n,), = con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run]).fetchall()
-        raise UsageError(f"run {run!r} " + ("has no value of the metric, so it starts no level" if n else
-                                            "is not in the store (bench changes names each change's run)"))
+        raise UsageError(f"run {run!r} {_why_no_point(con, run, metric, order_by)}")
     series, point = found[0]
     slide = ""
     if accept:  # a slide is accepted whole: at its last step, where its new level begins
@@ -44,3 +45,20 @@ def decide(root: Path, con: duckdb.DuckDBPyConnection, metric: str, order_by: st
         return (f"accepted {series.label}: the level from run {run} ({when}) is its reference for bench check now "
                 f"({d.by}, {d.at}: {d.why}{slide})")
     return f"unaccepted {series.label}: run {run} ({when}) no longer starts its reference ({d.by}, {d.at}: {d.why})"
+
+
+def _why_no_point(con: duckdb.DuckDBPyConnection, run: str, metric: str, order_by: str | None) -> str:
+    """Why ``run`` is not a point of any series: not in the store, not ok, no value, or no place in order."""
+    order = order_by or "started_at"
+    row = con.execute(f"SELECT status, {metric}, ({order}) FROM runs WHERE run_id = ?", [run]).fetchone()
+    if row is None:
+        return "is not in the store (bench changes names each change's run)"
+    status, value, key = row
+    if status != "ok":
+        return f"is {status}: it has no {metric}, so it starts no level"
+    if value is None:
+        return f"has no {metric} (its log gives another metric: --metric), so it starts no level"
+    if key is None:
+        return (f"has no {order}, so it has no place in its series (order the runs by another column with "
+                "--order-by, e.g. a tag that dates them)")
+    return "is not a point of any series"

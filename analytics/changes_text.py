@@ -124,9 +124,13 @@ def print_check(result: CheckResult) -> None:
     if not result.n_candidates:
         typer.echo("no run matches --where: nothing to judge" + (", and these series expected runs:"
                                                                   if result.missing else ""))
+    elif not result.judged:
+        typer.echo(f"{result.n_candidates} run(s) match --where, but none is a point of a series (a point is an ok "
+                   f"run with a value of {result.metric} and a started_at, or what --order-by orders by): "
+                   "nothing to judge")
     for v in result.verdicts:
         typer.echo(verdict_line(v, result))
-    judged = len(result.verdicts) - len(result.missing)
+    judged = result.judged
     typer.echo(f"{judged} series checked, {len(result.failed)} failed, {len(result.missing)} missing "
                f"(threshold {result.threshold:.0%}, alpha {result.alpha:g}; exit {result.exit_code})")
 

@@ -33,8 +33,9 @@
   with fewer than 2 reference runs; ``missing`` for a series that ran in the EXPECT_DAYS before the
   candidates (before the store's newest run, when there are none) and has no candidate.
 - Measured, morning by morning, by ``make bench`` (benchmarks/gate_nights.py).
-- Exit codes (bench.runner.commands.check_cmd): 1 when a series fails, 3 when there is nothing to judge or a series is
-  missing (and nothing fails), 0 otherwise, 2 for a bad argument.
+- Exit codes (bench.runner.commands.check_cmd): 1 when a series fails, 3 when there is nothing to judge (no run
+  matches, or none that does is a point of a series) or a series is missing (and nothing fails), 0 otherwise, 2
+  for a bad argument.
 """
 
 from __future__ import annotations
@@ -112,8 +113,13 @@ class CheckResult:
         return [v for v in self.verdicts if v.status == "missing"]
 
     @property
+    def judged(self) -> int:
+        """Series judged (a verdict other than missing)."""
+        return len(self.verdicts) - len(self.missing)
+
+    @property
     def exit_code(self) -> int:
-        return 1 if self.failed else 3 if self.missing or not self.n_candidates else 0
+        return 1 if self.failed else 3 if self.missing or not self.n_candidates or not self.judged else 0
 
     def to_json(self) -> str:
         return json.dumps({**asdict(self), "passed": self.exit_code == 0, "exit_code": self.exit_code},

@@ -90,9 +90,21 @@ def failure(url: str, e: BaseException, doing: str) -> BenchError:
                                 "network_connection", "timed out", "timeout",
                                 "dns", "resolve", "unreachable", "generic s3 error", "error sending request")):
         why = f"the endpoint cannot be reached ({_endpoint() or 'the cloud default'})"
+    elif url.startswith("s3://") and not _aws_credentials():
+        why = ("no AWS credentials were found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or "
+               f"~/.aws/credentials); the service said: {text[:120]}")
     else:
         why = text[:200]
     return BenchError(f"store {url}: {doing} failed: {why}")
+
+
+def _aws_credentials() -> bool:
+    """Whether this process names AWS credentials the SDK would find without asking a cloud instance."""
+    names = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+             "AWS_CONTAINER_CREDENTIALS_FULL_URI")
+    files = (os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.expanduser("~/.aws/credentials"),
+             os.environ.get("AWS_CONFIG_FILE") or os.path.expanduser("~/.aws/config"))
+    return any(os.environ.get(n) for n in names) or any(os.path.exists(f) for f in files)
 
 
 def cache_dir() -> Path:

@@ -81,6 +81,9 @@ def check_store(root: Path, *, old_ok: bool = False) -> int:
         version = json.loads(meta.read_text())["schema_version"]
     except (ValueError, KeyError, TypeError) as e:
         raise BenchError(f"{meta} is unreadable ({e}); move the store aside and ingest again") from e
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise BenchError(f"{meta} is damaged: its schema_version is {version!r}, not a whole number; move the store "
+                         "aside and ingest again")
     if version != SCHEMA_VERSION and not (old_ok and version == MIGRATES_FROM):
         raise BenchError(
             f"store {root} was written by schema {version}, this bench reads schema {SCHEMA_VERSION} "

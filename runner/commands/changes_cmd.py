@@ -44,7 +44,7 @@ def changes_command(
     con = selected_runs(store, where, None)
     if where and not first(con, "SELECT 1 FROM runs LIMIT 1"):
         raise UsageError(f"--where {where!r} selects no run")
-    if accept or unaccept:
+    if accept is not None or unaccept is not None:
         from bench.analytics.accept import decide
         from bench.analytics.render import shown
 

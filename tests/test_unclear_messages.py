@@ -1,0 +1,79 @@
+"""The unclear messages of issue 53 (item 10): each says what is wrong and what to do, with the documented exit
+code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from logtools import tf_cnn_log
+from typer.testing import CliRunner
+
+from bench.ingest.pipeline import ingest
+from bench.runner.cli import app
+from bench.sql.objstore import failure
+
+
+@pytest.fixture(scope="module")
+def unstamped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ok run whose log stamps nothing: no started_at."""
+    base = tmp_path_factory.mktemp("unstamped")
+    (base / "a.log").write_text(tf_cnn_log(20))
+    ingest([str(base / "a.log")], base / "st", workers=0)
+    return base / "st"
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout + result.stderr
+
+
+def run_id(store: Path) -> str:
+    _, out = run("sql", "SELECT run_id, started_at FROM runs", "--format", "json", "--store", str(store))
+    (row,) = json.loads(out)
+    assert row["started_at"] is None
+    return str(row["run_id"])
+
+
+def test_accept_of_an_empty_run_id_is_a_usage_error(unstamped: Path) -> None:
+    code, out = run("changes", "--accept", "", "--why", "x", "--store", str(unstamped))
+    assert code == 2 and "--accept needs a run id (bench changes names each change's run)" in out
+
+
+def test_accept_of_a_run_without_a_start_says_so(unstamped: Path) -> None:
+    code, out = run("changes", "--accept", run_id(unstamped), "--why", "x", "--store", str(unstamped))
+    assert code == 2
+    assert "has no started_at, so it has no place in its series (order the runs by another column with --order-by" in out
+
+
+def test_check_whose_only_run_has_no_start_judges_nothing_and_exits_3(unstamped: Path) -> None:
+    code, out = run("check", "--where", "true", "--store", str(unstamped))
+    assert code == 3, out
+    assert "1 run(s) match --where, but none is a point of a series" in out and "exit 3" in out
+
+
+def test_a_schema_version_that_is_text_is_a_damaged_file(tmp_path: Path, unstamped: Path) -> None:
+    import shutil
+
+    store = tmp_path / "st"
+    shutil.copytree(unstamped, store)
+    meta = json.loads((store / "STORE.json").read_text())
+    (store / "STORE.json").write_text(json.dumps({**meta, "schema_version": str(meta["schema_version"])}))
+    code, out = run("sql", "SELECT 1", "--store", str(store))
+    assert code == 1
+    assert f"is damaged: its schema_version is '{meta['schema_version']}', not a whole number" in out
+
+
+def test_s3_without_any_credentials_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    error = failure("s3://bucket/store", OSError("AWS Error UNKNOWN (HTTP status 500) during HeadBucket operation"),
+                    "reading STORE.json")
+    assert str(error).startswith("store s3://bucket/store: reading STORE.json failed: no AWS credentials were found "
+                                 "(set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")  # with credentials, what the service said
+    assert "no AWS credentials" not in str(failure("s3://bucket/store", OSError("AWS Error UNKNOWN"), "reading"))
