@@ -1,6 +1,7 @@
 """Values at the trust boundary: every number a parser hands on is checked here, once, after the parse.
 
-A run's throughput, times and counts must be finite, positive (times and counts may be 0 where noted)
+A run's throughput, times and counts must be finite, positive (a rate at least ``MIN_RATE``; times and counts
+may be 0 where noted)
 and physically possible: at most ``MAX_IMAGES_PER_SEC_PER_DEVICE`` images/s per device and counts up to
 2^53 (beyond it a float cannot hold the integer). A run whose log does not say on how many devices it ran
 (an MLPerf result log: its system description says it) may have run on up to ``MAX_DEVICES``: NVIDIA's
@@ -35,6 +36,9 @@ MAX_DEVICES = 100_000
 #: per-device bound is known, so it is only required to be finite, positive and below this.
 MAX_SAMPLES_PER_SEC = 1e13
 MAX_SECONDS = 10 * 365 * 86400  # a run time over ten years is a misprint
+#: The least rate a run can have, whatever it counts: one item in 11.6 days. ``total images/sec: 1e-300`` is a
+#: misprint (or a hand-edited log), not a result.
+MIN_RATE = 1e-6
 
 def by_index(values: Mapping[int, float | None]) -> tuple[float | None, ...] | None:
     """Per-device or per-rank values as a tuple indexed 0..max (None where an index was not printed);
@@ -49,10 +53,11 @@ def by_index(values: Mapping[int, float | None]) -> tuple[float | None, ...] | N
 #: Rates are per device and scaled by the run's devices; a wall time of 0 is what two stamps of the same
 #: second give, a time to train of 0 is a misprint; counts must also be integers. A printed loss is data
 #: (a diverged ``nan`` loss stays) and is not checked.
-RATE_RULES = (("images_per_sec", 0.0, MAX_IMAGES_PER_SEC_PER_DEVICE, False, "a rate in (0, 1e7] images/s per device"),
-              ("images_per_sec_mean", 0.0, MAX_IMAGES_PER_SEC_PER_DEVICE, False,
-               "a rate in (0, 1e7] images/s per device"),
-              ("throughput", 0.0, MAX_IMAGES_PER_SEC_PER_DEVICE, False, "a rate in (0, 1e7] images/s per device"))
+RATE_RULES = (("images_per_sec", MIN_RATE, MAX_IMAGES_PER_SEC_PER_DEVICE, True,
+               "a rate in [1e-6, 1e7] images/s per device"),
+              ("images_per_sec_mean", MIN_RATE, MAX_IMAGES_PER_SEC_PER_DEVICE, True,
+               "a rate in [1e-6, 1e7] images/s per device"),
+              ("throughput", MIN_RATE, MAX_IMAGES_PER_SEC_PER_DEVICE, True, "a rate in [1e-6, 1e7] images/s per device"))
 RULES = (
     ("images_per_sec_stderr", 0.0, sys.float_info.max, True, "a finite spread >= 0"),
     ("images_per_sec_jitter", 0.0, sys.float_info.max, True, "a finite spread >= 0"),
@@ -161,7 +166,7 @@ def _check_run(run: Run) -> tuple[list[tuple[str, Any, str]], dict[str, Any]]:
         if name == "throughput" and run.throughput_unit == IMAGES and run.images_per_sec is not None:
             continue  # the same figure as images_per_sec, checked (and reported) once, as images_per_sec
         if name == "throughput" and run.throughput_unit != IMAGES:
-            high, what = MAX_SAMPLES_PER_SEC, f"a rate in (0, 1e13] {run.throughput_unit or 'per second'}"
+            high, what = MAX_SAMPLES_PER_SEC, f"a rate in [1e-6, 1e13] {run.throughput_unit or 'per second'}"
         elif name in _PER_DEVICE:
             high *= devices
         # a NaN fails every comparison, an infinity the bound: both are caught here

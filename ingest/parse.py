@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -73,6 +74,12 @@ def parse_bytes(
     else:
         run_lines(module, split_lines(data.decode("ascii") if ascii_only else text), source=source, result=result)
     _forced_found_nothing(forced, result)
+    if not ascii_only and (digit := _FOREIGN_DIGIT.search(text)) is not None:
+        no = text.count("\n", 0, digit.start()) + 1
+        line = text[text.rfind("\n", 0, digit.start()) + 1:].split("\n", 1)[0]
+        result.problems.append(Problem("warning", "the file writes numbers in digits that are not ASCII (full-width, "
+                                                  "Arabic-Indic, ...); they were read as the numbers they write "
+                                                  "(first here)", no, line))
     if not data.endswith(b"\n") and getattr(module, "LINE_ORIENTED", True):
         n_lines = data.count(b"\n")
         last = data[data.rfind(b"\n") + 1 :].decode("utf-8", errors="replace")
@@ -109,6 +116,10 @@ def _whole_fast(module: registry.FormatModule, data: bytes, result: ParseResult)
     except Exception:  # parse_bytes never raises for bad input; the plain path decides what the file holds
         return False
 
+
+#: A decimal digit that is not 0-9 (``１``, ``١``): Python reads it as the digit it writes (float("１２３.４") is
+#: 123.4), and so do the parsers' ``\d``. No program bench reads prints them; a file that does is said to.
+_FOREIGN_DIGIT = re.compile(r"(?![0-9])\d")
 
 #: The bytes of a file's start in which a launcher's line prefix is looked for (text.launcher_prefix).
 PREFIX_HEAD = 64 * 1024

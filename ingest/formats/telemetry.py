@@ -28,6 +28,7 @@ from typing import Any
 from bench.ingest.column_buffers import NULL_BITS
 from bench.ingest.native import ext
 from bench.ingest.records import ParseResult
+from bench.ingest.sample_tables import TelemetryTable
 from bench.ingest.text import utc_seconds
 
 NAME = "telemetry"
@@ -37,7 +38,10 @@ _MIN_UNIX, _MAX_UNIX = 946_684_800, 4_102_444_800  # 2000-01-01 .. 2100-01-01: a
 _THERMAL = re.compile(r"(\d{9,10}(?:\.\d+)?), *(\d+(?:\.\d+)?)?, *((?:\d+(?:\.\d+)?, *)*\d+(?:\.\d+)?),? *$")
 _SMI_TIME = re.compile(r"(\d{4})/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d+)?)$")
 _UNIT = re.compile(r"\s*\[[^\]]*\]$")
-_VALUE = re.compile(r"(-?\d+(?:\.\d+)?)(?:\s*(?:%|MiB|W|MHz|C))?$")
+_VALUE = re.compile(r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?))(?:\s*(?:%|MiB|W|MHz|C))?$",
+                    re.IGNORECASE)
+#: What nvidia-smi prints for a value it does not have: no value, and no problem.
+_NO_VALUE = ("", "[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]")
 #: nvidia-smi query field -> TelemetrySample attribute
 _SMI_FIELDS = {
     "utilization.gpu": "utilization_pct",
@@ -241,7 +245,7 @@ def _parse_host(cols: dict[str, int], rest: Iterable[tuple[int, str]], result: P
             continue
         t = _smi_time(cells[cols["timestamp"]]) if "timestamp" in cols else None
         t0 = t if t0 is None else t0
-        values: dict[str, Any] = {attr: _smi_value(cells[cols[name]]) for name, attr in _HOST_FIELDS.items()}
+        values = _smi_values(cells, _HOST_FIELDS, cols, line_no, line, result)
         result.telemetry.add(sample, timestamp=t, elapsed_s=None if t is None or t0 is None else t - t0, **values)
         sample += 1
 
@@ -255,12 +259,34 @@ def _smi_time(text: str) -> float | None:
 
 
 def _smi_value(text: str) -> float | None:
-    """``95 %`` / ``250.00 W`` / ``70`` -> float; ``[N/A]``, ``[Not Supported]`` -> None."""
+    """``95 %`` / ``250.00 W`` / ``70`` -> float; ``[N/A]``, ``[Not Supported]`` and text that is no number
+    -> None. A number is returned as printed, ``nan``, ``inf`` and ``1e308`` included: the telemetry table's
+    value check makes it NULL and reports it (``TelemetryTable.CHECKED``)."""
     m = _VALUE.match(text)
-    if m is None:
-        return None
-    v = float(m.group(1))
-    return v if math.isfinite(v) else None
+    return None if m is None else float(m.group(1))
+
+
+def _smi_values(cells: list[str], fields: dict[str, str], cols: dict[str, int], line_no: int, line: str,
+                result: ParseResult) -> dict[str, Any]:
+    """The sample's values of ``fields`` (query field -> attribute); a cell that is neither a number nor
+    nvidia-smi's word for none (``[N/A]``), or a number outside what the telemetry table holds
+    (``TelemetryTable.CHECKED``: nan, inf, a temperature of 1e308) is NULL and an ``invalid_value`` problem
+    naming the field and the line."""
+    values: dict[str, Any] = {}
+    for name, attr in fields.items():
+        if name not in cols:
+            continue
+        cell = cells[cols[name]]
+        value = _smi_value(cell)
+        low, high, closed = TelemetryTable.CHECKED.get(attr, (-math.inf, math.inf, True))
+        if value is None and cell not in _NO_VALUE:
+            result.problem("invalid_value", f"{name} {cell!r} is not a number; stored as NULL", line_no, line)
+        elif value is not None and not ((low <= value if closed else low < value) and value <= high):
+            result.problem("invalid_value", f"{name} {cell!r} is outside {'[' if closed else '('}{low:g}, {high:g}] "
+                                            "(NaN and infinities included); stored as NULL", line_no, line)
+            value = None
+        values[attr] = value
+    return values
 
 
 def _parse_smi(header: str, rest: Iterable[tuple[int, str]], result: ParseResult) -> None:
@@ -276,7 +302,7 @@ def _parse_smi(header: str, rest: Iterable[tuple[int, str]], result: ParseResult
             continue
         cells = [c.strip() for c in line.split(",")]
         index = _smi_value(cells[cols["index"]]) if "index" in cols and len(cells) == len(names) else None
-        if index is None:
+        if index is None or not (index.is_integer() and 0 <= index < 100_000):  # nan, -1, 1e308: no device's
             result.problem("bad_line", f"expected {len(names)} comma-separated fields with a GPU index", line_no, line)
             continue
         gpu = int(index)
@@ -285,6 +311,6 @@ def _parse_smi(header: str, rest: Iterable[tuple[int, str]], result: ParseResult
         seen.add(gpu)
         t = _smi_time(cells[cols["timestamp"]]) if "timestamp" in cols else None
         t0 = t if t0 is None else t0
-        values: dict[str, Any] = {attr: _smi_value(cells[cols[name]]) for name, attr in _SMI_FIELDS.items() if name in cols}
+        values = _smi_values(cells, _SMI_FIELDS, cols, line_no, line, result)
         result.telemetry.add(sample, timestamp=t, elapsed_s=None if t is None or t0 is None else t - t0,
                              gpu_index=gpu, **values)

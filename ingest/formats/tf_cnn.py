@@ -47,7 +47,9 @@ _STEP = re.compile(
     rf"(?:\s+({_F})(?:\s+({_F})(?:\s+({_F}))?)?)?(?:\s+(\d{{9,11}}))?\s*$"  # loss, top-1, top-5 by position
 )
 _EVAL = re.compile(r"(\d+)\s+(\d+(?:\.\d*)?) examples/sec(?:\s+(\d{9,11}))?\s*$")
-_TOTAL = re.compile(r"total images/sec: (\d+(?:\.\d*)?|nan|inf)\s*(?:\d{9,11})?\s*$")
+#: Any number (signed, exponent, nan, inf): what it says is checked once, after the parse (bench.ingest.checks),
+#: so that ``total images/sec: -1`` is an invalid run with its value named, not an unreadable line.
+_TOTAL = re.compile(r"total images/sec: ([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf)\s*(?:\d{9,11})?\s*$")
 _PER_DEVICE = re.compile(r"\s*(\d+(?:\.\d+)?) per device\s*$")
 _GROUP = re.compile(r"\s*(\d+) batches per prepocessing group\s*$")
 _ACCURACY = re.compile(r"(?:Accuracy|Precision) @ 1 = ([\d.]+|nan) (?:Accuracy|recall) @ 5 = ([\d.]+|nan)(?: \[(\d+) examples\])?")

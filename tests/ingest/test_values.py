@@ -57,7 +57,7 @@ def test_a_step_rate_of_zero_is_null_with_a_problem() -> None:
     assert any(p.line_no == 36 and "images_per_sec" in p.message for p in _invalid(result))
 
 
-def test_impossible_telemetry_values_are_null_with_a_problem_naming_the_sample() -> None:
+def test_impossible_telemetry_values_are_null_with_a_problem_naming_the_line() -> None:
     """nvidia-smi-query.csv: sample 0 is its line 2; 120 % utilisation, a -300 C temperature and an
     infinite power are none of them readings."""
     text = (FIXTURES / "telemetry" / "nvidia-smi-query.csv").read_text()
@@ -66,9 +66,8 @@ def test_impossible_telemetry_values_are_null_with_a_problem_naming_the_sample()
     rows = result.telemetry.rows()
     assert (rows[0]["utilization_pct"], rows[0]["temperature_c"], rows[0]["power_w"]) == (None, None, None)
     assert rows[0]["memory_used_mib"] == good[0]["memory_used_mib"] == 15000.0 and rows[1:] == good[1:]
-    fields = {re.search(r"value\(s\) of (\w+)", p.message)[1] for p in _invalid(result)}  # type: ignore[index]
-    assert {"utilization_pct", "temperature_c"} <= fields
-    assert all("at sample 0" in p.message for p in _invalid(result))
+    assert [(p.line_no, p.message.split(" is ")[0]) for p in _invalid(result)] == [
+        (2, "utilization.gpu '120 %'"), (2, "temperature.gpu '-300'"), (2, "power.draw 'inf W'")]
 
 
 def test_an_mxnet_run_whose_every_speed_is_zero_is_not_ok() -> None:
@@ -118,3 +117,47 @@ def test_one_field_that_will_not_convert_never_loses_the_run() -> None:
     assert "Time '--1' is not a number" in problem.message
     row = [r for r in bad.steps.rows() if r["step"] == 10 and r["epoch"] == 0 and r["line_no"] == problem.line_no]
     assert row and row[0]["step_time_ms"] is None and row[0]["loss"] == 9.6782
+
+
+# -- issue 53 item 9: one check for every number, totals and telemetry samples as steps ---------------------
+
+TF_TOTAL = ("Step\tImg/sec\ttotal_loss\n1\timages/sec: 100.0 +/- 0.0 (jitter = 0.0)\t7.0\n"
+            "----------------------------------------------------------------\ntotal images/sec: {}\n")
+
+
+@pytest.mark.parametrize("total", ["-1", "1e308", "1e-300", "1e5000", "nan", "-inf"])
+def test_a_total_no_run_can_have_is_an_invalid_run_naming_its_value(total: str) -> None:
+    res = parse_bytes(TF_TOTAL.format(total).encode(), source="t.log").result
+    (run,) = res.runs
+    assert (run.status, run.images_per_sec, run.throughput) == ("invalid", None, None)
+    (problem,) = res.problems
+    assert problem.kind == "invalid_value" and problem.message.startswith(
+        f"images_per_sec = {float(total)!r} is not a rate in [1e-6, 1e7] images/s per device")
+
+
+SMI = ("timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W], clocks.sm [MHz]\n"
+       "2021/01/04 10:00:00.123, 0, 95 %, 1000 MiB, 70, 250.00 W, 1400 MHz\n"
+       "2021/01/04 10:00:00.123, 1, nan, [N/A], 1e308, 250.00 W, 1400 MHz\n"
+       "2021/01/04 10:00:01.123, 0, 95 %, 1000 MiB, 71\x1b[2J, inf, 1400 MHz\n"
+       "2021/01/04 10:00:01.123, 1, 95 %, 1000 MiB, 1e400, 250.00 W, 1400 MHz\n")
+
+
+def test_telemetry_values_no_device_reports_are_problems_naming_the_line() -> None:
+    res = parse_bytes(SMI.encode(), source="smi.csv").result
+    assert [(p.kind, p.line_no, p.message.split(" is ")[0]) for p in res.problems] == [
+        ("invalid_value", 3, "utilization.gpu 'nan'"), ("invalid_value", 3, "temperature.gpu '1e308'"),
+        ("invalid_value", 4, "temperature.gpu '71\\x1b[2J'"), ("invalid_value", 4, "power.draw 'inf'"),
+        ("invalid_value", 5, "temperature.gpu '1e400'")]
+    rows = list(res.telemetry)
+    assert [r.temperature_c for r in rows] == [70.0, None, None, None]
+    assert rows[1].memory_used_mib is None  # [N/A]: no value, and no problem
+    assert (rows[1].power_w, rows[2].power_w, rows[2].utilization_pct) == (250.0, None, 95.0)
+
+
+def test_digits_that_are_not_ascii_are_read_and_said() -> None:
+    """The decision: full-width and Arabic-Indic digits are read as the numbers they write (Python's float and
+    the parsers' \\d do), and the file gets one warning naming the first line that has them."""
+    for total, value in (("１２３.４", 123.4), ("١٢٣", 123.0)):
+        res = parse_bytes(TF_TOTAL.format(total).encode(), source="t.log").result
+        assert [(r.status, r.images_per_sec) for r in res.runs] == [("ok", value)]
+        assert [(p.kind, p.line_no, p.text) for p in res.problems] == [("warning", 4, f"total images/sec: {total}")]
