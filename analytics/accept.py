@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from bench.analytics.changes import find_changes, load_series
 from bench.analytics.decisions import accepted, record
+from bench.analytics.results import first
 from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def decide(root: Path, con: duckdb.DuckDBPyConnection, metric: str, order_by: st
 def _why_no_point(con: duckdb.DuckDBPyConnection, run: str, metric: str, order_by: str | None) -> str:
     """Why ``run`` is not a point of any series: not in the store, not ok, no value, or no place in order."""
     order = order_by or "started_at"
-    row = con.execute(f"SELECT status, {metric}, ({order}) FROM runs WHERE run_id = ?", [run]).fetchone()
+    row = first(con, f"SELECT status, {metric}, ({order}) FROM runs WHERE run_id = ?", [run])
     if row is None:
         return "is not in the store (bench changes names each change's run)"
     status, value, key = row

@@ -56,7 +56,7 @@ ACCEPT_SLACK = 2
 #: the series' columns shown to a person, in this order (NULL ones are left out)
 SERIES_COLUMNS = ("model", "batch_size_per_device", "precision", "num_devices", "device_model", "system",
                   "framework", "dataset", "data", "mode", "data_format", "variable_update", "all_reduce",
-                  "num_nodes", "device_type")
+                  "num_nodes", "device_type", "throughput_unit")
 
 
 @dataclass

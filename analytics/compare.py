@@ -59,7 +59,11 @@ ALIASES = {"gpu_model": "device_model"}
 #: itself is not one of them: a different framework never pairs unless --ignore framework).
 SYSTEM_FACTORS = tuple(f for f in SYSTEM if f != "framework")
 #: Which view holds each metric.
-METRICS = {"images_per_sec": "configs", "speedup": "scaling", "efficiency": "scaling"}
+METRICS = {"images_per_sec": "configs", "throughput": "configs", "speedup": "scaling", "efficiency": "scaling"}
+#: The metrics that are a configuration's rate (not a ratio to a baseline). ``throughput`` is in the
+#: configuration's throughput_unit, a workload factor: two sides of a pair count the same thing (tokens/sec
+#: against tokens/sec), so a ratio never divides one unit by another.
+RATES = ("images_per_sec", "throughput")
 #: The columns compare reads from its view, besides a tag it compares.
 _COLUMNS = {*FACTORS, "tags", "num_devices", "num_nodes", "baseline_devices", *METRICS}
 _NULL_WORD = "null"  # --a NULL selects configurations where the factor is NULL (e.g. device_model of a CPU run that does not name its CPU)
@@ -182,7 +186,7 @@ def compare(
     if va == vb:
         raise UsageError(f"--a and --b both select {factor} = {va!r}; compare two different values")
     rows = [dict(r) | ({factor: v} if tag else {}) for r in read.rows if (v := of(r)) == va or v == vb]
-    if metric == "images_per_sec" and (factor in SYSTEM_FACTORS or factor in SYSTEM_TAGS):
+    if metric in RATES and (factor in SYSTEM_FACTORS or factor in SYSTEM_TAGS):
         pairs, unmatched, n_base = (*pair_systems(rows, factor, va, metric), 0)
     else:
         pairs, unmatched, n_base = pair_rows(rows, factor, va, metric)
@@ -370,7 +374,7 @@ def _why_unpaired(ra: dict[str, Any], rb: dict[str, Any], metric: str) -> tuple[
     ok_a, ok_b = _usable(ra[metric]), _usable(rb[metric])
     if not (ok_a and ok_b):
         return ("partner has no value" if ok_a else "no value", "partner has no value" if ok_b else "no value")
-    if metric != "images_per_sec" and ra["baseline_devices"] != rb["baseline_devices"]:
+    if metric not in RATES and ra["baseline_devices"] != rb["baseline_devices"]:
         return ("different baseline", "different baseline")
     return None
 
@@ -378,7 +382,7 @@ def _why_unpaired(ra: dict[str, Any], rb: dict[str, Any], metric: str) -> tuple[
 def _at_baseline(ra: dict[str, Any], rb: dict[str, Any], metric: str) -> bool:
     """Both rows are their configuration's baseline point: speedup x / x, exactly 1 (so is efficiency).
     At the baseline device count on more nodes the speedup is a measurement, not 1, and stays a pair."""
-    return (metric != "images_per_sec" and ra["num_devices"] == ra["baseline_devices"]
+    return (metric not in RATES and ra["num_devices"] == ra["baseline_devices"]
             and ra[metric] == 1.0 and rb[metric] == 1.0)
 
 

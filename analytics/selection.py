@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 #: The factor columns of ``configs`` (sql/run_configs.sql hashes them into config_id), workload and system:
 #: a configuration is all of them plus its tags (FACTORS, in the order the views and tables list them).
 WORKLOAD = ("model", "dataset", "data", "mode", "precision", "data_format", "variable_update", "all_reduce",
-            "batch_size_per_device")
+            "batch_size_per_device", "throughput_unit")
 SYSTEM = ("framework", "framework_version", "device_type", "device_model")
 FACTORS = (*SYSTEM[:2], *WORKLOAD, *SYSTEM[2:])
 #: Tags that say where a run sits in a system, not what it ran: a comparison of devices lets them differ.

@@ -6,7 +6,8 @@
 -- gpu_model and num_gpus repeat device_model and num_devices where device_type is 'gpu' (NULL otherwise),
 -- for queries written against the GPU-only columns.
 -- n_runs counts every run, n_ok those with status 'ok'. images_per_sec (mean), median, min, max, stddev
--- (sample) and wall_time_s (mean) are over the ok runs only: a failed run is never a zero.
+-- (sample), throughput (mean, in throughput_unit: the same as images_per_sec where that is images/sec) and
+-- wall_time_s (mean) are over the ok runs only: a failed run is never a zero.
 -- ci95_low/ci95_high: t-interval mean ± t(0.975, n-1) · stddev / sqrt(n), n = ok runs with a value; NULL
 -- when n < 2. t comes from the table `t975` (df 1..30, scipy.stats.t.ppf to 6 decimals, agreeing with
 -- printed t tables to their 3 decimals) and beyond df 30 from the Cornish-Fisher expansion in 1/df (error
@@ -25,7 +26,8 @@ grouped AS (
            any_value(model) AS model, any_value(dataset) AS dataset, any_value(data) AS data,
            any_value(mode) AS mode, any_value(precision) AS precision, any_value(data_format) AS data_format,
            any_value(variable_update) AS variable_update, any_value(all_reduce) AS all_reduce,
-           any_value(batch_size_per_device) AS batch_size_per_device, any_value(device_type) AS device_type,
+           any_value(batch_size_per_device) AS batch_size_per_device, any_value(throughput_unit) AS throughput_unit,
+           any_value(device_type) AS device_type,
            any_value(device_model) AS device_model, any_value(tags) AS tags,
            num_devices, num_nodes,
            count(*) AS n_runs,
@@ -36,6 +38,7 @@ grouped AS (
            min(images_per_sec) FILTER (WHERE status = 'ok') AS min,
            max(images_per_sec) FILTER (WHERE status = 'ok') AS max,
            stddev_samp(images_per_sec) FILTER (WHERE status = 'ok') AS stddev,
+           avg(throughput) FILTER (WHERE status = 'ok') AS throughput,
            avg(wall_time_s) FILTER (WHERE status = 'ok') AS wall_time_s
     FROM run_configs
     GROUP BY config_id, num_devices, num_nodes
@@ -51,12 +54,12 @@ with_t AS (
 )
 SELECT config_id,
        framework, framework_version, model, dataset, data, mode, precision, data_format, variable_update,
-       all_reduce, batch_size_per_device, device_type, device_model, tags, num_devices, num_nodes,
+       all_reduce, batch_size_per_device, throughput_unit, device_type, device_model, tags, num_devices, num_nodes,
        CASE WHEN device_type = 'gpu' THEN device_model END AS gpu_model,
        CASE WHEN device_type = 'gpu' THEN num_devices END AS num_gpus,
        n_runs, n_ok, images_per_sec, median, min, max, stddev,
        images_per_sec - t_quantile * stddev / sqrt(n_values) AS ci95_low,
        images_per_sec + t_quantile * stddev / sqrt(n_values) AS ci95_high,
-       wall_time_s
+       throughput, wall_time_s
 FROM with_t
 ORDER BY model, framework, device_model, data, batch_size_per_device, config_id, num_devices, num_nodes

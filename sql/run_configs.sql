@@ -1,7 +1,9 @@
 -- One row per run: the configuration it belongs to (config_id and its factors) and its scale point.
 -- A configuration is every factor of a run except its repetition: framework, framework_version, model,
 -- dataset, data, mode, precision, data_format, variable_update, all_reduce, batch_size_per_device,
--- device_type (gpu, tpu, ipu, hpu, npu, cpu), device_model, and the tags as `tags` (a MAP with its
+-- throughput_unit (what the run's rate counts: images/sec, tokens/sec, busbw GB/s, ...; runs counting different
+-- things are never one configuration, so no mean, speedup or ratio mixes them), device_type (gpu, tpu, ipu,
+-- hpu, npu, cpu), device_model, and the tags as `tags` (a MAP with its
 -- entries sorted by key; {} when a run has no other tags, so NULL tags and {} group together), less the
 -- bookkeeping tags, which never split a configuration: `repeat`, `sweep` and `cell` (bench sweep's: a
 -- sweep's cells at 1 and 2 devices are one configuration's scaling curve), `run` / `run_id`, and `device`
@@ -57,23 +59,36 @@ restating AS (  -- the tag keys that restate a workload column (see the header),
            AND bool_and(lower(val) = lower(e.value)
                         OR (NOT regexp_full_match(e.value, '[0-9.]+') AND starts_with(lower(val), lower(e.value)))))
 ),
+format_units AS (  -- the unit of each format whose ok runs all count in one
+    SELECT format, any_value(coalesce(throughput_unit, CASE WHEN images_per_sec IS NOT NULL THEN 'images/sec' END))
+               AS unit
+    FROM runs WHERE status = 'ok'
+    GROUP BY format
+    HAVING count(DISTINCT coalesce(throughput_unit, CASE WHEN images_per_sec IS NOT NULL THEN 'images/sec' END)) = 1
+),
 own AS (
     SELECT row_number() OVER () AS _row, run_id, framework, framework_version, model, dataset, data, mode, precision,
-           data_format, variable_update, all_reduce, batch_size_per_device, device_type, device_model,
+           data_format, variable_update, all_reduce, batch_size_per_device,
+           -- a rate in images repeats in throughput (bench.ingest.units); a table written without it still counts;
+           -- a run without a result counts in the one unit its format's runs count in, where they count in one
+           coalesce(throughput_unit, CASE WHEN images_per_sec IS NOT NULL THEN 'images/sec' END, fu.unit)
+               AS throughput_unit,
+           device_type, device_model,
            -- a sorted list of entries while runs are matched (list_has_all), a MAP at the end
            list_sort([e FOR e IN map_entries(coalesce(tags, MAP {}::MAP(VARCHAR, VARCHAR)))
                       IF e.key NOT IN ('repeat', 'device', 'sweep', 'cell', 'run', 'run_id')
                          AND NOT list_contains(restating.keys, e.key)])
                AS config_tags,
-           num_devices, num_nodes, status, images_per_sec, wall_time_s, status_detail, throughput,
+           num_devices, num_nodes, status, images_per_sec, wall_time_s, status_detail,
+           coalesce(throughput, images_per_sec) AS throughput,
            time_to_train_s, forward_ms, forward_backward_ms, source, source_sha256, host, started_at
-    FROM runs, restating
+    FROM runs LEFT JOIN format_units fu ON fu.format IS NOT DISTINCT FROM runs.format, restating
 ),
 tag_values AS (  -- one row per (run, tag), with the run's group of equal factors, host and system
     SELECT e.key AS key, e.value AS value,
            md5(to_json(struct_pack(framework := framework, model := model, dataset := dataset, data := data,
                mode := mode, precision := precision, data_format := data_format, variable_update := variable_update,
-               all_reduce := all_reduce, b := batch_size_per_device, device_type := device_type,
+               all_reduce := all_reduce, b := batch_size_per_device, u := throughput_unit, device_type := device_type,
                device_model := device_model, n := num_devices, nodes := num_nodes, host := host,
                system := [t.value FOR t IN config_tags IF t.key = 'system']))) AS grp
     FROM (SELECT *, unnest(config_tags) AS e FROM own)
@@ -87,7 +102,7 @@ sequence AS (  -- the sequence tags (see the header), as one list
 ),
 complete AS (
     SELECT DISTINCT framework, framework_version, model, dataset, data, mode, precision, data_format,
-           variable_update, all_reduce, batch_size_per_device, device_type, device_model, config_tags
+           variable_update, all_reduce, batch_size_per_device, throughput_unit, device_type, device_model, config_tags
     FROM own WHERE status = 'ok'
 ),
 adopted AS (  -- a run without a result, in the one configuration of ok runs it agrees with (see the header)
@@ -102,6 +117,7 @@ adopted AS (  -- a run without a result, in the one configuration of ok runs it 
      AND (o.variable_update IS NULL OR o.variable_update = c.variable_update)
      AND (o.all_reduce IS NULL OR o.all_reduce = c.all_reduce)
      AND (o.batch_size_per_device IS NULL OR o.batch_size_per_device = c.batch_size_per_device)
+     AND (o.throughput_unit IS NULL OR o.throughput_unit = c.throughput_unit)
      AND (o.device_type IS NULL OR o.device_type = c.device_type)
      AND (o.device_model IS NULL OR o.device_model = c.device_model)
      AND list_has_all(c.config_tags, o.config_tags)
@@ -117,6 +133,7 @@ keyed AS (
            coalesce(a.c.variable_update, o.variable_update) AS variable_update,
            coalesce(a.c.all_reduce, o.all_reduce) AS all_reduce,
            coalesce(a.c.batch_size_per_device, o.batch_size_per_device) AS batch_size_per_device,
+           coalesce(a.c.throughput_unit, o.throughput_unit) AS throughput_unit,
            coalesce(a.c.device_type, o.device_type) AS device_type,
            coalesce(a.c.device_model, o.device_model) AS device_model,
            CASE WHEN a._row IS NULL THEN o.config_tags ELSE a.c.config_tags END AS config_tags,
@@ -135,17 +152,20 @@ SELECT run_id,
            framework := framework, framework_version := framework_version, model := model,
            dataset := dataset, data := data, mode := mode, precision := precision, data_format := data_format,
            variable_update := variable_update, all_reduce := all_reduce,
-           batch_size_per_device := batch_size_per_device, device_type := device_type,
-           device_model := device_model, config_tags := map_from_entries(config_tags)  -- the key ids were made with
+           batch_size_per_device := batch_size_per_device, throughput_unit := throughput_unit,
+           device_type := device_type, device_model := device_model,
+           config_tags := map_from_entries(config_tags)  -- the key ids were made with
        ))) AS config_id,
        framework, framework_version, model, dataset, data, mode, precision, data_format, variable_update,
-       all_reduce, batch_size_per_device, device_type, device_model, map_from_entries(config_tags) AS tags,
+       all_reduce, batch_size_per_device, throughput_unit, device_type, device_model,
+       map_from_entries(config_tags) AS tags,
        num_devices, num_nodes, status, images_per_sec, wall_time_s, status_detail, throughput, time_to_train_s,
        forward_ms, forward_backward_ms, source, source_sha256,
        md5(to_json(struct_pack(
            framework := framework, model := model, dataset := dataset, data := data, mode := mode,
            precision := precision, data_format := data_format, variable_update := variable_update,
-           all_reduce := all_reduce, batch_size_per_device := batch_size_per_device, device_type := device_type,
+           all_reduce := all_reduce, batch_size_per_device := batch_size_per_device,
+           throughput_unit := throughput_unit, device_type := device_type,
            device_model := device_model, num_devices := num_devices, num_nodes := num_nodes,
            system := series_system, tags := map_from_entries(series_tags)
        ))) AS series_id,

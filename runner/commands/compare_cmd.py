@@ -18,6 +18,7 @@ from bench.runner.commands.shared import selected_runs
 
 class CompareMetric(StrEnum):
     images_per_sec = "images_per_sec"
+    throughput = "throughput"
     speedup = "speedup"
     efficiency = "efficiency"
     mlperf_score = "mlperf_score"
@@ -28,7 +29,7 @@ def compare_command(
     factor: Annotated[str, typer.Option("--factor", help="The factor that differs, e.g. device_model, model, data, batch_size_per_device")],
     a: Annotated[str, typer.Option("--a", help="Numerator value: exact, or a case-insensitive substring of one value (P100); NULL for NULL")],
     b: Annotated[str, typer.Option("--b", help="Denominator value, matched like --a")],
-    metric: Annotated[CompareMetric, typer.Option("--metric", help="images_per_sec (configs), speedup / efficiency (scaling), or mlperf_score / time_to_train (mlperf_scores, lower is better: the ratio is then a speedup, T_B / T_A)")] = CompareMetric.images_per_sec,
+    metric: Annotated[CompareMetric, typer.Option("--metric", help="images_per_sec or throughput (in the runs' own unit: tokens/sec, samples/sec, ...) (configs), speedup / efficiency (scaling), or mlperf_score / time_to_train (mlperf_scores, lower is better: the ratio is then a speedup, T_B / T_A)")] = CompareMetric.images_per_sec,
     where: WhereOpt = None,
     ignore: IgnoreOpt = None,
     equivalence: Annotated[float | None, typer.Option("--equivalence", help="Test 'A and B within ±X' (0.05 = 5%) with a paired TOST")] = None,

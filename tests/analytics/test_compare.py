@@ -31,7 +31,8 @@ OFFICIAL = Path(__file__).resolve().parents[2].parent / "shared" / "reference" /
 _DEFAULTS: dict[str, Any] = {
     "framework": "tensorflow", "framework_version": "1.2", "model": "resnet50", "dataset": "imagenet",
     "data": "synthetic", "mode": "train", "precision": "fp32", "data_format": "NCHW",
-    "variable_update": "parameter_server", "all_reduce": None, "batch_size_per_device": 64, "device_type": "gpu",
+    "variable_update": "parameter_server", "all_reduce": None, "batch_size_per_device": 64,
+    "throughput_unit": "images/sec", "device_type": "gpu",
     "device_model": P100,
     "tags": {}, "num_devices": 1, "num_nodes": 1, "n_runs": 1, "n_ok": 1, "images_per_sec": 100.0,
 }

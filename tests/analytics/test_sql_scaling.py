@@ -23,6 +23,7 @@ def scale(configs: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     names = ["config_id", "num_devices", "num_nodes", "n_runs", "n_ok", "images_per_sec"]
     types = [pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.float64()]
     table = pa.table({n: pa.array([r[i] for r in configs], t) for i, (n, t) in enumerate(zip(names, types, strict=True))})
+    table = table.append_column("throughput", table["images_per_sec"])  # configs' rate in its unit: images/sec here
     con = duckdb.connect()
     con.register("configs", table)
     sql = load_sql("scaling").strip().rstrip(";")
