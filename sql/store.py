@@ -77,19 +77,28 @@ def check_store(root: Path, *, old_ok: bool = False) -> int:
     meta = root / "STORE.json"
     if not meta.exists():
         raise UsageError(f"{root} is not a bench store (no STORE.json); create it with `bench ingest PATH --store {root}`")
+    fix = f"run `bench ingest --rebuild --store {root}` to write it again from the tables"
     try:
         version = json.loads(meta.read_text())["schema_version"]
     except (ValueError, KeyError, TypeError) as e:
-        raise BenchError(f"{meta} is unreadable ({e}); move the store aside and ingest again") from e
+        raise BenchError(f"{meta} is unreadable ({e}); {fix}") from e
     if not isinstance(version, int) or isinstance(version, bool):
-        raise BenchError(f"{meta} is damaged: its schema_version is {version!r}, not a whole number; move the store "
-                         "aside and ingest again")
+        raise BenchError(f"{meta} is damaged: its schema_version is {version!r}, not a whole number; {fix}")
     if version != SCHEMA_VERSION and not (old_ok and version == MIGRATES_FROM):
         raise BenchError(
             f"store {root} was written by schema {version}, this bench reads schema {SCHEMA_VERSION} "
             f"(and converts {MIGRATES_FROM}); ingest its logs into a new store"
         )
     return int(version)
+
+
+def _damaged_meta(meta: Path) -> bool:
+    """STORE.json does not read as this layout's (a flipped byte, a cut file, a schema_version that is text)."""
+    try:
+        body = json.loads(meta.read_text())
+        return not (type(body.get("schema_version")) is int and body.get("layout") == "delta")
+    except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
+        return True
 
 
 def check_writable(root: Path) -> None:
@@ -147,6 +156,7 @@ class StoreWriter:
         self.root = root
         self._wait_message = wait_message
         self._repair = repair  # --rebuild: set a table whose log cannot be read aside, and start it anew
+        self.remade_meta = False  # --rebuild wrote a damaged STORE.json again
         self._lock_fh: Any = None
         #: The committed state this writer started from, and the tables' versions it has committed since.
         self.start: delta.Snapshot | None = None
@@ -200,6 +210,10 @@ class StoreWriter:
         meta = self.root / "STORE.json"
         if not meta.exists():
             write_atomic(meta, delta.store_json(SCHEMA_VERSION))
+        elif self._repair and _damaged_meta(meta) and (self.root / "tables").is_dir():
+            # what STORE.json says is known from the tables (this layout, this schema): --rebuild makes it again
+            write_atomic(meta, delta.store_json(SCHEMA_VERSION))
+            self.remade_meta = True
         migrated = check_store(self.root, old_ok=True) == MIGRATES_FROM  # before anything is written
         shutil.rmtree(self.root / "_tmp", ignore_errors=True)  # left by a killed writer; we hold the lock
         (self.root / "_tmp").mkdir()

@@ -77,3 +77,22 @@ def test_s3_without_any_credentials_says_so(tmp_path: Path, monkeypatch: pytest.
                                  "(set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")  # with credentials, what the service said
     assert "no AWS credentials" not in str(failure("s3://bucket/store", OSError("AWS Error UNKNOWN"), "reading"))
+
+
+def test_a_damaged_store_json_is_made_again_by_rebuild(tmp_path: Path, unstamped: Path) -> None:
+    """Issue 53 item 8: one flipped byte in STORE.json made every command, --rebuild included, refuse; what it
+    holds is known from the tables, so --rebuild writes it again and every run is there."""
+    import shutil
+
+    store = tmp_path / "st"
+    shutil.copytree(unstamped, store)
+    raw = bytearray((store / "STORE.json").read_bytes())
+    raw[raw.index(b"schema_version") + 2] ^= 0x20  # 'h' -> 'H': the key is gone
+    (store / "STORE.json").write_bytes(bytes(raw))
+    code, out = run("sql", "SELECT count(*) FROM runs", "--store", str(store))
+    assert code == 1 and f"run `bench ingest --rebuild --store {store}` to write it again from the tables" in out
+    code, out = run("ingest", "--rebuild", "--store", str(store))
+    assert code == 0, out
+    assert json.loads((store / "STORE.json").read_text())["schema_version"] == 6
+    code, out = run("sql", "SELECT count(*) AS n FROM runs", "--format", "json", "--store", str(store))
+    assert code == 0 and json.loads(out) == [{"n": 1}]
