@@ -68,8 +68,10 @@ def ingest_command(
         from bench.sql.health import findings
         from bench.sql.store import check_store
 
+        from bench.analytics import decisions
+
         check_store(root)
-        found = findings(root)
+        found = findings(root) + decisions.check(root)[1]  # decisions are data too
         for line in found:
             typer.echo(line, err=True)
         if found:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from logtools import tf_cnn_log
 
 from bench.analytics.changes import Point, Series
 from bench.analytics.check import judge
@@ -110,3 +111,48 @@ def test_a_damaged_decisions_file_only_makes_the_gate_stricter(tmp_path: Path, c
     assert sorted(decisions.accepted(tmp_path)) == ["n60"]
     assert "decisions.jsonl line 2 does not read" in capsys.readouterr().err
     assert decisions.accepted(tmp_path / "nowhere") == {}
+
+
+def test_decisions_are_data_a_deleted_cut_or_changed_one_is_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 53 item 5: each line's hash and chain, and STORE.json's count, find a changed line (2026 made
+    2036), a deleted middle line, lines cut from the end and a deleted file; each is a warning and a finding
+    of bench ingest --check, and the gate then treats the change as not accepted."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from bench.analytics import decisions
+    from bench.ingest.pipeline import ingest
+    from bench.runner.cli import app
+
+    log = tmp_path / "a.log"
+    log.write_text(tf_cnn_log(20))
+    ingest([str(log)], tmp_path / "st", workers=0)
+    root = tmp_path / "st"
+    for run in ("n60", "n70", "n80"):
+        decisions.record(root, "accept", run, "s", "resnet50", "new driver", by="ana")
+    assert json.loads((root / "STORE.json").read_text())["decisions"]["count"] == 3
+    assert sorted(decisions.accepted(root)) == ["n60", "n70", "n80"] and capsys.readouterr().err == ""
+    good = (root / decisions.FILE).read_text()
+
+    def findings() -> list[str]:
+        result = CliRunner().invoke(app, ["ingest", "--check", "--store", str(root)])
+        assert result.exit_code == 1, result.output
+        return [line for line in result.stderr.splitlines() if decisions.FILE in line]
+
+    (root / decisions.FILE).write_text(good.replace("2026", "2036", 1) if "2026" in good else good.replace('"ana"', '"eve"', 1))
+    assert sorted(decisions.accepted(root)) == ["n70", "n80"]  # the changed acceptance is lost, never invented
+    assert "line 1 was changed after it was written" in capsys.readouterr().err
+    assert any("line 1 was changed" in f for f in findings())
+    lines = good.splitlines(keepends=True)
+    (root / decisions.FILE).write_text(lines[0] + lines[2])  # the middle one deleted
+    assert sorted(decisions.accepted(root)) == ["n60", "n80"]
+    err = capsys.readouterr().err
+    assert "line 2: a decision before it is missing or was changed" in err and "could not be read" in err
+    (root / decisions.FILE).write_text(lines[0])  # cut after the first
+    decisions.accepted(root)
+    assert "STORE.json records 3 decisions, the file holds 1 that read whole: 2 could not be read" in capsys.readouterr().err
+    (root / decisions.FILE).unlink()
+    assert decisions.accepted(root) == {}
+    assert "the file holds 0 that read whole: 3 could not be read" in capsys.readouterr().err
+    assert any("3 could not be read" in f for f in findings())
