@@ -65,10 +65,9 @@ def ingest_command(
     if url and (check or compact or rebuild):
         return _on_object_storage(url, check=check, rebuild=rebuild)
     if check:
+        from bench.analytics import decisions
         from bench.sql.health import findings
         from bench.sql.store import check_store
-
-        from bench.analytics import decisions
 
         check_store(root)
         found = findings(root) + decisions.check(root)[1]  # decisions are data too
