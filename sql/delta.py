@@ -94,6 +94,11 @@ class Snapshot:
     checksums: dict[str, str] = field(default_factory=dict, compare=False)
 
 
+class LogGap(Exception):
+    """A table's Delta log lacks a JSON commit that its checkpoint covers (bench.sql.deltalog.log_gaps): readable,
+    not writable; ``bench ingest --rebuild`` sets the table aside and starts it anew."""
+
+
 class CommitsDamaged(Exception):
     """The commits table is missing, or a file of it cannot be read whole (``bench ingest --rebuild``
     recovers it from the tables' own logs: bench.sql.recover)."""
@@ -335,6 +340,15 @@ def store_json(version: int) -> bytes:
     """STORE.json of a store of schema ``version`` in this layout."""
     body = {"schema_version": version, "created_at": time.time(), "layout": "delta", "tables": [*TABLE_NAMES, COMMITS]}
     return json.dumps(body, indent=2).encode()
+
+
+def store_json_damaged(meta: Path) -> bool:
+    """STORE.json does not read as this layout's (a flipped byte, a cut file, a schema_version that is text)."""
+    try:
+        body = json.loads(meta.read_text())
+        return not (type(body.get("schema_version")) is int and body.get("layout") == "delta")
+    except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
+        return True
 
 
 def fsync(path: Path) -> None:

@@ -140,3 +140,18 @@ def trusted(replayed: Replayed) -> bool:
         return all(f.path.stat().st_size == f.size for f in replayed.files)
     except OSError:
         return False
+
+
+def log_gaps(path: Path) -> list[int]:
+    """Versions of the table at ``path`` whose JSON commit is missing from its log, between its first JSON commit
+    and its newest version (a checkpoint's included). Readers open such a table from its checkpoint without a
+    word, while deltalake's writer fails on it ("Invalid table version"): bench keeps every commit (no log
+    clean-up), so a gap is damage."""
+    log = path / "_delta_log"
+    jsons = {int(p.stem) for p in log.glob("*.json") if p.stem.isdigit()}
+    points = {int(p.name[:20]) for p in log.glob("*.checkpoint.parquet") if p.name[:20].isdigit()}
+    if not jsons and not points:
+        return []
+    newest = max(jsons | points)
+    first = min(jsons) if jsons else newest
+    return [v for v in range(first, newest + 1) if v not in jsons]

@@ -158,6 +158,9 @@ def findings(root: Path) -> list[str]:
 
     state = readable(root, verify=False, from_log=False)  # every file is hashed below, whatever readers remembered
     out = state.messages(root)
+    out += [f"store table {table}: its Delta log lacks version(s) {', '.join(map(str, gaps))} (a log entry deleted); "
+            f"readers use its checkpoint, writers cannot; run `bench ingest --rebuild --store {root}` to repair it"
+            for table in [*TABLE_NAMES, delta.COMMITS] if (gaps := deltalog.log_gaps(delta.table_path(root, table)))]
     why = commits_damage(root)
     if why is not None:
         return [*out, f"store table {delta.COMMITS} is damaged: {why}; its checksums cannot be verified; run "

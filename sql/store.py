@@ -92,15 +92,6 @@ def check_store(root: Path, *, old_ok: bool = False) -> int:
     return int(version)
 
 
-def _damaged_meta(meta: Path) -> bool:
-    """STORE.json does not read as this layout's (a flipped byte, a cut file, a schema_version that is text)."""
-    try:
-        body = json.loads(meta.read_text())
-        return not (type(body.get("schema_version")) is int and body.get("layout") == "delta")
-    except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
-        return True
-
-
 def check_writable(root: Path) -> None:
     """Raise UsageError, before anything is run, when ``root`` cannot become or be a store this bench
     writes: a file, a path that is not UTF-8, a folder that is not a store and not empty, a store of
@@ -210,7 +201,7 @@ class StoreWriter:
         meta = self.root / "STORE.json"
         if not meta.exists():
             write_atomic(meta, delta.store_json(SCHEMA_VERSION))
-        elif self._repair and _damaged_meta(meta) and (self.root / "tables").is_dir():
+        elif self._repair and delta.store_json_damaged(meta) and (self.root / "tables").is_dir():
             # what STORE.json says is known from the tables (this layout, this schema): --rebuild makes it again
             write_atomic(meta, delta.store_json(SCHEMA_VERSION))
             self.remade_meta = True
@@ -232,7 +223,11 @@ class StoreWriter:
             raise BenchError(f"store {self.root} is damaged (table {delta.COMMITS} is missing while the other tables "
                              f"hold commits); run `bench ingest --rebuild --store {self.root}` to recover it")
         delta.ensure_tables(self.root)
+        gaps = {t: g for t in [*TABLE_NAMES, delta.COMMITS] if (g := deltalog.log_gaps(delta.table_path(self.root, t)))}
         try:
+            if gaps:  # deltalake's writer would fail on it with "Invalid table version"
+                table, missing = next(iter(gaps.items()))
+                raise delta.LogGap(f"table {table}: its Delta log lacks version(s) {', '.join(map(str, missing))}")
             if lost:
                 raise delta.CommitsDamaged(f"table {delta.COMMITS} is missing while the other tables hold commits")
             if self._repair and (why := recover.commits_damage(self.root)):
@@ -243,14 +238,16 @@ class StoreWriter:
             if not self._repair:
                 raise BenchError(f"store {self.root} is damaged ({type(e).__name__}: {str(e)[:200]}); "
                                  f"run `bench ingest --rebuild --store {self.root}`") from e
-            self.start = self._start_anew(commits_damaged=isinstance(e, delta.CommitsDamaged), commits_lost=lost)
+            self.start = self._start_anew(commits_damaged=isinstance(e, delta.CommitsDamaged) or delta.COMMITS in gaps,
+                                          commits_lost=lost, gaps=set(gaps))
         self.versions = dict(self.start.versions) if self.start else delta.current_versions(self.root)
         if migrated:  # the old layout had no telemetry links: made once, with the conversion
             self.link_telemetry()
             if self.checksums:
                 self.publish("link")
 
-    def _start_anew(self, *, commits_damaged: bool, commits_lost: bool) -> delta.Snapshot:
+    def _start_anew(self, *, commits_damaged: bool, commits_lost: bool, gaps: frozenset[str] | set[str] = frozenset()
+                    ) -> delta.Snapshot:
         """For ``--rebuild`` on a damaged store: every table whose log cannot be read is moved into
         ``STORE/damaged/`` and created again, empty; the others are taken at their newest version (their
         commits row may be what was lost), for the rebuild to overwrite. A damaged or lost commits table is
@@ -266,6 +263,8 @@ class StoreWriter:
         for table in [*TABLE_NAMES, delta.COMMITS]:
             path = delta.table_path(self.root, table)
             try:
+                if table in gaps:  # opens from its checkpoint, but cannot be written: damaged
+                    raise delta.LogGap(table)
                 DeltaTable(str(path)).version()
                 if table in named:
                     DeltaTable(str(path), version=named[table])
