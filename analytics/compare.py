@@ -176,6 +176,9 @@ def compare(
         read = _read(con, view, where)
         if cache is not None:
             cache.views[(view, where)] = read
+    if metric not in read.schema.names:
+        raise BenchError(f"the {view} view has no {metric} column (a store written before it was added: "
+                         "bench ingest --rebuild)")
     of = (lambda r: _tags(r["tags"]).get(factor)) if tag else (lambda r: r[factor])
     values = list(dict.fromkeys(of(r) for r in read.rows))
     if tag and all(v is None for v in values) and values:
@@ -203,8 +206,9 @@ def _read(con: duckdb.DuckDBPyConnection, view: str, where: str | None) -> ViewR
     import duckdb
 
     metrics = [m for m, v in METRICS.items() if v == view] + (["baseline_devices"] if view == "scaling" else [])
-    cols = ", ".join([*FACTORS, "tags", "num_devices", "num_nodes", *metrics])
     try:
+        have = set(con.sql(f"SELECT * FROM {view} LIMIT 0").columns)  # a table made by hand may lack a metric
+        cols = ", ".join([*FACTORS, "tags", "num_devices", "num_nodes", *(m for m in metrics if m in have)])
         table = con.sql(f"SELECT {cols} FROM {view} WHERE ({where or 'true'})").to_arrow_table()
     except duckdb.Error as e:
         raise view_error(e, view, where) from e
