@@ -70,6 +70,9 @@ class IngestSummary:
     #: neither parse again nor carry over (their rows are gone).
     set_aside: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
+    #: ``--rebuild`` only: rows of damaged files that neither a log nor a readable file could restore, one
+    #: line per table (given up with ``--accept-loss``; without it the rebuild refuses).
+    given_up: list[str] = field(default_factory=list)
     #: ``--rebuild`` only: how a damaged or lost commits table was made again (bench.sql.recover), or None.
     recovered: str | None = None
     #: Commits rows written but not in the commits table's log, recorded before this ingest (delta.roll_forward).

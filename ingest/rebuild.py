@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.ingest.pipeline import IngestSummary, ingest
-from bench.sql import delta, deltalog, health
+from bench.sql import delta, deltalog, health, journal
 from bench.sql.errors import BenchError
 from bench.sql.names import fs_name
 from bench.sql.schema import TABLES, conform, write_part
@@ -72,75 +72,122 @@ def rebuild(root: Path, *, on_wait: Callable[[], None] | None = None, accept_los
         raise BenchError(f"{root} is not a bench store; nothing to rebuild")
     total = IngestSummary(store=str(root))
     with StoreWriter(root, wait_message=on_wait, repair=True) as writer:
-        total.rolled_back, total.set_aside, total.recovered = writer.rolled_back, writer.set_aside, writer.recovered
-        total.rolled_forward = writer.rolled_forward
-        state = health.readable(root, from_log=False)
-        held = sum(f.rows or 0 for f in delta.files(root, "runs", writer.start))
-        for table, replayed in writer.aside.items():  # a table whose log was unreadable: what it held
-            state.files[table] = _intact(replayed, root)
-            held += sum(f.rows or 0 for f in replayed.files) if table == "runs" else 0
-        earlier = _recorded_sources(root, state)  # also what supersedes is found against
-        new = root / "_tmp" / "rebuild"
-        for (fmt, patterns), paths in _passes(_plans(earlier)).items():
-            _add(total, ingest(paths, new, fmt=fmt, path_patterns=list(patterns), earlier=earlier))
-        files = {t: table_files(new, t) if (new / "STORE.json").exists() else [] for t in TABLES}
-        have = {r["source_sha256"] for f in files["sources"] for r in pq.read_table(f, columns=["source_sha256"]).to_pylist()}
-        carried = _carry_over(state, have, root / "_tmp")
-        files = {t: files[t] + carried.get(t, []) for t in TABLES}
-        now = [r for f in files["sources"] for r in pq.read_table(f).to_pylist()]
-        lost = {r["source_sha256"]: r["source"] for r in earlier if r.get("source_sha256")}
-        runs_of = Counter(v for f in files["runs"] for v in pq.read_table(f, columns=["source_sha256"]).column(0).to_pylist())
-        short = {s["source_sha256"]: s["source"] for s in now if (s.get("n_runs") or 0) > runs_of[s["source_sha256"]]}
-        total.lost = sorted({src for sha, src in lost.items() if sha not in {s["source_sha256"] for s in now}}
-                            | set(short.values()))
-        runs = runs_of.total()
-        if runs < held and not accept_loss:
-            raise BenchError(_refusal(root, held, runs, total.lost, writer.recovered))
-        if short:  # forgotten, so that ingesting the log again (found, or put back) stores its runs
-            now = [s for s in now if s["source_sha256"] not in short]
-            files["sources"] = [root / "_tmp" / f"sources-kept-{uuid.uuid4().hex[:8]}.parquet"]
-            write_part(pa.Table.from_pylist(now, schema=TABLES["sources"]), files["sources"][0], sync=True)
-        for table in TABLES:
-            writer.add(table, files[table], overwrite=True)
-        writer.sources = [delta.sources_json(now)]
-        writer.publish("rebuild")
+        try:
+            _rebuild(root, writer, total, accept_loss)
+        except BaseException:  # refused, failed or interrupted: the store as it was, damage warnings and all
+            total.set_aside += journal.undo(root)
+            raise
+        journal.finish(root)
     total.store = str(root)
     return total
 
 
-def _refusal(root: Path, held: int, runs: int, lost: list[str], recovered: str | None) -> str:
-    what = f"; not restored: {', '.join(lost[:10])}{' and more' if len(lost) > 10 else ''}" if lost else ""
-    done = f" ({recovered}, and committed: queries read the store as its tables hold it)" if recovered else ""
-    return (f"--rebuild would leave {runs} runs where the store holds {held}{what}: nothing was replaced{done}. "
-            f"Put the missing logs back where they were ingested from and run it again, or run "
+def _rebuild(root: Path, writer: StoreWriter, total: IngestSummary, accept_loss: bool) -> None:
+    total.rolled_back, total.set_aside, total.recovered = writer.rolled_back, writer.set_aside, writer.recovered
+    total.rolled_forward = writer.rolled_forward
+    state = health.readable(root, from_log=False)
+    held = sum(f.rows or 0 for f in delta.files(root, "runs", writer.start))
+    gone: dict[str, list[str]] = {}  # of a table set aside: files that held rows and cannot be read
+    for table, (replayed, aside) in writer.aside.items():  # a table whose log was unreadable: what it held
+        state.files[table], gone[table] = _intact(table, replayed, root, aside)
+        held += sum(f.rows or 0 for f in replayed.files) if table == "runs" else 0
+    earlier = _recorded_sources(root, state)  # also what supersedes is found against
+    new = root / "_tmp" / "rebuild"
+    for (fmt, patterns), paths in _passes(_plans(earlier)).items():
+        _add(total, ingest(paths, new, fmt=fmt, path_patterns=list(patterns), earlier=earlier))
+    files = {t: table_files(new, t) if (new / "STORE.json").exists() else [] for t in TABLES}
+    have = {r["source_sha256"] for f in files["sources"] for r in pq.read_table(f, columns=["source_sha256"]).to_pylist()}
+    carried = _carry_over(state, have, root / "_tmp")
+    files = {t: files[t] + carried.get(t, []) for t in TABLES}
+    now = [r for f in files["sources"] for r in pq.read_table(f).to_pylist()]
+    lost = {r["source_sha256"]: r["source"] for r in earlier if r.get("source_sha256")}
+    runs_of = Counter(v for f in files["runs"] for v in pq.read_table(f, columns=["source_sha256"]).column(0).to_pylist())
+    short = {s["source_sha256"]: s["source"] for s in now if (s.get("n_runs") or 0) > runs_of[s["source_sha256"]]}
+    total.lost = sorted({src for sha, src in lost.items() if sha not in {s["source_sha256"] for s in now}}
+                        | set(short.values()))
+    runs = runs_of.total()
+    total.given_up = _unrestored(root, writer, state, have, gone)
+    if (runs < held or total.given_up) and not accept_loss:
+        raise BenchError(_refusal(root, held, runs, total.lost, total.given_up))
+    if short:  # forgotten, so that ingesting the log again (found, or put back) stores its runs
+        now = [s for s in now if s["source_sha256"] not in short]
+        files["sources"] = [root / "_tmp" / f"sources-kept-{uuid.uuid4().hex[:8]}.parquet"]
+        write_part(pa.Table.from_pylist(now, schema=TABLES["sources"]), files["sources"][0], sync=True)
+    for table in TABLES:
+        writer.add(table, files[table], overwrite=True)
+    writer.sources = [delta.sources_json(now)]
+    writer.publish("rebuild")
+
+
+def _unrestored(root: Path, writer: StoreWriter, state: health.Health, have: set[str],
+                gone: dict[str, list[str]]) -> list[str]:
+    """One line per table of the rows a rebuild cannot restore: those of its committed files that cannot be
+    read whole (for a table set aside: ``gone``, from ``_intact``), unless every source they came from is
+    parsed again (``have``). Which sources a file holds is what the commit that added it recorded; a file no
+    commit names (a compaction's output, a damaged commits table) is taken to hold sources that are gone."""
+    holds: dict[str, set[str]] = {}
+    try:
+        for row in delta.commit_rows(root, ["checksums", "sources"]):
+            shas = {s.get("source_sha256") for s in delta.recorded_sources(row)}
+            for key, _ in row["checksums"] or []:
+                holds.setdefault(key, set()).update(shas)
+    except Exception:  # a damaged commits table: nothing says which sources a file holds
+        holds = {}
+    out = []
+    for table in TABLES:
+        if table in writer.aside:
+            rows = {f.path.name: f.rows for f in writer.aside[table][0].files}
+            lost = [(name, rows.get(name)) for name in gone[table]]
+        else:
+            readable = set(state.files.get(table, []))
+            lost = [(f.path.name, f.rows) for f in delta.files(root, table, writer.start) if f.path not in readable]
+        lost = [(name, n) for name, n in lost if not (holds.get(f"{table}/{name}") or {None}) <= have]
+        if lost:
+            counted = sum(n or 0 for _, n in lost)
+            rows_said = f"{counted} rows" if all(n is not None for _, n in lost) else f"the rows (at least {counted})"
+            out.append(f"{rows_said} of table {table} (damaged file(s) {', '.join(name for name, _ in lost[:3])}"
+                       f"{' and more' if len(lost) > 3 else ''}, whose logs cannot be read)")
+    return out
+
+
+def _refusal(root: Path, held: int, runs: int, lost: list[str], given_up: list[str]) -> str:
+    what = [f"would leave {runs} runs where the store holds {held}"] if runs < held else []
+    what += [f"not restored: {', '.join(lost[:10])}{' and more' if len(lost) > 10 else ''}"] if lost else []
+    what += [f"cannot restore {'; '.join(given_up)}"] if given_up else []
+    return (f"--rebuild {'; '.join(what)}: nothing was replaced, "
+            f"and the damaged files stay where they are (every read warns of them). Put the missing logs back "
+            f"where they were ingested from and run it again, or run "
             f"`bench ingest --rebuild --accept-loss --store {root}` to keep only what can be restored")
 
 
-def _intact(replayed: deltalog.Replayed, root: Path) -> list[Path]:
-    """The files of a set-aside table (``StoreWriter.aside``) that hold its rows: those its log's replay
-    lists, there with their committed size and, where a commit recorded it, their SHA-256. When the replay
-    is incomplete (a commit lost or cut), also the folder's files whose SHA-256 a commit recorded, unless
-    the table ever had files removed (a compaction's inputs stay on disk and would count twice): then none."""
+def _intact(table: str, replayed: deltalog.Replayed, root: Path, aside: Path) -> tuple[list[Path], list[str]]:
+    """The files of a set-aside table (``StoreWriter.aside``, now in the folder ``aside``) that hold its rows,
+    and the names of those it held that cannot be restored. Its files are those its log's replay lists, there
+    with their committed size and, where a commit recorded it, their SHA-256. When the replay is incomplete
+    (a commit lost or cut), also the folder's files whose SHA-256 a commit recorded, unless the table ever had
+    files removed (a compaction's inputs stay on disk and would count twice): then none, and every file a
+    commit recorded is named as not restored."""
     try:
         recorded = {k: v for row in delta.commit_rows(root, ["checksums"]) for k, v in row["checksums"] or []}
     except Exception:  # a damaged commits table: sizes are all there is to go by
         recorded = {}
-    if (not replayed.complete and replayed.removes) or not replayed.files:
-        return []
-    table = replayed.files[0].table
-    files = {f.path: f.size for f in replayed.files}
-    if not replayed.complete and replayed.files:
-        folder = replayed.files[0].path.parent
-        files.update({folder / k.split("/", 1)[1]: None for k in recorded if k.startswith(f"{table}/")})
-    out = []
+    files: dict[Path, int | None] = {f.path: f.size for f in replayed.files}
+    if not replayed.complete:
+        files.update({aside / k.split("/", 1)[1]: None for k in recorded if k.startswith(f"{table}/")})
+    if not replayed.complete and replayed.removes:
+        return [], sorted(p.name for p in files)
+    out, gone = [], []
     for path, size in files.items():
         try:
             sha = delta.sha256(path)
         except OSError:
+            gone.append(path.name)
             continue
         if (size is None or path.stat().st_size == size) and recorded.get(f"{table}/{path.name}", sha) == sha:
             out.append(path)
-    return out
+        else:
+            gone.append(path.name)
+    return out, gone
 
 
 def _recorded_sources(root: Path, state: health.Health) -> list[dict[str, Any]]:

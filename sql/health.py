@@ -19,9 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.sql import delta, deltalog
+from bench.sql import delta, deltalog, journal
 from bench.sql.errors import one_line
 from bench.sql.layout import TABLE_NAMES
+
+
+#: What ``Health.damaged`` names when a repair did not finish (bench.sql.journal).
+REPAIR = "repair"
 
 
 @dataclass
@@ -42,7 +46,7 @@ class Health:
             return [f"store {what} cannot be read ({why}) and is left out; ingest its sources into a new store"
                     for what, why in self.damaged]
         fix = f"run `bench ingest --rebuild --store {root}` to parse its sources again"
-        return [f"store {what} is damaged ({why}); run `bench ingest --rebuild --store {root}` to recover it"
+        return [why if what == REPAIR else f"store {what} is damaged ({why}); run `bench ingest --rebuild --store {root}` to recover it"
                 if what == f"table {delta.COMMITS}" else f"store {what} is damaged ({why}) and is left out; {fix}"
                 for what, why in self.damaged]
 
@@ -52,6 +56,8 @@ def readable(root: Path, *, verify: bool = True, from_log: bool = True) -> Healt
     docstring); ``verify`` False: sizes only (--check, which hashes every file itself); ``from_log`` False:
     each table's files as deltalake reads its log (a writer's, --check's), not from its JSON commits."""
     out = Health()
+    if why := journal.interrupted(root):
+        out.damaged.append((REPAIR, why))
     verified = Verified(root) if verify else None
     try:
         read = verified.commit_rows if verified is not None else None
@@ -161,6 +167,10 @@ def findings(root: Path) -> list[str]:
     out += [f"store table {table}: its Delta log lacks version(s) {', '.join(map(str, gaps))} (a log entry deleted); "
             f"readers use its checkpoint, writers cannot; run `bench ingest --rebuild --store {root}` to repair it"
             for table in [*TABLE_NAMES, delta.COMMITS] if (gaps := deltalog.log_gaps(delta.table_path(root, table)))]
+    out += [f"store table {table}: an entry of its Delta log cannot be read whole (cut or changed); readers use "
+            f"the rest, writers cannot; run `bench ingest --rebuild --store {root}` to repair it"
+            for table in TABLE_NAMES
+            if not deltalog.replay_log(delta.table_path(root, table), table, checkpoint=True).complete]
     why = commits_damage(root)
     if why is not None:
         return [*out, f"store table {delta.COMMITS} is damaged: {why}; its checksums cannot be verified; run "

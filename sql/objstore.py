@@ -20,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.sql.errors import BenchError, one_line
+from bench.sql.errors import BenchError, UsageError, one_line
+from bench.sql.names import storable
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -169,3 +170,18 @@ def upload_all(fs: pafs.FileSystem, files: dict[str, Path]) -> None:
 
     with ThreadPoolExecutor(TRANSFERS) as pool:
         list(pool.map(one, files.items()))
+
+
+def check_text_path(root: Path) -> None:
+    """Raise UsageError for a store path that is a URL bench does not write here (``http://``, or an
+    object-storage URL where only a local store will do: a folder named ``s3:`` is not what was meant) or
+    not UTF-8 text (a Latin-1 name on Linux): Arrow and DuckDB take paths as UTF-8, and could neither
+    write nor read the store."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(root)):  # Path("s3://b") reads "s3:/b"
+        where = "s3://, gs:// and az:// stores take ingest, --compact, --check and every reading command" if url_of(root) \
+            else "a file system (local or mounted) or s3://, gs://, az://"
+        raise UsageError(f"--store {root}: not for this command; bench keeps a store on {where} "
+                         "(README \"Several hosts and object storage\")")
+    text = storable(str(root))
+    if text != str(root):
+        raise UsageError(f"--store {text}: the path is not UTF-8 text, which Arrow and DuckDB need; give another")

@@ -9,6 +9,7 @@ Layout (Spark, Trino, Polars and DuckDB read each table without bench; README "R
     STORE/tables/commits/                a Delta table: one row per committed state of the store
     STORE/_tmp/                          files being written (never read), removed by the next writer
     STORE/.lock                          held (flock) by the one writer
+    STORE/REPAIR.json                    while a --rebuild has not finished (bench.sql.journal)
 
 The commit protocol (bench.sql.delta does each step):
 
@@ -37,19 +38,17 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import shutil
 import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.sql import delta, deltalog, recover
+from bench.sql import delta, deltalog, journal, recover
 from bench.sql.atomic import write_atomic
 from bench.sql.errors import BenchError, UsageError
 from bench.sql.layout import SCHEMA_VERSION, TABLE_NAMES
-from bench.sql.names import storable
-from bench.sql.objstore import url_of
+from bench.sql.objstore import check_text_path, url_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -73,7 +72,7 @@ def check_store(root: Path, *, old_ok: bool = False) -> int:
 
         Remote(url).check()
         return SCHEMA_VERSION
-    _check_text_path(root)
+    check_text_path(root)
     meta = root / "STORE.json"
     if not meta.exists():
         raise UsageError(f"{root} is not a bench store (no STORE.json); create it with `bench ingest PATH --store {root}`")
@@ -102,7 +101,7 @@ def check_writable(root: Path) -> None:
 
         Remote(url).exists()
         return
-    _check_text_path(root)
+    check_text_path(root)
     if root.exists() and not root.is_dir():
         raise UsageError(f"--store {root} is a file, not a store directory; give a directory")
     if root.is_dir() and (root / "STORE.json").exists():
@@ -112,21 +111,6 @@ def check_writable(root: Path) -> None:
     probe = next((p for p in (root, *root.parents) if p.exists()), Path("."))
     if not os.access(probe, os.W_OK):
         raise UsageError(f"--store {root}: {probe} is not writable by this user; give a --store you may write to")
-
-
-def _check_text_path(root: Path) -> None:
-    """Raise UsageError for a store path that is a URL bench does not write here (``http://``, or an
-    object-storage URL where only a local store will do: a folder named ``s3:`` is not what was meant) or
-    not UTF-8 text (a Latin-1 name on Linux): Arrow and DuckDB take paths as UTF-8, and could neither
-    write nor read the store."""
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(root)):  # Path("s3://b") reads "s3:/b"
-        where = "s3://, gs:// and az:// stores take ingest, --compact, --check and every reading command" if url_of(root) \
-            else "a file system (local or mounted) or s3://, gs://, az://"
-        raise UsageError(f"--store {root}: not for this command; bench keeps a store on {where} "
-                         "(README \"Several hosts and object storage\")")
-    text = storable(str(root))
-    if text != str(root):
-        raise UsageError(f"--store {text}: the path is not UTF-8 text, which Arrow and DuckDB need; give another")
 
 
 def table_files(root: Path, table: str) -> list[Path]:
@@ -168,10 +152,10 @@ class StoreWriter:
         #: and the files each data table set aside held, as its log's JSON commits say (its rows are carried
         #: over where its sources cannot be parsed again).
         self.recovered: str | None = None
-        self.aside: dict[str, deltalog.Replayed] = {}
+        self.aside: dict[str, tuple[deltalog.Replayed, Path]] = {}
 
     def __enter__(self) -> StoreWriter:
-        _check_text_path(self.root)
+        check_text_path(self.root)
         if self.root.exists() and not self.root.is_dir():
             raise UsageError(f"--store {self.root} is a file, not a store directory; give a directory")
         try:
@@ -198,6 +182,10 @@ class StoreWriter:
         return self
 
     def _prepare(self) -> None:
+        if why := journal.interrupted(self.root):  # a killed or refused repair: undone, then done again
+            if not self._repair:
+                raise BenchError(f"store {self.root}: {why}; nothing was written")
+            self.set_aside += journal.undo(self.root)
         meta = self.root / "STORE.json"
         if not meta.exists():
             write_atomic(meta, delta.store_json(SCHEMA_VERSION))
@@ -222,6 +210,8 @@ class StoreWriter:
         if lost and not self._repair:
             raise BenchError(f"store {self.root} is damaged (table {delta.COMMITS} is missing while the other tables "
                              f"hold commits); run `bench ingest --rebuild --store {self.root}` to recover it")
+        if lost:  # the commits table made now is the repair's: deleted if the repair is undone
+            journal.move_aside(self.root, delta.COMMITS, delta.table_path(self.root, delta.COMMITS), None)
         delta.ensure_tables(self.root)
         gaps = {t: g for t in [*TABLE_NAMES, delta.COMMITS] if (g := deltalog.log_gaps(delta.table_path(self.root, t)))}
         try:
@@ -256,6 +246,7 @@ class StoreWriter:
         from deltalake import DeltaTable
 
         commits_aside = None
+        journal.begin(self.root)
         try:  # the versions the newest commit names: a table that cannot be opened at its own is damaged too
             named = {} if commits_damaged else delta.snapshot(self.root).versions  # type: ignore[union-attr]
         except Exception:  # deltalake's own errors (set aside below), or no commit yet
@@ -272,13 +263,13 @@ class StoreWriter:
                     raise delta.CommitsDamaged(table)
             except Exception:  # deltalake's own errors
                 aside = self.root / "damaged" / f"{table}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
-                aside.parent.mkdir(exist_ok=True)
-                os.rename(path, aside)
+                journal.move_aside(self.root, table, path, aside)
                 self.set_aside.append(f"table {table} could not be read; it was moved to {aside}")
                 if table == delta.COMMITS:
                     commits_aside, commits_damaged = aside, True
                 else:
-                    replayed = self.aside[table] = deltalog.replay_log(aside, table)
+                    replayed = deltalog.replay_log(aside, table)
+                    self.aside[table] = (replayed, aside)
                     replayed.complete &= replayed.version >= named.get(table, -1)  # its newest commits lost
         delta.ensure_tables(self.root)
         if commits_damaged:

@@ -127,6 +127,8 @@ def ingest_command(
     for source in summary.lost:
         typer.echo(f"not restored: {source}: its file cannot be read and the store holds no readable rows of it",
                    err=True)
+    for line in summary.given_up:
+        typer.echo(f"given up (--accept-loss): {line}", err=True)
     if as_json:
         typer.echo(json.dumps(summary.to_json(), indent=2, sort_keys=True))
     else:
