@@ -23,9 +23,9 @@ from bench.sql import delta, deltalog, journal
 from bench.sql.errors import one_line
 from bench.sql.layout import TABLE_NAMES
 
-
-#: What ``Health.damaged`` names when a repair did not finish (bench.sql.journal).
-REPAIR = "repair"
+#: What ``Health.damaged`` names when its "why" is the whole message (a repair that did not finish:
+#: bench.sql.journal; a commits log object lost on object storage: bench.sql.remote).
+SAID = "said"
 
 
 @dataclass
@@ -43,10 +43,10 @@ class Health:
         """One line per damaged file or table, naming it, what is wrong and the fix (on object storage,
         where there is no --rebuild: ingest its sources into a new store)."""
         if isinstance(root, str):
-            return [f"store {what} cannot be read ({why}) and is left out; ingest its sources into a new store"
+            return [why if what == SAID else f"store {what} cannot be read ({why}) and is left out; ingest its sources into a new store"
                     for what, why in self.damaged]
         fix = f"run `bench ingest --rebuild --store {root}` to parse its sources again"
-        return [why if what == REPAIR else f"store {what} is damaged ({why}); run `bench ingest --rebuild --store {root}` to recover it"
+        return [why if what == SAID else f"store {what} is damaged ({why}); run `bench ingest --rebuild --store {root}` to recover it"
                 if what == f"table {delta.COMMITS}" else f"store {what} is damaged ({why}) and is left out; {fix}"
                 for what, why in self.damaged]
 
@@ -57,7 +57,7 @@ def readable(root: Path, *, verify: bool = True, from_log: bool = True) -> Healt
     each table's files as deltalake reads its log (a writer's, --check's), not from its JSON commits."""
     out = Health()
     if why := journal.interrupted(root):
-        out.damaged.append((REPAIR, why))
+        out.damaged.append((SAID, why))
     verified = Verified(root) if verify else None
     try:
         read = verified.commit_rows if verified is not None else None

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.sql import delta, objstore
 from bench.sql.errors import BenchError, UsageError, one_line
-from bench.sql.health import Health
+from bench.sql.health import SAID, Health
 from bench.sql.layout import SCHEMA_VERSION, TABLE_NAMES
 
 if TYPE_CHECKING:
@@ -67,6 +67,18 @@ class State:
     live: dict[str, str] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
     removed_at: dict[str, float] = field(default_factory=dict)  # "table/file" -> when a row removed it
+    #: Versions a writer marked committed (``Remote.marked``) that the commits table's log lacks: a log
+    #: object deleted. This state is then older than the store's; readers warn, writers refuse.
+    missing: list[int] = field(default_factory=list)
+
+    def damage(self, url: str) -> list[tuple[str, str]]:
+        """(what, why) for ``Health.damaged`` when versions are missing."""
+        if not self.missing:
+            return []
+        return [(SAID, f"store {url}: the commits table's log lacks version(s) {', '.join(map(str, self.missing))} "
+                       f"(a log object deleted), which writers marked committed: this answer is of version "
+                       f"{self.version} and lacks what they added; put the object back (bucket versioning) or "
+                       "ingest the sources into a new store")]
 
     def files(self, table: str) -> dict[str, str]:
         return {k: v for k, v in self.live.items() if k.partition("/")[0] == table}
@@ -161,6 +173,8 @@ class Remote:
         rows = [r for name in sorted(names) for r in self._commit_rows(name)]
         rows.sort(key=lambda r: r["seq"])
         out = State(now, rows=rows)
+        if version is None:
+            out.missing = list(range(now + 1, self.marked() + 1))
         for r in rows:
             for key in r["removed"] or []:
                 out.live.pop(key, None)
@@ -181,9 +195,25 @@ class Remote:
                 part.replace(local)
             except OSError as e:
                 raise objstore.failure(self.url, e, f"reading commits file {name}") from e
+            except Exception as e:  # Arrow's errors: a cut or changed object
+                raise BenchError(f"store {self.url}: commits file {name} is damaged ({one_line(e)[:160]}): what the "
+                                 "store holds cannot be known; put the object back (bucket versioning) or ingest "
+                                 "the sources into a new store") from e
             finally:
                 part.unlink(missing_ok=True)
         return delta.read_commit_file(local)
+
+    def marked(self) -> int:
+        """The newest version a writer marked committed: each writes an empty object ``commits/_seq/<seq>``
+        once its conditional commit succeeded (a second record of the newest version, beside the log: a
+        deleted log object is then found, not read as an older store). -1 when none is marked."""
+        import pyarrow.fs as pafs
+
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(self.path(f"{delta.COMMITS}/_seq"), allow_not_found=True))
+        except OSError as e:
+            raise objstore.failure(self.url, e, "listing the commits table's marks") from e
+        return max((int(i.base_name) for i in infos if i.base_name.isdigit()), default=-1)
 
     def commit(self, kind: str, added: dict[str, str], *, removed: tuple[str, ...] = (),
                sources: list[bytes] | None = None, since: int | None = None, attempts: int | None = None) -> int:
@@ -198,6 +228,8 @@ class Remote:
         backoff = BACKOFF_S
         for _ in range(attempts or ATTEMPTS):
             state = self.state()
+            if state.missing:  # committing would take the lost version's place
+                raise BenchError(f"{state.damage(self.url)[0][1]}; nothing was committed")
             if removed and not set(removed) <= state.live.keys():
                 raise Superseded()
             if since is not None and (both := mine & state.sources_after(since)):
@@ -213,6 +245,11 @@ class Remote:
                 dt.create_write_transaction([AddAction(name, size, {}, int(time.time() * 1000), True, json.dumps({"numRecords": 1}))],
                                             mode="append", schema=commits_schema(),
                                             commit_properties=CommitProperties(max_commit_retries=0))
+                try:
+                    with self.fs.open_output_stream(self.path(f"{delta.COMMITS}/_seq/{seq:010d}")):
+                        pass
+                except OSError:
+                    pass  # a mark that lags is harmless: it only ever says a version was committed
                 return seq
             except CommitFailedError as e:
                 self._delete(self.path(f"{delta.COMMITS}/{name}"))
@@ -294,7 +331,7 @@ def readable(url: str, tables: tuple[str, ...] = TABLE_NAMES) -> Health:
     store.check()
     state = store.state()
     files, damaged = store.local_files(state, tables)
-    return Health(snap=delta.Snapshot(state.version, {}), files=files, damaged=damaged)
+    return Health(snap=delta.Snapshot(state.version, {}), files=files, damaged=state.damage(url) + damaged)
 
 
 def _is_table(uri: str, options: dict[str, str]) -> bool:

@@ -143,6 +143,7 @@ def _on_object_storage(url: str, *, check: bool, rebuild: bool) -> None:
     """--check and --compact of a store on object storage (bench.sql.remote); --rebuild is for a local one."""
     import tempfile
 
+    from bench.sql.health import SAID
     from bench.sql.remote import Remote, compact
 
     if rebuild:
@@ -152,9 +153,9 @@ def _on_object_storage(url: str, *, check: bool, rebuild: bool) -> None:
     if check:
         state = store.state()
         _, damaged = store.local_files(state)
-        for what, why in damaged:
-            typer.echo(f"store {what} cannot be read ({why})", err=True)
-        if damaged:
+        for what, why in state.damage(url) + damaged:
+            typer.echo(why if what == SAID else f"store {what} cannot be read ({why})", err=True)
+        if damaged or state.missing:
             raise typer.Exit(1)
         typer.echo(f"store {url}: every file matches its recorded checksum (commits version {state.version})")
         return

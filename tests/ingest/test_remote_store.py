@@ -278,3 +278,39 @@ def test_wrong_credentials_are_one_line(tmp_path: Path) -> None:
                  "AWS_SECRET_ACCESS_KEY": "wrong", "AWS_REGION": "us-east-1", "BENCH_CACHE": str(tmp_path / "c")})
     assert proc.returncode == 1 and "access denied" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_deleted_newest_commits_log_object_is_a_warning_not_an_older_answer(tmp_path: Path, s3: str) -> None:
+    """Issue 53 item 4: the writers' marks (``commits/_seq/<seq>``) are a second record of the newest
+    version, so the log object deleted under a reader is said on every read and by --check, and a writer
+    refuses to take the lost version's place; a cut commits row object is one line, never a traceback."""
+    import boto3
+
+    from bench.ingest.remote_ingest import ingest_into
+
+    ingest_into([str(FIXTURE_LOGS / "tf_cnn")], s3, workers=0, skip_globs=("*.json",))
+    ingest_into([str(FIXTURE_LOGS / "caffe")], s3, workers=0, skip_globs=("*.json",))
+    assert _bench("sql", "SELECT count(*) FROM runs", "--store", s3).stderr == ""
+    bucket, _, prefix = s3[5:].partition("/")
+    client = boto3.client("s3")
+    logs = sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/tables/commits/_delta_log/")
+                  ["Contents"] if o["Key"].endswith(".json"))
+    assert logs[-1].endswith("00000000000000000002.json")
+    client.delete_object(Bucket=bucket, Key=logs[-1])
+    out = _bench("sql", "SELECT count(*) FROM runs", "--store", s3)
+    assert out.returncode == 0 and "│ 20 " in out.stdout  # tf_cnn's 20 runs: version 1's answer ...
+    assert "lacks version(s) 2 (a log object deleted)" in out.stderr and "this answer is of version 1" in out.stderr
+    check = _bench("ingest", "--check", "--store", s3)
+    assert check.returncode == 1 and "lacks version(s) 2" in check.stderr
+    again = _bench("ingest", str(FIXTURE_LOGS / "tf_cnn"), "--store", s3)
+    assert again.returncode == 1 and "nothing was committed" in again.stderr and "Traceback" not in again.stderr
+
+    (row,) = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/tables/commits/commit-0000000001")
+              ["Contents"]]
+    body = client.get_object(Bucket=bucket, Key=row)["Body"].read()
+    client.put_object(Bucket=bucket, Key=row, Body=body[: len(body) // 2])
+    os.environ["BENCH_CACHE"] = str(tmp_path / "cold")
+    for args in (("sql", "SELECT count(*) FROM runs"), ("ingest", "--check")):
+        out = _bench(*args, "--store", s3)
+        assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1 and "is damaged" in out.stderr, out.stderr
