@@ -18,7 +18,10 @@ def print_compare(result: CompareResult, tried: dict[tuple[str, ...], int] | Non
     compact text of what varies in the selection), then the summary. ``tried``: when there is no pair, the
     --ignore sets of :func:`apart_factors` that were run, with the pairs each formed."""
 
-    title = f"{result.metric}: {result.factor} {result.a!r} / {result.b!r}"
+    units = sorted({str(u) for c in [*(p.config for p in result.pairs), *(u.config for u in result.unmatched)]
+                    if (u := c.get("throughput_unit"))}) if result.metric == "throughput" else []
+    unit = f" ({', '.join(units)}{': each pair in its own, a ratio never across two' if len(units) > 1 else ''})"
+    title = f"{result.metric}{unit if units else ''}: {result.factor} {result.a!r} / {result.b!r}"
     if result.pairs:
         pairs = [p.config | {"num_devices": p.num_devices} for p in result.pairs]
         cols = _varying(pairs, result.factor)

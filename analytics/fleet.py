@@ -3,7 +3,9 @@
 A workload is a series (bench.analytics.changes) without its system: every factor of the configuration
 and the scale point, the device model included, so that hosts are compared with hosts of their own GPU
 model only; tags that say where a run sat (``selection.SYSTEM_TAGS``: host, node, driver, ...) do not
-split it. Runs over several nodes are left out (their speed is not one host's).
+split it. A run over several nodes is one of its host set (``n1+n2``: the nodes its run.json or its nccl-tests
+rank lines name), compared with the other host sets of its workload (the same node count); where the flagged
+sets share a node that no other set holds, that node is named.
 
 For each workload run on ``MIN_HOSTS`` hosts or more, a host's level is the median of its ok runs; the
 fleet's level is the median of the hosts' levels, and its scale is robust: 1.4826 x the median absolute
@@ -56,20 +58,25 @@ WORKLOAD_COLUMNS = tuple(c for c in SERIES_COLUMNS if c != "system")
 
 
 def load_runs(con: duckdb.DuckDBPyConnection, metric: str) -> dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]]:
-    """The runs of ``con`` by workload: key -> (its description, its runs). Runs over several nodes and runs
-    without a host are left out."""
+    """The runs of ``con`` by workload: key -> (its description, its runs), a multi-node run's host being its
+    host set (``host_set``). Runs without a host (or host set) are left out."""
     from bench.sql.views import register_views
 
     register_views(con, ["run_configs"])
     cols = ", ".join(f"c.{c}" for c in WORKLOAD_COLUMNS)
     cur = con.execute(f"""
-        SELECT {cols}, c.series_tags, c.run_id, c.status, c.host, c.{metric} AS value, r.framework_version, r.details
+        SELECT {cols}, c.series_tags, c.run_id, c.status, c.host, c.num_nodes AS nodes, c.{metric} AS value,
+               r.framework_version, r.details
         FROM run_configs c JOIN runs r USING (run_id)
-        WHERE c.host IS NOT NULL AND coalesce(c.num_nodes, 1) = 1""")
+        WHERE c.host IS NOT NULL OR coalesce(c.num_nodes, 1) > 1""")
     names = [d[0] for d in cur.description]
     out: dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]] = {}
     for row in cur.fetchall():
         r = dict(zip(names, row, strict=True))
+        if (r["nodes"] or 1) > 1:
+            r["host"] = host_set(r["details"] or {})
+            if r["host"] is None:
+                continue
         tags = {k: v for k, v in (r["series_tags"] or {}).items() if k not in SYSTEM_TAGS}
         key = (*(r[c] for c in WORKLOAD_COLUMNS), tuple(sorted(tags.items())))
         if key not in out:
@@ -111,18 +118,38 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
         for run in runs:
             by_host[run.host].append(run)
         peers = Peers(by_host, flagged_hosts) if flagged else None
+        common = common_node(flagged_hosts, {h.host for h in w.hosts} - flagged_hosts)
         for h in flagged:
             assert peers is not None
-            fleet.outliers.append(explain(Outlier(
-                h.host, None, "slower", w.label, h.relative, h.ci95, h.z, h.level, w.median, h.n_runs), peers))
+            o = explain(Outlier(h.host, None, "slower", w.label, h.relative, h.ci95, h.z, h.level, w.median, h.n_runs), peers)
+            if common:
+                o.reason = f"node {common} is in every flagged host set and in none of the others; {o.reason}"
+            fleet.outliers.append(o)
         for h in w.hosts:
             if h.level is None:
                 fleet.outliers.append(Outlier(h.host, None, "failed", w.label, None, (None, None), None, None, w.median,
                                               h.n_runs, reason=f"all {h.n_failed} runs failed ({_statuses(by_host[h.host])})"))
     fleet.outliers.sort(key=lambda o: (o.kind != "slower", o.relative_difference if o.relative_difference is not None else 0))
     if not fleet.workloads:
-        fleet.notes.append("no single-node run with a host in the selection")
+        fleet.notes.append("no run with a host (or, over several nodes, a host set) in the selection")
     return fleet
+
+
+def host_set(details: dict[str, Any]) -> str | None:
+    """A multi-node run's nodes as one name, ``n1+n2`` (sorted), from its nccl-tests rank lines (``hosts``) or
+    its run.json (``node_names``); None when neither names them."""
+    names = details.get("hosts") or details.get("node_names")
+    nodes = sorted({n.strip() for n in str(names).split(",") if n.strip() and n.strip() != "None"}) if names else []
+    return "+".join(nodes) if len(nodes) > 1 else None
+
+
+def common_node(flagged: set[str], others: set[str]) -> str | None:
+    """The one node in every flagged host set and in no other set (two flagged sets or more, of host sets:
+    one flagged set does not single out a node), else None."""
+    if len(flagged) < 2 or not all("+" in h for h in flagged):
+        return None
+    shared = set.intersection(*(set(h.split("+")) for h in flagged)) - {n for h in others for n in h.split("+")}
+    return next(iter(shared)) if len(shared) == 1 else None
 
 
 def _statuses(runs: list[FleetRun]) -> str:

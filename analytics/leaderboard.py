@@ -1,9 +1,10 @@
-"""The device leaderboard: each device model's images/s relative to a baseline device model, paired per
-workload by ``bench compare``'s system pairing (each side at its own best batch size where they share none),
-summarised by the geometric mean over workloads with its 95% CI.
+"""The device leaderboard: each device model's throughput (images/s, or tokens/s, samples/s, bus GB/s: one
+unit per board) relative to a baseline device model, paired per workload by ``bench compare``'s system pairing
+(each side at its own best batch size where they share none), summarised by the geometric mean over workloads
+with its 95% CI.
 
-Like for like, or the difference named (STYLE.md): a board ranks one mode at one device count
-(``board_scopes``: one board per mode and device count where two device models have values), on synthetic
+Like for like, or the difference named (STYLE.md): a board ranks one mode at one device count in one unit
+(``board_scopes``: one board per mode, device count and unit where two device models have values), on synthetic
 data where the scope has it (data loading is the system's, not the device's), and each row's ``note`` names
 what its pairs do not share (a framework version) and the pairs it leaves out as suspect. A device model with
 runs in the selection that a board does not rank is listed under it with the reason (``absent``).
@@ -47,6 +48,7 @@ class Leaderboard:
     results: tuple[CompareResult, ...]
     unpaired: tuple[tuple[str, str], ...] = ()
     scope: str = ""  # "training at 1 device, synthetic data": the runs it ranks (board_scopes)
+    unit: str = "images/sec"  # what its ratios are ratios of (the configurations' throughput_unit)
     absent: tuple[tuple[str, str], ...] = ()
     notes: dict[str, str] = field(default_factory=dict)
     suspects: dict[str, tuple[Pair, ...]] = field(default_factory=dict)
@@ -58,16 +60,20 @@ def board_scopes(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
     its mode first (ties: the fewest devices), so that no board mixes training with inference or one device
     with eight. A scope with synthetic-data runs of two device models or more ranks those only."""
     found = rows(con, """SELECT mode, num_devices, count(DISTINCT config_id) AS n,
-                                count(DISTINCT device_model) FILTER (WHERE data = 'synthetic') AS synthetic
+                                count(DISTINCT device_model) FILTER (WHERE data = 'synthetic') AS synthetic,
+                                coalesce(throughput_unit, 'images/sec') AS unit
                          FROM _configs
-                         WHERE device_model IS NOT NULL AND images_per_sec > 0 AND num_devices IS NOT NULL
-                         GROUP BY mode, num_devices HAVING count(DISTINCT device_model) >= 2""")
+                         WHERE device_model IS NOT NULL AND throughput > 0 AND num_devices IS NOT NULL
+                         GROUP BY mode, num_devices, unit HAVING count(DISTINCT device_model) >= 2""")
     rank = {"train": 0, "inference": 1}
     out = []
-    for mode, devices, _, synthetic in sorted(found, key=lambda r: (rank.get(r[0], 2), r[0] is None, str(r[0]), -r[2], r[1])):
+    for mode, devices, _, synthetic, unit in sorted(found, key=lambda r: (r[4] != "images/sec", rank.get(r[0], 2),
+                                                                         r[0] is None, str(r[0]), -r[2], r[1], r[4])):
         what = "training" if mode == "train" else str(mode) if mode is not None else "runs of an unknown mode"
         test = "mode IS NULL" if mode is None else "mode = '" + str(mode).replace("'", "''") + "'"
+        test += " AND coalesce(throughput_unit, 'images/sec') = '" + str(unit).replace("'", "''") + "'"
         scope, where = f"{what} at {devices} device{'s' if devices != 1 else ''}", f"{test} AND num_devices = {devices}"
+        scope += "" if unit == "images/sec" else f" ({unit})"
         if synthetic >= 2:
             scope, where = f"{scope}, synthetic data", f"{where} AND data = 'synthetic'"
         out.append((scope, where))
@@ -79,10 +85,17 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None, cac
     """Each device model against the baseline device model, over the configurations ``where`` selects;
     None when fewer than two devices have values."""
     counts = rows(con, f"""SELECT device_model, count(DISTINCT config_id) FROM _configs
-                           WHERE device_model IS NOT NULL AND images_per_sec > 0 AND ({where or 'true'})
+                           WHERE device_model IS NOT NULL AND throughput > 0 AND ({where or 'true'})
                            GROUP BY ALL ORDER BY 2 DESC, 1""")
     if len(counts) < 2:
         return None
+    units = rows(con, f"""SELECT DISTINCT coalesce(throughput_unit, 'images/sec') FROM _configs
+                          WHERE device_model IS NOT NULL AND throughput > 0 AND ({where or 'true'})""")
+    if len(units) != 1:  # a ratio never divides one unit by another
+        raise UsageError(f"the scope{f' {scope}' if scope else ''} mixes throughput units "
+                         f"({', '.join(sorted(str(u[0]) for u in units))}); select one (board_scopes does)")
+    unit = str(units[0][0])
+    metric = "images_per_sec" if unit == "images/sec" else "throughput"
     names = [str(c[0]) for c in counts]
     if baseline is None:
         base = names[0]
@@ -94,7 +107,7 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None, cac
         base = hits[0]
     results, unpaired, notes, suspects = [], [], {}, {}
     for name in [n for n in names if n != base]:
-        res = compare(con, "device_model", name, base, where=where, cache=cache)
+        res = compare(con, "device_model", name, base, metric=metric, where=where, cache=cache)
         if not res.pairs:
             mine = sum(u.side == "a" for u in res.unmatched)
             unpaired.append((name, f"none of its {mine} configuration(s) shares a workload, device count and "
@@ -108,7 +121,8 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None, cac
         notes[name] = row_note(res.pairs, odd)
         results.append(res)
     results.sort(key=lambda r: (-(r.summary.geomean or 0.0), -r.summary.n, str(r.a)))
-    return Leaderboard(base, tuple(results), tuple(unpaired), scope, absent(con, names, where), notes, suspects)
+    return Leaderboard(base, tuple(results), tuple(unpaired), scope, unit, absent(con, names, where, unit), notes,
+                       suspects)
 
 
 def suspect_pairs(pairs: tuple[Pair, ...]) -> tuple[Pair, ...]:
@@ -147,13 +161,15 @@ def _workload(p: Pair) -> str:
     return " ".join(str(w) for w in words if w)
 
 
-def absent(con: duckdb.DuckDBPyConnection, ranked: list[str], where: str | None) -> tuple[tuple[str, str], ...]:
-    """Device models with values in the selection that the scope ``where`` holds none of, each with where
-    its values are ("8-device runs only: ranked in that board")."""
+def absent(con: duckdb.DuckDBPyConnection, ranked: list[str], where: str | None,
+           unit: str = "images/sec") -> tuple[tuple[str, str], ...]:
+    """Device models with values in ``unit`` in the selection that the scope ``where`` holds none of, each
+    with where its values are ("8-device runs only: ranked in that board")."""
     found = rows(con, """SELECT device_model, list(DISTINCT mode ORDER BY mode), list(DISTINCT num_devices ORDER BY num_devices),
                                  list(DISTINCT data ORDER BY data)
-                          FROM _configs WHERE device_model IS NOT NULL AND images_per_sec > 0
-                          GROUP BY ALL ORDER BY 1""")
+                          FROM _configs WHERE device_model IS NOT NULL AND throughput > 0
+                            AND coalesce(throughput_unit, 'images/sec') = ?
+                          GROUP BY ALL ORDER BY 1""", [unit])
     out = []
     for device, modes, counts, data in found:
         if str(device) in ranked:

@@ -32,6 +32,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from typing import Any
 
 from bench.ingest import patterns
@@ -236,6 +237,7 @@ def run_details(meta: dict[str, Any]) -> dict[str, str]:
         "gpu_ecc_mode": first.get("ecc_mode"),
         "gpu_vbios": first.get("vbios_version"),
         "gpu_count": len(gpus) if gpus else None,
+        **link_facts(meta.get("gpu_topology"), first, meta.get("nics")),
         # every GPU's identity and settings, by nvidia-smi index: bench fleet names the one set apart
         "gpus": json.dumps(gpus, sort_keys=True) if gpus else None,
     })
@@ -249,6 +251,25 @@ def run_details(meta: dict[str, Any]) -> dict[str, str]:
         if meta.get(key) is not None:
             raw[key] = json.dumps(meta[key], sort_keys=True)
     return {k: v if isinstance(v, str) else json.dumps(v) for k, v in raw.items() if v is not None}
+
+
+def link_facts(topology: Any, gpu: dict[str, Any], nics: Any) -> dict[str, Any]:
+    """The links a collective crosses, as run.json's facts name them (the view ``nccl_links`` sets them beside
+    the links' nominal rates): ``nvlinks``, the most NVLinks joining two GPUs (``NV18`` in ``nvidia-smi topo -m``);
+    ``pcie_gen`` / ``pcie_width``, the first GPU's PCIe link at its maximum; ``nic_rate_gbps`` and
+    ``nic_link_layer``, the fastest active InfiniBand / RoCE port (``ibstat``)."""
+    out: dict[str, Any] = {}
+    links = [int(n) for n in re.findall(r"\bNV(\d+)\b", topology)] if isinstance(topology, str) else []
+    if links:
+        out["nvlinks"] = max(links)
+    if isinstance(gpu.get("pcie_gen_max"), (int, float)) and isinstance(gpu.get("pcie_width_max"), (int, float)):
+        out["pcie_gen"], out["pcie_width"] = int(gpu["pcie_gen_max"]), int(gpu["pcie_width_max"])
+    ports = [n for n in nics or [] if isinstance(n, dict) and n.get("state") == "Active"
+             and isinstance(n.get("rate_gbps"), (int, float))]
+    if ports:
+        best = max(ports, key=lambda n: n["rate_gbps"])
+        out["nic_rate_gbps"], out["nic_link_layer"] = best["rate_gbps"], best.get("link_layer")
+    return out
 
 
 def _wall_time(meta: dict[str, Any], start: float | None, end: float | None) -> float | None:

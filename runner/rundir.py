@@ -199,7 +199,31 @@ def gpu_facts() -> tuple[list[dict[str, Any]] | None, str | None, str | None]:
                 value = _number(cell) if number else cell
                 if value is not None and not cell.startswith("[") and cell != "N/A":  # [N/A], [Not Supported]
                     gpu[key] = value
+    links = _command_output(["nvidia-smi", "--query-gpu=pcie.link.gen.max,pcie.link.width.max", "--format=csv,noheader"])
+    rows = [[_number(c) for c in line.split(",")] for line in (links or "").splitlines()]
+    if len(rows) == len(gpus) and all(len(r) == 2 and None not in r for r in rows):  # a query it lacks: left out
+        for gpu, (gen, width) in zip(gpus, rows, strict=True):
+            gpu["pcie_gen_max"], gpu["pcie_width_max"] = gen, width
     return gpus, _command_output(["nvidia-smi", "topo", "-m"]), _command_output(["nvidia-smi"])
+
+
+def nic_facts() -> list[dict[str, Any]] | None:
+    """Each InfiniBand / RoCE port ``ibstat`` lists: its adapter, port, state, rate (Gb/s) and link layer
+    (``InfiniBand`` or ``Ethernet``: RoCE); None without ibstat. The link a multi-node NCCL test crosses."""
+    text = _command_output(["ibstat"])
+    if text is None:
+        return None
+    out: list[dict[str, Any]] = []
+    adapter = None
+    for line in text.splitlines():
+        if m := re.match(r"CA '([^']+)'", line):
+            adapter = m.group(1)
+        elif m := re.match(r"\s+Port (\d+):", line):
+            out.append({"adapter": adapter, "port": int(m.group(1))})
+        elif out and (m := re.match(r"\s+(State|Rate|Link layer):\s*(\S+)", line)):
+            key = {"State": "state", "Rate": "rate_gbps", "Link layer": "link_layer"}[m.group(1)]
+            out[-1][key] = _number(m.group(2)) if key == "rate_gbps" else m.group(2)
+    return out
 
 
 #: The settings of a GPU that change its speed without changing the GPU, and that a driver or node image
@@ -233,7 +257,7 @@ def initial_doc(spec: RunSpec, run_id: str, argv: list[str], env: Mapping[str, s
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "spec": spec.to_json(), "argv": argv,
         **({"command": list(spec.command)} if spec.command else {}),
         "tags": tags, "repeat": repeat, "env": matching_env(env), "host": host_facts(),
-        "versions": versions(banner), "gpus": gpus, "gpu_topology": topology,
+        "versions": versions(banner), "gpus": gpus, "gpu_topology": topology, "nics": nic_facts(),
         "started_at": None, "ended_at": None, "wall_time_s": None, "exit_code": None, "status": "running",
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -183,3 +184,35 @@ def only_run_dir(out: Path) -> Path:
     """The one run directory (with its run.json) under ``out``."""
     (run_dir,) = [d for d in out.iterdir() if (d / "run.json").exists()]
     return run_dir
+
+
+def nccl_log(host: str, busbw: float) -> str:
+    """One node's all_reduce_perf on 8 GPUs: three sizes, the largest at ``busbw`` GB/s."""
+    lines = ["# Collective test starting: all_reduce_perf",
+             "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 4194304 step: 2(factor) warmup iters: 5 iters: 20",
+             "#", "# Using devices"]
+    lines += [f"#  Rank  {r} Group  0 Pid {100 + r} on {host:>10} device  {r} [0x1b] NVIDIA H100 80GB HBM3"
+              for r in range(8)]
+    lines.append("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw  "
+                 " busbw #wrong")
+    for size, bw in ((1048576, busbw / 3), (2097152, busbw / 2), (4194304, busbw)):
+        lines.append(f"{size:12d}  {size // 4:12d}     float     sum      -1    30.00  {bw / 1.75:6.2f}  {bw:6.2f}      0"
+                     f"    29.00  {bw / 1.75:6.2f}  {bw:6.2f}      0")
+    return "\n".join([*lines, "# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 50.0", "#", ""])
+
+
+def bench_run_dir(folder: Path, host: str, log: str, *, topology: str | None = None, pcie: tuple[int, int] | None = None,
+            nics: list[dict[str, Any]] | None = None, nodes: list[str] | None = None, n: int = 0) -> None:
+    """A run directory as `bench run` writes it (the H100 fixture's run.json, the facts given changed)."""
+    doc = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "h100-env-check.run.json").read_text())
+    gpu = dict(doc["gpus"][0], **({"pcie_gen_max": float(pcie[0]), "pcie_width_max": float(pcie[1])} if pcie else {}))
+    doc.update(run_id=f"{host}-{n}", status="ok", exit_code=0, gpu_topology=topology, gpus=[gpu] * 8, nics=nics,
+               command=["all_reduce_perf", "-b", "1M", "-e", "4M"], started_at=f"2026-11-2{n}T01:00:00+00:00",
+               ended_at=f"2026-11-2{n}T01:05:00+00:00", tags={})
+    doc.pop("failure_cause")
+    doc["host"]["hostname"] = host
+    if nodes:
+        doc["nodes"] = [{"node": name} for name in nodes]
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps(doc))
+    (folder / "output.log").write_text(log)

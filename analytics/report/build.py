@@ -31,6 +31,7 @@ from bench.analytics.report.html import render_html
 from bench.analytics.report.md import render_md, unique_slugs, write_assets
 from bench.analytics.report.mlperf_section import mlperf_sections
 from bench.analytics.report.model import Figure, Report, Section, Table, slugify
+from bench.analytics.report.utilisation_section import utilisation_section
 from bench.analytics.results import first
 from bench.analytics.scaling_laws import fit
 from bench.sql.errors import BenchError
@@ -88,8 +89,9 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
     lead = bool(mlperf) and bool(first(con, "SELECT bool_and(format = 'mlperf') FROM runs")[0])  # type: ignore[index]
     over_time, changed = changes_section(con, renderer)
     fleet, fleet_found = fleet_section(con, renderer)
+    limits, limits_found = utilisation_section(con)
     findings, found = findings_section(con, opts.baseline, cache, renderer, mlperf_found, mlperf_first=lead,
-                                       changes=[*changed, *fleet_found], keep_suspects=opts.keep_suspects)
+                                       changes=[*changed, *fleet_found, *limits_found], keep_suspects=opts.keep_suspects)
     selection = Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])
     throughput = bool(len(configs)) and bool(first(con, "SELECT 1 FROM _configs WHERE images_per_sec > 0 LIMIT 1"))
     # the sections with figures are built first, so the renderer's workers draw while the tables compute
@@ -103,7 +105,7 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
         ratios = _ratio_section(con, configs, runs, opts.equivalence, cache)
         laws = _shown(Section("Scaling laws"), [tab.fits_table(fits, labels, runs)], SHOWN_FITS)
     flagged = _shown(Section("Flagged runs"), [sel.flags_table(con, labels)], SHOWN_FLAGS)
-    sections = [findings, *(mlperf if lead else []), selection, *over_time, *fleet, *families, *ratios, *laws, *flagged, *per_device,
+    sections = [findings, *(mlperf if lead else []), selection, *over_time, *fleet, *limits, *families, *ratios, *laws, *flagged, *per_device,
                 *([] if lead else mlperf), *trace]
     method = method_section()
     sections.append(method)

@@ -58,7 +58,7 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
     sec = Section("Findings", findings=[(f.text, f.link) for f in found])
     if not boards:  # said first: what this selection cannot answer
         (points, n, name), = rows(con, "SELECT count(*), count(DISTINCT device_model), any_value(device_model) "
-                                       "FROM _configs WHERE images_per_sec > 0")
+                                       "FROM _configs WHERE throughput > 0")
         sec.paragraphs.append("No run of this selection has a result: nothing to rank, scale or compare." if not points
                               else f"One device model in this selection ({name or 'not named by its logs'}): no "
                                    "device leaderboard." if n <= 1 else
@@ -123,7 +123,7 @@ def _leaderboard_table(board: lb.Leaderboard, slug: str) -> Table:
     df = pd.DataFrame(records)
     fmt = dict.fromkeys(list(df.columns[1:5]) + [f"{p} (geometric mean)" for p in precisions], ".2f")
     scope = f" ({board.scope})" if board.scope else ""
-    return Table(slug, f"Device leaderboard{scope}: images/s relative to {board.baseline}, paired per workload",
+    return Table(slug, f"Device leaderboard{scope}: {_unit(board)} relative to {board.baseline}, paired per workload",
                  df, fmt,
                  notes=["Every device model of the selection, the fastest first (those this scope holds no runs of "
                         "last, with where their runs are); each workload pairs the two devices at a batch size both "
@@ -138,10 +138,16 @@ def _leaderboard_figure(board: lb.Leaderboard, renderer: Renderer) -> Figure:
     highs = [(r.summary.ci95_high or m) - m for m, r in zip(means, board.results[::-1], strict=True)]
     scope = f" ({board.scope})" if board.scope else ""
     return Figure(f"{LEADERBOARD}-figure", f"Device leaderboard{scope} against {board.baseline}",
-                  renderer.svg(leaderboard_plot, names, means, lows, highs, board.baseline))
+                  renderer.svg(leaderboard_plot, names, means, lows, highs, board.baseline, _unit(board)))
 
 
-def leaderboard_plot(names: list[str], means: list[float], lows: list[float], highs: list[float], baseline: str) -> Any:
+def _unit(board: lb.Leaderboard) -> str:
+    """The board's unit as the report writes it ("images/s", "tokens/s", "busbw GB/s")."""
+    return board.unit.replace("/sec", "/s")
+
+
+def leaderboard_plot(names: list[str], means: list[float], lows: list[float], highs: list[float], baseline: str,
+                     unit: str = "images/s") -> Any:
     """The leaderboard's dot plot: each device's geometric-mean ratio to ``baseline`` with its 95% CI
     (``lows`` / ``highs``: the distances below and above the mean), bottom to top as given."""
     fig = new_figure(7.0, 0.6 + 0.45 * len(names))
@@ -149,7 +155,7 @@ def leaderboard_plot(names: list[str], means: list[float], lows: list[float], hi
     ax.errorbar(means, range(len(names)), xerr=[lows, highs], fmt="o", capsize=3)
     ax.axvline(1.0, color="grey", linewidth=0.8)
     ax.set_yticks(range(len(names)), names)
-    ax.set_xlabel(f"images/s relative to {baseline}\n(geometric mean, 95% CI)")
+    ax.set_xlabel(f"{unit} relative to {baseline}\n(geometric mean, 95% CI)")
     return fig
 
 

@@ -1,5 +1,5 @@
 """``bench report``'s "Fleet": the section, whenever the selection has a workload run on ``fleet.MIN_HOSTS``
-single-node hosts or more (bench.analytics.fleet), and its findings ("node055 is 9.7% slower than the median
+single-node hosts (or multi-node host sets) or more, on its throughput in the workload's unit (bench.analytics.fleet), and its findings ("node055 is 9.7% slower than the median
 host on resnet50 ... (95% CI ...): GPU 7: mean SM clock under load 1503 MHz ...").
 
 One strip plot: each compared workload a row, each host a dot at its level relative to the workload's median
@@ -50,11 +50,12 @@ def fleet_section(con: duckdb.DuckDBPyConnection, renderer: Renderer) -> tuple[l
     """The section and its findings; nothing when no workload of the selection ran on enough hosts."""
     import pandas as pd
 
-    enough = first(con, "SELECT 1 FROM runs WHERE status = 'ok' AND host IS NOT NULL AND coalesce(num_nodes, 1) = 1 "
-                        "HAVING count(DISTINCT host) >= ?", [MIN_HOSTS])
+    enough = first(con, "SELECT 1 FROM runs WHERE status = 'ok' HAVING count(DISTINCT host) FILTER "
+                        "(WHERE coalesce(num_nodes, 1) = 1) >= ? OR count(*) FILTER (WHERE num_nodes > 1) >= ?",
+                   [MIN_HOSTS, MIN_HOSTS])
     if enough is None:
         return [], []
-    fleet = find_outliers(con)
+    fleet = find_outliers(con, "throughput")  # images/s, tokens/s, nccl-tests' busbw: one unit per workload
     compared = [w for w in fleet.workloads if w.compared]
     if not compared:
         return [], []
@@ -93,7 +94,8 @@ def fleet_section(con: duckdb.DuckDBPyConnection, renderer: Renderer) -> tuple[l
 def _summary(f: Fleet) -> str:
     compared = [w for w in f.workloads if w.compared]
     hosts = {h.host for w in compared for h in w.hosts}
-    text = (f"{len(hosts)} hosts ran {len(compared)} workload(s) that 3 or more hosts ran alone (single-node runs). "
+    text = (f"{len(hosts)} hosts ran {len(compared)} workload(s) that 3 or more hosts ran alone (single-node runs; a "
+            f"run over several nodes is one of its host set, n1+n2, compared with the other sets). "
             f"A host is flagged when its level (the median of its ok runs) is slower than its workload's median "
             f"host by more than {f.threshold:.0%} and beyond its workload's z bound ({f.z_bound}; the SD: {f.scale}); why is what "
             f"differs from most of its peers (bench fleet). {sum(o.kind == 'slower' for o in f.outliers)} host(s) "

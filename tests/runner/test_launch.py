@@ -244,6 +244,7 @@ FAKE_SMI = """#!/bin/sh
 case "$1" in
   --query-gpu=name*) echo "Tesla V100-SXM2-16GB, 535.104.05, 16384 MiB, 1530 MHz";;
   --query-gpu=power.limit*) echo "300.00 W, 250.00 W, 1290 MHz, 877 MHz, 877 MHz, Enabled, [N/A], 88.00.4F.00.09";;
+  --query-gpu=pcie*) echo "4, 16";;
   topo) printf '\\tGPU0\\tCPU Affinity\\nGPU0\\t X \\t0-7\\n';;
   --query-gpu=timestamp*)
     echo "timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W], clocks.sm [MHz]"
@@ -253,12 +254,35 @@ esac
 """
 
 
+FAKE_IBSTAT = """CA 'mlx5_0'
+\tCA type: MT4129
+\tNumber of ports: 1
+\tFirmware version: 28.39.1002
+\tPort 1:
+\t\tState: Active
+\t\tPhysical state: LinkUp
+\t\tRate: 400
+\t\tBase lid: 7
+\t\tLink layer: InfiniBand
+CA 'mlx5_1'
+\tCA type: MT4129
+\tPort 1:
+\t\tState: Down
+\t\tPhysical state: Disabled
+\t\tRate: 10
+\t\tLink layer: Ethernet
+"""
+
+
 def test_gpu_facts_and_telemetry_from_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
     smi.write_text(FAKE_SMI)
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    ibstat = bin_dir / "ibstat"  # as ibstat prints two adapters, one port each (abridged)
+    ibstat.write_text("#!/bin/sh\ncat <<'EOF'\n" + FAKE_IBSTAT + "EOF\n")
+    ibstat.chmod(ibstat.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     out = launch.execute(RunSpec(), tmp_path / "logs",
                          trainer=(sys.executable, "-c", "import time; time.sleep(0.5)"), telemetry_interval_s=0.1,
@@ -269,13 +293,19 @@ def test_gpu_facts_and_telemetry_from_nvidia_smi(tmp_path: Path, monkeypatch: py
                             "power_limit_w": 300.0, "enforced_power_limit_w": 250.0,
                             "applications_clock_sm_mhz": 1290.0, "applications_clock_memory_mhz": 877.0,
                             "memory_clock_max_mhz": 877.0, "persistence_mode": "Enabled",
-                            "vbios_version": "88.00.4F.00.09"}]  # ECC [N/A]: not there
+                            "vbios_version": "88.00.4F.00.09",  # ECC [N/A]: not there
+                            "pcie_gen_max": 4.0, "pcie_width_max": 16.0}]
+    assert doc["nics"] == [{"adapter": "mlx5_0", "port": 1, "state": "Active", "rate_gbps": 400.0,
+                            "link_layer": "InfiniBand"},
+                           {"adapter": "mlx5_1", "port": 1, "state": "Down", "rate_gbps": 10.0, "link_layer": "Ethernet"}]
     from bench.ingest.run_dirs import run_details
 
     details = run_details(doc)
     assert (details["gpu_power_limit_w"], details["gpu_clocks_applications_sm_mhz"], details["gpu_vbios"]) == \
         ("250.0", "1290.0", "88.00.4F.00.09")  # the enforced limit, which the GPU runs at
     assert "gpu_ecc_mode" not in details
+    assert (details["pcie_gen"], details["pcie_width"], details["nic_rate_gbps"], details["nic_link_layer"]) == \
+        ("4", "16", "400.0", "InfiniBand")  # the active port, not the down one
     assert doc["gpu_topology"].startswith("\tGPU0")
     if rundir._package_version(rundir._PACKAGES["cuda"]) is None:
         assert doc["versions"]["cuda"] == "12.2"  # from the nvidia-smi banner
@@ -297,7 +327,7 @@ def test_gpu_settings_are_left_out_when_the_driver_lacks_a_field(tmp_path: Path,
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     gpus, _, _ = rundir.gpu_facts()
     assert gpus == [{"name": "Tesla V100-SXM2-16GB", "driver_version": "535.104.05", "memory_total_mib": 16384.0,
-                     "sm_clock_max_mhz": 1530.0}]
+                     "sm_clock_max_mhz": 1530.0, "pcie_gen_max": 4.0, "pcie_width_max": 16.0}]  # a query of its own
 
 
 def test_system_cudnn_and_nccl_versions_come_from_their_headers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
