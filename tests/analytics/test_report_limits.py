@@ -5,8 +5,6 @@ sql/link_rates.sql)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from logtools import bench_run_dir, nccl_log
 from typer.testing import CliRunner
