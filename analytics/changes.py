@@ -50,7 +50,12 @@ METRICS = {"images_per_sec": False, "throughput": False, "time_to_train_s": True
 #: details keys that are a run's own bookkeeping, not a fact of its machine, or its telemetry; and ``gpus``, every
 #: GPU's settings as one JSON text (the first GPU's are facts of their own: gpu_driver, gpu_power_limit_w, ...)
 FACT_EXCLUDED = frozenset({"run_id", "launcher_status", "exit_code", "argv", "env", "spec", "slurm_job_id", "slurm_end",
-                           GPU_LOAD_DETAILS, "gpus"})
+                           GPU_LOAD_DETAILS, "gpus",
+                           # what today's trainers and nccl-tests measured (ingest/formats): a run's own figures
+                           "avg_busbw", "in_place_busbw", "peak_busbw", "peak_busbw_bytes", "tflops_per_device",
+                           "mfu_pct", "deepspeed_running_avg_samples_per_sec", "last_mean_batch_time_s",
+                           "nan_loss_steps", "nccl_warnings", "restarts", "skipped_iterations", "skipped_steps",
+                           "throughput_note", "throughput_source", "train_iters", "warmup_excluded"})
 #: how many runs before a change an acceptance of its series may lie and still cover it
 ACCEPT_SLACK = 2
 #: the series' columns shown to a person, in this order (NULL ones are left out)

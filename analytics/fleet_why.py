@@ -16,12 +16,7 @@ if TYPE_CHECKING:
 #: details keys that are a run's own (its node names, what its log said before run.json overruled it), not a
 #: fact of its host (changes.FACT_EXCLUDED leaves out the rest); each GPU's settings are compared one by one
 #: as ``gpuN.<setting>``
-NOT_FACTS = frozenset({"nodes", "node_names", "hosts", "log_status", "log_images_per_sec",
-                       # what today's trainers and nccl-tests measured (ingest/formats): a run's figures, not its host's
-                       "avg_busbw", "in_place_busbw", "peak_busbw", "peak_busbw_bytes", "tflops_per_device", "mfu_pct",
-                       "deepspeed_running_avg_samples_per_sec", "last_mean_batch_time_s", "nan_loss_steps",
-                       "nccl_warnings", "restarts", "skipped_iterations", "skipped_steps", "throughput_note",
-                       "throughput_source", "train_iters", "warmup_excluded"})
+NOT_FACTS = frozenset({"nodes", "node_names", "hosts", "log_status", "log_images_per_sec"})
 #: telemetry summaries compared: (key, words, unit, which way is worse, the practical bound: a GPU is set
 #: apart only when it is this much worse than its node's others and the fleet's GPUs; "rel" makes it relative)
 CHECKS = (

@@ -202,13 +202,15 @@ def nccl_log(host: str, busbw: float) -> str:
 
 
 def bench_run_dir(folder: Path, host: str, log: str, *, topology: str | None = None, pcie: tuple[int, int] | None = None,
-            nics: list[dict[str, Any]] | None = None, nodes: list[str] | None = None, n: int = 0) -> None:
-    """A run directory as `bench run` writes it (the H100 fixture's run.json, the facts given changed)."""
+            nics: list[dict[str, Any]] | None = None, nodes: list[str] | None = None, n: int = 0,
+            day: str | None = None) -> None:
+    """A run directory as `bench run` writes it (the H100 fixture's run.json, the facts given changed); it
+    started on ``day`` (ISO date), else on 2026-11-2``n``."""
     doc = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "h100-env-check.run.json").read_text())
     gpu = dict(doc["gpus"][0], **({"pcie_gen_max": float(pcie[0]), "pcie_width_max": float(pcie[1])} if pcie else {}))
     doc.update(run_id=f"{host}-{n}", status="ok", exit_code=0, gpu_topology=topology, gpus=[gpu] * 8, nics=nics,
-               command=["all_reduce_perf", "-b", "1M", "-e", "4M"], started_at=f"2026-11-2{n}T01:00:00+00:00",
-               ended_at=f"2026-11-2{n}T01:05:00+00:00", tags={})
+               command=["all_reduce_perf", "-b", "1M", "-e", "4M"], started_at=f"{day or f'2026-11-2{n}'}T01:00:00+00:00",
+               ended_at=f"{day or f'2026-11-2{n}'}T01:05:00+00:00", tags={})
     doc.pop("failure_cause")
     doc["host"]["hostname"] = host
     if nodes:

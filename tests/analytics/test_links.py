@@ -77,3 +77,19 @@ def test_multi_node_runs_are_compared_as_host_sets_and_the_common_node_named(tmp
     assert flagged == sorted("+".join(sorted(p)) for p in pairs if "node03" in p)  # the 4 sets with node03
     assert all(o["reason"].startswith("node node03 is in every flagged host set and in none of the others")
                for o in found["outliers"])
+
+
+def test_the_nightly_gate_fails_when_a_nodes_bus_bandwidth_drops(tmp_path: Path) -> None:
+    """node01's all_reduce_perf every night for 12 nights; from night 10 its busbw is 20% lower: `bench check`
+    on the last three nights fails that series (exit 1) and passes the nights before."""
+    for night in range(12):
+        bw = (360.0 if night < 9 else 288.0) * (1.0, 1.003, 0.997)[night % 3]
+        run_dir(tmp_path / f"night{night:02d}", "node01", nccl_log("node01", bw), topology=NV18, day=f"2026-11-{night + 1:02d}")
+    ingest([str(tmp_path)], tmp_path / "st", workers=0)
+    gate = ["check", "--metric", "throughput", "--store", str(tmp_path / "st")]
+    result = CliRunner().invoke(app, [*gate, "--where", "started_at >= '2026-11-10'"])
+    assert result.exit_code == 1, result.output
+    assert "all_reduce_perf" in result.output and "-20.0%" in result.output, result.output
+    assert "with no recorded change on the machine" in result.output  # busbw figures are not facts of the machine
+    earlier = CliRunner().invoke(app, [*gate, "--where", "started_at >= '2026-11-07' AND started_at < '2026-11-10'"])
+    assert earlier.exit_code == 0, earlier.output
