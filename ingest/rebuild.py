@@ -100,13 +100,18 @@ def _rebuild(root: Path, writer: StoreWriter, total: IngestSummary, accept_loss:
     carried = _carry_over(state, have, root / "_tmp")
     files = {t: files[t] + carried.get(t, []) for t in TABLES}
     now = [r for f in files["sources"] for r in pq.read_table(f).to_pylist()]
+    kept = _sources_from_records(earlier, now, files)  # a lost sources file's rows, from the commits' records
+    if kept:
+        now += kept
+        files["sources"].append(root / "_tmp" / f"sources-recorded-{uuid.uuid4().hex[:8]}.parquet")
+        write_part(pa.Table.from_pylist(kept, schema=TABLES["sources"]), files["sources"][-1], sync=True)
     lost = {r["source_sha256"]: r["source"] for r in earlier if r.get("source_sha256")}
     runs_of = Counter(v for f in files["runs"] for v in pq.read_table(f, columns=["source_sha256"]).column(0).to_pylist())
     short = {s["source_sha256"]: s["source"] for s in now if (s.get("n_runs") or 0) > runs_of[s["source_sha256"]]}
     total.lost = sorted({src for sha, src in lost.items() if sha not in {s["source_sha256"] for s in now}}
                         | set(short.values()))
     runs = runs_of.total()
-    total.given_up = _unrestored(root, writer, state, have, gone)
+    total.given_up = _unrestored(root, writer, state, have, gone, {r["source_sha256"] for r in kept})
     if (runs < held or total.given_up) and not accept_loss:
         raise BenchError(_refusal(root, held, runs, total.lost, total.given_up))
     if short:  # forgotten, so that ingesting the log again (found, or put back) stores its runs
@@ -120,11 +125,12 @@ def _rebuild(root: Path, writer: StoreWriter, total: IngestSummary, accept_loss:
 
 
 def _unrestored(root: Path, writer: StoreWriter, state: health.Health, have: set[str],
-                gone: dict[str, list[str]]) -> list[str]:
+                gone: dict[str, list[str]], recorded: set[str]) -> list[str]:
     """One line per table of the rows a rebuild cannot restore: those of its committed files that cannot be
     read whole (for a table set aside: ``gone``, from ``_intact``), unless every source they came from is
-    parsed again (``have``). Which sources a file holds is what the commit that added it recorded; a file no
-    commit names (a compaction's output, a damaged commits table) is taken to hold sources that are gone."""
+    parsed again (``have``; for the sources table, also those made again from the commits' records:
+    ``recorded``). Which sources a file holds is what the commit that added it recorded; a file no commit
+    names (a compaction's output, a damaged commits table) is taken to hold sources that are gone."""
     holds: dict[str, set[str]] = {}
     try:
         for row in delta.commit_rows(root, ["checksums", "sources"]):
@@ -141,7 +147,8 @@ def _unrestored(root: Path, writer: StoreWriter, state: health.Health, have: set
         else:
             readable = set(state.files.get(table, []))
             lost = [(f.path.name, f.rows) for f in delta.files(root, table, writer.start) if f.path not in readable]
-        lost = [(name, n) for name, n in lost if not (holds.get(f"{table}/{name}") or {None}) <= have]
+        restored = have | recorded if table == "sources" else have
+        lost = [(name, n) for name, n in lost if not (holds.get(f"{table}/{name}") or {None}) <= restored]
         if lost:
             counted = sum(n or 0 for _, n in lost)
             rows_said = f"{counted} rows" if all(n is not None for _, n in lost) else f"the rows (at least {counted})"
@@ -188,6 +195,35 @@ def _intact(table: str, replayed: deltalog.Replayed, root: Path, aside: Path) ->
         else:
             gone.append(path.name)
     return out, gone
+
+
+def _sources_from_records(earlier: list[dict[str, Any]], now: list[dict[str, Any]],
+                          files: dict[str, list[Path]]) -> list[dict[str, Any]]:
+    """Sources rows for the sources whose rows the new generation keeps (carried over) but whose own row it
+    lacks (its file damaged, its log gone): what the commit that added it recorded (its path, identity, size
+    and format), with its runs, steps and problems counted from the kept rows; what no record holds (when it
+    was ingested, which version it superseded) is NULL."""
+    have = {r["source_sha256"] for r in now}
+    missing = {r["source_sha256"]: r for r in earlier if r.get("source_sha256") and r["source_sha256"] not in have}
+    if not missing:
+        return []
+    count = Counter[str]()
+    run_source: dict[str, str] = {}
+    for table in ("runs", "problems", "telemetry"):
+        for f in files[table]:
+            for row in pq.read_table(f, columns=["source_sha256", "run_id"] if table == "runs" else ["source_sha256"]
+                                     ).to_pylist():
+                if row["source_sha256"] in missing:
+                    count[f"{table}:{row['source_sha256']}"] += 1
+                    if table == "runs":
+                        run_source[row["run_id"]] = row["source_sha256"]
+    for f in files["steps"]:
+        for run in pq.read_table(f, columns=["run_id"]).column(0).to_pylist():
+            if run in run_source:
+                count[f"steps:{run_source[run]}"] += 1
+    return [{**row, "n_runs": count[f"runs:{sha}"], "n_steps": count[f"steps:{sha}"],
+             "n_problems": count[f"problems:{sha}"]}
+            for sha, row in missing.items() if any(count[f"{t}:{sha}"] for t in ("runs", "problems", "telemetry"))]
 
 
 def _recorded_sources(root: Path, state: health.Health) -> list[dict[str, Any]]:

@@ -174,3 +174,35 @@ def test_a_table_whose_log_is_cut_is_restored_from_its_files_without_the_logs(tm
         assert _reading(st) == (INGESTS, INGESTS * 2, False) and _check(st) == 0
     finally:
         os.rename(tmp_path / "away", logs)
+
+
+@pytest.mark.parametrize("table", ["runs", "steps", "telemetry", "problems", "sources"])
+def test_a_damaged_file_of_any_table_without_its_logs_is_refused_or_restored(tmp_path: Path, table: str) -> None:
+    """fixtures/runs (4 run directories: runs, steps, telemetry, problems), its logs moved away, a byte of a
+    table's file flipped: --rebuild names exactly that file's rows and exits 1, the store as it was; but the
+    sources table is made again from what each commit recorded of its sources, its counts from the kept rows."""
+    import pyarrow.parquet as pq
+
+    logs = tmp_path / "logs"
+    shutil.copytree(REPO / "fixtures" / "runs", logs)
+    st = tmp_path / "st"
+    ingest([str(logs)], st, workers=0)
+    sources = "SELECT source, format, size_bytes, n_runs, n_steps, n_problems FROM sources ORDER BY source"
+    code, before, _ = _cli("sql", sources, "--store", str(st), "--format", "json")
+    (path,) = sorted(delta.table_path(st, table).glob("*.parquet"))
+    rows = pq.read_metadata(path).num_rows
+    assert rows == {"runs": 4, "steps": 41, "telemetry": 81, "problems": 2, "sources": 5}[table]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.rename(logs, tmp_path / "away")
+    code, _, err = _cli("ingest", "--rebuild", "--store", str(st))
+    if table == "sources":
+        assert code == 0, err
+        assert _cli("sql", sources, "--store", str(st), "--format", "json")[1] == before and _check(st) == 0
+        return
+    assert code == 1 and f"cannot restore {rows} rows of table {table} (damaged file(s) {path.name}" in err, err
+    assert _check(st) == 1
+    code, _, err = _cli("ingest", "--rebuild", "--accept-loss", "--store", str(st))
+    assert code == 0 and f"given up (--accept-loss): {rows} rows of table {table}" in err, err
+    assert _check(st) == 0
