@@ -174,7 +174,7 @@ def main() -> None:
             runs = LENGTH * sum(kind in ("all", s["kind"]) for s in series)
             print(f"{name:<20} {kind:<10} {r['tp']:>4} {r['fp']:>4} {r['true']:>5} {r['precision']:>9.3f} "
                   f"{r['recall']:>7.3f} {1000 * r['fp'] / runs:>12.2f}")
-    print("goals (issue 43): bimodal at most 1.5 false changes per 1,000 runs")
+    print("goals: bimodal at most 1.5 false changes per 1,000 runs")
     for name, _, seconds in tools:
         print(f"time, {TIMED} series of {LENGTH} runs: {name}: {seconds:.2f} s ({1000 * seconds / TIMED:.2f} ms per series)")
 

@@ -1,5 +1,5 @@
 """``make bench``: each of today's formats ingested from a generated ~100 MB log, against tf_cnn_benchmarks'
-per-MB time in the same run (issue 54's goal: within 2x of it).
+per-MB time in the same run (the goal: within 2x of it).
 
 For each format (tf_cnn, megatron, deepspeed, torchtitan, pytorch_imagenet, nccl_tests) a log of about
 ``BENCH_FORMAT_MB`` MB (default 100) is written once into the cache folder, in that program's line shape

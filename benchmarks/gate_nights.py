@@ -1,5 +1,5 @@
-"""``make bench`` (gate half): bench check morning by morning on labelled nightly series, against the goals of
-issue 43, and optionally against another version of bench.analytics.check in the same run
+"""``make bench`` (gate half): bench check morning by morning on labelled nightly series, against the gate's
+goals (printed beside), and optionally against another version of bench.analytics.check in the same run
 (``--against PATH/check.py``, e.g. one from ``git show``).
 
 The series are generated here, seeded (numpy's PCG64), ``NIGHTS`` nights each, ``N`` per kind, noise per night
@@ -16,7 +16,7 @@ gate's false alarms per night on the kinds without a change, the share of steps 
 morning 2 and on morning 10, the share failing every morning from 3 to 30 (until accepted), the share of
 steps whose acceptance (at morning 5) stops the failures, the ramps failing every morning once their total is
 past 1.3x the threshold (of those whose total goes past it), the median nights from a step until bench changes names it, and the time of one
-morning of 1,000 series. Goals (issue 43) are printed beside.
+morning of 1,000 series. Its goals are printed beside.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ingest_speed import LAMBDA, before_core
 
-#: The last commit before the house's second pass (issue 46).
+#: The last commit before the second pass over the package's layout (module sizes, names).
 BEFORE = os.environ.get("BENCH_LAYOUT_BEFORE", "33132b7")
 STEPS = ("ingest", "report", "changes", "--help")
 PATTERNS = [

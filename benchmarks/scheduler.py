@@ -1,4 +1,4 @@
-"""What the scheduler adds to a run (issue 44: at most 5 s here): the same 2-rank Horovod training (the trivial
+"""What the scheduler adds to a run (the goal: at most 5 s here): the same 2-rank Horovod training (the trivial
 model, CPU) launched locally through Open MPI's mpirun, through srun (which makes its own allocation), and as
 an sbatch job waited for (`--sbatch --wait`), each the wall time of the whole `bench run` (start-up, node facts,
 training, ingest), in interleaved rounds so that a drifting machine weighs on every way alike.

@@ -1,4 +1,4 @@
-"""The unclear messages of issue 53 (item 10): each says what is wrong and what to do, with the documented exit
+"""Messages that once said too little (an empty --accept, a run without started_at, a string schema_version, no credentials): each says what is wrong and what to do, with the documented exit
 code."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``bench report``'s "Against the physical limit": what today's trainers and nccl-tests measured, beside the
-device's or the link's nominal peak (issue 54 item 3), whenever the selection holds such runs.
+device's or the link's nominal peak, whenever the selection holds such runs.
 
 - Model FLOPs utilisation: one row per configuration whose runs state their FLOP/s per device (Megatron,
   torchtitan, MaxText, DeepSpeed's profiler): its throughput in its own unit, the mean TFLOP/s per device,

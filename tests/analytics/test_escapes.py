@@ -1,4 +1,4 @@
-"""Data is text, never commands (issue 41 §6): a model name holding ESC sequences, an OSC 52 clipboard
+"""Data is text, never commands: a model name holding ESC sequences, an OSC 52 clipboard
 write, BEL and ``<script>`` reaches no terminal and no page raw, in ``bench sql``'s table, CSV and JSON, and
 in the report's Markdown, HTML and CSV files."""
 

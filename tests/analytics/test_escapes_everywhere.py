@@ -1,4 +1,4 @@
-"""Data is text everywhere (issue 53 item 7): every command over a store whose host, model and system names hold
+"""Data is text everywhere: every command over a store whose host, model and system names hold
 an OSC 52 clipboard write, an OSC 0 window title, a CSI clear-screen, a one-byte C1 CSI and BEL. No raw control
 character reaches stdout, stderr, a JUnit file (which must parse as XML 1.0), a CSV/Markdown/HTML output or a
 figure's text."""

@@ -1,4 +1,4 @@
-"""No label is cut at a figure's edge (issue 42: the leaderboard's x label ended "(geometric mean, 9")."""
+"""No label is cut at a figure's edge (as the leaderboard's x label once ended "(geometric mean, 9")."""
 
 from __future__ import annotations
 

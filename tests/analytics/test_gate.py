@@ -1,5 +1,6 @@
-"""bench check's rule, morning by morning, on the series of issue 43's "Why" (written here with the same
-shape, seeded): each morning judges that night's run against the series before it, as a nightly CI job does.
+"""bench check's rule, morning by morning, on the kinds of series a nightly gate meets (a step, a slow
+slide, two clock states, a lone outlier: written here, seeded): each morning judges that night's run against
+the series before it, as a nightly CI job does.
 The expected verdicts follow from the rule in bench.analytics.check's docstring and the series' own numbers
 (a step's size against its noise), not from a run of the code."""
 

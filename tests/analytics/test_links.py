@@ -1,4 +1,4 @@
-"""nccl-tests against the physical limit, and in the fleet (issue 54 items 3 and 4): bus bandwidth beside the
+"""nccl-tests against the physical limit, and in the fleet: bus bandwidth beside the
 nominal rate of the link the run's facts name (NVLinks from `nvidia-smi topo -m`, the GPU's PCIe link, the
 network port ibstat lists), a node with a slow link flagged with the link fact that sets it apart, and
 multi-node runs compared as host sets, the node common to the slow sets named. Every expected figure is

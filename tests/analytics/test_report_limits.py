@@ -1,4 +1,4 @@
-"""The report against the physical limit (issue 54 items 2 and 3): a store of today's trainings gets a device
+"""The report against the physical limit: a store of today's trainings gets a device
 leaderboard in tokens/s, MFU beside throughput, and nccl-tests' bus bandwidth beside the link's nominal rate,
 each figure worked out here from what the logs print and the data sheets' peaks (sql/device_peaks.sql,
 sql/link_rates.sql)."""

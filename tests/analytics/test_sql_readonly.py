@@ -1,4 +1,4 @@
-"""`bench sql` is read-only and confined to the store (issue 53 item 6): every statement that is not a query
+"""`bench sql` is read-only and confined to the store: every statement that is not a query
 is refused with one line and exit 2 before anything runs, a query cannot read a file outside the store, and
 nothing is written anywhere."""
 

@@ -1,4 +1,4 @@
-"""Two clock states, slides and suspects (issue 43 §2, §4, §5): the series are written here, seeded, with the
+"""Two clock states, slides and suspects: the series are written here, seeded, with the
 shape the issue describes; the expected answers follow from how each was made (its states, its slide's
 total, its last night), not from a run of the code."""
 
@@ -41,7 +41,7 @@ def clock_states(n: int, seed: int, slow_share: float = 0.4) -> np.ndarray:
 
 
 def slide(n: int = 100, seed: int = 2) -> np.ndarray:
-    """-17.9% over 30 nights from night 50, at 0.39% noise (issue 43's example)."""
+    """-17.9% over 30 nights from night 50, at 0.39% noise (a slow slide a nightly gate must catch)."""
     nights = np.arange(n)
     return 1000 * np.exp(np.random.default_rng(seed).normal(0, 0.0039, n)
                          + np.clip((nights - 50) / 30, 0, 1) * np.log(1 - 0.179))

@@ -1,4 +1,4 @@
-"""Throughput units are first-class (issue 54 item 2): runs that count tokens (torchtitan's lines) scale, and
+"""Throughput units are first-class: runs that count tokens (torchtitan's lines) scale, and
 compare across devices, like runs that count images; a configuration never mixes units, so no mean, speedup or
 ratio divides tokens by samples. Every expected figure is computed here from the tps the logs print."""
 

@@ -1,4 +1,4 @@
-"""One bad field never loses a run (issue 41 §4): every fixture log, with one of its numbers replaced by
+"""One bad field never loses a run: every fixture log, with one of its numbers replaced by
 text that looks like a number and is not (``1.2.3``, ``--1``, ``1e``, ``.``), parses without a
 ``parser_error``; the line a parser could not convert is an ``invalid_value`` or ``bad_line`` problem
 naming it, and the file keeps every run unless a problem says why (a header that no longer reads as one

@@ -1,4 +1,4 @@
-"""A parser answers only for its own format (issue 42 §8): detection of every fixture and corpus log is
+"""A parser answers only for its own format: detection of every fixture and corpus log is
 held to a snapshot (a new format, or a changed sniff, never takes a file another format or none read
 before), a forced --format that finds none of its markers stores nothing and says why, and the Hugging
 Face Trainer format needs a field only the Trainer prints."""

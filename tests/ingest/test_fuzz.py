@@ -121,7 +121,7 @@ def test_mutants_of_every_fixture_keep_the_reliability_properties(tmp_path: Path
 
 
 def _stored_values_are_checked(st: Path, steps: list[dict]) -> None:
-    """Issue 41 §3: no step or telemetry value outside what its table allows (NaN, infinite, negative, a
+    """No step or telemetry value outside what its table allows (NaN, infinite, negative, a
     rate or step time of 0, an accuracy beyond 100, a stamp outside 1980-2100); each NULLed one has a problem
     naming its field. The mutator does make them (counted from the problems)."""
     from bench.ingest.sample_tables import StepTable, TelemetryTable

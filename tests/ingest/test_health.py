@@ -186,7 +186,7 @@ def test_a_store_the_writer_may_not_write_into_is_one_error_line(tmp_path: Path,
 
 
 def test_sixty_flipped_bits_in_a_runs_file_never_change_an_answer_silently(tmp_path: Path) -> None:
-    """Issue 41 §2: was 48 of 60 flips a changed answer with no warning (a run read 120.31 images/s instead of
+    """Without the recorded checksums, 48 of 60 such flips changed an answer with no warning (a run read 120.31 images/s instead of
     3034.19) and 11 a failed query. Now every read checks the file's bytes against the SHA-256 its commit
     recorded: a damaged file is left out with one warning naming it, and the query still runs."""
     import random

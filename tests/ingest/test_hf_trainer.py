@@ -62,5 +62,5 @@ def test_a_nan_rate_is_no_result_and_a_nan_loss_is_null_with_a_problem() -> None
     res = parse(text)
     (run,) = res.runs
     assert (run.status, run.throughput) == ("no_result", None)
-    assert res.steps.rows()[0]["loss"] is None  # a stored value is a number (issue 41 §3): the problem says why
+    assert res.steps.rows()[0]["loss"] is None  # a stored value is a number: the problem says why
     assert any(p.kind == "invalid_value" and "loss" in p.message for p in res.problems)

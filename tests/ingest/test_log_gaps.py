@@ -1,4 +1,4 @@
-"""A deleted Delta JSON that a checkpoint covers (issue 53 item 7): readers open the table from its checkpoint,
+"""A deleted Delta JSON that a checkpoint covers: readers open the table from its checkpoint,
 but deltalake's writer failed with a traceback ("Invalid table version: 9") on every later ingest and
 --rebuild, and --check said all was well. Now --check names the gap, a writer refuses in one line, and
 --rebuild repairs the table so that ingests go on."""

@@ -1,4 +1,4 @@
-"""Today's trainers' formats on bad input (issue 54): each case is a problem row naming its line, a status that
+"""Today's trainers' formats on bad input: each case is a problem row naming its line, a status that
 says what happened, and no wrong number stored. The logs are written here in the formats' shapes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The store's own records are as safe as its data (issue 41 §1): damage to the commits table or to a
+"""The store's own records are as safe as its data: damage to the commits table or to a
 table's Delta log (flipped bits, a cut or deleted commit, a deleted checkpoint or table) never lets a
 query answer wrong without a warning, and ``--rebuild`` restores every run, from the logs when they are
 still there and from the readable data files when they are not; it never ends with fewer runs and exit 0."""

@@ -1,4 +1,4 @@
-"""A repair is as crash-safe as an ingest and never loses in silence (issue 53, items 1 and 2).
+"""A repair is as crash-safe as an ingest and never loses in silence.
 
 ``bench ingest --rebuild`` killed with -9 at every event of its protocol (each call, before and after, of a
 table commit, a checksum, an fsync, a table moved aside, the recovered commits row) on stores damaged five

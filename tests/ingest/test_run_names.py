@@ -1,4 +1,4 @@
-"""One run, one record (issue 42, §9): a ``bench run`` directory's run goes by run.json's ``run_id`` in every
+"""One run, one record: a ``bench run`` directory's run goes by run.json's ``run_id`` in every
 view (runs, steps, telemetry, telemetry_links), so the id `bench run` printed finds it in the store. Any other
 run goes by its log's SHA-256 prefix and run index, as the tables key it.
 

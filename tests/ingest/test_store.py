@@ -339,7 +339,7 @@ def test_rebuild_is_one_ingest_per_set_of_options_and_as_few_batches(tmp_path: P
 
 
 def test_a_failed_ingest_removes_its_files_before_it_exits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 41 §7: an ingest that failed at its commit point (a full disk) left every file it had written in
+    """An ingest that failed at its commit point (a full disk) left every file it had written in
     the tables' folders until VACUUM. Now they are gone when it exits, the tables are as published, and the
     next ingest stores the runs."""
     import errno

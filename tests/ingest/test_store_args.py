@@ -1,4 +1,4 @@
-"""What --store may name (issue 41 §7): a URL is a bad argument, never a local folder named ``s3:``; a
+"""What --store may name: a URL is a bad argument, never a local folder named ``s3:``; a
 folder of other files is made a store only with --init; a store of a schema this bench cannot read is
 refused before anything is written into it."""
 

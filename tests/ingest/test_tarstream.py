@@ -70,7 +70,7 @@ def test_same_members_as_tarfile(fmt: int) -> None:
 
 
 def test_link_device_and_fifo_members_are_problem_rows(tmp_path: Path) -> None:
-    """Issue 41 §7: they were skipped without a word. The archive's one log is still read."""
+    """They are named, not skipped without a word; the archive's one log is still read."""
     from bench.ingest.pipeline import ingest
     from bench.sql.read import connect
 

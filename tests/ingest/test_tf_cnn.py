@@ -206,7 +206,7 @@ def test_allocator_warning_is_not_oom_and_teardown_error_keeps_ok() -> None:
 
 def test_a_failure_says_its_root_error_not_the_wrapper() -> None:
     """Was: the RTX 3070 4-GPU failures read "InternalError: 2 root error(s) found."; the log says
-    ``OP_REQUIRES failed at nccl_ops.cc:104 : Internal: unhandled system error`` (issue 42 §5)."""
+    ``OP_REQUIRES failed at nccl_ops.cc:104 : Internal: unhandled system error`` (an NCCL failure, not a result)."""
     stamp = "2021-01-10 10:00:00.000001: W tensorflow/core/framework/op_kernel.cc:1767] "
     log = (HEADER + "\n" + stamp + "OP_REQUIRES failed at nccl_ops.cc:104 : Internal: unhandled system error\n"
            "Traceback (most recent call last):\n"

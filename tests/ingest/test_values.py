@@ -1,4 +1,4 @@
-"""Every stored value is checked, steps and telemetry as runs (issue 41 §3): a value that is NaN, infinite,
+"""Every stored value is checked, steps and telemetry as runs: a value that is NaN, infinite,
 negative or impossible becomes NULL with an ``invalid_value`` problem naming the field and where it was;
 fields never shift; a run whose every speed is 0 is not ok. Each case edits a hand-written fixture at a
 place counted by hand (line numbers are the fixture's own)."""
@@ -119,7 +119,7 @@ def test_one_field_that_will_not_convert_never_loses_the_run() -> None:
     assert row and row[0]["step_time_ms"] is None and row[0]["loss"] == 9.6782
 
 
-# -- issue 53 item 9: one check for every number, totals and telemetry samples as steps ---------------------
+# -- one check for every number, totals and telemetry samples as steps -------------------------------
 
 TF_TOTAL = ("Step\tImg/sec\ttotal_loss\n1\timages/sec: 100.0 +/- 0.0 (jitter = 0.0)\t7.0\n"
             "----------------------------------------------------------------\ntotal images/sec: {}\n")

@@ -3,7 +3,7 @@
 
 Each test runs `bench` as a user would and checks run.json and the stored row: srun inside an allocation,
 sbatch (returning at once; --wait; scancel; the time limit; a failed node), mpirun (Horovod with two ranks, and
-any command per rank), a sweep as a job array cancelled and resumed, and the bad input of issue 44. Without
+any command per rank), a sweep as a job array cancelled and resumed, and bad input (a dead node, a cancelled array, a job that never starts). Without
 the cluster, Open MPI, TensorFlow or Horovod-with-MPI the tests that need them skip and say which is missing.
 """
 
