@@ -31,7 +31,7 @@ from bench.ingest.parts import Parts
 from bench.ingest.pool import Job, ParserPool, file_ref
 from bench.ingest.records import Problem
 from bench.ingest.rows import FileRows, problem_row
-from bench.ingest.sources import is_archive, iter_items
+from bench.ingest.sources import ARCHIVE_CUT, ARCHIVE_UNREADABLE, is_archive, iter_items
 from bench.ingest.stages import parse_files
 from bench.ingest.versions import Hashing, Place
 from bench.sql.compact import maybe_compact
@@ -73,6 +73,9 @@ class IngestSummary:
     #: ``--rebuild`` only: rows of damaged files that neither a log nor a readable file could restore, one
     #: line per table (given up with ``--accept-loss``; without it the rebuild refuses).
     given_up: list[str] = field(default_factory=list)
+    #: Archives not read to their end (cut or corrupt), each with how far: what was read is stored, and
+    #: ``bench ingest`` exits 1 (as tar does).
+    incomplete: list[str] = field(default_factory=list)
     #: ``--rebuild`` only: how a damaged or lost commits table was made again (bench.sql.recover), or None.
     recovered: str | None = None
     #: Commits rows written but not in the commits table's log, recorded before this ingest (delta.roll_forward).
@@ -191,6 +194,8 @@ def _read_item(item: Item, ctx: _Context) -> Job | None:
     assert ids is not None
     if item.reader is None:
         _problem_only(ctx, item, Problem("read_error", item.error or "unreadable"))
+        if item.member is None and (item.error or "").startswith((ARCHIVE_CUT, ARCHIVE_UNREADABLE)):
+            ctx.summary.incomplete.append(f"{item.source}: {item.error}")
         return None
     where = ids.place(item)
     hashing = ids.hashing(where)

@@ -27,6 +27,7 @@ from bench.ingest.items import (
     Item,
     Limits,
     Reader,
+    damage,
     expansion_error,
     gunzip,
 )
@@ -35,7 +36,7 @@ from bench.ingest.tarstream import TarFormatError, iter_members
 from bench.sql import runjson
 from bench.sql.names import storable
 
-__all__ = ["ARCHIVE_SUFFIXES", "MEMBER_SEP", "Item", "Limits", "Reader", "is_archive", "iter_items"]
+__all__ = ["ARCHIVE_CUT", "ARCHIVE_SUFFIXES", "ARCHIVE_UNREADABLE", "MEMBER_SEP", "Item", "Limits", "Reader", "is_archive", "iter_items"]
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 MEMBER_SEP = "::"  # "<archive path>::<member path>"
@@ -119,21 +120,35 @@ def _file_items(path: str, skip_globs: tuple[str, ...] = (), sidecar: bytes | No
 
 
 def _tar_items(path: str, limits: Limits) -> Iterator[Item]:
+    """The members of a tar (gzipped or not), read strictly forward. A cut or corrupt archive gives every
+    member before the damage, then one error item naming it and how far it was read (``ARCHIVE_CUT``)."""
     err: str | None = None
+    members = at = 0
     try:
         with open(path, "rb") as raw, _tar_stream(path, raw) as fobj:
             gzipped = fobj is not raw
             skipped: list[tuple[str, str]] = []
-            for name, size, reader in iter_members(fobj, skipped):
+            try:
+                for name, size, reader in iter_members(fobj, skipped):
+                    yield from _skipped_items(path, skipped)
+                    # a member gives at most its header's size: only one declared past the floor can be a bomb
+                    bounded = BoundedReader(reader, name, raw.tell, limits) if gzipped and size > limits.floor_bytes else reader
+                    members += 1
+                    yield Item(f"{path}{MEMBER_SEP}{name}", storable(name), size, bounded, path, name)
                 yield from _skipped_items(path, skipped)
-                # a member gives at most its header's size: only one declared past the floor can be a bomb
-                bounded = BoundedReader(reader, name, raw.tell, limits) if gzipped and size > limits.floor_bytes else reader
-                yield Item(f"{path}{MEMBER_SEP}{name}", storable(name), size, bounded, path, name)
-            yield from _skipped_items(path, skipped)
+            finally:
+                at, err = raw.tell(), damage(fobj)  # the inflater's own word comes first: it says why
     except (OSError, EOFError, InflateError, TarFormatError) as e:  # cut or corrupt: keep what was read
-        err = str(e)
+        err = err or str(e)
     if err:
-        yield Item(path, _slash(path), 0, None, archive=path, error=f"archive ends early or is corrupt: {err}")
+        total = os.path.getsize(path)
+        yield Item(path, _slash(path), 0, None, archive=path,
+                   error=f"{ARCHIVE_CUT}: {err}; read to byte {at:,} of {total:,}, {members} member(s) before it")
+
+
+#: How the error item of an archive not read to its end begins, a tar's and a zip's (``IngestSummary.incomplete``
+#: finds them).
+ARCHIVE_CUT, ARCHIVE_UNREADABLE = "archive ends early or is corrupt", "unreadable archive"
 
 
 def _skipped_items(path: str, skipped: list[tuple[str, str]]) -> Iterator[Item]:
@@ -163,7 +178,7 @@ def _zip_items(path: str, limits: Limits) -> Iterator[Item]:
         except StopIteration:
             return
         except (OSError, zipfile.BadZipFile, struct.error) as e:
-            yield Item(path, _slash(path), 0, None, archive=path, error=f"unreadable archive: {e}")
+            yield Item(path, _slash(path), 0, None, archive=path, error=f"{ARCHIVE_UNREADABLE}: {e}")
             return
         if info.is_dir():
             continue

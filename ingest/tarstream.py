@@ -7,8 +7,8 @@ ingest needs: the name (ustar prefix, pax ``path``, GNU long names), the size (o
 silently, links, devices and FIFOs named to the caller (a problem row each). Archives are read strictly forward, so any stream works (a pipe, a decompressor).
 
 Errors: ``TarFormatError`` for a header whose checksum is wrong; ``EOFError`` when the stream ends
-inside a header or a member. A stream that ends at a header boundary without the end-of-archive
-blocks is accepted as ended (as GNU tar does, with a warning there).
+inside a header or a member, or at a header boundary without the end-of-archive blocks every tar writer
+writes (an archive cut there): raised after the members before it were given, so what was read is kept.
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ def iter_members(fobj: IO[bytes], skipped: list[tuple[str, str]] | None = None) 
     pax: dict[str, str] = {}
     while True:
         header = fobj.read(BLOCK)
-        if not header or header == _ZERO:
+        if not header:
+            raise EOFError("the archive ends without its end-of-archive blocks (cut after a member)")
+        if header == _ZERO:
             return
         if len(header) < BLOCK:
             raise EOFError("the archive ends inside a header")

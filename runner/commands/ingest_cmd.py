@@ -135,7 +135,9 @@ def ingest_command(
         from bench.ingest.report import print_summary
 
         print_summary(summary)
-    if strict and summary.problems:
+    for line in summary.incomplete:  # as tar does: what was read is stored, and the exit says it was not all
+        typer.echo(f"bench ingest: not read to its end: {line}", err=True)
+    if summary.incomplete or (strict and summary.problems):
         raise typer.Exit(1)
 
 
