@@ -15,17 +15,20 @@ inference run) cannot be estimated apart from them: it is left out of the model 
 categorical too, not log2(num_devices): scaling is rarely a power law, and a level per device count reads
 directly as a (geometric-mean) speedup over the reference count, with no shape assumed.
 
-A NULL factor value is a level of its own (level ``None``; a CPU run has device_model NULL): dropping those
-runs would change the selection silently. The reference level is, unless given, the smallest value
-(numbers numerically, strings alphabetically, NULL last). Runs with status != 'ok' or without a positive
-images_per_sec are left out and counted in ``n_excluded``: a failed run is never a zero.
+A NULL factor value is not a level: "num_devices NULL is 17x 1" would compare runs that did not say with
+runs that did. Where a factor is NULL in some runs and known in others, those runs are left out and counted
+per factor (``unstated``, said in the output); a factor NULL in every run does not vary. Model names are
+one model however they are spelled (``ResNet-50``, ``ResNet50`` and ``resnet50``: case and punctuation
+aside), under the spelling most runs use, the others kept in ``spellings``. The reference level is, unless
+given, the smallest value (numbers numerically, strings alphabetically). Runs with status != 'ok' or without
+a positive images_per_sec are left out and counted in ``n_excluded``: a failed run is never a zero.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.query import view_error
@@ -67,6 +70,10 @@ class EffectsResult:
     effects: tuple[Effect, ...]
     #: Factors that vary but were left out of the model, each with what it is confounded with.
     confounded: dict[str, str]
+    #: Runs left out because a factor that others state is NULL in them: factor -> how many.
+    unstated: dict[str, int] = field(default_factory=dict)
+    #: Model names merged: the name used -> the other spellings of it in the selection.
+    spellings: dict[str, list[str]] = field(default_factory=dict)
 
 
 def effects(con: duckdb.DuckDBPyConnection, where: str | None = None,
@@ -80,15 +87,26 @@ def effects(con: duckdb.DuckDBPyConnection, where: str | None = None,
     import numpy as np
 
     frame, n_excluded = _read(con, where)
-    varying = [f for f in FACTORS if frame[f].nunique(dropna=False) > 1]
+    frame, spellings = _one_name_per_model(frame)
+    n_ok = len(frame)
+    frame, unstated, unknown = _stated(frame)
+    varying = [f for f in FACTORS if f not in unknown and frame[f].nunique(dropna=False) > 1]
     if not varying:
-        raise _error(f"no factor varies among the {len(frame)} ok runs selected: nothing to compare")
-    fixed = {f: _py(frame[f].iloc[0]) for f in FACTORS if f not in varying}
-    levels = {f: _levels(frame[f], f, (reference or {}).get(f, _FIRST)) for f in varying}
+        gaps = "".join(f"; {f} is not stated in {n} of them" for f, n in unknown.items())
+        raise _error(f"no factor varies among the {len(frame)} ok runs selected{gaps}: nothing to compare")
+    fixed = {f: _py(frame[f].iloc[0]) for f in FACTORS if f not in varying and f not in unknown}
+    confounded_by_gaps = {f: f"not stated in {n} of the {n_ok} ok runs (an unstated value is not a level), so "
+                             "its effect is not separated from the others'" for f, n in unknown.items()}
+    reference = dict(reference or {})
+    if isinstance(reference.get("model"), str):  # any spelling of a model names it
+        key = model_key(reference["model"])
+        reference["model"] = next((m for m in frame["model"].dropna().unique() if model_key(m) == key), reference["model"])
+    levels = {f: _levels(frame[f], f, reference.get(f, _FIRST)) for f in varying}
     data = frame.assign(log_ips=np.log(frame["images_per_sec"].to_numpy(dtype=float)))
     for f in varying:
         data[f] = _categorical(frame[f], levels[f])
     res, confounded = _fit(data, varying)
+    confounded = {**confounded_by_gaps, **confounded}
     varying = [f for f in varying if f not in confounded]
     out: list[Effect] = []
     for f in varying:
@@ -97,7 +115,47 @@ def effects(con: duckdb.DuckDBPyConnection, where: str | None = None,
     r2 = float(res.rsquared) if float(res.centered_tss) > 0 else None
     return EffectsResult(len(frame), n_excluded, tuple(varying), fixed, {f: levels[f][0] for f in varying},
                          math.exp(float(res.params["Intercept"])), r2, round(float(res.df_resid)), tuple(out),
-                         confounded)
+                         confounded, unstated, spellings)
+
+
+def model_key(name: str) -> str:
+    """What two spellings of one model share: lower case, letters and digits only (``ResNet-50`` -> ``resnet50``)."""
+    return "".join(c for c in name.lower() if c.isalnum())
+
+
+def _one_name_per_model(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """``frame`` with each model under one name per ``model_key`` (the spelling most runs use; ties: the first
+    in sort order), and the merged spellings."""
+    from collections import Counter
+
+    counts = Counter(v for v in frame["model"] if isinstance(v, str))
+    groups: dict[str, list[str]] = {}
+    for name in sorted(counts):
+        groups.setdefault(model_key(name), []).append(name)
+    chosen = {k: max(names, key=lambda n: (counts[n], -names.index(n))) for k, names in groups.items()}
+    spellings = {chosen[k]: [n for n in names if n != chosen[k]] for k, names in groups.items() if len(names) > 1}
+    if not spellings:
+        return frame, {}
+    return frame.assign(model=frame["model"].map(lambda v: chosen[model_key(v)] if isinstance(v, str) else v)), spellings
+
+
+#: Where a factor is NULL in at most this share of the ok runs, those runs are left out; in more, the factor is.
+UNSTATED_SHARE = 0.1
+
+
+def _stated(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int], dict[str, int]]:
+    """Where a factor is NULL in some runs and stated in others: in at most ``UNSTATED_SHARE`` of the ok runs,
+    ``frame`` without those runs (``unstated``: factor -> runs left out); in more, the factor is left out of
+    the model instead (``unknown``: factor -> runs that do not state it), so that sparse columns do not
+    empty it."""
+    unstated: dict[str, int] = {}
+    unknown: dict[str, int] = {}
+    nulls = {f: int(frame[f].isna().sum()) for f in FACTORS}
+    for f, n in nulls.items():
+        if 0 < n < len(frame):
+            (unstated if n <= UNSTATED_SHARE * len(frame) else unknown)[f] = n
+    keep = ~frame[list(unstated)].isna().any(axis=1) if unstated else None
+    return (frame if keep is None else frame[keep]).reset_index(drop=True), unstated, unknown
 
 
 _FIRST = object()  # no reference given: the first level in sort order
@@ -214,8 +272,14 @@ def effect_lines(r: EffectsResult) -> list[str]:
     lines = [f"OLS of log(images/sec) over {r.n_runs} ok runs ({r.n_excluded} excluded){r2}."]
     if r.fixed:
         lines.append("Same in every run: " + ", ".join(f"{k}={_fmt_level(v)}" for k, v in r.fixed.items()))
+    for factor, n in r.unstated.items():
+        lines.append(f"{n} ok run(s) left out: their logs do not say their {factor}, which the others do "
+                     "(an unstated value is not a level)")
+    for name, others in r.spellings.items():
+        lines.append(f"model {name} also spelled {', '.join(others)} in this selection: one model")
     for factor, partner in r.confounded.items():
-        lines.append(f"{factor}: not estimated, confounded with {partner} in this selection (every level of one "
+        lines.append(f"{factor}: not estimated, {partner}" if partner.startswith("not stated") else
+                     f"{factor}: not estimated, confounded with {partner} in this selection (every level of one "
                      "goes with one level of the other); narrow it with --where to compare them")
     for e in r.effects:
         if e.ci95_low is None or e.ci95_high is None or e.p_value is None:

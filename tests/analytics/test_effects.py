@@ -81,20 +81,37 @@ def test_noisy_data_gives_cis_that_cover_the_truth_and_balanced_marginal_ratios(
     assert got["model", "resnet50"].n_runs == 48
 
 
-def test_failed_runs_are_excluded_and_counted_and_null_is_a_level() -> None:
-    rows = [
-        {"status": "ok", "images_per_sec": 100.0, "model": "a", "device_model": "P100"},
-        {"status": "ok", "images_per_sec": 110.0, "model": "a", "device_model": "P100"},
-        {"status": "ok", "images_per_sec": 20.0, "model": "a", "device_model": None},  # a CPU run
-        {"status": "ok", "images_per_sec": 22.0, "model": "a", "device_model": None},
-        {"status": "oom", "images_per_sec": None, "model": "a", "device_model": "P100"},
-        {"status": "ok", "images_per_sec": 0.0, "model": "a", "device_model": "P100"},  # no throughput
-    ]
+def test_failed_runs_are_excluded_and_counted_and_null_is_not_a_level() -> None:
+    """An unstated device (a log that does not say) is never a level: one run of eleven without it is left
+    out and counted; in half the runs, the factor is left out of the model and named instead."""
+    rows = [{"status": "ok", "images_per_sec": 100.0 * (1 + i % 2), "model": "a" if i % 2 == 0 else "b",
+             "device_model": "P100"} for i in range(10)]
+    rows += [{"status": "ok", "images_per_sec": 20.0, "model": "a", "device_model": None},  # says no device
+             {"status": "oom", "images_per_sec": None, "model": "a", "device_model": "P100"},
+             {"status": "ok", "images_per_sec": 0.0, "model": "a", "device_model": "P100"}]  # no throughput
     r = effects(_runs(rows))
     (e,) = r.effects
-    assert (r.n_runs, r.n_excluded, r.reference) == (4, 2, {"device_model": "P100"})
-    assert (e.level, e.n_runs) == (None, 2)
-    assert e.ratio == pytest.approx(math.sqrt(20 * 22) / math.sqrt(100 * 110))  # geometric means by hand
+    assert (r.n_runs, r.n_excluded, r.unstated, r.reference) == (10, 2, {"device_model": 1}, {"model": "a"})
+    assert (e.level, e.ratio) == ("b", pytest.approx(2.0))  # 200 / 100: the NULL run's 20 is in neither
+    assert "1 ok run(s) left out: their logs do not say their device_model" in "\n".join(effect_lines(r))
+    half = [{"status": "ok", "images_per_sec": v, "model": m, "device_model": d}
+            for v, m, d in ((100.0, "a", "P100"), (200.0, "b", "P100"), (20.0, "a", None), (40.0, "b", None))]
+    r = effects(_runs(half))
+    assert r.confounded == {"device_model": "not stated in 2 of the 4 ok runs (an unstated value is not a level), "
+                                            "so its effect is not separated from the others'"}
+    assert [(e.level, e.ratio) for e in r.effects] == [("b", pytest.approx(2.0))]
+    with pytest.raises(BenchError, match="no factor varies among the 4 ok runs selected; device_model is not stated in 2"):
+        effects(_runs([{**row, "model": "a"} for row in half]))
+
+
+def test_a_model_is_one_model_however_it_is_spelled() -> None:
+    rows = [{"status": "ok", "images_per_sec": v, "model": m, "device_model": "V100"}
+            for v, m in ((300.0, "ResNet-50"), (310.0, "resnet50"), (290.0, "resnet50"), (100.0, "VGG16"), (110.0, "vgg16"))]
+    r = effects(_runs(rows), reference={"model": "ResNet50"})  # any spelling names it
+    (e,) = r.effects
+    assert (e.reference, e.level, e.n_runs) == ("resnet50", "VGG16", 2)  # the spelling most runs use; ties: the first
+    assert e.ratio == pytest.approx(math.sqrt(100 * 110) / (300 * 310 * 290) ** (1 / 3))
+    assert r.spellings == {"resnet50": ["ResNet-50"], "VGG16": ["vgg16"]}
 
 
 def test_user_errors() -> None:
