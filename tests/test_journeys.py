@@ -77,6 +77,8 @@ def test_bench_sweep_then_resume_scaling_and_report(tmp_path: Path) -> None:
 
     res = bench("sweep", plan, "--store", str(store), "--out", str(out), "--resume", "--dry-run")
     assert "--resume: 4 of 4 cells already have an ok run in the store" in res.stdout
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "#  --resume: 4 of 4 cells already have an ok run in the store" in readme  # as the README quotes it
     res = bench("compare", "--store", str(store), "--factor", "device_model", "--a", "NULL", "--b", "x",
                 "--where", "tags['sweep'] = 'cpu-smoke'")  # a tag in --where, as in every command
     assert res.returncode == 2 and "matches no value" in res.stderr

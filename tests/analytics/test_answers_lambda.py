@@ -194,3 +194,37 @@ def test_the_fp16_finding_names_the_one_device_it_rests_on_and_gives_each_device
     ratios = [best[k] / best[(*k[:2], "fp32", *k[3:])] for k in best if k[2] == "fp16" and (*k[:2], "fp32", *k[3:]) in best]
     assert len(ratios) >= 5
     assert got == pytest.approx(math.exp(sum(map(math.log, ratios)) / len(ratios)), abs=0.006)
+
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+
+
+def test_the_readme_quotes_these_answers(store: Path) -> None:
+    """The README's Lambda walk-through, as its commands print it: the RTX 3090 / 3070 summary (checked here
+    against its pairs' ratios: median, geometric mean and the Student t-interval of the log ratios, by scipy)
+    and the 7742 A100 machine's one curve, under the README's own --where."""
+    import math
+    import statistics
+
+    from scipy import stats
+    from typer.testing import CliRunner
+
+    from bench.runner.cli import app
+
+    result = CliRunner().invoke(app, ["compare", "--store", str(store), "--factor", "device_model", "--a", "RTX 3090",
+                                      "--b", "RTX 3070"])
+    ratios = [p.ratio for p in compare(connect(store), "device_model", "RTX 3090", "RTX 3070").pairs]
+    logs = [math.log(r) for r in ratios]
+    half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    mean = statistics.fmean(logs)
+    said = (f"n={len(ratios)}  median {statistics.median(ratios):.3f}x  geomean {math.exp(mean):.3f}x (95% CI "
+            f"{math.exp(mean - half):.3f}-{math.exp(mean + half):.3f})")
+    assert result.stdout.strip().splitlines()[-1].startswith(said), result.stdout[-300:]
+    assert f"#  {said}: each GPU at its own batch size" in README
+    where = re.search(r'bench plot speedup --store lambda --ignore system --where "(.*?)"\n', README.replace("\\\n    ", ""))
+    assert where and where.group(1) == f"{RESNET_FP16} AND tags['system'] LIKE '7742-_xA100-SXM4-40GB_TF2_3'"
+    rate = {n: total(f"7742-{n}xA100-SXM4-40GB_TF2_3.logs/syn-replicated-fp16-{n}gpus/resnet50-448/throughput/1")
+            for n in (1, 2, 4, 8)}
+    speedups = ", ".join(f"{rate[n] / rate[1]:.2f}" for n in (2, 4, 8))
+    efficiencies = ", ".join(f"{rate[n] / rate[1] / n:.0%}" for n in (2, 4, 8))
+    assert f"speedup {speedups}\n#  (efficiency {efficiencies})" in README
