@@ -13,6 +13,7 @@ trace, method, provenance. The page is bounded: long lists show their head, and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -58,6 +59,8 @@ class Options:
     trace: str | None = None
     max_families: int = 3  # families drawn (--max-figures); SHOWN_FAMILIES get their tables on the page
     mlperf_compare: tuple[str, str, str] | None = None  # (factor, A, B) of the MLPerf speedup table
+    #: Told each stage as it begins ("the scaling curves"): bench report's progress line on a terminal.
+    progress: Callable[[str], None] | None = None
     baseline: str | None = None  # the device model of the leaderboard's baseline [default: the most measured]
     keep_suspects: bool = False  # --keep-suspects: suspect pairs stay in the leaderboard's means (leaderboard.py)
 
@@ -79,6 +82,8 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
     """
     renderer = renderer or Renderer()
 
+    say = opts.progress or (lambda stage: None)
+    say("selecting the runs")
     n = sel.select_runs(con, opts.where, opts.ignore)
     configs = tab.configs_frame(con)
     labels = tab.config_labels(configs)
@@ -87,9 +92,11 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
     cache = CompareCache()  # compare's rows and results, shared by the findings and the ratio tables
     # an MLPerf selection leads with its scores (its ResNet logs also give images/s: those sections follow)
     lead = bool(mlperf) and bool(first(con, "SELECT bool_and(format = 'mlperf') FROM runs")[0])  # type: ignore[index]
+    say("changes over time and the fleet")
     over_time, changed = changes_section(con, renderer)
     fleet, fleet_found = fleet_section(con, renderer)
     limits, limits_found = utilisation_section(con)
+    say("the findings and the leaderboards")
     findings, found = findings_section(con, opts.baseline, cache, renderer, mlperf_found, mlperf_first=lead,
                                        changes=[*changed, *fleet_found, *limits_found], keep_suspects=opts.keep_suspects)
     selection = Section("Selection", [sel.describe(opts.where, n)], [sel.summary_table(con), sel.status_table(con)])
@@ -97,11 +104,13 @@ def build_report(con: duckdb.DuckDBPyConnection, opts: Options, renderer: Render
     # the sections with figures are built first, so the renderer's workers draw while the tables compute
     families, per_device, ratios, laws = [], [], [], []
     if throughput:  # without images/s (only times to train), the throughput sections are left out
+        say("the scaling laws and the families")
         fits = fit(con)  # once: the scaling-law table and every family's USL curve read it
         families = _family_sections(con, configs, runs, opts.max_families, fits.fits, renderer)
         per_device = _per_device_sections(configs, con, renderer)
     trace = _trace_sections(con, opts.trace, renderer)
     if throughput:
+        say("the ratio tables")
         ratios = _ratio_section(con, configs, runs, opts.equivalence, cache)
         laws = _shown(Section("Scaling laws"), [tab.fits_table(fits, labels, runs)], SHOWN_FITS)
     flagged = _shown(Section("Flagged runs"), [sel.flags_table(con, labels)], SHOWN_FLAGS)
@@ -272,4 +281,5 @@ def make_report(store: Path, out: Path, opts: Options, workers: int = DEFAULT_WO
 
     with Renderer(workers) as renderer:
         report = build_report(connect(store), opts, renderer)
+        (opts.progress or (lambda stage: None))("drawing the figures and writing the report")
         return report, write_report(report, out)

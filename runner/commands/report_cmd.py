@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -33,6 +34,7 @@ def report_command(
     Example: bench report --where "device_model LIKE '%P100%'" --equivalence 0.05 --out bench-report
     """
     interrupted = threading.Event()
+    status: Any = None  # rich's status line on a terminal
 
     def on_ctrl_c(signum: int, frame: object) -> None:
         interrupted.set()
@@ -50,9 +52,15 @@ def report_command(
         ab = tuple(mlperf_compare.split(":", 2)) if mlperf_compare else None
         if ab is not None and (len(ab) != 3 or not all(ab)):
             raise UsageError(f"--mlperf-compare takes FACTOR:A:B (e.g. device_model:A100:V100), got {mlperf_compare!r}")
+        if sys.stderr.isatty() and not as_json:  # on a terminal, a line that says what it is doing
+            from rich.console import Console
+
+            status = Console(stderr=True).status("bench report")
+            status.start()
         opts = Options(where=where, ignore=tuple(ignore or ()), title=title, equivalence=equivalence, trace=trace,
-                       max_families=max_figures, mlperf_compare=ab, baseline=baseline,
-                       keep_suspects=keep_suspects)  # type: ignore[arg-type]
+                       max_families=max_figures, mlperf_compare=ab, baseline=baseline, keep_suspects=keep_suspects,
+                       progress=(lambda stage: status.update(f"bench report: {stage}")) if status else None
+                       )  # type: ignore[arg-type]
         report, path = make_report(store or default_store(), out, opts, DEFAULT_WORKERS if workers is None else workers)
     except BaseException:
         # after a Ctrl-C, whatever it surfaced as (KeyboardInterrupt, or DuckDB's "Query interrupted" and
@@ -62,6 +70,8 @@ def report_command(
         typer.echo(f"Interrupted: no report written to {out}.", err=True)
         raise typer.Exit(130) from None
     finally:
+        if status is not None:
+            status.stop()
         if main:
             signal.signal(signal.SIGINT, previous)
     if as_json:
