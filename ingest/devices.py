@@ -63,3 +63,28 @@ def device_type(model: str | None) -> str | None:
         if pattern.search(model):
             return kind
     return None
+
+
+#: The SXM generation of each NVIDIA data-centre GPU, for a name that says only "SXM" (MLPerf's
+#: "A100-SXM-80GB" is the A100-SXM4-80GB other submitters name).
+_SXM = {"V100": "SXM2", "A100": "SXM4", "H100": "SXM5", "H200": "SXM5"}
+_POWER = re.compile(r"\s*\((\d+)\s*W\)\s*$", re.I)
+
+
+def accelerator_name(submitted: str) -> tuple[str, int | None]:
+    """One name per device for what MLPerf submitters spell several ways, and the power limit some add:
+    ``NVIDIA A100-PCIE-40GB (250W)`` and ``A100-PCIe-40GB`` are ``A100-PCIe-40GB`` (250 W, None);
+    ``NVIDIA A100-SXM-80GB (400W)`` is ``A100-SXM4-80GB`` (the SXM of its generation), 400 W. The vendor
+    prefix goes (``NVIDIA``), ``PCIE`` is written ``PCIe``; other names are kept as submitted, trimmed."""
+    name = submitted.strip()
+    power = _POWER.search(name)
+    name = _POWER.sub("", name)
+    name = re.sub(r"^NVIDIA\s+", "", name, flags=re.I)
+    parts = re.split(r"(-)", name)
+    gpu = parts[0].upper() if parts else ""
+    for i, part in enumerate(parts):
+        if part.upper() == "PCIE":
+            parts[i] = "PCIe"
+        elif part.upper() == "SXM" and gpu in _SXM:
+            parts[i] = _SXM[gpu]
+    return "".join(parts), int(power[1]) if power else None

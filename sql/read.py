@@ -189,12 +189,15 @@ SELECT r.* REPLACE (
            CASE WHEN m.f.tf <> '' AND coalesce(r.framework, 'tensorflow') = 'tensorflow'
                      AND (r.framework_version IS NULL OR starts_with(m.f.tf, r.framework_version || '.'))
                 THEN m.f.tf ELSE r.framework_version END AS framework_version,
-           CASE WHEN m.f.details IS NULL THEN r.details
-                ELSE map_concat(m.f.details, coalesce(r.details, MAP {}::MAP(VARCHAR, VARCHAR))) END AS details)
+           CASE WHEN m.f.details IS NULL AND d.details IS NULL THEN r.details
+                ELSE map_concat(coalesce(d.details, MAP {}::MAP(VARCHAR, VARCHAR)),
+                                coalesce(m.f.details, MAP {}::MAP(VARCHAR, VARCHAR)),
+                                coalesce(r.details, MAP {}::MAP(VARCHAR, VARCHAR))) END AS details)
 FROM all_runs r
 LEFT JOIN (SELECT round, submitter, system, any_value(num_devices) AS num_devices, any_value(device_type) AS device_type,
-                  any_value(device_model) AS device_model, any_value(num_nodes) AS num_nodes
-           FROM systems GROUP BY ALL) d
+                  any_value(device_model) AS device_model, any_value(num_nodes) AS num_nodes,
+                  any_value(details) FILTER (WHERE cardinality(details) > 0) AS details
+           FROM systems WHERE submitter IS NOT NULL GROUP BY round, submitter, system) d
        ON r.format = 'mlperf' AND d.submitter = r.tags['submitter'] AND d.system = r.tags['system']
       AND d.round IS NOT DISTINCT FROM coalesce(r.tags['round'],
                                                 nullif(regexp_extract(r.tags['mlperf_version'], '^(\d+\.\d+)', 1), ''))

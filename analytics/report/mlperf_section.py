@@ -4,8 +4,9 @@
   its devices, official score, mean time to train, runs and verdict; each time links to the set's runs.
 - Speedup A over B (``compare_mlperf``): ``--mlperf-compare FACTOR:A:B``; by default the first of
   device_type, device_model and submitter with two values that have paired scored sets, A the value with
-  the most scored sets and B the next that pairs with it (two device models of one chip, A100-SXM4-80GB
-  and A100-SXM4-80GB (400W), are not a comparison: they are skipped). Where a side has several sets at one scale (two systems of 8 GPUs), its fastest is used. A
+  the most scored sets and B the next that pairs with it (submitters' spellings of one device are one
+  device model: bench.ingest.devices.accelerator_name). Where a side has several sets at one scale (two
+  systems of 8 GPUs), its fastest is used. A
   ratio is score(B) / score(A) and links to the runs of both sets.
 - Time to train against devices, log-log: one colour per benchmark, one line per ``mlperf_scaling``
   configuration (a submitter's sets of one benchmark, framework family and device model), the points
@@ -90,9 +91,11 @@ def mlperf_findings(scores: pd.DataFrame, speedup: CompareResult | None) -> list
         best = (closed if len(closed) else sets).sort_values(["score_min", "submitter", "system"]).iloc[0]
         on = (f"{int(best['num_devices'])} x {best['device_model']}" if best["num_devices"] == best["num_devices"]
               else "devices its system description does not give")
+        status = best.get("availability")  # available, preview, research: a preview system is not for sale yet
+        status = f" ({status} system)" if isinstance(status, str) and status else ""
         out.append(Finding("mlperf", f"MLPerf {best['round']} {bench}: the fastest {best['division']} score is "
-                                     f"{best['score_min']:.2f} min, {best['submitter']}'s {best['system']} on {on} "
-                                     f"(of {len(sets)} scored result sets).",
+                                     f"{best['score_min']:.2f} min, {best['submitter']}'s {best['system']}{status} on "
+                                     f"{on} (of {len(sets)} scored result sets).",
                            float(best["score_min"]), None, len(sets), "mlperf-scores"))
     return out
 

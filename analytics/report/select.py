@@ -52,7 +52,10 @@ SELECT count(*) AS runs, count(*) FILTER (WHERE status = 'ok') AS ok,
        count(DISTINCT source_sha256) AS sources,
        string_agg(DISTINCT device_model, ', ' ORDER BY device_model) AS device_models,
        string_agg(DISTINCT framework || coalesce(' ' || framework_version, ''), ', '
-                  ORDER BY framework || coalesce(' ' || framework_version, '')) AS frameworks,
+                  ORDER BY framework || coalesce(' ' || framework_version, ''))
+           || CASE WHEN count(framework) < count(*)
+                   THEN ' (' || count(framework) || ' of ' || count(*) || ' runs name their framework)' ELSE '' END
+           AS frameworks,
        string_agg(DISTINCT model, ', ' ORDER BY model) AS models,
        min(started_at)::VARCHAR AS first_started, max(coalesce(ended_at, started_at))::VARCHAR AS last_ended
 FROM runs

@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from bench.ingest.devices import accelerator_name
 from bench.ingest.records import ParseResult, System
 
 NAME = "mlperf_system"
@@ -59,6 +60,11 @@ def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None
         values[field] = _count(doc.get(key), least=0 if key == "accelerators_per_node" else 1)
         if values[field] is None and _text(doc.get(key)) is not None:
             result.problem("bad_line", f"{key} {doc[key]!r} is not a count; stored as NULL")
+    if values["device_model"] is not None:  # one name per device; the submitted one is kept in details
+        submitted = values["device_model"]
+        values["device_model"], power = accelerator_name(submitted)
+        values["details"] = {"accelerator_model_name": submitted,
+                             **({"accelerator_power_w": str(power)} if power is not None else {})}
     result.systems.append(System(**values))
     return result
 

@@ -43,7 +43,8 @@ def test_mlperf_runs_have_their_systems_devices(store: Path, submitter: str, sys
     assert len(found) == 1
     num, kind, model, nodes = found[0]
     assert (num, kind, nodes) == (devices, SYSTEMS[submitter, system], int(doc["number_of_nodes"]))
-    assert model is not None and model.split()[-1] in doc["accelerator_model_name"]
+    # one name per device (case, the vendor prefix and "SXM" for "SXM4" aside: ingest.devices.accelerator_name)
+    assert model is not None and model.lower().replace("sxm4", "sxm") in doc["accelerator_model_name"].lower().replace("sxm4", "sxm")
 
 
 def test_every_described_mlperf_run_has_devices_and_the_generic_views_see_them(store: Path) -> None:
@@ -96,7 +97,8 @@ def test_mlperf_findings_name_the_fastest_score_and_the_speedup(store: Path) -> 
     olympic = sum(sorted(times)[1:-1]) / 3
     found = build_report(connect(store), Options()).findings
     resnet = [f for f in found if f.kind == "mlperf" and " resnet: " in f.text]
-    assert len(resnet) == 1 and "Google's tpu-v4-6912-TF on 3456 x" in resnet[0].text
+    # its system description says "status": "preview": not for sale yet, and the finding says so
+    assert len(resnet) == 1 and "Google's tpu-v4-6912-TF (preview system) on 3456 x" in resnet[0].text
     assert resnet[0].value == pytest.approx(olympic) and f"{olympic:.2f} min" in resnet[0].text
     (speedup,) = [f for f in found if f.kind == "mlperf" and " as fast as " in f.text]
     factor, a, b = re.match(r"MLPerf: (\w+) (.+) trains [0-9.]+x as fast as (.+?) \(", speedup.text).groups()  # type: ignore[union-attr]

@@ -33,6 +33,7 @@ def test_the_report_shows_its_stages_on_a_terminal_only(tmp_path: Path) -> None:
     out, _ = proc.communicate(timeout=120)
     os.close(leader)
     assert proc.returncode == 0, seen.decode(errors="replace")
+    assert out.decode().strip().endswith("report.html")  # stdout: the findings and the path, as when piped
     text = seen.decode(errors="replace")
     assert "bench report: the findings and the leaderboards" in text and "writing the report" in text
     piped = subprocess.run(args, capture_output=True, text=True, timeout=120)

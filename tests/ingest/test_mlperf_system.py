@@ -27,7 +27,8 @@ def test_counts_given_as_strings_are_counts_and_nothing_is_a_problem() -> None:
     (s,) = systems
     assert (s.num_nodes, s.accelerators_per_node, s.host_processors_per_node) == (2, 8, 2)
     assert (s.system_name, s.device_model, s.availability, s.framework) == (
-        "Box 8xA100", "NVIDIA A100-SXM4-80GB", "available", "MXNet 21.05")
+        "Box 8xA100", "A100-SXM4-80GB", "available", "MXNet 21.05")
+    assert s.details == {"accelerator_model_name": "NVIDIA A100-SXM4-80GB"}  # as submitted
 
 
 def test_missing_and_bad_fields_are_problems_and_null() -> None:
@@ -64,5 +65,19 @@ def test_the_systems_table_counts_devices_and_cpu_sockets(tmp_path: Path) -> Non
     rows = sorted((r for f in table_files(tmp_path / "st", "systems") for r in pq.read_table(f).to_pylist()),
                   key=lambda r: r["system"])
     assert [(r["round"], r["submitter"], r["system"], r["num_devices"], r["device_type"], r["device_model"])
-            for r in rows] == [("9.9", "Acme", "box", 16, "gpu", "NVIDIA A100-SXM4-80GB"),
+            for r in rows] == [("9.9", "Acme", "box", 16, "gpu", "A100-SXM4-80GB"),
                                ("9.9", "Acme", "cpubox", 8, "cpu", "Intel Xeon Platinum 8380H")]
+
+
+def test_one_device_however_its_submitter_spells_it() -> None:
+    """The spellings of MLPerf Training v1.0's systems (case, the vendor, SXM for SXM4, a power limit): one
+    device model each, the submitted name and the power limit kept in details."""
+    names = {"NVIDIA A100-PCIE-40GB (250W)": ("A100-PCIe-40GB", "250"), "NVIDIA A100-PCIe-40GB (250W)": ("A100-PCIe-40GB", "250"),
+             "NVIDIA A100-PCIE-40GB": ("A100-PCIe-40GB", None), "A100-SXM4-40GB": ("A100-SXM4-40GB", None),
+             "NVIDIA A100-SXM-80GB (400W)": ("A100-SXM4-80GB", "400"), "NVIDIA A100-SXM4-80GB (500W)": ("A100-SXM4-80GB", "500"),
+             "Graphcore IPU GC200": ("Graphcore IPU GC200", None), "Ascend 910 Pro A": ("Ascend 910 Pro A", None)}
+    for submitted, (model, power) in names.items():
+        (s,), problems = _one(GPU | {"accelerator_model_name": submitted})
+        assert (s.device_model, s.details.get("accelerator_power_w"), s.details["accelerator_model_name"]) == \
+            (model, power, submitted) and problems == []
+
