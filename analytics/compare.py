@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.query import view_error
-from bench.analytics.ratio_stats import Summary, summarize
+from bench.analytics.ratio_stats import Summary, summarize, suspect_pairs
 from bench.analytics.selection import FACTORS, SYSTEM, SYSTEM_TAGS, WORKLOAD
 from bench.sql.errors import BenchError, UsageError
 
@@ -109,6 +109,8 @@ class CompareResult:
     pairs: tuple[Pair, ...]
     unmatched: tuple[Unmatched, ...]
     summary: Summary
+    #: Pairs left out of ``summary`` by ratio_stats.SUSPECT_RULE (still among ``pairs``); none with keep_suspects.
+    suspects: tuple[Pair, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` object: factor, a, b, metric, pairs, unmatched, summary."""
@@ -126,6 +128,7 @@ class CompareResult:
                 "equivalence": None if eq is None else
                 {"margin": eq.margin, "verdict": eq.verdict, "p_value": eq.p_value, "n": eq.n},
             },
+            "suspects": [{**p.config, "num_devices": p.num_devices, "ratio": p.ratio} for p in self.suspects],
         }
 
 
@@ -150,6 +153,7 @@ class CompareCache:
 def compare(
     con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, metric: str = "images_per_sec",
     where: str | None = None, equivalence: float | None = None, cache: CompareCache | None = None,
+    keep_suspects: bool = False,
 ) -> CompareResult:
     """Pair the configurations whose ``factor`` is A with those whose factor is B; ratio = A / B.
 
@@ -157,7 +161,9 @@ def compare(
     ``where`` is a SQL boolean expression over that view's columns, applied before matching A and B.
     ``equivalence`` is the margin m of "A and B within ±m" (0.05 = 5%). Raises BenchError for an
     unknown factor or metric, a bad --where, or an A / B that matches no value or several. ``cache``: kept
-    by a caller that compares many times on one selection (:class:`CompareCache`); filled here.
+    by a caller that compares many times on one selection (:class:`CompareCache`); filled here. A pair far
+    below the others (ratio_stats.SUSPECT_RULE) stays among the pairs but is left out of the summary and
+    named in ``suspects``, unless ``keep_suspects``.
     """
     factor = ALIASES.get(factor, factor)
     tag = factor not in FACTORS
@@ -168,7 +174,7 @@ def compare(
     if equivalence is not None and not 0 < equivalence < 1:
         raise UsageError(f"--equivalence is a fraction such as 0.05 (for ±5%), got {equivalence}")
     view = METRICS[metric]
-    asked = (factor, a, b, metric, where, equivalence)
+    asked = (factor, a, b, metric, where, equivalence, keep_suspects)
     if cache is not None and asked in cache.results:
         return cache.results[asked]
     read = None if cache is None else cache.views.get((view, where))
@@ -193,8 +199,9 @@ def compare(
         pairs, unmatched, n_base = (*pair_systems(rows, factor, va, metric), 0)
     else:
         pairs, unmatched, n_base = pair_rows(rows, factor, va, metric)
-    summary = summarize([p.ratio for p in pairs], equivalence, n_baseline_excluded=n_base)
-    result = CompareResult(factor, va, vb, metric, tuple(pairs), tuple(unmatched), summary)
+    odd = () if keep_suspects else suspect_pairs(pairs)
+    summary = summarize([p.ratio for p in pairs if all(p is not o for o in odd)], equivalence, n_baseline_excluded=n_base)
+    result = CompareResult(factor, va, vb, metric, tuple(pairs), tuple(unmatched), summary, odd)
     if cache is not None:
         cache.results[asked] = result
     return result

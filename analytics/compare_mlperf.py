@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare import CompareResult, Pair, Unmatched, resolve_value, summarize
 from bench.analytics.query import view_error
+from bench.analytics.ratio_stats import suspect_pairs
 from bench.sql.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ _COLUMNS = ("round", "division", "submitter", "system", "benchmark", "framework"
 
 def compare_scores(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, where: str | None = None,
                    equivalence: float | None = None, metric: str = "mlperf_score", best: bool = False,
-                   ignore: tuple[str, ...] = ()) -> CompareResult:
+                   ignore: tuple[str, ...] = (), keep_suspects: bool = False) -> CompareResult:
     """Pairs of result sets whose ``factor`` is A and B; ratio = speedup of A over B (see the docstring).
     ``best``: where a side has several sets for one pair key (two systems of 8 GPUs), keep its fastest
     instead of refusing. Raises UsageError for an unknown factor or a bad --where, BenchError for an A / B
@@ -88,8 +89,9 @@ def compare_scores(con: duckdb.DuckDBPyConnection, factor: str, a: str, b: str, 
                           else f"partner: {_why_none(other)}")
                 unmatched.append(Unmatched(which, _config(row, None), row["num_devices"], row[col], reason))
     va, vb = (_shown(s) for s in (set_a, set_b))
+    odd = () if keep_suspects else suspect_pairs(pairs)  # as bench.analytics.compare does
     return CompareResult(factor, va, vb, metric, tuple(pairs), tuple(unmatched),
-                         summarize([p.ratio for p in pairs], equivalence))
+                         summarize([p.ratio for p in pairs if all(p is not o for o in odd)], equivalence), odd)
 
 
 def _why_none(row: dict[str, Any]) -> str:

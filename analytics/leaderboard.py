@@ -18,22 +18,16 @@ hundreds is a broken run or a broken system, not what the device does).
 from __future__ import annotations
 
 import dataclasses
-import math
-import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bench.analytics.compare import CompareCache, CompareResult, Pair, compare
-from bench.analytics.ratio_stats import Summary, summarize
+from bench.analytics.ratio_stats import Summary, summarize, suspect_pairs
 from bench.analytics.results import rows
 from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb
-
-SUSPECT_RULE = ("a pair whose ratio is below half of its row's median ratio and more than three robust standard "
-                "deviations (1.4826 x the median absolute deviation of the log ratios) below it is flagged as "
-                "suspect and left out of the row's geometric mean (bench report --keep-suspects keeps it)")
 
 
 @dataclass(frozen=True)
@@ -107,7 +101,7 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None, cac
         base = hits[0]
     results, unpaired, notes, suspects = [], [], {}, {}
     for name in [n for n in names if n != base]:
-        res = compare(con, "device_model", name, base, metric=metric, where=where, cache=cache)
+        res = compare(con, "device_model", name, base, metric=metric, where=where, cache=cache, keep_suspects=True)
         if not res.pairs:
             mine = sum(u.side == "a" for u in res.unmatched)
             unpaired.append((name, f"none of its {mine} configuration(s) shares a workload, device count and "
@@ -123,17 +117,6 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None, cac
     results.sort(key=lambda r: (-(r.summary.geomean or 0.0), -r.summary.n, str(r.a)))
     return Leaderboard(base, tuple(results), tuple(unpaired), scope, unit, absent(con, names, where, unit), notes,
                        suspects)
-
-
-def suspect_pairs(pairs: tuple[Pair, ...]) -> tuple[Pair, ...]:
-    """The pairs ``SUSPECT_RULE`` flags (none among fewer than 5 pairs: too few to say what is usual)."""
-    if len(pairs) < 5:
-        return ()
-    logs = [math.log(p.ratio) for p in pairs]
-    mid = statistics.median(logs)
-    spread = 1.4826 * statistics.median(abs(v - mid) for v in logs)
-    return tuple(p for p, v in zip(pairs, logs, strict=True)
-                 if v < mid - math.log(2) and (spread == 0 or (mid - v) / spread > 3))
 
 
 def row_note(pairs: tuple[Pair, ...], suspects: tuple[Pair, ...]) -> str:

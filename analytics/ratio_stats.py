@@ -10,9 +10,10 @@ docstring for the equivalence bounds."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from bench.analytics.intervals import t95
 
@@ -90,3 +91,29 @@ def equivalence_test(ratios: Sequence[float], margin: float) -> Equivalence:
         # x1 - x2 = log a - log b = log ratio; zeros as x2 keep the differences exactly the log ratios
         p = float(ttost_paired(logs, np.zeros(n), -bound, bound)[0])
     return Equivalence(margin, "yes" if p < ALPHA else "no", p, n)
+
+
+class _HasRatio(Protocol):
+    @property
+    def ratio(self) -> float: ...
+
+
+P = TypeVar("P", bound=_HasRatio)
+
+#: A pair far below the others of its comparison: a broken run or system, not what the factor does.
+SUSPECT_RULE = ("a pair whose ratio is below half of the median ratio of its comparison (a leaderboard row, a bench "
+                "compare) and more than three robust standard deviations (1.4826 x the median absolute deviation of "
+                "the log ratios) below it is flagged as suspect and left out of the geometric mean (--keep-suspects "
+                "keeps it)")
+
+
+def suspect_pairs(pairs: Sequence[P]) -> tuple[P, ...]:
+    """The pairs (anything with a ``ratio``) ``SUSPECT_RULE`` flags (none among fewer than 5 pairs: too few to
+    say what is usual): what the leaderboard and ``bench compare`` leave out of a geometric mean."""
+    if len(pairs) < 5:
+        return ()
+    logs = [math.log(p.ratio) for p in pairs]
+    mid = statistics.median(logs)
+    spread = 1.4826 * statistics.median(abs(v - mid) for v in logs)
+    return tuple(p for p, v in zip(pairs, logs, strict=True)
+                 if v < mid - math.log(2) and (spread == 0 or (mid - v) / spread > 3))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from bench.analytics import findings as fd
 from bench.analytics import leaderboard as lb
 from bench.analytics.plots import new_figure
-from bench.analytics.ratio_stats import CI_METHOD
+from bench.analytics.ratio_stats import CI_METHOD, SUSPECT_RULE
 from bench.analytics.report.drawing import Renderer
 from bench.analytics.report.model import Figure, Section, Table, slugify
 from bench.analytics.results import rows
@@ -187,7 +187,7 @@ def method_section() -> Section:
         "the factor compared and are summarised by the geometric mean, the mean that is the same whichever side is "
         f"the baseline, with a 95% CI: a {CI_METHOD}; the median is given "
         "beside it. Speedup and efficiency are relative to each configuration's smallest device count. "
-        f"In the device leaderboard, {lb.SUSPECT_RULE}.",
+        f"In the device leaderboard and bench compare, {SUSPECT_RULE}.",
         "What is a configuration is said once (sql/run_configs.sql): bookkeeping tags (sweep, cell, repeat, run ids) "
         "never split one. Left out: rows of a log version a longer version of the same file supersedes, and runs "
         "outside the --where selection.",

@@ -35,6 +35,7 @@ def compare_command(
     equivalence: Annotated[float | None, typer.Option("--equivalence", help="Test 'A and B within ±X' (0.05 = 5%) with a paired TOST")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     best: Annotated[bool, typer.Option("--best", help="MLPerf metrics: where a side has several result sets with one pair key (two 8-GPU systems), compare its fastest")] = False,
+    keep_suspects: Annotated[bool, typer.Option("--keep-suspects", help="Keep a pair far below the others (below half their median ratio and 3 robust SDs) in the summary; by default it is listed and left out")] = False,
     store: StoreOpt = None,
 ) -> None:
     """Ratio A/B over configurations that differ only in one factor, with median, geometric mean and CI.
@@ -50,9 +51,9 @@ def compare_command(
         from bench.analytics.compare_mlperf import compare_scores
 
         result = compare_scores(con, factor, a, b, equivalence=equivalence, metric=metric.value, best=best,
-                                ignore=tuple(ignore or ()))
+                                ignore=tuple(ignore or ()), keep_suspects=keep_suspects)
     else:
-        result = compare(con, factor, a, b, metric=metric.value, equivalence=equivalence)
+        result = compare(con, factor, a, b, metric=metric.value, equivalence=equivalence, keep_suspects=keep_suspects)
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
         if not result.pairs:

@@ -306,7 +306,7 @@ def test_cli_json_is_one_object_with_the_documented_keys(monkeypatch: pytest.Mon
     res = CliRunner().invoke(_app(), ["--factor", "device_model", "--a", "P100", "--b", "K80", "--json", "--store", str(tmp_path)])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert list(out) == ["factor", "a", "b", "metric", "pairs", "unmatched", "summary"]
+    assert list(out) == ["factor", "a", "b", "metric", "pairs", "unmatched", "summary", "suspects"]
     assert (out["factor"], out["a"], out["b"], out["metric"]) == ("device_model", P100, K80, "images_per_sec")
     first = out["pairs"][0]
     assert "device_model" not in first and first["model"] == "inception3" and first["tags"] == {}
@@ -386,3 +386,25 @@ def test_no_pairs_is_explained_in_one_paragraph_naming_the_factors_that_differ(c
     out = capsys.readouterr().out
     assert "precision (fp16 vs fp32)" in out.replace("\n", " ")
     assert f"the first {MAX_UNMATCHED_SHOWN}; 10 more with --json" in out
+
+
+def test_a_pair_far_below_the_others_is_named_and_left_out_unless_kept(capsys: pytest.CaptureFixture[str]) -> None:
+    """Six models at 2x and one at 0.02x (a broken run): the median of the logs is log 2, their MAD 0, so the
+    0.02x pair is below half the median and beyond 3 robust SDs: listed, and the summary is the six 2x pairs."""
+    models = ["resnet50", "inception3", "vgg16", "alexnet", "googlenet", "resnet152", "trivial"]
+    rows = []
+    for m in models:
+        rows += [{"model": m, "device_model": P100, "images_per_sec": 200.0 if m != "trivial" else 2.0},
+                 {"model": m, "device_model": K80, "images_per_sec": 100.0}]
+    r = cmp.compare(_con(rows), "device_model", "P100", "K80")
+    assert len(r.pairs) == 7 and [p.config["model"] for p in r.suspects] == ["trivial"]
+    assert (r.summary.n, r.summary.geomean, r.summary.min) == (6, pytest.approx(2.0), 2.0)
+    kept = cmp.compare(_con(rows), "device_model", "P100", "K80", keep_suspects=True)
+    assert kept.suspects == () and kept.summary.n == 7
+    assert kept.summary.geomean == pytest.approx(math.exp((6 * math.log(2) + math.log(0.02)) / 7))
+    from bench.analytics.compare_text import print_compare
+
+    print_compare(r)
+    assert ("1 suspect pair(s) left out of the summary, far below the others (model=trivial, precision=fp32 at 1: 0.02x)"
+            in capsys.readouterr().out)
+    assert r.to_json()["suspects"][0]["ratio"] == pytest.approx(0.02)
