@@ -172,10 +172,11 @@ def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]
     """Per device model (the MAX_SCALING with the most curves): its scaling efficiency at the largest device
     count its curves reach, as the median over those curves with the range."""
     out: list[Finding] = []
-    for device, mode, reach, curves, models, median, low, high, _, baselines in rows(con, BY_DEVICE)[:MAX_SCALING]:
+    for device, mode, reach, curves, models, median, low, high, runs, baselines in rows(con, BY_DEVICE)[:MAX_SCALING]:
         what = "training" if mode == "train" else (mode or "runs")
         spread = f"{low:.0%}-{high:.0%} over {curves} curves of {models} model{'s' if models != 1 else ''}" \
             if curves > 1 else f"one curve, {models} model"
+        spread += f", {int(runs)} run{'s' if runs != 1 else ''}"  # a figure from few runs says so
         vs = "" if baselines == "1" else f" vs {baselines} device(s)"  # an efficiency says its baseline
         out.append(Finding("scaling", f"{device or 'A device of unknown model and type'} scales {what} to {reach} devices at "
                                       f"{median:.0%} efficiency{vs} (median; {spread}).", float(median), None, int(curves), link))
@@ -198,13 +199,19 @@ def effect_findings(con: duckdb.DuckDBPyConnection, link: str, cache: CompareCac
         res = compare(con, factor, a, b, where=where, cache=cache)
         s = res.summary
         equal = {str(p.config.get("device_model")) for p in res.pairs}
+        found = []
         if s.n:
             on = _devices_clause(res.pairs)
-            out.append(Finding("effect", f"{scope}{factor} {a} gives {s.geomean:.2f}x the images/s of {b}, all else "
-                                         f"equal ({_ci(res)}; n={s.n} pairs{on}).", s.geomean, (s.ci95_low, s.ci95_high), s.n, link))
+            text = f"{scope}{factor} {a} gives {s.geomean:.2f}x the images/s of {b}, all else equal ({_ci(res)}; n={s.n} pairs{on})."
+            if len(equal) == 1:  # measured on one device: said in its first words, not in a parenthesis
+                text = f"On {next(iter(equal))} only, {text[0].lower()}{text[1:]}"
+            found.append(Finding("effect", text, s.geomean, (s.ci95_low, s.ci95_high), s.n, link))
         own = own_batch_ratios(con, factor, a, b, where)
         if factor != "batch_size_per_device" and set(own) - equal:
-            out.append(_own_batch_finding(scope, factor, a, b, own, link))
+            general = _own_batch_finding(scope, factor, a, b, own, link)
+            # what holds on more devices leads
+            found = [general, *found] if len(own) > len(equal) else [*found, general]
+        out += found
     return out
 
 
@@ -215,7 +222,7 @@ def _devices_clause(pairs: tuple[Pair, ...]) -> str:
         device = str(p.config.get("device_model") or "devices of unknown model")
         counts[device] = counts.get(device, 0) + 1
     if len(counts) == 1:
-        return f", all on {next(iter(counts))}, the one device measured both ways with all else equal"
+        return ", the one device measured both ways with all else equal"
     named = ", ".join(f"{d} {n}" for d, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:4])
     return f" on {len(counts)} devices: {named}{', ...' if len(counts) > 4 else ''}"
 
