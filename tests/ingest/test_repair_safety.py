@@ -103,7 +103,7 @@ def _killed_at(n: int, st: Path) -> int:
 DAMAGES = ["commits log cut", "commits log flipped", "commits log deleted", "commits checkpoint deleted",
            "steps file flipped"]
 #: kill points per damage in `make test` (every event: benchmarks/repair_kills.py, `make bench`)
-POINTS = int(os.environ.get("BENCH_REPAIR_KILL_POINTS", "6"))
+POINTS = int(os.environ.get("BENCH_REPAIR_KILL_POINTS", "3"))
 
 
 @pytest.mark.slow
