@@ -43,6 +43,7 @@ class Leaderboard:
     unpaired: tuple[tuple[str, str], ...] = ()
     scope: str = ""  # "training at 1 device, synthetic data": the runs it ranks (board_scopes)
     unit: str = "images/sec"  # what its ratios are ratios of (the configurations' throughput_unit)
+    where: str | None = None  # the scope's SQL over configs (board_scopes)
     absent: tuple[tuple[str, str], ...] = ()
     notes: dict[str, str] = field(default_factory=dict)
     suspects: dict[str, tuple[Pair, ...]] = field(default_factory=dict)
@@ -115,7 +116,7 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None, cac
         notes[name] = row_note(res.pairs, odd)
         results.append(res)
     results.sort(key=lambda r: (-(r.summary.geomean or 0.0), -r.summary.n, str(r.a)))
-    return Leaderboard(base, tuple(results), tuple(unpaired), scope, unit, absent(con, names, where, unit), notes,
+    return Leaderboard(base, tuple(results), tuple(unpaired), scope, unit, where, absent(con, names, where, unit), notes,
                        suspects)
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics import findings as fd
 from bench.analytics import leaderboard as lb
+from bench.analytics.order import order_caveats
 from bench.analytics.plots import new_figure
 from bench.analytics.ratio_stats import CI_METHOD, SUSPECT_RULE
 from bench.analytics.report.drawing import Renderer
@@ -49,6 +50,9 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
             boards.append(board)
     main = boards[0] if boards else None
     board_found = fd.leaderboard_findings(main, LEADERBOARD)
+    if main is not None:  # an order that rests on software says so, beside the order
+        board_found += [fd.Finding("order", text, None, None, 0, LEADERBOARD)
+                        for text in order_caveats(con, main, fd.NAMED_DEVICES, cache)]
     found = [*(mlperf or []), *board_found] if mlperf_first else [*board_found, *(mlperf or [])]
     found += changes or []
     found += fd.scaling_findings(con, SCALING_BY_DEVICE)

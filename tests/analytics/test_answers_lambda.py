@@ -230,3 +230,24 @@ def test_the_readme_quotes_these_answers(store: Path) -> None:
     speedups = ", ".join(f"{rate[n] / rate[1]:.2f}" for n in (2, 4, 8))
     efficiencies = ", ".join(f"{rate[n] / rate[1] / n:.0%}" for n in (2, 4, 8))
     assert f"speedup {speedups}\n#  (efficiency {efficiencies})" in README
+
+
+def test_an_order_that_rests_on_software_says_so(store: Path) -> None:
+    """The PCIe A100 ranks above the SXM4 A100, but its system runs TensorFlow 1.15.4 (its folder's metadata)
+    and the SXM4 systems 2.3.0, one with XLA, and no workload ran on both on the same software: a finding says
+    so, naming both. Half the RTX 2080 Ti system folders of the tarball say XLA (the faster ones, which the
+    pairing takes), the PCIe A100's does not."""
+    from bench.analytics.report.build import Options, build_report
+
+    with tarfile.open(TARBALL) as tar:
+        folders = {m.name.split("/")[0] for m in tar.getmembers() if m.name.endswith("/metadata")}
+    ti = [f for f in folders if "2080_Ti" in f]
+    assert len([f for f in ti if "_XLA" in f]) == len(ti) // 2 == 6
+    assert not any("XLA" in f for f in folders if "A100-PCIE" in f)
+    texts = [f.text for f in build_report(connect(store), Options()).findings if f.kind == "order"]
+    (order,) = [t for t in texts if "ranks above" in t]
+    assert order.startswith("A100-PCIE-40GB ranks above A100-SXM4-40GB (")
+    assert "TensorFlow 1.15.4 against TensorFlow 2.3.0 and TensorFlow 2.3.0 with XLA" in order
+    assert order.endswith("no workload was run on both with the same software, so the order may be the software's.")
+    assert ("Every GeForce RTX 2080 Ti run compared is on a system that compiles with XLA, and those of "
+            "A100-PCIE-40GB on none: their ratios include XLA's effect.") in texts

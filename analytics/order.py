@@ -1,0 +1,82 @@
+"""Order only what the evidence orders: where two neighbouring rows of a device leaderboard differ from each
+other in software (the framework version, XLA) in a way that could explain their order, a sentence names both
+and what differs, and, where the two devices ran workloads on the same software, ranks them on those.
+
+Each leaderboard row compares a device with the baseline, so its note says what differs from the baseline
+only; two rows are never compared with each other there. Here, for each pair of neighbouring rows among the
+devices the findings name: the software each row's own side ran (the framework version of its runs, and XLA,
+which bench knows from a system name that says ``XLA``: Lambda's folders ``..._XLA``), and when the two sets
+share nothing, ``bench compare`` of the two devices directly in the board's scope, its pairs kept where both
+sides ran the same framework version and the same XLA setting.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+from bench.analytics.compare import CompareCache, CompareResult, Pair, compare
+from bench.analytics.ratio_stats import summarize
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from bench.analytics.leaderboard import Leaderboard
+
+
+def xla(system: Any) -> bool:
+    """Whether a system's name says it compiles with XLA (``3970X-GeForce_RTX_3090_XLA``)."""
+    return isinstance(system, str) and "XLA" in re.split(r"[_\-\s.]+", system.upper())
+
+
+def _side(p: Pair, key: str, side: int) -> Any:
+    """A pair's value of ``key`` on one side (0: A, 1: B): from what differs, else what both share."""
+    if p.differs and key in p.differs:
+        return p.differs[key][side]
+    return p.config.get("tags", {}).get("system") if key == "system" else p.config.get(key)
+
+
+def stacks(res: CompareResult, side: int = 0) -> set[tuple[Any, Any, bool]]:
+    """(framework, its version, XLA) of one side's runs over a comparison's pairs."""
+    return {(p.config.get("framework"), _side(p, "framework_version", side), xla(_side(p, "system", side)))
+            for p in res.pairs}
+
+
+def _said(stack: set[tuple[Any, Any, bool]]) -> str:
+    names = {"tensorflow": "TensorFlow", "pytorch": "PyTorch", "mxnet": "MXNet"}
+    return " and ".join(f"{names.get(str(f), f or '')} {v or '(version not logged)'}{' with XLA' if x else ''}".strip()
+                        for f, v, x in sorted(stack, key=str))
+
+
+def order_caveats(con: duckdb.DuckDBPyConnection, board: Leaderboard, named: int,
+                  cache: CompareCache | None = None) -> list[str]:
+    """One sentence per pair of neighbouring rows among the first ``named`` whose software shares nothing
+    (see the module docstring), and one where the baseline's runs all use XLA and a named row's none (or the
+    reverse)."""
+    out = []
+    rows = board.results[:named]
+    base = stacks(rows[0], 1) if rows else set()
+    for hi, lo in pairwise(rows):
+        mine, theirs = stacks(hi), stacks(lo)
+        if mine & theirs or not mine or not theirs:
+            continue
+        text = (f"{hi.a} ranks above {lo.a} ({hi.summary.geomean:.2f}x against {lo.summary.geomean:.2f}x "
+                f"{board.baseline}), but their runs differ in software: {_said(mine)} against {_said(theirs)}")
+        direct = compare(con, "device_model", str(hi.a), str(lo.a), metric="throughput" if board.unit != "images/sec"
+                         else "images_per_sec", where=board.where, cache=cache)
+        like = [p for p in direct.pairs if "framework_version" not in (p.differs or {})
+                and xla(_side(p, "system", 0)) == xla(_side(p, "system", 1))]
+        if like:
+            s = summarize([p.ratio for p in like])
+            text += (f"; on the {s.n} workload{'s' if s.n != 1 else ''} both ran on the same software, {hi.a} is "
+                     f"{s.geomean:.2f}x {lo.a}")
+        else:
+            text += "; no workload was run on both with the same software, so the order may be the software's"
+        out.append(text + ".")
+    if rows and base and all(x for *_, x in base):
+        plain = [str(r.a) for r in rows if stacks(r) and not any(x for *_, x in stacks(r))]
+        if plain:
+            out.append(f"Every {board.baseline} run compared is on a system that compiles with XLA, and those of "
+                       f"{', '.join(plain)} on none: their ratios include XLA's effect.")
+    return out
