@@ -50,9 +50,8 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
             boards.append(board)
     main = boards[0] if boards else None
     board_found = fd.leaderboard_findings(main, LEADERBOARD)
-    if main is not None:  # an order that rests on software says so, beside the order
-        board_found += [fd.Finding("order", text, None, None, 0, LEADERBOARD)
-                        for text in order_caveats(con, main, fd.NAMED_DEVICES, cache)]
+    if main is not None and (caveats := order_caveats(con, main, fd.NAMED_DEVICES, cache)):
+        board_found.append(fd.Finding("order", " ".join(caveats), None, None, 0, LEADERBOARD))  # beside the order
     found = [*(mlperf or []), *board_found] if mlperf_first else [*board_found, *(mlperf or [])]
     found += changes or []
     found += fd.scaling_findings(con, SCALING_BY_DEVICE)
