@@ -18,6 +18,7 @@ Kinds, in order (at most :data:`MAX_FINDINGS` sentences, every kind that has one
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +108,7 @@ CURVES = f"""
             SELECT config_id, any_value(model) AS model, any_value(data) AS data,
                    coalesce(any_value(device_model), upper(any_value(device_type)) || ' (model unknown)') AS device,
                    any_value(tags['system']) AS system, any_value(mode) AS mode,
+                   any_value(framework) AS framework, any_value(framework_version) AS version,
                    any_value(precision) AS precision, any_value(batch_size_per_device) AS batch,
                    count(DISTINCT num_devices) AS counts, sum(n_runs) AS runs, max(num_devices) AS largest,
                    any_value(baseline_devices) AS baseline,
@@ -117,15 +119,16 @@ CURVES = f"""
             FROM _scaling WHERE efficiency IS NOT NULL GROUP BY config_id HAVING count(DISTINCT num_devices) >= 2)"""
 
 
-#: Per device model, over its curves of the first mode (training first): the largest device count its
-#: curves reach, and at that count the curves, models, and the median, lowest and highest efficiency.
-BY_DEVICE = f"""{CURVES},
+_MINE = """
         first_mode AS (
             SELECT mode FROM curves GROUP BY mode
             ORDER BY mode IS DISTINCT FROM 'train', mode IS DISTINCT FROM 'inference', count(*) DESC, mode LIMIT 1),
         mine AS (
             SELECT *, max(largest) OVER (PARTITION BY device) AS reach FROM curves
-            WHERE mode IS NOT DISTINCT FROM (SELECT mode FROM first_mode))
+            WHERE mode IS NOT DISTINCT FROM (SELECT mode FROM first_mode))"""
+#: Per device model, over its curves of the first mode (training first): the largest device count its
+#: curves reach, and at that count the curves, models, and the median, lowest and highest efficiency.
+BY_DEVICE = f"""{CURVES},{_MINE}
         SELECT device, any_value(mode) AS mode, reach, count(*) AS curves, count(DISTINCT model) AS models,
                median(eff_largest) AS median, min(eff_largest) AS low, max(eff_largest) AS high, sum(runs) AS runs,
                string_agg(DISTINCT baseline::VARCHAR, ', ' ORDER BY baseline::VARCHAR) AS baselines
@@ -168,15 +171,48 @@ JOINED_BY_DEVICE = """
         ORDER BY curves DESC, reach DESC, median DESC, device"""
 
 
+#: Each curve at its device's reach (as BY_DEVICE counts them), with the software it ran: what a scaling
+#: finding says its curves share, or how they part.
+CURVE_STACKS = f"""{CURVES},{_MINE}
+        SELECT device, framework, version, system, eff_largest FROM mine WHERE largest = reach"""
+#: Medians of two software stacks further apart than this are both said.
+STACK_GAP = 0.15
+
+
+def _stacks_said(curves: list[tuple[Any, Any, Any, float]]) -> str:
+    """What a device's curves at its reach share in software (framework version, XLA from the system's name),
+    or, where two stacks' median efficiencies are more than STACK_GAP apart, each stack's median."""
+    from bench.analytics.order import framework_name, xla
+
+    groups: dict[tuple[str, bool], list[float]] = {}
+    for framework, version, system, eff in curves:
+        name = f"{framework_name(framework) or 'a framework not logged'} {version or ''}".strip()
+        groups.setdefault((name, xla(system)), []).append(eff)
+    said = {f"{name}{' with XLA' if x else ''}": (statistics.median(v), len(v)) for (name, x), v in groups.items()}
+    if len(said) == 1:
+        return f"; all on {next(iter(said))}"
+    medians = [m for m, _ in said.values()]
+    if max(medians) - min(medians) <= STACK_GAP:
+        return f"; on {len(said)} software stacks, which agree within {STACK_GAP:.0%}"
+    parts = [f"{m:.0%} on {name} ({n} curve{'s' if n != 1 else ''})"
+             for name, (m, n) in sorted(said.items(), key=lambda kv: -kv[1][0])]
+    return "; by software: " + ", ".join(parts)
+
+
 def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]:
     """Per device model (the MAX_SCALING with the most curves): its scaling efficiency at the largest device
-    count its curves reach, as the median over those curves with the range."""
+    count its curves reach, as the median over those curves with the range, and what software they share
+    (or each stack's median, where they part)."""
     out: list[Finding] = []
+    stacks: dict[Any, list[tuple[Any, Any, Any, float]]] = {}
+    for device, *curve in rows(con, CURVE_STACKS):
+        stacks.setdefault(device, []).append(tuple(curve))  # type: ignore[arg-type]
     for device, mode, reach, curves, models, median, low, high, runs, baselines in rows(con, BY_DEVICE)[:MAX_SCALING]:
         what = "training" if mode == "train" else (mode or "runs")
         spread = f"{low:.0%}-{high:.0%} over {curves} curves of {models} model{'s' if models != 1 else ''}" \
             if curves > 1 else f"one curve, {models} model"
         spread += f", {int(runs)} run{'s' if runs != 1 else ''}"  # a figure from few runs says so
+        spread += _stacks_said(stacks.get(device, []))
         vs = "" if baselines == "1" else f" vs {baselines} device(s)"  # an efficiency says its baseline
         out.append(Finding("scaling", f"{device or 'A device of unknown model and type'} scales {what} to {reach} devices at "
                                       f"{median:.0%} efficiency{vs} (median; {spread}).", float(median), None, int(curves), link))

@@ -43,9 +43,14 @@ def stacks(res: CompareResult, side: int = 0) -> set[tuple[Any, Any, bool]]:
             for p in res.pairs}
 
 
+def framework_name(framework: Any) -> str:
+    """A framework as people write it (``tensorflow`` -> TensorFlow); '' for none."""
+    names = {"tensorflow": "TensorFlow", "pytorch": "PyTorch", "mxnet": "MXNet", "caffe": "Caffe"}
+    return names.get(str(framework), str(framework)) if framework else ""
+
+
 def _said(stack: set[tuple[Any, Any, bool]]) -> str:
-    names = {"tensorflow": "TensorFlow", "pytorch": "PyTorch", "mxnet": "MXNet"}
-    return " and ".join(f"{names.get(str(f), f or '')} {v or '(version not logged)'}{' with XLA' if x else ''}".strip()
+    return " and ".join(f"{framework_name(f)} {v or '(version not logged)'}{' with XLA' if x else ''}".strip()
                         for f, v, x in sorted(stack, key=str))
 
 

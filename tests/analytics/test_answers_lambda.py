@@ -250,3 +250,23 @@ def test_an_order_that_rests_on_software_says_so(store: Path) -> None:
     assert ("no workload was run on both with the same software, so the order may be the software's. Every "
             "GeForce RTX 2080 Ti run compared is on a system that compiles with XLA, and those of A100-PCIE-40GB on "
             "none: their ratios include XLA's effect.") in order
+
+
+def test_a_scaling_finding_names_the_software_its_curves_share(store: Path) -> None:
+    """Of the five A100-SXM4-40GB folders only 7742-A100-SXM4-40GB_TF2_3_XLA ran 1 to 8 GPUs in one system (the
+    7742-Nx folders ran one count each): the A100's scaling finding rests on the XLA system's curves, and says
+    so (TF 2.3 by its folder name, 2.3.0 by its metadata)."""
+    from bench.analytics import findings as fd
+    from bench.analytics.report.select import select_runs
+
+    with tarfile.open(TARBALL) as tar:
+        counts: dict[str, set[str]] = {}
+        for m in tar.getmembers():
+            parts = m.name.split("/")
+            if "A100-SXM4" in parts[0] and len(parts) > 1 and (g := re.search(r"-(\d)gpus", parts[1])):
+                counts.setdefault(parts[0], set()).add(g.group(1))
+    assert [f for f, c in counts.items() if len(c) > 1] == ["7742-A100-SXM4-40GB_TF2_3_XLA.logs"]
+    con = connect(store)
+    select_runs(con, None)
+    (a100,) = [f.text for f in fd.scaling_findings(con, "x") if f.text.startswith("A100-SXM4-40GB scales")]
+    assert a100.endswith("; all on TensorFlow 2.3.0 with XLA).")

@@ -387,8 +387,9 @@ def test_a_scaling_finding_names_the_device_type_when_the_model_is_unknown() -> 
     con.execute("CREATE TEMP TABLE _scaling AS SELECT * FROM scaling")
     texts = sorted(f.text for f in findings.scaling_findings(con, "t"))
     assert texts == ["CPU (model unknown) scales training to 2 devices at 78% efficiency (median; one curve, 1 model, "
-                     "4 runs).",  # two repeats at each count
-                     "Tesla P100 scales training to 2 devices at 90% efficiency (median; one curve, 1 model, 2 runs)."]
+                     "4 runs; all on TensorFlow).",  # two repeats at each count; no version logged
+                     "Tesla P100 scales training to 2 devices at 90% efficiency (median; one curve, 1 model, 2 runs; "
+                     "all on TensorFlow)."]
 
 
 def test_the_leaderboard_groups_pairs_whose_logs_name_no_precision_under_a_header_that_says_so() -> None:
