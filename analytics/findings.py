@@ -199,6 +199,32 @@ def _stacks_said(curves: list[tuple[Any, Any, Any, float]]) -> str:
     return "; by software: " + ", ".join(parts)
 
 
+#: A device scaling below this at 4 devices or more is the first thing to look at (a finding of its own).
+POOR_SCALING = 0.6
+
+
+def worst_scaling_finding(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]:
+    """What to fix or not to buy: the device that scales worst at 4 devices or more, when below POOR_SCALING,
+    with what its systems' facts say of the link between its GPUs (NVLink named in a system's name, or
+    ``nvlinks`` from ``nvidia-smi topo -m`` in run.json)."""
+    poor = [r for r in rows(con, BY_DEVICE) if r[2] and r[2] >= 4 and r[5] is not None and r[5] < POOR_SCALING]
+    if not poor:
+        return []
+    device, _, reach, curves, _, median, low, high, runs, _ = min(poor, key=lambda r: r[5])
+    systems = sorted({str(c[2]) for d, *c in rows(con, CURVE_STACKS) if d == device and c[2]})  # framework, version, system
+    links = rows(con, "SELECT max(TRY_CAST(details['nvlinks'] AS INTEGER)) FROM runs WHERE device_model = ?", [device])
+    if links and links[0][0]:
+        facts = f"; its GPUs are joined by NVLink (NV{links[0][0]} in nvidia-smi topo -m): look at the software first"
+    elif systems and not any("NVLINK" in s.upper() for s in systems):
+        facts = (f"; no fact of its system{'s' if len(systems) != 1 else ''} ({', '.join(systems[:3])}) names NVLink: "
+                 "its GPUs likely exchange gradients over PCIe")
+    else:
+        facts = ""
+    return [Finding("actionable", f"Worst scaling: {device} reaches only {median:.0%} efficiency at {reach} devices "
+                                  f"(median of {curves} curve{'s' if curves != 1 else ''}, {low:.0%}-{high:.0%}, "
+                                  f"{int(runs)} runs){facts}.", float(median), None, int(curves), link)]
+
+
 def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]:
     """Per device model (the MAX_SCALING with the most curves): its scaling efficiency at the largest device
     count its curves reach, as the median over those curves with the range, and what software they share

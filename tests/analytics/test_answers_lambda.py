@@ -270,3 +270,33 @@ def test_a_scaling_finding_names_the_software_its_curves_share(store: Path) -> N
     select_runs(con, None)
     (a100,) = [f.text for f in fd.scaling_findings(con, "x") if f.text.startswith("A100-SXM4-40GB scales")]
     assert a100.endswith("; all on TensorFlow 2.3.0 with XLA).")
+
+
+def test_the_first_screen_says_what_scales_worst_and_why_it_may(store: Path) -> None:
+    """The RTX 3090 system (7662-GeForce_RTX_3090) scales training worst: per workload (6 models x fp16/fp32,
+    synthetic), throughput at 8 GPUs / (8 x throughput at 1 GPU) from the tarball's own totals, median over
+    the 12; its system's name says no NVLink."""
+    import statistics
+
+    from bench.analytics import findings as fd
+    from bench.analytics.report.select import select_runs
+
+    pattern = re.compile(r"7662-GeForce_RTX_3090\.logs/syn-replicated-(fp16|fp32)-(\d)gpus/(\w+)-(\d+)/throughput/\d+$")
+    totals: dict[tuple[str, str, str], list[float]] = {}
+    with tarfile.open(TARBALL) as tar:
+        for m in tar:
+            if hit := pattern.match(m.name):
+                precision, gpus, model, _ = hit.groups()
+                got = TOTAL.findall(tar.extractfile(m).read())  # type: ignore[union-attr]
+                if got:
+                    totals.setdefault((precision, model, gpus), []).append(float(got[-1]))
+    effs = [statistics.fmean(totals[(p, m, "8")]) / (8 * statistics.fmean(totals[(p, m, "1")]))
+            for p, m, g in totals if g == "1" and (p, m, "8") in totals]
+    assert len(effs) == 12
+    con = connect(store)
+    select_runs(con, None)
+    (worst,) = fd.worst_scaling_finding(con, "x")
+    assert worst.text.startswith(f"Worst scaling: GeForce RTX 3090 reaches only {statistics.median(effs):.0%} "
+                                 "efficiency at 8 devices (median of 12 curves")
+    assert worst.text.endswith("no fact of its system (7662-GeForce_RTX_3090) names NVLink: its GPUs likely exchange "
+                               "gradients over PCIe.")
