@@ -225,15 +225,15 @@ def worst_scaling_finding(con: duckdb.DuckDBPyConnection, link: str) -> list[Fin
                                   f"{int(runs)} runs){facts}.", float(median), None, int(curves), link)]
 
 
-def scaling_findings(con: duckdb.DuckDBPyConnection, link: str) -> list[Finding]:
-    """Per device model (the MAX_SCALING with the most curves): its scaling efficiency at the largest device
+def scaling_findings(con: duckdb.DuckDBPyConnection, link: str, most: int = MAX_SCALING) -> list[Finding]:
+    """Per device model (the ``most`` with the most curves): its scaling efficiency at the largest device
     count its curves reach, as the median over those curves with the range, and what software they share
     (or each stack's median, where they part)."""
     out: list[Finding] = []
     stacks: dict[Any, list[tuple[Any, Any, Any, float]]] = {}
     for device, *curve in rows(con, CURVE_STACKS):
         stacks.setdefault(device, []).append(tuple(curve))  # type: ignore[arg-type]
-    for device, mode, reach, curves, models, median, low, high, runs, baselines in rows(con, BY_DEVICE)[:MAX_SCALING]:
+    for device, mode, reach, curves, models, median, low, high, runs, baselines in rows(con, BY_DEVICE)[:most]:
         what = "training" if mode == "train" else (mode or "runs")
         spread = f"{low:.0%}-{high:.0%} over {curves} curves of {models} model{'s' if models != 1 else ''}" \
             if curves > 1 else f"one curve, {models} model"

@@ -52,10 +52,11 @@ def findings_section(con: duckdb.DuckDBPyConnection, baseline: str | None, cache
     board_found = fd.leaderboard_findings(main, LEADERBOARD)
     if main is not None and (caveats := order_caveats(con, main, fd.NAMED_DEVICES, cache)):
         board_found.append(fd.Finding("order", " ".join(caveats), None, None, 0, LEADERBOARD))  # beside the order
-    board_found += fd.worst_scaling_finding(con, SCALING_BY_DEVICE)  # what to fix or not to buy, on the first screen
+    worst = fd.worst_scaling_finding(con, SCALING_BY_DEVICE)  # what to fix or not to buy, on the first screen
+    board_found += worst
     found = [*(mlperf or []), *board_found] if mlperf_first else [*board_found, *(mlperf or [])]
     found += changes or []
-    found += fd.scaling_findings(con, SCALING_BY_DEVICE)
+    found += fd.scaling_findings(con, SCALING_BY_DEVICE, fd.MAX_SCALING - len(worst))  # the worst is one of them
     found += fd.effect_findings(con, "ratio-summary", cache)
     found += fd.trust_findings(con, "status", "flags")
     found = fd.keep(found)

@@ -147,7 +147,7 @@ def test_the_first_screen_answers_what_people_ask(store: Path, tmp_path: Path) -
     items = [re.sub(r"<[^>]+>", "", li) for li in re.findall(r"<li>(.*?)</li>", dom.split('<ol class="findings">')[1].split("</ol>")[0])]
     assert items[0].startswith("In training at 1 device, synthetic data, A100-PCIE-40GB is 2.87x GeForce RTX 2080 Ti")
     kinds = ["leaderboard" if " is " in t and "x " in t and "scales" not in t else
-             "scaling" if "scales training to 8 devices" in t else "fp16" if "precision fp16 gives" in t else "other"
+             "scaling" if "scales training to 8 devices" in t else "fp16" if "fp16 gives" in t else "other"
              for t in items]
     first = [kinds.index(k) for k in ("leaderboard", "scaling", "fp16")]
     assert first == sorted(first) and first[-1] < 7
