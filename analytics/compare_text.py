@@ -51,9 +51,9 @@ def print_compare(result: CompareResult, tried: dict[tuple[str, ...], int] | Non
         print(f"ratio = {what}(B) / {what}(A): how many times faster {result.a!r} trains than {result.b!r} "
               f"(a {what} is in minutes, lower is better)")
     if result.suspects:
-        shown = "; ".join(f"{', '.join(f'{k}={v}' for k, v in p.config.items() if k in ('model', 'benchmark', 'precision') and v)} "
-                          f"at {p.num_devices}: {p.ratio:.3g}x" for p in result.suspects[:5])
-        print(f"{len(result.suspects)} suspect pair(s) left out of the summary, far below the others ({shown}"
+        odd = "; ".join(f"{', '.join(f'{k}={v}' for k, v in p.config.items() if k in ('model', 'benchmark', 'precision') and v)} "
+                        f"at {p.num_devices}: {p.ratio:.3g}x" for p in result.suspects[:5])
+        print(f"{len(result.suspects)} suspect pair(s) left out of the summary, far below the others ({odd}"
               f"{'; ...' if len(result.suspects) > 5 else ''}): more likely a broken run or another setup than what {result.factor} does "
               "(--keep-suspects keeps them)")
     print(summary_text(result.summary))

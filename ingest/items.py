@@ -57,7 +57,8 @@ class _UntilDamage(io.RawIOBase):
     end of the stream, so that what was inflated before it is not lost."""
 
     def __init__(self, inflated: Any):
-        self._inflated, self.damage = inflated, None
+        self._inflated = inflated
+        self.damage: str | None = None
 
     def readable(self) -> bool:
         return True

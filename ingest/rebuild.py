@@ -134,7 +134,7 @@ def _unrestored(root: Path, writer: StoreWriter, state: health.Health, have: set
     holds: dict[str, set[str]] = {}
     try:
         for row in delta.commit_rows(root, ["checksums", "sources"]):
-            shas = {s.get("source_sha256") for s in delta.recorded_sources(row)}
+            shas = {str(s.get("source_sha256")) for s in delta.recorded_sources(row)}
             for key, _ in row["checksums"] or []:
                 holds.setdefault(key, set()).update(shas)
     except Exception:  # a damaged commits table: nothing says which sources a file holds
@@ -148,7 +148,8 @@ def _unrestored(root: Path, writer: StoreWriter, state: health.Health, have: set
             readable = set(state.files.get(table, []))
             lost = [(f.path.name, f.rows) for f in delta.files(root, table, writer.start) if f.path not in readable]
         restored = have | recorded if table == "sources" else have
-        lost = [(name, n) for name, n in lost if not (holds.get(f"{table}/{name}") or {None}) <= restored]
+        # a file no commit names holds sources that are gone (the empty name is never a source's)
+        lost = [(name, n) for name, n in lost if not (holds.get(f"{table}/{name}") or {""}) <= restored]
         if lost:
             counted = sum(n or 0 for _, n in lost)
             rows_said = f"{counted} rows" if all(n is not None for _, n in lost) else f"the rows (at least {counted})"

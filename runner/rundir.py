@@ -200,9 +200,9 @@ def gpu_facts() -> tuple[list[dict[str, Any]] | None, str | None, str | None]:
                 if value is not None and not cell.startswith("[") and cell != "N/A":  # [N/A], [Not Supported]
                     gpu[key] = value
     links = _command_output(["nvidia-smi", "--query-gpu=pcie.link.gen.max,pcie.link.width.max", "--format=csv,noheader"])
-    rows = [[_number(c) for c in line.split(",")] for line in (links or "").splitlines()]
-    if len(rows) == len(gpus) and all(len(r) == 2 and None not in r for r in rows):  # a query it lacks: left out
-        for gpu, (gen, width) in zip(gpus, rows, strict=True):
+    pcie = [[_number(c) for c in line.split(",")] for line in (links or "").splitlines()]
+    if len(pcie) == len(gpus) and all(len(r) == 2 and None not in r for r in pcie):  # a query it lacks: left out
+        for gpu, (gen, width) in zip(gpus, pcie, strict=True):
             gpu["pcie_gen_max"], gpu["pcie_width_max"] = gen, width
     return gpus, _command_output(["nvidia-smi", "topo", "-m"]), _command_output(["nvidia-smi"])
 

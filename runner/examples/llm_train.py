@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     world, rank = launched()
     if world > 1:
         dist.init_process_group("gloo", rank=rank, world_size=world)
-    model = TinyGPT(args.vocab, args.dim, args.layers, heads=4, seq=args.seq_len)
+    model: nn.Module = TinyGPT(args.vocab, args.dim, args.layers, heads=4, seq=args.seq_len)
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     params = sum(p.numel() for p in model.parameters())
