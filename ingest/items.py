@@ -58,18 +58,22 @@ class _UntilDamage(io.RawIOBase):
 
     def __init__(self, inflated: Any):
         self._inflated = inflated
-        self.damage: str | None = None
+        self.error: BaseException | None = None  # what stopped it (a data error is one of InflateError)
+
+    @property
+    def damage(self) -> str | None:
+        return None if self.error is None else f"{type(self.error).__name__}: {self.error}"
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any, /) -> int:
-        if self.damage is not None:
+        if self.error is not None:
             return 0
         try:
             data = self._inflated.read1(min(len(buffer), SALVAGE_STEP))
         except (OSError, EOFError, zlib.error, InflateError) as e:
-            self.damage = f"{type(e).__name__}: {e}"
+            self.error = e
             return 0
         buffer[:len(data)] = data
         return len(data)
