@@ -15,7 +15,7 @@ from pathlib import Path
 import fleet_sim  # benchmarks/ (tests/conftest.py)
 import pytest
 from logtools import KILL_AT_EVENT
-from moto_server import free_port, moto_server  # benchmarks/
+from moto_server import moto_server  # benchmarks/
 
 from bench.analytics.query import run_sql
 from bench.ingest.pipeline import ingest
@@ -208,12 +208,16 @@ def test_a_writer_killed_at_ten_points_leaves_the_store_as_before_or_after(tmp_p
 
 
 def test_errors_are_one_line_and_commit_nothing(tmp_path: Path, s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
     from bench.ingest.remote_ingest import ingest_into
 
     logs = str(FIXTURE_LOGS / "caffe")
+    closed = socket.socket()  # bound and never listening: the port refuses every connection while it is held
+    closed.bind(("127.0.0.1", 0))
     cases = {
         "bucket": (["ingest", logs, "--store", "s3://no-such-bucket/store"], {}, "the bucket no-such-bucket does not exist"),
-        "endpoint": (["ingest", logs, "--store", s3], {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"},
+        "endpoint": (["ingest", logs, "--store", s3], {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed.getsockname()[1]}"},
                      "the endpoint cannot be reached"),
     }
     for name, (args, env, message) in cases.items():
@@ -221,6 +225,7 @@ def test_errors_are_one_line_and_commit_nothing(tmp_path: Path, s3: str, monkeyp
                               timeout=120, env={**os.environ, **env})
         assert proc.returncode == 1 and message in proc.stderr, (name, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1, (name, proc.stderr)
+    closed.close()
     assert not remote.Remote(s3).exists()
 
     ingest_into([str(FIXTURE_LOGS / "tf_cnn")], s3, workers=0)
