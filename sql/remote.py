@@ -163,6 +163,9 @@ class Remote:
         """The committed state at the commits table's ``version`` (newest: None)."""
         from deltalake import DeltaTable
 
+        # the marks first: a mark is written after its commit, so every mark seen now names a version the log
+        # read next must hold (read after the log, a writer's commit in between would look like a lost object)
+        marked = self.marked() if version is None else -1
         try:
             dt = DeltaTable(self.commits_uri, version=version, storage_options=self.options)
             uris = dt.file_uris()
@@ -173,8 +176,7 @@ class Remote:
         rows = [r for name in sorted(names) for r in self._commit_rows(name)]
         rows.sort(key=lambda r: r["seq"])
         out = State(now, rows=rows)
-        if version is None:
-            out.missing = list(range(now + 1, self.marked() + 1))
+        out.missing = list(range(now + 1, marked + 1))
         for r in rows:
             for key in r["removed"] or []:
                 out.live.pop(key, None)
