@@ -80,7 +80,7 @@ def test_s3_without_any_credentials_says_so(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_a_damaged_store_json_is_made_again_by_rebuild(tmp_path: Path, unstamped: Path) -> None:
-    """Issue 53 item 8: one flipped byte in STORE.json made every command, --rebuild included, refuse; what it
+    """One flipped byte in STORE.json made every command, --rebuild included, refuse; what it
     holds is known from the tables, so --rebuild writes it again and every run is there."""
     import shutil
 

@@ -115,7 +115,7 @@ def test_a_damaged_decisions_file_only_makes_the_gate_stricter(tmp_path: Path, c
 
 
 def test_decisions_are_data_a_deleted_cut_or_changed_one_is_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 53 item 5: each line's hash and chain, and STORE.json's count, find a changed line (2026 made
+    """Each line's hash and chain, and STORE.json's count, find a changed line (2026 made
     2036), a deleted middle line, lines cut from the end and a deleted file; each is a warning and a finding
     of bench ingest --check, and the gate then treats the change as not accepted."""
     import json

@@ -79,7 +79,7 @@ def test_labels_name_only_the_varying_factors(con: duckdb.DuckDBPyConnection) ->
 
 
 def test_two_series_equal_but_for_a_tag_are_named_apart() -> None:
-    """Issue 42: `bench plot speedup` showed "data=real, mode=inference" twice in one legend (the variant tag
+    """`bench plot speedup` showed "data=real, mode=inference" twice in one legend (the variant tag
     dropped). Labels that two configurations share now say the tags that differ, NULL included."""
     rows = [_run("a1", "P100", 1, 100.0), _run("a2", "P100", 2, 190.0),
             _run("b1", "P100", 1, 80.0, tags={"variant": "distortions"}), _run("b2", "P100", 2, 150.0, tags={"variant": "distortions"}),

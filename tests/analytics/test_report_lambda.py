@@ -80,7 +80,7 @@ def test_the_leaderboard_ranks_every_device_model(store: Path) -> None:
 
 
 def test_the_leaderboard_names_what_differs_and_leaves_a_suspect_pair_out(store: Path) -> None:
-    """Issue 42: the A100-SXM4 (TensorFlow 2.3.0 on every run) was ranked against the RTX 2080 Ti's 1.15 and
+    """The A100-SXM4 (TensorFlow 2.3.0 on every run) was ranked against the RTX 2080 Ti's 1.15 and
     2.2 with an empty note, over real-data workloads too, its mean pulled by a vgg16 fp16 run at 70 images/s
     (ratio 0.17x) that nothing flagged; the V100-SXM2 (8-GPU runs only) was in no board without a word."""
     import tarfile
@@ -190,7 +190,7 @@ def test_every_lambda_thermal_file_joins_the_log_of_its_own_folder(store: Path) 
 
 
 def test_the_lambda_report_prints_in_few_pages_with_figures_a_reader_can_read(store: Path, tmp_path: Path) -> None:
-    """Issue 42: the Lambda report printed as 178 A4 pages from Chromium; its per-GPU figures were 2,880 pt tall
+    """The Lambda report printed as 178 A4 pages from Chromium; its per-GPU figures were 2,880 pt tall
     with 22 equal tick labels cut at "framework_version=1.15.3, dataset=imagenet, data=synthetic, mode=tr...".
     Now: at most 25 pages (everything past the findings, selection and method one click away), no figure
     taller than 1,800 pt, and within each figure no two tick labels alike."""
@@ -221,7 +221,7 @@ def test_the_lambda_report_prints_in_few_pages_with_figures_a_reader_can_read(st
 
 
 def test_a_device_measured_on_one_system_per_count_still_has_its_scaling(store: Path) -> None:
-    """Issue 42: the per-device scaling table left out the Quadro RTX 6000, whose 1, 2 and 4 GPUs are three
+    """The per-device scaling table left out the Quadro RTX 6000, whose 1, 2 and 4 GPUs are three
     LambdaCloud instances. Its curves are joined across them (same TensorFlow 1.15.3), and it says so."""
     from bench.analytics.report.findings_section import _scaling_by_device_table
     from bench.analytics.report.select import select_runs

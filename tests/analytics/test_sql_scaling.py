@@ -146,7 +146,7 @@ def test_official_2017_sheet_inception3_bs64_synthetic_p100() -> None:
 
 
 def test_a_configuration_measured_at_one_device_count_has_no_efficiency() -> None:
-    """Issue 42: systems measured only at 8 GPUs showed efficiency 1.00 (their baseline is 8), so they topped a
+    """Systems measured only at 8 GPUs showed efficiency 1.00 (their baseline is 8), so they topped a
     naive ranking. Nothing was scaled there: speedup and efficiency are NULL; the baseline is still said."""
     got = scale([
         ("e", 8, 1, 2, 2, 2000.0),  # 8 GPUs only

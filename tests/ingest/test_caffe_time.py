@@ -104,7 +104,7 @@ REAL_TIME = Path(__file__).resolve().parents[2] / "fixtures" / "logs" / "caffe_t
 
 
 def test_glog_summary_lines_behind_other_output_on_the_same_line() -> None:
-    """Issue 54's miss: the program's stdout, unflushed, and glog's stderr on one line (``done.I1121 ...
+    """The program's stdout, unflushed, and glog's stderr on one line (``done.I1121 ...
     caffe.cpp:408] Average Forward pass: 26.4732 ms.``) left the run truncated with no times. The real log's
     lines 144-148 so joined read as the log itself: forward 26.4732, backward 49.3314, fb 75.8, total 379 ms."""
     lines = REAL_TIME.read_text().splitlines(keepends=True)
@@ -143,7 +143,7 @@ Average Forward-Backward: 24.8 ms.
 
 
 def test_caffe_time_output_pasted_without_glog_prefixes() -> None:
-    """Issue 54's miss: four benchmarks' lines as people paste them into issues, with no glog prefix, were
+    """Four benchmarks' lines as people paste them into issues, with no glog prefix, were
     not recognised. The first gives its batch (Top shape 64): 64 x 1000 / 200 ms = 320 images/s; the others
     only their times. The fourth stops before Total Time: truncated, its times not a result."""
     parsed = parse_bytes(PASTED.encode(), source="issue.txt")

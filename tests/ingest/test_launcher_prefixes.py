@@ -50,7 +50,7 @@ def test_a_prefixed_log_reads_as_the_bare_one(log: Path, how: str) -> None:
 
 
 def test_a_tf_cnn_log_behind_kubeflows_launcher_keeps_its_two_runs() -> None:
-    """Issue 54's first miss: every line behind ``INFO|...|/opt/launcher.py|27| `` gave 0 runs (missing_field)."""
+    """Every line behind ``INFO|...|/opt/launcher.py|27| `` gave 0 runs (missing_field)."""
     from logtools import tf_cnn_log, total_of
 
     slow, fast = tf_cnn_log(20, step_time_s=0.78), tf_cnn_log(20, step_time_s=0.38)

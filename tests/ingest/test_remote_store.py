@@ -286,7 +286,7 @@ def test_wrong_credentials_are_one_line(tmp_path: Path) -> None:
 
 
 def test_a_deleted_newest_commits_log_object_is_a_warning_not_an_older_answer(tmp_path: Path, s3: str) -> None:
-    """Issue 53 item 4: the writers' marks (``commits/_seq/<seq>``) are a second record of the newest
+    """The writers' marks (``commits/_seq/<seq>``) are a second record of the newest
     version, so the log object deleted under a reader is said on every read and by --check, and a writer
     refuses to take the lost version's place; a cut commits row object is one line, never a traceback."""
     import boto3
