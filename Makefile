@@ -63,12 +63,12 @@ torch: | $(BIN)/python
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install --quiet torch==2.13.0
 
 # Compilers for the C scanner and Horovod, Open MPI for Horovod's MPI controller and the mpirun tests, and
-# Chromium for the report test: installed as root when missing.
+# Chromium and poppler's pdftotext for the report tests (the printed report's text): installed as root when missing.
 build-tools:
 	@command -v cmake >/dev/null && command -v g++ >/dev/null && command -v chromium >/dev/null && \
-		command -v mpicxx >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update && \
-		apt-get install -y cmake g++ chromium openmpi-bin libopenmpi-dev; } || \
-		echo "note: not root; cmake, g++, chromium or Open MPI is missing (tests that need them skip)"
+		command -v mpicxx >/dev/null && command -v pdftotext >/dev/null || { [ "$$(id -u)" = 0 ] && \
+		apt-get update && apt-get install -y cmake g++ chromium openmpi-bin libopenmpi-dev poppler-utils; } || \
+		echo "note: not root; cmake, g++, chromium, pdftotext or Open MPI is missing (tests that need them skip)"
 
 OFFICIAL_PATTERN := {source}/{host}/{dataset}-{data}-{precision}/{model}-bs{batch_size_per_device}-{num_gpus}gpus.log
 

@@ -218,3 +218,30 @@ def bench_run_dir(folder: Path, host: str, log: str, *, topology: str | None = N
     folder.mkdir(parents=True)
     (folder / "run.json").write_text(json.dumps(doc))
     (folder / "output.log").write_text(log)
+
+
+def chromium_or_skip() -> str:
+    """Chromium's path; skips the test (with the Debian package to install) when it is missing."""
+    import pytest
+
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None or shutil.which("pdftotext") is None:
+        pytest.skip("chromium or pdftotext not installed (Debian packages `chromium`, `poppler-utils`)")
+    return found
+
+
+def print_to_pdf(html: Path, pdf: Path) -> tuple[int, str, list[str]]:
+    """``html`` printed by headless Chromium as a reader's browser would print it (default paper, no header
+    or footer), read back with poppler: the page count, the text, and each word that reaches past its page's
+    right edge."""
+    import re
+
+    subprocess.run([chromium_or_skip(), "--headless", "--no-sandbox", "--disable-gpu", "--no-pdf-header-footer",
+                    f"--print-to-pdf={pdf}", html.resolve().as_uri()], capture_output=True, timeout=300, check=True)
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    boxes = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    beyond = []
+    for width, page in re.findall(r'<page width="([0-9.]+)" height="[0-9.]+">(.*?)</page>', boxes, re.S):
+        beyond += [w for x_max, w in re.findall(r'<word xMin="[0-9.-]+" yMin="[0-9.-]+" xMax="([0-9.-]+)" '
+                                                 r'yMax="[0-9.-]+">([^<]*)</word>', page) if float(x_max) > float(width)]
+    return text.count("\f"), text, beyond

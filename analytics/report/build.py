@@ -143,7 +143,7 @@ def _provenance(con: duckdb.DuckDBPyConnection, labels: dict[str, str], sections
     full = sel.provenance_table(con, labels)
     linked = {ids[0] for s in sections if not s.detail for t in s.tables for ids in t.cell_runs.values() if ids}
     frame = full.frame[full.frame["run_id"].isin(linked)].head(SHOWN_RUNS).reset_index(drop=True)
-    shown = Table(full.slug, full.title, frame)
+    shown = Table(full.slug, full.title, frame, reference=True)
     text = ["A number above links to the first of its runs here (the runs of one configuration point are "
             f"adjacent). {len(frame)} of the {len(full.frame)} selected runs are here; a number whose run is not "
             "has no link; tables/provenance-all.csv lists every run."]

@@ -19,7 +19,7 @@ h1 { font-size: 1.7em; margin-bottom: .2em; } h2 { border-bottom: 1px solid #ccc
 h3 { margin-top: 1.6em; } .sel { color: #555; }
 .tbl { overflow-x: auto; margin: .6em 0 1.2em; }
 table { border-collapse: collapse; font-size: 12.5px; }
-caption { text-align: left; font-weight: 600; padding: .3em 0; }
+.cap { font-weight: 600; margin: .3em 0; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; vertical-align: top; }
 th { background: #f3f4f6; position: sticky; top: 0; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
@@ -34,6 +34,21 @@ figcaption { color: #555; font-size: 12px; }
 nav ul { columns: 2; font-size: 13px; }
 details > summary { cursor: pointer; } details.sec > summary h2 { display: inline; border: none; }
 details.tbl > summary { font-weight: 600; padding: .3em 0; }
+@media print {
+  @page { size: A4 landscape; margin: 1cm; }
+  body { max-width: none; padding: 0; font-size: 12px; }
+  .tbl { overflow: visible; }
+  table { width: 100%; font-size: 10px; }
+  th, td { padding: 2px 4px; }
+  th { position: static; overflow-wrap: break-word; }
+  td.t { max-width: none; overflow-wrap: anywhere; }
+  thead { display: table-header-group; }
+  tr, figure, li { break-inside: avoid; }
+  figure svg, figure img { max-height: 17cm; max-width: 100%; width: auto; }
+  details::details-content { content-visibility: visible; display: block; }
+  .screen { display: none; }
+}
+@media screen { .paper { display: none; } }
 """
 
 
@@ -65,20 +80,48 @@ def html_table(t: Table, anchors: set[str] | None = None) -> str:
         rows.append(f"<tr{rid}>{''.join(cells)}</tr>")
     head = "".join(f"<th>{_e(c)}</th>" for c in cols)
     notes = "".join(f'<p class="note">{_e(n)}</p>' for n in t.notes)
-    body = f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{notes}"
+    body = f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    paper = _on_paper(t)
+    if paper:  # the screen's table, and what a printed page shows instead
+        body = f'<table class="screen">{body}{paper}{notes}'
+    else:
+        body = f"<table>{body}{notes}"
     if t.folded:  # its caption, one click from its rows
         return (f'<details class="tbl" id="{_e(t.slug)}"><summary>{_e(t.title)} ({len(rows)} rows)</summary>'
-                f"<table>{body}</details>")
-    return f'<div class="tbl" id="{_e(t.slug)}"><table><caption>{_e(t.title)}</caption>{body}</div>'
+                f"{body}</details>")
+    return f'<div class="tbl" id="{_e(t.slug)}"><p class="cap">{_e(t.title)}</p>{body}</div>'
+
+
+#: A table wider than this many columns, with long headers, prints turned: one row per column.
+PRINT_COLUMNS = 9
+
+
+def _on_paper(t: Table) -> str:
+    """What a printed page shows in place of the table, "" for the table itself: a lookup table's file; a
+    table too wide for a page (many columns with long names, as a family's series) turned, so that each of
+    its columns is a row whose name wraps at the page's left, when the turned table is narrow enough."""
+    if t.reference:
+        return (f'<p class="paper note">{len(t.frame)} rows, not printed: tables/{_e(t.slug)}.csv beside this '
+                "page, and this page on a screen, hold them.</p>")
+    cols = [str(c) for c in t.frame.columns]
+    if len(cols) <= PRINT_COLUMNS or len(t.frame) + 1 > PRINT_COLUMNS or max(map(len, cols)) <= 24:
+        return ""
+    texts = t.texts()
+    head = "".join(f"<th>{_e(c)}</th>" for c in (cols[0], *(r[0] for r in texts)))
+    rows = "".join(f'<tr><td class="t">{_e(c)}</td>' + "".join(f'<td class="n">{_e(r[j])}</td>' for r in texts)
+                   + "</tr>" for j, c in enumerate(cols) if j)
+    return f'<table class="paper"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
 
 def html_figure(f: Figure, inline: bool = True) -> str:
     """A figure as inline SVG (its text stays text), with its caption (and the runs it draws, as a title);
-    or, past the page's budget, a link to its file beside the page (figures/<slug>.svg)."""
-    if not inline:
-        return (f'<figure id="{_e(f.slug)}"><a href="figures/{_e(f.slug)}.svg">{_e(f.caption)}</a>'
-                "<figcaption>(a figure file beside this page)</figcaption></figure>")
+    or, past the page's budget, a link to its file beside the page (figures/<slug>.svg), which print draws."""
+    if not inline:  # printed all the same: the file beside the page, drawn on paper only
+        return (f'<figure id="{_e(f.slug)}"><a class="screen" href="figures/{_e(f.slug)}.svg">{_e(f.caption)}</a>'
+                f'<img class="paper" src="figures/{_e(f.slug)}.svg" alt="{_e(f.caption)}">'
+                '<figcaption class="screen">(a figure file beside this page)</figcaption>'
+                f'<figcaption class="paper">{_e(f.caption)}</figcaption></figure>')
     runs = f' title="runs: {_e(" ".join(f.run_ids))}"' if f.run_ids and len(f.run_ids) <= 200 else ""
     return (f'<figure id="{_e(f.slug)}"{runs}>{inline_svg(f.svg, f.caption)}'
             f"<figcaption>{_e(f.caption)}</figcaption></figure>")

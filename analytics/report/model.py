@@ -31,8 +31,10 @@ class Table:
     formats: dict[str, str] = field(default_factory=dict)
     cell_runs: dict[tuple[int, str], tuple[str, ...]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    #: Folded: report.html shows its caption, one click from its rows (a closed <details>; not printed).
+    #: Folded: report.html shows its caption, one click from its rows (a closed <details>, opened in print).
     folded: bool = False
+    #: A lookup table (provenance): printed as its caption and where its rows are, not row by row.
+    reference: bool = False
 
     def texts(self) -> list[tuple[str, ...]]:
         """Every cell as text, row by row: the number in its column's format, "—" for no value. A column is

@@ -9,6 +9,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from logtools import print_to_pdf
 
 from bench.analytics.results import rows
 from bench.sql.read import connect
@@ -156,3 +157,25 @@ def test_a_pci_express_against_sxm4_comparison_names_its_suspect_dlrm_pair(store
     assert r.summary.n == len(r.pairs) - 1 and 0.65 < r.summary.median < 0.8
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert "MLPerf v1.0's dlrm at 0.013x among PCIe/SXM4 pairs near 0.7x" in readme
+
+
+def test_the_mlperf_report_prints_every_score(store: Path, tmp_path: Path) -> None:
+    """Printed from Chromium, the scores table filled 13 pages with its score columns not printed at all (cut
+    at the page's right edge). Now no word reaches past a page's edge, and every score and mean time to
+    train the table shows is in the PDF's text, as often as the table shows it."""
+    import re
+    from collections import Counter
+
+    from bench.analytics.report.build import Options, build_report, write_report
+
+    report = build_report(connect(store), Options())
+    (scores,) = [t for s in report.sections for t in s.tables if t.slug == "mlperf-scores"]
+    html = write_report(report, tmp_path / "r")
+    pages, text, beyond = print_to_pdf(html, tmp_path / "r.pdf")
+    assert beyond == [] and pages <= 40, (pages, beyond[:10])
+    cols = list(scores.frame.columns)
+    shown = Counter(row[cols.index(c)] for row in scores.texts() for c in ("score [min]", "mean time to train [min]")
+                    if row[cols.index(c)] != "—")
+    assert len(shown) > 50
+    for number, n in shown.items():
+        assert len(re.findall(rf"(?<![\d.]){re.escape(number)}(?![\d])", text)) >= n, number
