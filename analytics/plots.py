@@ -54,6 +54,21 @@ def wrap(label: str, width: int = LABEL_WIDTH) -> str:
     return "\n".join(textwrap.wrap(label, width, break_on_hyphens=False, break_long_words=False)) or label
 
 
+def varying_labels(labels: list[str], width: int = LABEL_WIDTH) -> tuple[list[str], str]:
+    """``labels`` ("k=v, k=v, ...") told apart by what varies among them, each wrapped at ``width``, never cut:
+    the parts every label shares are taken out and returned, joined, for the title. Labels still alike are
+    numbered."""
+    parts = [label.split(", ") for label in labels]
+    shared = [p for p in parts[0] if all(p in q for q in parts[1:])] if len(parts) > 1 else []
+    out = [wrap(", ".join(p for p in q if p not in shared) or "(alike)", width) for q in parts]
+    seen: dict[str, int] = {}
+    for i, text in enumerate(out):
+        seen[text] = seen.get(text, 0) + 1
+        if seen[text] > 1:
+            out[i] = f"{text} ({seen[text]})"
+    return out, ", ".join(shared)
+
+
 def _crowded(labels: list[str]) -> bool:
     """Whether a legend of these labels would cover the data inside the axes: many entries, or long ones."""
     return len(labels) > LEGEND_INSIDE_MAX or any(len(label) > LABEL_WIDTH for label in labels)
@@ -181,10 +196,12 @@ def throughput(df: pd.DataFrame) -> Figure:
         ax2.set_ylabel("training time (s)")
         ax2.legend(fontsize=7, loc="upper right")
     crowded = len(groups) > 12  # at most MAX_WIDTH_IN wide: many groups stand their labels upright
-    ax.set_xticks(range(len(groups)), [wrap(label) for label, _ in groups], rotation=90 if crowded else 20,
+    labels, shared = varying_labels([label for label, _ in groups], 70 if crowded else 30)  # upright: few lines
+    ax.set_xticks(range(len(groups)), labels, rotation=90 if crowded else 20,
                   ha="center" if crowded else "right", fontsize=5 if crowded else 7)
     ax.set_ylabel("throughput (images/s)")
-    ax.set_title(f"Throughput per {plot_data.device_noun(df)} count")
+    each = f"\n(each: {shared})" if shared else ""
+    ax.set_title(wrap(f"Throughput per {plot_data.device_noun(df)} count{each}", 90), fontsize=8)
     ax.set_ylim(bottom=0)  # a rate: bars and their error bars start at zero
     if ax2 is not None:
         ax2.set_ylim(bottom=0)

@@ -245,3 +245,29 @@ def print_to_pdf(html: Path, pdf: Path) -> tuple[int, str, list[str]]:
         beyond += [w for x_max, w in re.findall(r'<word xMin="[0-9.-]+" yMin="[0-9.-]+" xMax="([0-9.-]+)" '
                                                  r'yMax="[0-9.-]+">([^<]*)</word>', page) if float(x_max) > float(width)]
     return text.count("\f"), text, beyond
+
+
+def figure_problems(store: Path) -> dict[str, list[str]]:
+    """``bench report``'s figures of ``store``, each measured as it is saved (bench.analytics.legibility:
+    tick labels and notes that overlap, text past the figure's edge, labels cut in the middle, notes over
+    data): {figure's title: problems} for those with any."""
+    import bench.analytics.report.drawing as drawing
+    from bench.analytics.legibility import problems
+    from bench.analytics.report.build import Options, build_report
+    from bench.sql.read import connect
+
+    found: dict[str, list[str]] = {}
+    save = drawing.svg_bytes
+
+    def measured(fig: Any) -> bytes:
+        titles = [fig.get_suptitle(), *(ax.get_title() for ax in fig.axes)]
+        if problems(fig):
+            found[" / ".join(t for t in titles if t) or f"figure {len(found)}"] = problems(fig)
+        return save(fig)
+
+    drawing.svg_bytes = measured  # type: ignore[assignment]
+    try:
+        build_report(connect(store), Options())  # figures drawn in this process (no workers)
+    finally:
+        drawing.svg_bytes = save  # type: ignore[assignment]
+    return found

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from logtools import figure_problems
 
 REPO = Path(__file__).resolve().parents[1]
 TOTAL = re.compile(r"^total images/sec: ([0-9.]+)$", re.M)
@@ -86,6 +87,7 @@ def test_bench_sweep_then_resume_scaling_and_report(tmp_path: Path) -> None:
     assert res.returncode == 1 and "fewer than 3 device counts" in res.stdout  # nothing fitted: nothing to answer
     res = bench("report", "--store", str(store), "--out", str(tmp_path / "report"))
     assert res.returncode == 0, res.stderr
+    assert figure_problems(store) == {}
     # the sweep's folder ingested again, as a user might: its runs are already in the store, and the sweep's
     # own record (sweep-cpu-smoke-<stamp>.json) is known, not a log of an unknown format
     res = bench("ingest", str(out), "--store", str(store), "--json")

@@ -33,21 +33,22 @@ OUTLIERS = "change-outliers"
 def history(x: list[datetime | int], values: list[float], levels: list[tuple[Any, Any, float]],
             marks: list[tuple[Any, str]], outliers: list[tuple[Any, float]], ylabel: str) -> Any:
     """The series' values against time: points, its levels as steps (x from, x to, mean), the changes as
-    labelled vertical lines, and its outliers as red crosses."""
-    fig = new_figure(7.0, 3.8)
+    numbered vertical lines (the number above the axes, what changed in the legend below them, clear of
+    the data), and its outliers as red crosses."""
+    fig = new_figure(7.0, 3.8 + 0.25 * len(marks))
     ax = fig.add_subplot()
     ax.plot(x, values, linestyle="none", marker="o", markersize=3, color="#4878a8", label="run")
     for i, (x0, x1, mean) in enumerate(levels):
         ax.hlines(mean, x0, x1, colors="black", linewidth=1.5, label="level (mean)" if i == 0 else None)
-    for i, (xc, text) in enumerate(marks):
-        ax.axvline(xc, color="#c44e52", linestyle="--", linewidth=1)
-        ax.annotate(wrap(text, 40), (xc, 0.02), xycoords=("data", "axes fraction"), fontsize=7, color="#c44e52",
-                    xytext=(4, 4 + 14 * i), textcoords="offset points")
+    for i, (xc, text) in enumerate(marks, 1):
+        ax.axvline(xc, color="#c44e52", linestyle="--", linewidth=1, label=wrap(f"{i}: {text}", 90))
+        ax.annotate(str(i), (xc, 1.0), xycoords=("data", "axes fraction"), fontsize=7, color="#c44e52",
+                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom")
     if outliers:
         ax.plot([o[0] for o in outliers], [o[1] for o in outliers], linestyle="none", marker="x", markersize=8,
                 color="#c44e52", label="outlier (not a change)")
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=7, loc="upper right")
+    fig.legend(fontsize=7, loc="outside lower center", ncols=1)
     ax.tick_params(axis="x", labelrotation=30)  # dates; autofmt_xdate warns under the constrained layout
     return fig
 

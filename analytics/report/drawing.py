@@ -32,12 +32,14 @@ DEFAULT_WORKERS = max(1, (os.cpu_count() or 1) - 1)
 
 def draw_svg(draw: Callable[..., Any], args: tuple[Any, ...], title: str | None = None) -> bytes:
     """``draw(*args)`` as SVG bytes, with ``title`` as the figure's title (wrapped) when given."""
+    from bench.analytics.legibility import settle
     from bench.analytics.plots import wrap
 
     fig = draw(*args)
     if title:
         fig.suptitle(wrap(title, 90), fontsize=9)
     try:
+        settle(fig)  # crowded tick labels turned or made smaller
         return svg_bytes(fig)
     finally:
         fig.clear()  # free the artists now: figures here are not pyplot-managed

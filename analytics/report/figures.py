@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics import plot_data, plots
-from bench.analytics.plots import new_figure
+from bench.analytics.plots import new_figure, varying_labels, wrap
 from bench.analytics.report.drawing import Renderer
 from bench.analytics.report.family_tables import label_of
 from bench.analytics.report.model import Figure, slugify
@@ -94,14 +94,14 @@ def per_device_figure(df: pd.DataFrame, title: str, noun: str = "device") -> Any
     order = df.groupby("label")["images_per_device"].max().sort_values().index.tolist()
     counts = sorted(df["num_devices"].unique())
     height = 0.8 / len(counts)
-    per_row = 0.28 * max(1, len(counts) / 2)
+    short, shared = varying_labels(order, 60)  # what tells the rows apart, wrapped, never cut
+    per_row = max(0.28 * max(1, len(counts) / 2), 0.05 + 0.13 * max(t.count("\n") + 1 for t in short))
     fits = max(1, int((MAX_FIGURE_INCHES - 1.5) / per_row))
     left_out = max(0, len(order) - fits)
-    order = order[left_out:]  # the fastest that fit in MAX_FIGURE_INCHES; every row is in the table
+    order, short = order[left_out:], short[left_out:]  # the fastest that fit in MAX_FIGURE_INCHES; all in the table
     df = df[df["label"].isin(order)]
     fig = new_figure(10.0, 1.5 + per_row * len(order))
     ax = fig.add_subplot()
-    short = distinct_labels(order, 70)  # long labels would squeeze the bars
     for j, n in enumerate(counts):
         sub = df[df["num_devices"] == n]
         ys = [order.index(lbl) + (j - (len(counts) - 1) / 2) * height for lbl in sub["label"]]
@@ -111,7 +111,8 @@ def per_device_figure(df: pd.DataFrame, title: str, noun: str = "device") -> Any
     ax.set_xlim(left=0)  # a rate: the bars start at zero
     ax.set_ylabel("configuration")
     more = f" (the fastest {len(order)}; {left_out} more in the table)" if left_out else ""
-    ax.set_title(f"Throughput per {noun}: {title}{more}", fontsize=9)
+    each = f"; each: {shared}" if shared else ""
+    ax.set_title(wrap(f"Throughput per {noun}: {title}{more}{each}", 90), fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(axis="x", linestyle=":", alpha=0.5)
     return fig
@@ -119,27 +120,6 @@ def per_device_figure(df: pd.DataFrame, title: str, noun: str = "device") -> Any
 
 #: The tallest a figure is drawn (inches; 25 in = 1,800 pt): a page, not a scroll.
 MAX_FIGURE_INCHES = 25.0
-
-
-def distinct_labels(labels: list[str], width: int) -> list[str]:
-    """``labels`` cut to ``width`` characters, each still different from the others: a cut one keeps its
-    end as well as its start ("device_model=A100, system=...tf2_3"), the part that tells it apart."""
-    out = []
-    for text in labels:
-        if len(text) <= width:
-            out.append(text)
-            continue
-        cut = text[: width - 3] + "..."
-        if sum(t[: width - 3] == text[: width - 3] for t in labels) > 1:
-            head = width * 2 // 3
-            cut = text[:head] + "..." + text[-(width - head - 3):]
-        out.append(cut)
-    seen: dict[str, int] = {}
-    for i, text in enumerate(out):  # still equal: numbered
-        seen[text] = seen.get(text, 0) + 1
-        if seen[text] > 1:
-            out[i] = f"{text} ({seen[text]})"
-    return out
 
 
 def trace_figure(con: duckdb.DuckDBPyConnection, run_id: str | None, renderer: Renderer | None = None) -> Figure | None:

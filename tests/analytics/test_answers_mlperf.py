@@ -9,7 +9,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from logtools import print_to_pdf
+from logtools import figure_problems, print_to_pdf
 
 from bench.analytics.results import rows
 from bench.sql.read import connect
@@ -179,3 +179,9 @@ def test_the_mlperf_report_prints_every_score(store: Path, tmp_path: Path) -> No
     assert len(shown) > 50
     for number, n in shown.items():
         assert len(re.findall(rf"(?<![\d.]){re.escape(number)}(?![\d])", text)) >= n, number
+
+
+def test_every_mlperf_figure_reads(store: Path) -> None:
+    """The resnet throughput chart's labels of many systems ran into each other; every figure is measured as
+    it is saved (no overlapping tick labels or notes, no cut label, no text past the edge)."""
+    assert figure_problems(store) == {}

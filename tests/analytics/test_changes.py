@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from logtools import figure_problems
 from typer.testing import CliRunner
 
 from bench.runner.cli import app
@@ -153,6 +154,7 @@ def test_the_report_shows_the_change(nights: Path, tmp_path: Path) -> None:
     assert "580.159.04" in svg
     rows = (tmp_path / "r" / "tables" / "change-outliers.csv").read_text().splitlines()
     assert len(rows) == 2 and "vgg16" in rows[1] and "2026-10-31" in rows[1]
+    assert figure_problems(nights) == {}  # what changed is said clear of the points (it covered them)
 
 
 def _folders(root: Path, values: list[float | None], host: str = "h1", model: str = "resnet50",

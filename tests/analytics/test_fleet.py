@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from logtools import figure_problems
 from typer.testing import CliRunner
 
 from bench.runner.cli import app
@@ -231,6 +232,7 @@ def test_the_report_has_a_fleet_section_naming_the_flagged_hosts(fleet: tuple[Pa
     assert all(host in svg for host in truth)
     flagged = (tmp_path / "report" / "tables" / "fleet-flagged.csv").read_text().splitlines()
     assert len(flagged) == 1 + len(truth)
+    assert figure_problems(store) == {}  # the flagged hosts' names do not run into each other ("node018node052")
 
 
 def test_a_lower_is_better_metric_flags_the_longer_host(tmp_path: Path) -> None:

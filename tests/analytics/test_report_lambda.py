@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from logtools import print_to_pdf
+from logtools import figure_problems, print_to_pdf
 
 from bench.analytics import plot_data
 from bench.analytics.report.build import Options, build_report
@@ -224,6 +224,14 @@ def test_the_lambda_report_prints_whole_with_figures_a_reader_can_read(store: Pa
             groups = re.findall(r'<g id="[xy]tick_\d+">.*?<g id="text_\d+">(.*?)</g>', axis, re.S)
             ticks = [" ".join(re.findall(r"<text[^>]*>([^<]*)</text>", g)) for g in groups]  # a label's lines
             assert len(ticks) == len(set(ticks)), (svg.name, ticks)
+
+
+def test_every_lambda_figure_reads(store: Path) -> None:
+    """The per-GPU charts cut their labels in the middle ("system=Gold_6230...se, variant=inference (2)"),
+    and the throughput charts' labels of twelve systems ran into each other. Every figure is measured as
+    it is saved: no tick labels or names that overlap, no label cut, no note over data, no title or legend
+    past the figure's edge."""
+    assert figure_problems(store) == {}
 
 
 def test_a_device_measured_on_one_system_per_count_still_has_its_scaling(store: Path) -> None:
