@@ -104,12 +104,11 @@ def settle(fig: Any) -> None:
     """Crowded tick labels made readable before the figure is saved: x labels that overlap are turned
     (45 degrees, then upright), then drawn smaller (down to 5 pt); y labels that overlap get smaller. Notes
     placed at an offset in points (names of points) that overlap an earlier one move up until they do not.
-    A figure whose ticks are all matplotlib's own numbers (spaced by its locator) and that has no notes is
+    A figure whose ticks are all placed by matplotlib's locators (spaced to fit) and that has no notes is
     left as it is, unmeasured: a layout pass is a third of a small figure's drawing time."""
-    from matplotlib.ticker import FixedFormatter
+    from matplotlib.ticker import FixedLocator
 
-    named = any(isinstance(axis.get_major_formatter(), FixedFormatter) for ax in fig.axes
-                for axis in (ax.xaxis, ax.yaxis))
+    named = any(isinstance(axis.get_major_locator(), FixedLocator) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis))
     if not named and not any(ax.texts for ax in fig.axes):
         return
     renderer = _renderer(fig)
