@@ -136,39 +136,59 @@ BY_DEVICE = f"""{CURVES},{_MINE}
         ORDER BY curves DESC, reach DESC, median DESC, device"""
 
 
-#: Per device model that BY_DEVICE leaves out (its device counts were measured on different systems: a
-#: 1-GPU, a 2-GPU and a 4-GPU cloud instance), its curves joined across systems: points equal in every
-#: factor and tag but the system (the framework version included), the best system's mean at each count,
-#: efficiency at the largest count against the smallest; ``systems``: how many systems a curve joins.
-JOINED_BY_DEVICE = """
+#: SQL: whether a system's name says it compiles with XLA (as bench.analytics.order.xla reads it).
+XLA_SQL = "list_contains(regexp_split_to_array(upper(coalesce(tags['system'], '')), '[_\\-\\s.]+'), 'XLA')"
+
+#: Per device model (and XLA or not), its curves joined across systems that each measured a configuration
+#: at one device count (a 1-GPU, a 2-GPU and a 4-GPU cloud instance): points equal in every factor and tag
+#: but the system (the framework version and XLA included), the best system's mean at each count,
+#: efficiency at the largest count against the smallest; ``systems``: how many systems a curve joins. A
+#: system that measured a configuration at several counts has curves of its own (BY_DEVICE) and is left
+#: out here, so that a device's own curves and its joined ones can be set side by side.
+JOINED_BY_DEVICE = f"""
         WITH first_mode AS (
             SELECT mode FROM _configs WHERE images_per_sec > 0 AND num_devices > 0 GROUP BY mode
             ORDER BY mode IS DISTINCT FROM 'train', mode IS DISTINCT FROM 'inference', count(*) DESC, mode LIMIT 1),
         pts AS (
-            SELECT device_model AS device, mode, md5(to_json(struct_pack(
+            SELECT device_model AS device, mode, {XLA_SQL} AS xla, md5(to_json(struct_pack(
                        model := model, dataset := dataset, data := data, precision := precision,
                        data_format := data_format, variable_update := variable_update, all_reduce := all_reduce,
                        batch := batch_size_per_device, framework := framework, version := framework_version,
+                       xla := {XLA_SQL},
                        tags := map_from_entries([e FOR e IN map_entries(tags) IF e.key <> 'system'])))) AS k,
                    model, num_devices, max(images_per_sec) AS ips, sum(n_runs) AS runs,
-                   list(DISTINCT tags['system']) AS systems
+                   list(DISTINCT tags['system']) AS systems, any_value(framework) AS framework,
+                   any_value(framework_version) AS version
             FROM _configs
             WHERE images_per_sec > 0 AND num_devices > 0 AND device_model IS NOT NULL
               AND mode IS NOT DISTINCT FROM (SELECT mode FROM first_mode)
+              AND config_id IN (SELECT config_id FROM _configs WHERE images_per_sec > 0 GROUP BY config_id
+                                HAVING count(DISTINCT num_devices) = 1)
             GROUP BY ALL),
         curves AS (
-            SELECT device, any_value(mode) AS mode, k, any_value(model) AS model, max(num_devices) AS largest,
+            SELECT device, any_value(mode) AS mode, xla, k, any_value(model) AS model, max(num_devices) AS largest,
                    (arg_max(ips, num_devices) / arg_min(ips, num_devices))
                        / (max(num_devices)::DOUBLE / min(num_devices)) AS eff, min(num_devices) AS baseline,
-                   sum(runs) AS runs, len(list_distinct(flatten(list(systems)))) AS systems
-            FROM pts GROUP BY device, k HAVING count(*) >= 2),
-        mine AS (SELECT *, max(largest) OVER (PARTITION BY device) AS reach FROM curves)
+                   sum(runs) AS runs, len(list_distinct(flatten(list(systems)))) AS systems,
+                   any_value(framework) AS framework, any_value(version) AS version
+            FROM pts GROUP BY device, xla, k HAVING count(*) >= 2),
+        mine AS (SELECT *, max(largest) OVER (PARTITION BY device, xla) AS reach FROM curves)
         SELECT device, any_value(mode) AS mode, reach, count(*) AS curves, count(DISTINCT model) AS models,
                median(eff) AS median, min(eff) AS low, max(eff) AS high, sum(runs) AS runs,
                string_agg(DISTINCT baseline::VARCHAR, ', ' ORDER BY baseline::VARCHAR) AS baselines,
-               max(systems) AS systems
-        FROM mine WHERE largest = reach GROUP BY device, reach
+               max(systems) AS systems, xla,
+               string_agg(DISTINCT concat_ws(' ', framework, version), ', ') AS stacks
+        FROM mine WHERE largest = reach GROUP BY device, xla, reach
         ORDER BY curves DESC, reach DESC, median DESC, device"""
+
+
+def joined_said(systems: int, xla: bool, stacks: str | None, other: bool) -> str:
+    """A joined row's systems (JOINED_BY_DEVICE): "joined across 4 other systems (TensorFlow 2.3.0, without
+    XLA)"; "other" where the device also has curves of its own."""
+    from bench.analytics.order import framework_name
+
+    names = [f"{framework_name(f)} {v}".strip() for f, _, v in (s.partition(" ") for s in (stacks or "").split(", ") if s)]
+    return f"joined across {systems} {'other ' if other else ''}systems ({', '.join([*names, 'with XLA' if xla else 'without XLA'])})"
 
 
 #: Each curve at its device's reach (as BY_DEVICE counts them), with the software it ran: what a scaling
@@ -233,12 +253,19 @@ def scaling_findings(con: duckdb.DuckDBPyConnection, link: str, most: int = MAX_
     stacks: dict[Any, list[tuple[Any, Any, Any, float]]] = {}
     for device, *curve in rows(con, CURVE_STACKS):
         stacks.setdefault(device, []).append(tuple(curve))  # type: ignore[arg-type]
+    joined: dict[Any, list[str]] = {}
+    selected = rows(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = '_configs'")[0][0] + \
+        rows(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_configs'")[0][0]
+    for j in rows(con, JOINED_BY_DEVICE) if selected else []:  # the device's other systems, joined: their curves may disagree
+        joined.setdefault(j[0], []).append(f"{joined_said(j[10], j[11], j[12], True)}: {j[5]:.0%} at {j[2]} devices "
+                                           f"(median of {j[3]} curve{'s' if j[3] != 1 else ''})")
     for device, mode, reach, curves, models, median, low, high, runs, baselines in rows(con, BY_DEVICE)[:most]:
         what = "training" if mode == "train" else (mode or "runs")
         spread = f"{low:.0%}-{high:.0%} over {curves} curves of {models} model{'s' if models != 1 else ''}" \
             if curves > 1 else f"one curve, {models} model"
         spread += f", {int(runs)} run{'s' if runs != 1 else ''}"  # a figure from few runs says so
         spread += _stacks_said(stacks.get(device, []))
+        spread += "".join(f"; {j}" for j in joined.get(device, []))
         vs = "" if baselines == "1" else f" vs {baselines} device(s)"  # an efficiency says its baseline
         out.append(Finding("scaling", f"{device or 'A device of unknown model and type'} scales {what} to {reach} devices at "
                                       f"{median:.0%} efficiency{vs} (median; {spread}).", float(median), None, int(curves), link))

@@ -122,10 +122,15 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None, cac
 
 def row_note(pairs: tuple[Pair, ...], suspects: tuple[Pair, ...]) -> str:
     """What a row's pairs do not share ("framework_version 2.3.0 vs 1.15.3 in 34 of 36 pairs"), system tags
-    aside (two device models run on two systems), and the suspect pairs left out."""
+    aside (two device models run on two systems) but for XLA where a system's name says it compiles with it
+    ("XLA off vs on in 12 of 12 pairs"), and the suspect pairs left out."""
+    from bench.analytics.order import xla
+
     counts: dict[tuple[str, str, str], int] = {}
     for p in pairs:
         for name, (x, y) in (p.differs or {}).items():
+            if name == "system" and xla(x) != xla(y):
+                name, x, y = "XLA", "on" if xla(x) else "off", "on" if xla(y) else "off"
             if name != "system":
                 counts[(name, str(x), str(y))] = counts.get((name, str(x), str(y)), 0) + 1
     by_side: dict[tuple[str, str], list[str]] = {}

@@ -92,8 +92,9 @@ def _scaling_by_device_table(con: duckdb.DuckDBPyConnection) -> Table | None:
 
     found = [(*r, "") for r in rows(con, fd.BY_DEVICE)]
     own = {r[0] for r in found}
-    # a device whose counts were measured on different systems: its curves joined across them, said so
-    found += [(*r[:-1], f"joined across {r[-1]} systems") for r in rows(con, fd.JOINED_BY_DEVICE) if r[0] not in own]
+    # a device whose counts were measured on different systems: its curves joined across them, said so, also
+    # beside a device's own curves (A100-SXM4: 95% on one XLA system, 51% joined across four without)
+    found += [(*r[:10], fd.joined_said(r[10], r[11], r[12], r[0] in own)) for r in rows(con, fd.JOINED_BY_DEVICE)]
     if not found:
         return None
     df = pd.DataFrame(found, columns=["device", "mode", "largest count", "curves", "models", "median efficiency [%]",
@@ -106,7 +107,9 @@ def _scaling_by_device_table(con: duckdb.DuckDBPyConnection) -> Table | None:
                         "median, lowest and highest efficiency there (100% is linear scaling), against the device "
                         "count in 'efficiency vs'. A device measured at each count on another system (a 1-, a 2- and a "
                         "4-GPU instance) has its curves joined across systems, each point the best system's mean, "
-                        "where they are equal in every other factor, framework version included."])
+                        "where they are equal in every other factor, framework version and XLA included; a device "
+                        "with curves of its own on one system has those of its other systems joined in a row of "
+                        "their own."])
 
 
 def _leaderboard_table(board: lb.Leaderboard, slug: str) -> Table:

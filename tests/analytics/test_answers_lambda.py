@@ -256,7 +256,8 @@ def test_an_order_that_rests_on_software_says_so(store: Path) -> None:
 def test_a_scaling_finding_names_the_software_its_curves_share(store: Path) -> None:
     """Of the five A100-SXM4-40GB folders only 7742-A100-SXM4-40GB_TF2_3_XLA ran 1 to 8 GPUs in one system (the
     7742-Nx folders ran one count each): the A100's scaling finding rests on the XLA system's curves, and says
-    so (TF 2.3 by its folder name, 2.3.0 by its metadata)."""
+    so (TF 2.3 by its folder name, 2.3.0 by its metadata), then gives the four one-count systems' curves
+    joined (test_report_lambda checks their figure by hand)."""
     from bench.analytics import findings as fd
     from bench.analytics.report.select import select_runs
 
@@ -270,7 +271,8 @@ def test_a_scaling_finding_names_the_software_its_curves_share(store: Path) -> N
     con = connect(store)
     select_runs(con, None)
     (a100,) = [f.text for f in fd.scaling_findings(con, "x") if f.text.startswith("A100-SXM4-40GB scales")]
-    assert a100.endswith("; all on TensorFlow 2.3.0 with XLA).")
+    assert a100.endswith("; all on TensorFlow 2.3.0 with XLA; joined across 4 other systems (TensorFlow 2.3.0, "
+                         "without XLA): 89% at 8 devices (median of 36 curves)).")
 
 
 def test_the_first_screen_says_what_scales_worst_and_why_it_may(store: Path) -> None:

@@ -110,6 +110,12 @@ def test_the_leaderboard_names_what_differs_and_leaves_a_suspect_pair_out(store:
     (now,) = [r for r in board.results if r.a == "A100-SXM4-40GB"]
     assert a100.summary.n == now.summary.n + 1 and a100.summary.geomean < now.summary.geomean
     assert board.notes["Quadro RTX 8000"] == "framework_version 2.2.0 vs 1.15.3 in 2 of 12 pairs"
+    # XLA, from the systems' names, is named like the framework version: every RTX 2080 Ti run the PCIe A100 is
+    # paired with comes from a system named ..._XLA_..., none of the A100's
+    (pcie,) = [r for r in board.results if r.a == "A100-PCIE-40GB"]
+    systems = [p.differs["system"] for p in pcie.pairs]  # type: ignore[index]
+    assert len(systems) == 12 and all("_XLA" not in a and "_XLA" in b for a, b in systems), systems
+    assert board.notes["A100-PCIE-40GB"].startswith("XLA off vs on in 12 of 12 pairs; framework_version 1.15.4")
     assert dict(board.absent)["Tesla V100-SXM2-16GB"].startswith("not in this scope (training at 8 devices only)")
     eight = lb.leaderboard(con, None, None, scopes["training at 8 devices, synthetic data"], "")
     assert "Tesla V100-SXM2-16GB" in {str(r.a) for r in eight.results} | {eight.baseline}  # type: ignore[union-attr]
@@ -245,7 +251,41 @@ def test_a_device_measured_on_one_system_per_count_still_has_its_scaling(store: 
     table = _scaling_by_device_table(con)
     assert table is not None
     row = table.frame[table.frame["device"] == "Quadro RTX 6000"].iloc[0]
-    assert row["systems"] == "joined across 3 systems" and row["largest count"] == 4
+    assert row["systems"] == "joined across 3 systems (TensorFlow 1.15.3, without XLA)" and row["largest count"] == 4
     assert row["efficiency vs (devices)"] == "1" and 0 < row["median efficiency [%]"] <= 110
     own = table.frame[table.frame["systems"] == ""]
     assert "GeForce RTX 2080 Ti" in set(own["device"]) and "Quadro RTX 6000" not in set(own["device"])
+
+
+def test_a_device_with_curves_of_its_own_also_shows_its_other_systems_joined(store: Path) -> None:
+    """The A100-SXM4-40GB's 95% at 8 GPUs came from its one XLA system's curves; its four one-count systems
+    without XLA (7742-1x ... 7742-8xA100-SXM4-40GB_TF2_3) scale resnet50 fp16 at 50%, and nothing said so.
+    Now the table has their joined curves in a row of its own, and the finding says both. Expected: every
+    curve computed here from the runs (mean of the ok runs per system and count, efficiency = 8-GPU / 1-GPU
+    / 8), its median and range."""
+    import statistics
+
+    from bench.analytics.findings import scaling_findings
+    from bench.analytics.report.findings_section import _scaling_by_device_table
+    from bench.analytics.report.select import select_runs
+
+    con = connect(store)
+    df = con.execute("""SELECT model, precision, batch_size_per_device AS b, data, dataset,
+                               coalesce(tags['variant'], '') AS variant, num_devices AS n, avg(images_per_sec) AS ips
+                        FROM runs WHERE device_model = 'A100-SXM4-40GB' AND mode = 'train' AND status = 'ok'
+                          AND tags['system'] NOT LIKE '%XLA%' GROUP BY ALL""").df()
+    wide = df.pivot_table(index=["model", "precision", "b", "data", "dataset", "variant"], columns="n", values="ips")
+    eff = (wide[8] / wide[1] / 8).dropna()
+    assert len(eff) == 36 and round(eff.loc["resnet50", "fp16", 448, "synthetic"].iloc[0], 3) == 0.498
+    select_runs(con, None)
+    table = _scaling_by_device_table(con)
+    assert table is not None
+    rows = table.frame[table.frame["device"] == "A100-SXM4-40GB"]
+    own = rows[rows["systems"] == ""].iloc[0]
+    joined = rows[rows["systems"] == "joined across 4 other systems (TensorFlow 2.3.0, without XLA)"].iloc[0]
+    assert own["median efficiency [%]"] == pytest.approx(95.49, abs=0.01) and joined["curves"] == 36
+    assert joined["median efficiency [%]"] == pytest.approx(100 * statistics.median(eff))
+    assert (joined["lowest [%]"], joined["highest [%]"]) == pytest.approx((100 * eff.min(), 100 * eff.max()))
+    (text,) = [f.text for f in scaling_findings(con, "x", most=3) if f.text.startswith("A100-SXM4-40GB")]
+    assert "all on TensorFlow 2.3.0 with XLA; joined across 4 other systems (TensorFlow 2.3.0, without XLA): " \
+           f"{statistics.median(eff):.0%} at 8 devices (median of 36 curves)" in text
