@@ -79,9 +79,11 @@ def mlperf_findings(scores: pd.DataFrame, speedup: CompareResult | None) -> list
     if speedup is not None:
         s = speedup.summary
         ci = f"95% CI {s.ci95_low:.2f}-{s.ci95_high:.2f}" if s.ci95_low is not None else "no CI with one pair"
+        divisions = sorted({str(p.config.get("division")) for p in speedup.pairs})
         out.append(Finding("mlperf", f"MLPerf: {speedup.factor} {speedup.a} trains {s.geomean:.2f}x as fast as "
-                                     f"{speedup.b} (geometric mean of score ratios over {s.n} benchmark pairs at "
-                                     f"equal devices and nodes, {ci}; median {s.median:.2f}x).",
+                                     f"{speedup.b} (geometric mean of score ratios over {s.n} {'/'.join(divisions)}"
+                                     f"-division benchmark pairs at equal device and node counts, {ci}; median "
+                                     f"{s.median:.2f}x).{_devices_differ(speedup)}",
                            s.geomean, (s.ci95_low, s.ci95_high), s.n, "mlperf-speedup"))
     scored = scores[(scores["verdict"] == "scored") & scores["score_min"].notna()]
     counts = scored["benchmark"].value_counts()
@@ -98,6 +100,19 @@ def mlperf_findings(scores: pd.DataFrame, speedup: CompareResult | None) -> list
                                      f"{on} (of {len(sets)} scored result sets).",
                            float(best["score_min"]), None, len(sets), "mlperf-scores"))
     return out
+
+
+def _devices_differ(res: CompareResult) -> str:
+    """" Not the same device in 2 of 5 pairs: A100-SXM4-40GB against A100-SXM4-80GB (400W) (2)." for a
+    comparison whose pairs differ in device as well as in the compared factor; "" when none does."""
+    counts: dict[tuple[Any, Any], int] = {}
+    for p in res.pairs:
+        if p.differs and "device_model" in p.differs:
+            counts[p.differs["device_model"]] = counts.get(p.differs["device_model"], 0) + 1
+    if not counts:
+        return ""
+    said = ", ".join(f"{a} against {b} ({n})" for (a, b), n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return f" Not the same device in {sum(counts.values())} of {len(res.pairs)} pairs: {said}."
 
 
 def _set_key(row: dict[str, Any] | pd.Series) -> tuple[Any, ...]:
@@ -149,9 +164,10 @@ def _speedup_table(res: CompareResult, scores: pd.DataFrame, sets: dict[tuple[An
     rows, cells = [], {}
     for i, p in enumerate(res.pairs):
         c = p.config
+        a_device, b_device = (p.differs or {}).get("device_model", (c.get("device_model"),) * 2)
         rows.append({"benchmark": c["benchmark"], "framework": c["framework"], "devices": p.num_devices,
-                     "nodes": c["num_nodes"], "division": c["division"], f"A: {res.a}": p.a_value,
-                     f"B: {res.b}": p.b_value, "speedup of A over B [×]": p.ratio})
+                     "nodes": c["num_nodes"], "division": c["division"], "device A": a_device, "device B": b_device,
+                     f"A: {res.a}": p.a_value, f"B: {res.b}": p.b_value, "speedup of A over B [×]": p.ratio})
         both = scores[(scores["benchmark"] == c["benchmark"]) & (scores["division"] == c["division"])
                       & (scores["num_devices"] == p.num_devices) & (scores["num_nodes"] == c["num_nodes"])
                       & scores[res.factor].isin([res.a, res.b]) & scores["score_min"].isin([p.a_value, p.b_value])]
@@ -162,7 +178,8 @@ def _speedup_table(res: CompareResult, scores: pd.DataFrame, sets: dict[tuple[An
              summary_text(res.summary).replace("\n", "; ")]
     if res.unmatched:
         notes.append(f"{len(res.unmatched)} result set(s) without a scored partner are not in the table.")
-    fmt = {col: ".2f" for col in frame.columns if col not in ("benchmark", "framework", "devices", "nodes", "division")}
+    fmt = {col: ".2f" for col in frame.columns
+           if col not in ("benchmark", "framework", "devices", "nodes", "division", "device A", "device B")}
     return Table("mlperf-speedup", f"MLPerf speedup of {res.factor} {res.a} over {res.b} (score B / score A)",
                  frame, fmt, cells, notes)
 

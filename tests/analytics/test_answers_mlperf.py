@@ -185,3 +185,47 @@ def test_every_mlperf_figure_reads(store: Path) -> None:
     """The resnet throughput chart's labels of many systems ran into each other; every figure is measured as
     it is saved (no overlapping tick labels or notes, no cut label, no text past the edge)."""
     assert figure_problems(store) == {}
+
+
+def test_a_submitter_comparison_names_the_devices_its_pairs_do_not_share(store: Path) -> None:
+    """"Supermicro 0.94x NVIDIA" paired Supermicro's A100-SXM4-40GB systems with NVIDIA's 80 GB ones and
+    did not say so. Each pair's devices are read here from the two systems' descriptions in the tarball;
+    the finding counts the pairs whose devices differ and names them, and the speedup table has both."""
+    from bench.analytics.compare_mlperf import compare_scores
+    from bench.analytics.report.build import Options, build_report
+
+    res = compare_scores(connect(store), "submitter", "Supermicro", "NVIDIA", best=True)
+    differ = 0
+    for p in res.pairs:
+        sa, sb = p.differs["system"]  # type: ignore[index]
+        da, db = (described(sub, sys)["accelerator_model_name"] for sub, sys in (("Supermicro", sa), ("NVIDIA", sb)))
+        differ += ("40GB" in da) != ("40GB" in db)
+    assert len(res.pairs) == 5 and differ == 3
+    report = build_report(connect(store), Options())
+    (text,) = [f.text for f in report.findings if f.text.startswith("MLPerf: submitter Supermicro")]
+    assert "5 closed-division benchmark pairs" in text
+    assert text.endswith(f"Not the same device in {differ} of 5 pairs: A100-SXM4-40GB against A100-SXM4-80GB ({differ}).")
+    (table,) = [t for s in report.sections for t in s.tables if t.slug == "mlperf-speedup"]
+    assert int((table.frame["device A"] != table.frame["device B"]).sum()) == differ
+
+
+def test_the_selection_names_the_frameworks_of_runs_whose_logs_do_not(store: Path) -> None:
+    """The Selection said "frameworks: mxnet" while 1,024 of the 1,129 runs' logs name none. Now it adds the
+    frameworks their systems' descriptions give, with how many runs each: counted here from the system JSON
+    files in the tarball and the runs per system."""
+    from collections import Counter
+
+    from bench.analytics.report.build import Options, build_report
+
+    per_system = rows(connect(store), "SELECT tags['submitter'], tags['system'], count(*) FROM runs "
+                                      "WHERE format = 'mlperf' AND framework IS NULL GROUP BY ALL")
+    by_hand: Counter[str] = Counter()
+    for submitter, system, n in per_system:
+        by_hand[" ".join(described(submitter, system)["framework"].split()).replace(" ,", ",")] += n
+    assert sum(by_hand.values()) == 1024
+    report = build_report(connect(store), Options())
+    (table,) = [t for s in report.sections for t in s.tables if t.slug == "selection"]
+    said = dict(zip(table.frame["item"], table.frame["value"], strict=True))["frameworks"]
+    assert said.startswith("mxnet (105 of 1129 runs name their framework; by their systems' descriptions: ")
+    for framework, n in by_hand.items():
+        assert f"{framework} ({n})" in said, framework
