@@ -101,6 +101,11 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None, cac
                              f"{f' ({scope})' if scope else ''}; candidates: {', '.join(names[:20])}")
         base = hits[0]
     results, unpaired, notes, suspects = [], [], {}, {}
+    # a system's MLPerf category and status, by its name where one description gives it (a configuration
+    # keeps no submitter: it is bookkeeping, and the logs' submission_org names whoever wrote the code)
+    status = {r[0]: r[1] for r in rows(con, """
+        SELECT system, any_value(division || '/' || availability) FROM systems
+        GROUP BY system HAVING count(DISTINCT division || '/' || availability) = 1""")}
     for name in [n for n in names if n != base]:
         res = compare(con, "device_model", name, base, metric=metric, where=where, cache=cache, keep_suspects=True)
         if not res.pairs:
@@ -113,7 +118,7 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None, cac
             kept = tuple(p for p in res.pairs if all(p is not o for o in odd))
             res = dataclasses.replace(res, pairs=kept, summary=summarize([p.ratio for p in kept]))
             suspects[name] = odd
-        notes[name] = row_note(res.pairs, odd)
+        notes[name] = "; ".join(n for n in (row_note(res.pairs, odd), _status_note(res.pairs, status)) if n)
         results.append(res)
     results.sort(key=lambda r: (-(r.summary.geomean or 0.0), -r.summary.n, str(r.a)))
     return Leaderboard(base, tuple(results), tuple(unpaired), scope, unit, where, absent(con, names, where, unit), notes,
@@ -142,6 +147,20 @@ def row_note(pairs: tuple[Pair, ...], suspects: tuple[Pair, ...]) -> str:
         parts.append(f"{len(suspects)} suspect pair{'s' if len(suspects) != 1 else ''} left out ({shown}"
                      f"{'; ...' if len(suspects) > 3 else ''})")
     return "; ".join(parts)
+
+
+def _status_note(pairs: tuple[Pair, ...], status: dict[str, str]) -> str:
+    """The MLPerf category and status of the two systems of the pairs where they differ ("systems
+    closed/preview against closed/available in 2 of 3 pairs"), from the system descriptions (``status``: system ->
+    "division/availability"); "" for pairs of systems without a description."""
+    counts: dict[tuple[str, str], int] = {}
+    for p in pairs:
+        system = (p.differs or {}).get("system") or ((p.config.get("tags") or {}).get("system"),) * 2
+        said = tuple(status.get(s, "") for s in system)
+        if any(said) and said[0] != said[1]:  # a note says what the pairs do not share
+            counts[said] = counts.get(said, 0) + 1  # type: ignore[index]
+    return "; ".join(f"systems {a or 'undescribed'} against {b or 'undescribed'} in {n} of {len(pairs)} pairs"
+                     for (a, b), n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def _workload(p: Pair) -> str:

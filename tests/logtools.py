@@ -232,13 +232,16 @@ def chromium_or_skip() -> str:
 
 def print_to_pdf(html: Path, pdf: Path) -> tuple[int, str, list[str]]:
     """``html`` printed by headless Chromium as a reader's browser would print it (default paper, no header
-    or footer), read back with poppler: the page count, the text, and each word that reaches past its page's
-    right edge."""
+    or footer), read back with poppler: the page count, the text as drawn, and each word that reaches past
+    its page's right edge."""
     import re
 
     subprocess.run([chromium_or_skip(), "--headless", "--no-sandbox", "--disable-gpu", "--no-pdf-header-footer",
                     f"--print-to-pdf={pdf}", html.resolve().as_uri()], capture_output=True, timeout=300, check=True)
-    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    # -raw: the text in the order it was drawn (the page's order), so that a table cell wrapped over two lines
+    # or a row split at a page's end reads whole; the default orders it by position, and a row's second line
+    # can come after the next row's first
+    text = subprocess.run(["pdftotext", "-raw", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
     boxes = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
     beyond = []
     for width, page in re.findall(r'<page width="([0-9.]+)" height="[0-9.]+">(.*?)</page>', boxes, re.S):

@@ -229,3 +229,24 @@ def test_the_selection_names_the_frameworks_of_runs_whose_logs_do_not(store: Pat
     assert said.startswith("mxnet (105 of 1129 runs name their framework; by their systems' descriptions: ")
     for framework, n in by_hand.items():
         assert f"{framework} ({n})" in said, framework
+
+
+def test_the_leaderboard_names_the_category_and_status_of_systems_that_differ(store: Path) -> None:
+    """The MLPerf leaderboard ranked devices without a word of the systems' category and status. At 8
+    devices every pair sets a Supermicro system described as closed/onprem against SYS-420GP-TNAR+, described
+    as closed/available (both read here from the system JSON files), and each row's note says so."""
+    from bench.analytics import leaderboard as lb
+    from bench.analytics.report.select import select_runs
+
+    con = connect(store)
+    select_runs(con, None)
+    board = lb.leaderboard(con, None, None, dict(lb.board_scopes(con))["training at 8 devices"], "")
+    assert board is not None and board.baseline == "A100-SXM4-80GB"
+    for res in board.results:
+        for p in res.pairs:
+            a, b = p.differs["system"]  # type: ignore[index]
+            da, db = described("Supermicro", a), described("Supermicro", b)
+            assert (da["division"], da["status"].lower(), db["division"], db["status"].lower()) == \
+                   ("closed", "onprem", "closed", "available")
+        n = len(res.pairs)
+        assert board.notes[str(res.a)] == f"systems closed/onprem against closed/available in {n} of {n} pairs"
