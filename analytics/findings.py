@@ -26,6 +26,7 @@ from bench.analytics.compare import CompareCache, CompareResult, Pair, compare
 from bench.analytics.leaderboard import Leaderboard
 from bench.analytics.ratio_stats import summarize
 from bench.analytics.results import rows
+from bench.analytics.software import framework_name, xla
 
 if TYPE_CHECKING:
     import duckdb
@@ -136,7 +137,7 @@ BY_DEVICE = f"""{CURVES},{_MINE}
         ORDER BY curves DESC, reach DESC, median DESC, device"""
 
 
-#: SQL: whether a system's name says it compiles with XLA (as bench.analytics.order.xla reads it).
+#: SQL: whether a system's name says it compiles with XLA (as bench.analytics.software.xla reads it).
 XLA_SQL = "list_contains(regexp_split_to_array(upper(coalesce(tags['system'], '')), '[_\\-\\s.]+'), 'XLA')"
 
 #: Per device model (and XLA or not), its curves joined across systems that each measured a configuration
@@ -185,8 +186,6 @@ JOINED_BY_DEVICE = f"""
 def joined_said(systems: int, xla: bool, stacks: str | None, other: bool) -> str:
     """A joined row's systems (JOINED_BY_DEVICE): "joined across 4 other systems (TensorFlow 2.3.0, without
     XLA)"; "other" where the device also has curves of its own."""
-    from bench.analytics.order import framework_name
-
     names = [f"{framework_name(f)} {v}".strip() for f, _, v in (s.partition(" ") for s in (stacks or "").split(", ") if s)]
     return f"joined across {systems} {'other ' if other else ''}systems ({', '.join([*names, 'with XLA' if xla else 'without XLA'])})"
 
@@ -202,8 +201,6 @@ STACK_GAP = 0.15
 def _stacks_said(curves: list[tuple[Any, Any, Any, float]]) -> str:
     """What a device's curves at its reach share in software (framework version, XLA from the system's name),
     or, where two stacks' median efficiencies are more than STACK_GAP apart, each stack's median."""
-    from bench.analytics.order import framework_name, xla
-
     groups: dict[tuple[str, bool], list[float]] = {}
     for framework, version, system, eff in curves:
         name = f"{framework_name(framework) or 'a framework not logged'} {version or ''}".strip()

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from bench.analytics.compare import CompareCache, CompareResult, Pair, compare
 from bench.analytics.ratio_stats import Summary, summarize, suspect_pairs
 from bench.analytics.results import rows
+from bench.analytics.software import xla
 from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
@@ -129,8 +130,6 @@ def row_note(pairs: tuple[Pair, ...], suspects: tuple[Pair, ...]) -> str:
     """What a row's pairs do not share ("framework_version 2.3.0 vs 1.15.3 in 34 of 36 pairs"), system tags
     aside (two device models run on two systems) but for XLA where a system's name says it compiles with it
     ("XLA off vs on in 12 of 12 pairs"), and the suspect pairs left out."""
-    from bench.analytics.order import xla
-
     counts: dict[tuple[str, str, str], int] = {}
     for p in pairs:
         for name, (x, y) in (p.differs or {}).items():
@@ -155,10 +154,11 @@ def _status_note(pairs: tuple[Pair, ...], status: dict[str, str]) -> str:
     "division/availability"); "" for pairs of systems without a description."""
     counts: dict[tuple[str, str], int] = {}
     for p in pairs:
-        system = (p.differs or {}).get("system") or ((p.config.get("tags") or {}).get("system"),) * 2
-        said = tuple(status.get(s, "") for s in system)
+        shared = (p.config.get("tags") or {}).get("system")
+        a, b = (p.differs or {}).get("system") or (shared, shared)
+        said = (status.get(str(a), ""), status.get(str(b), ""))
         if any(said) and said[0] != said[1]:  # a note says what the pairs do not share
-            counts[said] = counts.get(said, 0) + 1  # type: ignore[index]
+            counts[said] = counts.get(said, 0) + 1
     return "; ".join(f"systems {a or 'undescribed'} against {b or 'undescribed'} in {n} of {len(pairs)} pairs"
                      for (a, b), n in sorted(counts.items(), key=lambda kv: -kv[1]))
 

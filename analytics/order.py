@@ -12,22 +12,17 @@ sides ran the same framework version and the same XLA setting.
 
 from __future__ import annotations
 
-import re
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare import CompareCache, CompareResult, Pair, compare
 from bench.analytics.ratio_stats import summarize
+from bench.analytics.software import framework_name, xla
 
 if TYPE_CHECKING:
     import duckdb
 
     from bench.analytics.leaderboard import Leaderboard
-
-
-def xla(system: Any) -> bool:
-    """Whether a system's name says it compiles with XLA (``3970X-GeForce_RTX_3090_XLA``)."""
-    return isinstance(system, str) and "XLA" in re.split(r"[_\-\s.]+", system.upper())
 
 
 def _side(p: Pair, key: str, side: int) -> Any:
@@ -41,12 +36,6 @@ def stacks(res: CompareResult, side: int = 0) -> set[tuple[Any, Any, bool]]:
     """(framework, its version, XLA) of one side's runs over a comparison's pairs."""
     return {(p.config.get("framework"), _side(p, "framework_version", side), xla(_side(p, "system", side)))
             for p in res.pairs}
-
-
-def framework_name(framework: Any) -> str:
-    """A framework as people write it (``tensorflow`` -> TensorFlow); '' for none."""
-    names = {"tensorflow": "TensorFlow", "pytorch": "PyTorch", "mxnet": "MXNet", "caffe": "Caffe"}
-    return names.get(str(framework), str(framework)) if framework else ""
 
 
 def _said(stack: set[tuple[Any, Any, bool]]) -> str:
@@ -82,6 +71,24 @@ def order_caveats(con: duckdb.DuckDBPyConnection, board: Leaderboard, named: int
     if rows and base and all(x for *_, x in base):
         plain = [str(r.a) for r in rows if stacks(r) and not any(x for *_, x in stacks(r))]
         if plain:
-            out.append(f"Every {board.baseline} run compared is on a system that compiles with XLA, and those of "
-                       f"{', '.join(plain)} on none: their ratios include XLA's effect.")
+            text = (f"Every {board.baseline} run compared is on a system whose name says XLA, and those of "
+                    f"{', '.join(plain)} on none: their ratios include XLA's effect")
+            out.append(text + _logs_say(con, plain, board.where) + ".")
     return out
+
+
+def _logs_say(con: duckdb.DuckDBPyConnection, devices: list[str], where: str | None) -> str:
+    """What TensorFlow's own logs say of XLA for the runs of ``devices`` whose systems' names do not say it
+    ("Compiled cluster using XLA!": details['xla'] = 'compiled'): "" when none of them compiled with it."""
+    from bench.analytics.results import rows
+
+    said = []
+    for device in devices:
+        n, compiled = rows(con, f"""SELECT count(*), count(*) FILTER (WHERE details['xla'] = 'compiled') FROM runs
+                                   WHERE device_model = ? AND status = 'ok' AND ({where or 'true'})""", [device])[0]
+        if compiled:
+            said.append(f"{compiled} of {n} {device} runs")
+    if not said:
+        return ""
+    return (f", unless their names mislead: TensorFlow's own log says it compiled with XLA in {', '.join(said)}, "
+            "so both sides may use it")

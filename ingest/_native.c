@@ -240,9 +240,11 @@ typedef struct {
 } Mark;
 
 #define MARK(t) {t, sizeof t - 1}
+/* TensorFlow's line when it compiled with XLA (tf_cnn.XLA_MARK) */
+#define XLA_MARK "Compiled cluster using XLA"
 /* a TF C++ stderr line that the Python reader must see */
 static const Mark STDERR_MARKS[] = {MARK("OOM"), MARK("ResourceExhausted"), MARK("name: "), MARK("device ("),
-                                    MARK("OP_REQUIRES failed"), {NULL, 0}};
+                                    MARK("OP_REQUIRES failed"), MARK(XLA_MARK), {NULL, 0}};
 /* a line that is not inert (a GPU name, "name: ", is looked for apart: see quiet()) */
 static const Mark INERT_MARKS[] = {MARK("/sec"), MARK("rror"),   MARK("xception"), MARK("OOM"),
                                    MARK("Traceback ("), MARK(" --"), {NULL, 0}};
@@ -532,7 +534,8 @@ static int one_line(Out *o, Run *run, const char *s, Py_ssize_t n, Py_ssize_t no
     const char *e = s + n;
     if (s[0] == '2' && n > 4 && s[4] == '-') { /* TF C++ stderr: boring unless it carries a marker */
         int marked = any_mark(&STDERR_SET, s, n), oom = marked && has_oom(s, n);
-        if (marked && !oom && o->gpu_known) /* only a GPU marker, and the reader has its GPU: a plain line */
+        int xla = marked && !oom && has(s, n, XLA_MARK);
+        if (marked && !oom && !xla && o->gpu_known) /* only a GPU marker, and the reader has its GPU: a plain line */
             marked = 0;
         if (marked && !oom && names_gpu(s, n)) /* stderr_line() looks for the GPU here, and finds it */
             o->gpu_known = 1;

@@ -82,6 +82,9 @@ LABELS = {
     "Optimizer": "tag:optimizer", "Use NCCL": "tag:use_nccl", "Sync": "tag:sync",
     "Staged vars": "tag:staged_vars", "Horovod on": "tag:horovod_device",
 }
+#: TensorFlow's stderr line when XLA compiled a cluster ("... xla_compilation_cache.cc:241] Compiled cluster
+#: using XLA!  This line is logged at most once ..."): details['xla'] = 'compiled'. _native.c knows it too.
+XLA_MARK = "Compiled cluster using XLA"
 RARE_MARKERS = ("Accuracy @", "Precision @", "Round up warm", "Done with training")
 
 
@@ -353,6 +356,8 @@ class Reader:
             self.error_line(no, line)
         elif "OP_REQUIRES failed" in line:
             self.root_cause(self.cur if self.cur is not None else self.pending, line)
+        elif XLA_MARK in line:  # TensorFlow says it compiled with XLA: a fact of the run, beside any system name
+            (self.cur if self.cur is not None else self.pending).details.setdefault("xla", "compiled")
         elif self.gpu is None and ("name: " in line or "device (" in line):
             self.find_gpu(line)
 

@@ -330,3 +330,21 @@ def test_the_ascii_flag_sees_a_non_ascii_byte_anywhere(pos: int) -> None:
         buf[pos] = 0xC3
         assert _native.scan(bytes(buf), 0, NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)[3] is False
     assert _native.scan(b"x" * (pos + 1), 0, NULL_BITS, tf_cnn_scan._LABEL_BYTES, tf_cnn_scan._RARE_BYTES)[3] is True
+
+
+def test_tensorflows_xla_line_is_read_on_both_paths_after_the_gpu_is_known() -> None:
+    """TensorFlow logs "Compiled cluster using XLA!" once when XLA compiled (every Lambda log of an ``_XLA``
+    system has it, no other: test_answers_lambda). The scanner passed a stamped stderr line on only for an
+    OOM or, before the GPU was known, a GPU name: this line, after the GPU line, never reached the reader."""
+    stamp = "2020-07-02 20:10:{:02d}.300117: I "
+    lines = [stamp.format(6) + "tensorflow/core/common_runtime/gpu/gpu_device.cc:1561] Found device 0 with properties:",
+             "pciBusID: 0000:1a:00.0 name: GeForce RTX 2080 Ti computeCapability: 7.5",
+             *tf_cnn_log(20).splitlines()[:12],
+             stamp.format(11) + "tensorflow/compiler/jit/xla_compilation_cache.cc:241] Compiled cluster using XLA!  "
+                                "This line is logged at most once for the lifetime of the process.",
+             *tf_cnn_log(20).splitlines()[12:]]
+    data = ("\n".join(lines) + "\n").encode()
+    (run,) = _check(data).runs  # the fast path, after checking it equals the pure-Python reader
+    assert run.details["xla"] == "compiled"
+    (plain,) = _check(data.replace(b"Compiled cluster using XLA!", b"Compiled cluster.")).runs
+    assert "xla" not in plain.details
