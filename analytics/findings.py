@@ -245,15 +245,15 @@ def worst_scaling_finding(con: duckdb.DuckDBPyConnection, link: str) -> list[Fin
 def scaling_findings(con: duckdb.DuckDBPyConnection, link: str, most: int = MAX_SCALING) -> list[Finding]:
     """Per device model (the ``most`` with the most curves): its scaling efficiency at the largest device
     count its curves reach, as the median over those curves with the range, and what software they share
-    (or each stack's median, where they part)."""
+    (or each stack's median, where they part), then its other systems' curves joined, where it has any."""
     out: list[Finding] = []
     stacks: dict[Any, list[tuple[Any, Any, Any, float]]] = {}
     for device, *curve in rows(con, CURVE_STACKS):
         stacks.setdefault(device, []).append(tuple(curve))  # type: ignore[arg-type]
-    joined: dict[Any, list[str]] = {}
-    selected = rows(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = '_configs'")[0][0] + \
-        rows(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_configs'")[0][0]
-    for j in rows(con, JOINED_BY_DEVICE) if selected else []:  # the device's other systems, joined: their curves may disagree
+    joined: dict[Any, list[str]] = {}  # the device's other systems, joined (JOINED_BY_DEVICE reads the selection)
+    selected = rows(con, "SELECT 1 FROM duckdb_views() WHERE view_name = '_configs' "
+                         "UNION ALL SELECT 1 FROM duckdb_tables() WHERE table_name = '_configs'")
+    for j in rows(con, JOINED_BY_DEVICE) if selected else []:
         joined.setdefault(j[0], []).append(f"{joined_said(j[10], j[11], j[12], True)}: {j[5]:.0%} at {j[2]} devices "
                                            f"(median of {j[3]} curve{'s' if j[3] != 1 else ''})")
     for device, mode, reach, curves, models, median, low, high, runs, baselines in rows(con, BY_DEVICE)[:most]:

@@ -93,7 +93,7 @@ def _scaling_by_device_table(con: duckdb.DuckDBPyConnection) -> Table | None:
     found = [(*r, "") for r in rows(con, fd.BY_DEVICE)]
     own = {r[0] for r in found}
     # a device whose counts were measured on different systems: its curves joined across them, said so, also
-    # beside a device's own curves (A100-SXM4: 95% on one XLA system, 51% joined across four without)
+    # beside a device's own curves (A100-SXM4: 95% on one XLA system, 89% joined across four without)
     found += [(*r[:10], fd.joined_said(r[10], r[11], r[12], r[0] in own)) for r in rows(con, fd.JOINED_BY_DEVICE)]
     if not found:
         return None
