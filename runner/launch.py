@@ -267,9 +267,10 @@ def _default_sigint() -> None:
 
 
 @contextmanager
-def _ctrl_c_raises() -> Iterator[None]:
+def ctrl_c_raises() -> Iterator[None]:
     """Make SIGINT raise KeyboardInterrupt while we wait, whatever handler a library installed before
-    (the interrupted status depends on it). Only the main thread may set handlers; elsewhere a no-op."""
+    (the interrupted status depends on it) and even when it was inherited ignored (a shell starts background
+    jobs so). Only the main thread may set handlers; elsewhere a no-op."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -300,7 +301,7 @@ def launch(argv: Sequence[str], log_path: Path, *, env: Mapping[str, str], timeo
         pump.start()
         forced = None
         try:
-            with _ctrl_c_raises():
+            with ctrl_c_raises():
                 proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             forced = "timeout"

@@ -213,19 +213,24 @@ def test_a_store_path_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
     assert not os.path.exists(store)
 
 
-def test_ctrl_c_during_an_ingest_says_what_was_stored(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_ctrl_c_during_an_ingest_says_what_was_stored(tmp_path: Path, inherited: str) -> None:
     """Ctrl-C while the ingest reads a file. The signal is sent once the child has opened the named pipe it
     is given to read (a writer's non-blocking open succeeds only then), not after a fixed sleep: on a loaded
-    machine the child took longer than 2 s to start."""
+    machine the child took longer than 2 s to start. ``ignored``: started as a shell starts a background job,
+    SIGINT ignored (the ingest then never saw the signal, and this test, run from a background script, hung
+    until its timeout); the ingest takes SIGINT back while it reads."""
     import errno
     import os
     import signal
     import time
 
+    disposition = signal.SIG_IGN if inherited == "ignored" else signal.SIG_DFL
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)  # named as a PATH it is read, and waits for data that never comes
     argv = [sys.executable, "-m", "bench.runner", "ingest", str(fifo), "--store", str(tmp_path / "st")]
-    with child(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+    with child(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+               preexec_fn=lambda: signal.signal(signal.SIGINT, disposition)) as proc:
         writer, deadline = None, time.monotonic() + 300
         while writer is None and time.monotonic() < deadline and proc.poll() is None:
             try:
@@ -236,10 +241,10 @@ def test_ctrl_c_during_an_ingest_says_what_was_stored(tmp_path: Path) -> None:
         assert writer is not None, "the ingest never opened the pipe"
         try:
             proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=300)
+            _, err = proc.communicate(timeout=60)
         finally:
             os.close(writer)
-    assert proc.returncode == 130
+    assert proc.returncode == 130, (proc.returncode, err[-2000:])
     assert "Interrupted: nothing of this ingest is in the store" in err and "Traceback" not in err
 
 

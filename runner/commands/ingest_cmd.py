@@ -104,8 +104,10 @@ def ingest_command(
         if not init:  # as bench run does: a folder of other files is not made a store by mistake
             check_writable(root)
 
-        try:
-            with _progress() as progress:
+        from bench.runner.launch import ctrl_c_raises
+
+        try:  # SIGINT stops it cleanly, even in a job started with SIGINT ignored (`bench ingest ... &`)
+            with ctrl_c_raises(), _progress() as progress:
                 summary = ingest_into(paths, root, fmt=fmt, path_patterns=path_pattern or [], progress=progress,
                                  on_wait=_waiting, skip_globs=tuple(exclude or ()),
                                  limits=Limits(max_expansion=max_expansion))
