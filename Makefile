@@ -102,7 +102,7 @@ lint: $(VENV)/.installed-dev
 # Measured on this machine, each next to its baseline in the same run (a benchmark, not a test); in this
 # order, each a script of benchmarks/ (its README says what each measures).
 BENCHMARKS = changes_vs_otava gate_nights ingest_speed format_speed analytics_speed store_speed parquet_options ingest_layout \
-	runner_speed scheduler fleet_detection fleet_scale remote_store repair_kills damage_table
+	runner_speed scheduler fleet_detection fleet_scale gate_scale remote_store repair_kills damage_table
 bench: $(VENV)/.installed-dev bytecode .venv-otava/.installed
 	@for b in $(BENCHMARKS); do echo "$(BIN)/python benchmarks/$$b.py"; $(BIN)/python benchmarks/$$b.py || exit 1; done
 

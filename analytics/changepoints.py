@@ -19,13 +19,16 @@ The method, in order:
    shift whose noise is known, where each change adds two parameters, its place and its new mean. Written
    here on cumulative sums rather than taken from ruptures, which alone is slower than all of Apache Otava's
    method, while bench may take at most twice Otava's time. ``make bench`` (benchmarks/changes_vs_otava.py)
-   times all three and checks that this finds exactly ruptures' breakpoints.
+   times all three and checks that this finds exactly ruptures' breakpoints. Where it finds any, the
+   candidates are the exact optimum of the same cost and penalty instead (:func:`optimal_partition`): binary
+   segmentation cuts two steps a few runs apart once, between them, and cannot cut either afterwards.
 5. **Significance: the merge step of Otava** (Fleming et al., ICPE 2023): each candidate is a Welch
    t-test of the levels on its two sides; the weakest one with p >= ``alpha`` (or a relative change
    under ``min_change``) is dropped and its neighbours are tested again, until every step left passes.
-   The newest level, while it is short (fewer than ``2 * min_runs`` runs), is tested with the series' noise
-   sigma rather than its own few runs' spread (:func:`_newest`): a step is named on its third night, not
-   its fourth or later.
+   The newest level while it is short (fewer than ``2 * min_runs`` runs), and a short level between two steps
+   the same way (a staircase), are tested with the series' noise sigma rather than their own few runs' spread
+   (:func:`_with_noise`): a step is named on its third night, not its fourth or later, and two steps a few
+   nights apart stay two. A short bump (up, then down) keeps its own spread's test: noise makes those.
 
 Two clock states (``modes``): a series whose values fall into two separated levels that alternate (a GPU that
 lands in one of two clock states) is recognised before step 3, and each state is then a series of its own:
@@ -250,6 +253,36 @@ def binary_segmentation(x: np.ndarray, penalty: float, min_size: int) -> list[in
     return sorted(found)
 
 
+def optimal_partition(x: np.ndarray, penalty: float, min_size: int) -> list[int]:
+    """Breakpoints of ``x`` that minimise the summed l2 costs of its segments plus ``penalty`` per breakpoint,
+    each segment at least ``min_size`` points: the exact optimum (optimal partitioning, Jackson et al. 2005),
+    with PELT's pruning (Killick, Fearnhead and Eckley 2012), as ``ruptures.Pelt(model="l2")`` computes it.
+    Binary segmentation splits a segment once, where one split gains most: two steps a few runs apart are cut
+    once, between them, each left within ``min_size`` of that cut, where no later split can reach it."""
+    n = len(x)
+    s1 = np.concatenate(([0.0], np.cumsum(x)))
+    s2 = np.concatenate(([0.0], np.cumsum(x * x)))
+    best = np.full(n + 1, np.inf)
+    best[0] = -penalty
+    last = np.zeros(n + 1, dtype=int)
+    alive = np.array([], dtype=int)
+    for t in range(min_size, n + 1):
+        start = t - min_size
+        if start == 0 or start >= min_size:
+            alive = np.append(alive, start)
+        k = t - alive
+        costs = best[alive] + s2[t] - s2[alive] - (s1[t] - s1[alive]) ** 2 / k
+        i = int(np.argmin(costs))
+        best[t], last[t] = costs[i] + penalty, alive[i]
+        alive = alive[costs <= best[t]]
+    cuts, t = [], n
+    while t > 0:
+        t = int(last[t])
+        if t > 0:
+            cuts.append(t)
+    return sorted(cuts)
+
+
 def _level(values: np.ndarray, start: int, end: int) -> Level:
     n = len(values)
     mean = float(np.mean(values))
@@ -275,16 +308,27 @@ def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
     return d, d - half, d + half, float(2 * stdtr(df, -abs(t)))
 
 
-def _newest(a: np.ndarray, b: np.ndarray, sigma: float, df: int) -> tuple[float, float, float, float]:
-    """The test of a step to the series' newest level while it is short (fewer than 2 * min_runs runs): its
-    few runs' own spread, on a degree of freedom or two, cannot confirm a step for nights; the series' noise
-    (``sigma``, from all its runs) can. Student's t with the series' degrees of freedom, and the level's own
-    spread where that is larger: (difference, 95% low, 95% high, two-sided p)."""
+def _stair(x: np.ndarray, edges: list[int], i: int, short: int) -> bool:
+    """Whether step ``i`` (between the levels ``edges[i]:edges[i + 1]`` and the next) has a short level (fewer
+    than ``short`` runs) on a side where the level's other step goes the same way: a staircase. A short bump (its
+    two steps opposite ways) is what noise makes, and keeps the test of its own spread."""
+    means = [float(x[edges[k]:edges[k + 1]].mean()) for k in range(len(edges) - 1)]
+    way = means[i + 1] - means[i]
+    if edges[i + 1] - edges[i] < short and i > 0 and (means[i] - means[i - 1]) * way > 0:
+        return True
+    return edges[i + 2] - edges[i + 1] < short and i + 2 < len(means) and (means[i + 2] - means[i + 1]) * way > 0
+
+
+def _with_noise(a: np.ndarray, b: np.ndarray, sigma: float, df: int) -> tuple[float, float, float, float]:
+    """The test of a step between levels of which one is short (fewer than 2 * min_runs runs): a few runs' own
+    spread, on a degree of freedom or two, cannot confirm a step for nights; the series' noise (``sigma``, from
+    all its runs) can. Student's t with the series' degrees of freedom, and a level's own spread where that is
+    larger: (difference, 95% low, 95% high, two-sided p)."""
     from scipy.special import stdtr
 
     d = float(np.mean(b) - np.mean(a))
-    spread = max(sigma, float(np.std(b, ddof=1)) if len(b) > 1 else 0.0)
-    se = math.sqrt(sigma ** 2 / len(a) + spread ** 2 / len(b))
+    va, vb = (max(sigma ** 2, float(np.var(v, ddof=1)) if len(v) > 1 else 0.0) for v in (a, b))
+    se = math.sqrt(va / len(a) + vb / len(b))
     half = t95(df) * se
     return d, d - half, d + half, float(2 * stdtr(df, -abs(d / se)))
 
@@ -298,13 +342,16 @@ def detect(values: list[float] | np.ndarray, *, min_runs: int = MIN_RUNS, alpha:
     outliers = find_outliers(logs, sigma, min_runs)
     keep = np.setdiff1d(np.arange(len(raw)), outliers)
     x = logs[keep]
-    cuts = binary_segmentation(x, 2 * sigma ** 2 * math.log(max(len(x), 2)), min_runs) if len(x) >= 2 * min_runs else []
+    penalty = 2 * sigma ** 2 * math.log(max(len(x), 2))
+    # binary segmentation first (cheap: most series have no change), the exact optimum where it finds one
+    cuts = optimal_partition(x, penalty, min_runs) if len(x) >= 2 * min_runs and \
+        binary_segmentation(x, penalty, min_runs) else []
 
     def test(cuts: list[int], i: int) -> tuple[float, float, float, float]:
         edges = [0, *cuts, len(x)]
         a, b = x[edges[i]:edges[i + 1]], x[edges[i + 1]:edges[i + 2]]
-        if i == len(cuts) - 1 and len(b) < 2 * min_runs and sigma > 0:
-            return _newest(a, b, sigma, len(x) - 2)
+        if sigma > 0 and ((i == len(cuts) - 1 and len(b) < 2 * min_runs) or _stair(x, edges, i, 2 * min_runs)):
+            return _with_noise(a, b, sigma, len(x) - 2)
         return welch(a, b)
 
     while cuts:

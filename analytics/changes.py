@@ -117,8 +117,11 @@ def _label_all(series: list[Series]) -> None:
         s.label = series_label(s.describe, varying)
 
 
-def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | None = None) -> list[Series]:
-    """Every series of the runs of ``con`` (a store connection, narrowed or not), its points in order."""
+def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | None = None, facts: bool = True
+                ) -> list[Series]:
+    """Every series of the runs of ``con`` (a store connection, narrowed or not), its points in order. With
+    ``facts=False`` the points' facts hold the framework version only (reading every run's details is most of
+    the time on a big store): :func:`load_facts` reads those of the runs a caller compares."""
     import duckdb
 
     from bench.sql.views import register_views
@@ -129,7 +132,8 @@ def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | Non
     order = order_by or "started_at"
     cols = ", ".join(f"c.{c}" for c in SERIES_COLUMNS if c != "system")
     query = f"""
-        WITH o AS (SELECT run_id, ({order}) AS order_key, framework_version, details, tags['system'] AS system_tag
+        WITH o AS (SELECT run_id, ({order}) AS order_key, framework_version, tags['system'] AS system_tag,
+                          {_FACTS_SQL if facts else 'NULL'} AS details
                    FROM runs)
         SELECT c.series_id, {cols}, c.series_system, o.system_tag, c.series_tags, c.run_id, c.status, c.host,
                c.started_at, c.{metric} AS value, o.order_key, o.framework_version, o.details
@@ -159,12 +163,11 @@ def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | Non
         elif r["order_key"] is None:
             reason = f"no value of {order}"
         if reason:
-            s.left_out.append({"run_id": r["run_id"], "status": r["status"], "reason": reason})
+            s.left_out.append({"run_id": r["run_id"], "status": r["status"], "reason": reason,
+                               "started_at": r["started_at"]})
             continue
-        facts = {k: v for k, v in (r["details"] or {}).items() if k not in FACT_EXCLUDED}
-        if r["framework_version"] is not None:
-            facts["framework_version"] = r["framework_version"]
-        point = Point(r["run_id"], r["started_at"], r["order_key"], float(value), facts)
+        point = Point(r["run_id"], r["started_at"], r["order_key"], float(value),
+                      _facts(r["details"], r["framework_version"]))
         if s.points and s.points[-1].order == point.order:
             s.ties += 1
         s.points.append(point)
@@ -190,10 +193,39 @@ def _adopt_pointless(found: dict[str, Series]) -> None:
             del found[sid]
 
 
+#: SQL: a run's facts from its details (its bookkeeping and long per-GPU JSON left in the store)
+_FACTS_SQL = ("map_from_entries([e FOR e IN map_entries(details) IF NOT list_contains(["
+              + ", ".join(f"'{k}'" for k in sorted(FACT_EXCLUDED)) + "], e.key)])")
+
+
+def _facts(details: Any, framework_version: str | None) -> dict[str, str]:
+    facts = dict(details or {})
+    if framework_version is not None:
+        facts["framework_version"] = framework_version
+    return facts
+
+
+def load_facts(con: duckdb.DuckDBPyConnection, run_ids: set[str]) -> dict[str, dict[str, str]]:
+    """run_id -> its facts (as a point of load_series(facts=True) holds them), for ``run_ids``."""
+    if not run_ids:
+        return {}
+    con.execute("CREATE OR REPLACE TEMP TABLE _wanted (run_id VARCHAR)")
+    con.executemany("INSERT INTO _wanted VALUES (?)", [(r,) for r in sorted(run_ids)])
+    rows = con.execute(f"SELECT run_id, {_FACTS_SQL}, framework_version FROM runs SEMI JOIN _wanted USING (run_id)"
+                       ).fetchall()
+    con.execute("DROP TABLE _wanted")
+    return {r: _facts(d, fv) for r, d, fv in rows}
+
+
+def facts_diff(before: dict[str, str], after: dict[str, str]) -> dict[str, tuple[str | None, str | None]]:
+    """Every fact whose value differs between two runs' facts: name -> (old, new)."""
+    keys = sorted(before.keys() | after.keys())
+    return {k: (before.get(k), after.get(k)) for k in keys if before.get(k) != after.get(k)}
+
+
 def what_changed(before: Point, after: Point) -> dict[str, tuple[str | None, str | None]]:
     """Every fact whose value differs between two runs: name -> (old, new)."""
-    keys = sorted(before.facts.keys() | after.facts.keys())
-    return {k: (before.facts.get(k), after.facts.get(k)) for k in keys if before.facts.get(k) != after.facts.get(k)}
+    return facts_diff(before.facts, after.facts)
 
 
 @dataclass
@@ -213,6 +245,7 @@ class Change:
     what_changed: dict[str, tuple[str | None, str | None]]
     accepted: dict[str, str] | None = None  # the acceptance that covers it (bench.analytics.decisions)
     slide: dict[str, Any] | None = None  # a slide (changepoints.slides): steps, runs, to, to_run
+    compared: tuple[str, str] | None = None  # the runs what_changed compares: the last before it, the first on it
 
 
 @dataclass
@@ -259,7 +292,7 @@ def find_changes(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec",
         raise UsageError(f"--min-runs {min_runs}: at least 2 (a level needs a mean and a spread)")
     lower = METRICS.get(metric, False)
     out = Changes(metric, lower, min_runs)
-    for s in load_series(con, metric, order_by):
+    for s in load_series(con, metric, order_by, facts=False):
         out.n_series += 1
         for r in s.left_out:
             out.left_out.append({"series": s.describe, "label": s.label, **r})
@@ -285,6 +318,10 @@ def find_changes(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec",
         for idx, det in parts:
             state = "" if states is None else f" (in its {('slow', 'fast')[int(states.state(math.log(s.points[idx[0]].value)))]} state)"
             _series_changes(out, s, [s.points[i] for i in idx], det, lower, taken, state)
+    facts = load_facts(con, {r for c in out.changes if c.compared for r in c.compared})
+    for c in out.changes:  # the facts of the runs compared only: reading every run's is most of the time
+        if c.compared:
+            c.what_changed = facts_diff(facts.get(c.compared[0], {}), facts.get(c.compared[1], {}))
     return out
 
 
@@ -320,4 +357,4 @@ def _series_changes(out: Changes, s: Series, points: list[Point], det: Detection
             _level(step.before, points), _level(after, points), change, (low, high), p_value,
             change > 0 if lower else change < 0, what_changed(last, first),
             next(({"run_id": d.run_id, "by": d.by, "at": d.at, "why": d.why} for i, d in reversed(taken)
-                  if i >= at - ACCEPT_SLACK), None), slide))
+                  if i >= at - ACCEPT_SLACK), None), slide, (last.run_id, first.run_id)))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from bench.analytics.changepoints import OUTLIER_Z
-from bench.analytics.check import EXPECT_DAYS
+from bench.analytics.check import EXPECT_DAYS, LOOKS
 
 if TYPE_CHECKING:
     from bench.analytics.changes import Change, Changes
@@ -108,10 +108,10 @@ def verdict_line(v: Verdict, result: CheckResult) -> str:
         return text + (f"still on the level from run {v.since['run_id']} ({day(v.since['from'])}), {pct(v.since['change'])} "
                        f"over {v.since['n']} runs and not accepted, {facts_text(v.what_changed)}")
     if v.status == "regression":
-        return text + (f"slower ({p}) and possibly by {result.threshold:.0%} or more (95% bound {pct(v.bound)}), "
+        return text + (f"slower ({p}) and possibly by {result.threshold:.0%} or more (90% bound {pct(v.bound)}), "
                        f"{facts_text(v.what_changed)}")
-    rule = (f"slower ({p}) but by less than {result.threshold:.0%} (95% bound {pct(v.bound)})"
-            if v.p_value is not None and v.p_value < result.alpha else f"not shown slower ({p})")
+    rule = (f"slower ({p}) but not shown to reach {result.threshold:.0%} (90% bound {pct(v.bound)})"
+            if v.p_value is not None and v.p_value < (v.alpha or result.alpha) else f"not shown slower ({p})")
     if v.status == "suspect":
         return text + rule + f"; more than {OUTLIER_Z:g} sigma off its reference: possibly an outlier"
     return text + rule
@@ -131,8 +131,11 @@ def print_check(result: CheckResult) -> None:
     for v in result.verdicts:
         typer.echo(verdict_line(v, result))
     judged = result.judged
+    looks = f", {result.alpha / (max(result.family, 1) * LOOKS):.2g} per look of each of {result.family} series" \
+        if result.family > 1 else ""
     typer.echo(f"{judged} series checked, {len(result.failed)} failed, {len(result.missing)} missing "
-               f"(threshold {result.threshold:.0%}, alpha {result.alpha:g}; exit {result.exit_code})")
+               f"(threshold {result.threshold:.0%}, alpha {result.alpha:g} for the morning{looks}; "
+               f"exit {result.exit_code})")
 
 
 def junit_xml(result: CheckResult) -> bytes:

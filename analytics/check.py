@@ -11,21 +11,33 @@
   acceptance: losing it is a regression.
 - **Two clock states**: where the runs since the latest acceptance alternate between two separated levels
   (bench.analytics.changepoints.states_of), tonight is judged against the runs in its own state only.
-- **Noise**: sigma of one run, from the differences of neighbouring runs of the whole history before the
-  candidates (bench.analytics.changepoints.noise: a step does not inflate it); where the history is
-  shorter than 3 runs, the reference's standard deviation.
-- **Rule**: on log values, d = mean(candidates) - mean(reference), with se = sigma * sqrt(1/n_c + 1/n_r) and
-  Student's t with the history's degrees of freedom. A series is a ``regression`` when (1) it is slower
-  with significance, one-sided p < ``alpha`` (default 0.002), and (2) its slowdown may reach ``threshold``:
-  the 95% one-sided bound of the slowdown is at or beyond it. So a sustained slowdown of exactly the
-  threshold fails 95% of the mornings where the noise lets (1) show, and a slowdown is let through only
-  where it is shown to be smaller than the threshold or not shown at all.
-- **Memory**: a regression nobody accepted goes on failing. When the level after the earliest slower change
-  (tonight's runs among its points) is a regression by the rule with its bound taken at 99%
-  (``LEVEL_BOUND``), or its first run failed its own morning and the level may still be ``CLEAR`` (0.8) x
-  the threshold slower (hysteresis: a level at the threshold does not flap), tonight fails too, unless it is
-  back to less than a third of that level's slowdown (``BACK``). Before a new level can be confirmed (its
-  first nights), the same holds against the morning before, as judged then.
+- **Undecided nights**: the newest ``min_runs - 1`` runs before tonight may start a level bench changes cannot
+  confirm yet; the reference and the noise are taken from the runs before them.
+- **Noise**: sigma of one run as the noise is now, from the neighbour differences of the last RECENT (60) runs
+  before the candidates, trimmed (bench.analytics.gate_noise.recent_noise: neither a step nor a night of
+  20% inflates it); where the history is shorter than 3 runs, the reference's standard deviation.
+- **Looks**: each morning judges, on log values, tonight's runs and tonight's with the night before (LOOKS = 2);
+  once tonight is on a level after a slower change nobody accepted (bench changes has confirmed it), the level
+  instead, with every run it holds. For each, d = mean(look) - mean(reference), se = sigma * sqrt(1/n_look
+  + 1/n_ref), Student's t with the noise's degrees of freedom.
+- **Rule**: a look fails when (1) it is slower with significance, one-sided p below the morning's alpha
+  shared out (below), and (2) its slowdown reaches the threshold: where its standard error resolves the
+  threshold (at most RESOLVE, 0.18, of it), its BOUND (90%) one-sided bound is at or beyond it; where it does
+  not (too few runs for their noise), the slowdown must be shown beyond the threshold (its 95% lower bound).
+  So a sustained slowdown of the threshold fails by the second morning at noise of about 1% or less, and a
+  slowdown well below the threshold is not judged on a night or two of noise too wide to tell it from one
+  beyond.
+- **One morning, many series**: ``alpha`` (default 0.01) is the chance that a morning on which no series
+  changed fails at all, however many series it judges: each look of each of the ``family`` series judged is
+  tested at alpha / (family x LOOKS) (Bonferroni: family-wise, with no assumption about how series depend on
+  each other; a false discovery rate would let a red morning in a hundred become several as the fleet grows,
+  and a CI job is red or green as a whole). With 1,000 series the per-look level is 5e-6.
+- **Memory**: a regression nobody accepted goes on failing. A level fails from the first of its mornings on
+  which it failed with the runs it had then (its first run alone, its first two, ... all of them), and every
+  morning after, unless tonight is back (less than BACK, a third, of the level's slowdown, and faster than
+  the level beyond its noise, p < 0.001): its verdict never alternates. Before a new level can be confirmed
+  (its first nights), a morning after a failed one fails too when tonight and the night before are slower
+  together at the corrected alpha and tonight is not back: a lone slow night does not stay red.
 - **Other verdicts**: ``failed`` when every candidate failed (a benchmark that stopped running is a
   regression too); ``suspect`` when fewer than ``min_runs`` candidates (not yet a level) are more than
   OUTLIER_Z sigma off the reference either way without being a regression (it fails with
@@ -49,7 +61,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bench.analytics.changepoints import MIN_RUNS, OUTLIER_Z, detect, find_outliers, noise, states_of
-from bench.analytics.changes import METRICS, Point, Series, load_series, what_changed
+from bench.analytics.changes import METRICS, Point, Series, facts_diff, load_facts, load_series, what_changed
+from bench.analytics.gate_noise import recent_noise
 from bench.analytics.intervals import t95
 from bench.sql.errors import UsageError
 
@@ -58,14 +71,15 @@ if TYPE_CHECKING:
 
     from bench.analytics.decisions import Decision
 
-ALPHA = 0.002
-#: the one-sided confidence of the slowdown's bound against the threshold
-BOUND = 0.95
-#: the same for a level nobody accepted: a level at the threshold, measured a little short of it, still fails
-LEVEL_BOUND = 0.99
-#: a level that failed its first morning goes on failing until it is shown smaller than this share of the
-#: threshold (hysteresis: a level at the threshold does not flap between failing and passing)
-CLEAR = 0.8
+ALPHA = 0.01
+#: the tests of each series each morning: tonight's runs, and tonight's with the night before
+LOOKS = 2
+#: the one-sided confidence of the slowdown's bound against the threshold, for a look that resolves it
+BOUND = 0.9
+#: a look resolves the threshold when its standard error is at most this share of it; one that does not (too few
+#: runs for their noise) fails only when the slowdown is shown beyond the threshold (its BOUND_SHOWN bound)
+RESOLVE = 0.18
+BOUND_SHOWN = 0.95
 #: tonight is back from a regression nobody accepted when its slowdown is less than this share of it
 BACK = 1 / 3
 #: a series with a run this many days before the candidates is expected among them
@@ -92,7 +106,9 @@ class Verdict:
     last_run: str | None = None  # (missing) when the series last ran
     states: dict[str, Any] | None = None  # two clock states (changepoints.states_of): means, shares, tonight's
     since: dict[str, Any] | None = None  # the unaccepted slower level tonight is still on (run_id, change, n, from)
+    alpha: float | None = None  # what each of its looks was tested at: the morning's alpha / (family x LOOKS)
     what_changed: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    compared: tuple[str, str] | None = None  # the runs what_changed compares (the reference's last, the first slower)
 
 
 @dataclass
@@ -103,6 +119,7 @@ class CheckResult:
     verdicts: list[Verdict]
     fail_on: str = "regression"
     n_candidates: int = 0
+    family: int = 0  # series with a candidate: the morning's alpha is shared among them
 
     @property
     def failed(self) -> list[Verdict]:
@@ -151,9 +168,12 @@ def reference(history: list[Point], lower: bool, min_runs: int) -> tuple[list[Po
 
 def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float, lower: bool,
           alpha: float = ALPHA, min_runs: int = MIN_RUNS, accepted: dict[str, Decision] | None = None,
-          memory: int = 2 * MIN_RUNS) -> Verdict | None:
-    """The verdict on one series (None when it has no candidate). ``memory``: how many mornings back the
-    gate looks for a regression that tonight's runs still show (module docstring)."""
+          memory: int = 2 * MIN_RUNS, family: int = 1) -> Verdict | None:
+    """The verdict on one series (None when it has no candidate). ``alpha`` is the morning's: each of its
+    LOOKS is tested at alpha / (``family`` x LOOKS), ``family`` being the number of series judged that morning
+    (module docstring). ``memory``: how many mornings back the gate looks for a regression that tonight's runs
+    still show."""
+    a = alpha / (max(family, 1) * LOOKS)
     picked = [p for p in s.points if p.run_id in cand]
     failed = [r for r in s.left_out if r["run_id"] in cand and not r["reason"].startswith("no value of")]
     if not picked:
@@ -167,6 +187,7 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
         d = accepted[s.points[max(taken)].run_id]  # type: ignore[index]
         v.status, v.accepted = "accepted", {"run_id": d.run_id, "by": d.by, "at": d.at, "why": d.why}
         return v
+    undecided = 0
     if base_ids is not None:
         base = [p for p in s.points if p.run_id in base_ids and p.run_id not in cand]
     else:
@@ -181,61 +202,108 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
             history, earlier = ([p for p in ps if states.state(math.log(p.value)) == state] for ps in (history, earlier))
             v.states = {"means": states.means, "shares": states.shares, "switches": states.switches,
                         "tonight": ("slower", "faster")[state]}
-        base, _ = reference(history, lower, min_runs)
-        _, slow_level = reference(history + picked, lower, min_runs)  # tonight is evidence of a level too
+        # the newest min_runs - 1 nights before tonight may be the start of a level not yet confirmed: the
+        # reference and the noise are those before them (tonight and the night before are judged against them)
+        undecided = min_runs - 1 if len(history) - (min_runs - 1) >= 2 * min_runs else 0
+        base, _ = reference(history[:len(history) - undecided], lower, min_runs)
+        before_level, slow_level = reference(history + picked, lower, min_runs)  # tonight is evidence of a level too
     v.n_baseline = len(base)
     if len(base) < 2:
         return v
-    c, b, h = (np.log([p.value for p in ps]) for ps in (picked, base, earlier))
-    _rule(v, c, b, h, threshold, lower, alpha, min_runs)
+    c, b, h = (np.log([p.value for p in ps]) for ps in (picked, base, earlier[:len(earlier) - undecided]))
+    _rule(v, c, b, h, threshold, lower, a, min_runs)
+    v.alpha = a
     v.baseline_runs = (base[0].run_id, base[-1].run_id)
-    v.what_changed = what_changed(base[-1], picked[0])
-    if v.status != "regression" and base_ids is None and len(slow_level) >= min_runs:
-        _persists(v, slow_level, c, b, h, threshold, lower, alpha, min_runs)
+    _compare(v, base[-1], picked[0])
+    if base_ids is not None:
+        return v
+    if len(slow_level) >= min_runs and picked[-1] in slow_level:  # tonight is on a slower level nobody accepted
+        ahead = {p.run_id for p in s.points[:s.points.index(slow_level[0])]}  # its noise: of the runs before it
+        _level(v, slow_level, c, np.log([p.value for p in before_level]),
+               np.log([p.value for p in earlier if p.run_id in ahead]), threshold, lower, a, min_runs)
         if v.since:
-            v.what_changed = what_changed(base[-1], slow_level[0])
-    if v.status != "regression" and base_ids is None and memory and v.p_value is not None and v.p_value < 0.05 \
-            and first > 0 and s.points[first - 1].run_id not in cand:
-        _remembers(v, s, first, threshold, lower, alpha, min_runs, accepted, memory)
+            _compare(v, base[-1], slow_level[0])
+        elif memory and first > 0 and s.points[first - 1].run_id not in cand and v.change is not None \
+                and (v.change > 0) == lower:  # failed the morning before, as judged then, and tonight slower still
+            _remembers(v, s, first, threshold, lower, alpha, min_runs, accepted, memory, family)
+        return v
+    if v.status == "regression" or v.p_value is None or v.p_value >= 0.05 or first == 0 \
+            or s.points[first - 1].run_id in cand:
+        return v
+    prev = s.points[first - 1]
+    pair = Verdict(v.series, v.label, "", len(picked) + 1, 0)
+    b2 = np.log([p.value for p in base if p is not prev])
+    if len(b2) >= 2:
+        _rule(pair, np.concatenate(([math.log(prev.value)], c)), b2, h, threshold, lower, a, min_runs)
+    if pair.p_value is None or pair.p_value >= a or not _still(v, pair):
+        return v
+    if pair.status == "regression":  # tonight and the night before, together
+        v.status = "regression"
+        v.since = {"run_id": prev.run_id, "change": pair.change, "n": pair.n_candidates,
+                   "from": prev.started_at.isoformat() if prev.started_at else None}
+        _compare(v, base[-1], prev)
+    elif memory:
+        _remembers(v, s, first, threshold, lower, alpha, min_runs, accepted, memory, family)
     return v
 
 
+def _compare(v: Verdict, before: Point, after: Point) -> None:
+    """What changed on the machine between the reference's last run and the first slower one."""
+    v.what_changed, v.compared = what_changed(before, after), (before.run_id, after.run_id)
+
+
+def _still(v: Verdict, before: Verdict) -> bool:
+    """Whether tonight (``v``) is not back from ``before``'s slowdown: at least BACK of it."""
+    if not before.change or v.change is None:
+        return False
+    return math.log1p(v.change) / math.log1p(before.change) >= BACK
+
+
 def _remembers(v: Verdict, s: Series, first: int, threshold: float, lower: bool, alpha: float, min_runs: int,
-               accepted: dict[str, Decision] | None, memory: int) -> None:
+               accepted: dict[str, Decision] | None, memory: int, family: int) -> None:
     """Before bench changes can confirm a new level (its first ``min_runs`` nights), a slower night is still a
     regression when the morning before failed, as judged then, and tonight is not back (less than BACK of that
-    morning's slowdown)."""
+    morning's slowdown). (The caller has checked that tonight and the night before are slower together at the
+    morning's corrected alpha: a false failure, a lone slow night, does not stay red on the memory.)"""
     prev = s.points[first - 1]
     before = judge(Series(s.series_id, s.describe, s.points[:first], label=s.label), {prev.run_id}, None, threshold,
-                   lower, alpha, min_runs, accepted, memory - 1)
-    if before is None or before.status != "regression" or not before.change or v.change is None:
+                   lower, alpha, min_runs, accepted, memory - 1, family)
+    if before is None or before.status != "regression" or not _still(v, before):
         return
-    if math.log1p(v.change) / math.log1p(before.change) >= BACK:
-        v.status = "regression"
-        v.since = before.since or {"run_id": prev.run_id, "change": before.change, "n": 1,
-                                   "from": prev.started_at.isoformat() if prev.started_at else None}
-        v.what_changed = before.what_changed
+    v.status = "regression"
+    v.since = before.since or {"run_id": prev.run_id, "change": before.change, "n": 1,
+                               "from": prev.started_at.isoformat() if prev.started_at else None}
+    v.what_changed, v.compared = before.what_changed, before.compared
 
 
-def _persists(v: Verdict, level: list[Point], c: np.ndarray, b: np.ndarray, h: np.ndarray, threshold: float,
-              lower: bool, alpha: float, min_runs: int) -> None:
-    """A regression nobody accepted goes on failing (module docstring): tonight fails when the level after
-    the earliest slower change is a regression by the rule at LEVEL_BOUND, or when that level's first run
-    failed its own morning and the level may still reach CLEAR x the threshold; unless tonight is back (less
-    than BACK of that level's slowdown)."""
+def _level(v: Verdict, level: list[Point], c: np.ndarray, b: np.ndarray, h: np.ndarray, threshold: float,
+           lower: bool, alpha: float, min_runs: int) -> None:
+    """Tonight is on ``level``, the level after the earliest slower change nobody accepted (module docstring):
+    the level is judged, not tonight alone. It is a regression from the first of its mornings on which it
+    failed the rule with the runs it had then (its first run alone, its first two, ..., all of them with
+    tonight's), and stays one every morning after, until accepted, unless tonight is back (less than BACK
+    of the level's slowdown). Its verdict never alternates: a level below the threshold passes every morning
+    until it is shown beyond it."""
     logs = np.log([p.value for p in level])
-    found = Verdict(v.series, v.label, "", len(level), len(b))
-    _rule(found, logs, b, h, threshold, lower, alpha, min_runs, LEVEL_BOUND)
-    if found.status != "regression":
-        first, held = Verdict(v.series, v.label, "", 1, len(b)), Verdict(v.series, v.label, "", len(level), len(b))
-        _rule(first, logs[:1], b, h, threshold, lower, alpha, min_runs)
-        _rule(held, logs, b, h, CLEAR * threshold, lower, alpha, min_runs, LEVEL_BOUND)
-        if first.status != "regression" or held.status != "regression":
-            return
-    tonight, level_change = float(c.mean() - b.mean()), math.log1p(found.change or 0.0)
-    if level_change and tonight / level_change >= BACK:
+    whole = Verdict(v.series, v.label, "", len(level), len(b))
+    _rule(whole, logs, b, h, threshold, lower, alpha, min_runs)
+    failed = whole.status == "regression"
+    for j in range(1, len(level)):
+        if failed:
+            break
+        part = Verdict(v.series, v.label, "", j, len(b))
+        _rule(part, logs[:j], b, h, threshold, lower, alpha, min_runs)
+        failed = part.status == "regression"
+    v.status = "ok" if v.status == "regression" else v.status
+    # back: tonight less than BACK of the level's slowdown, and faster than the level beyond its noise (one-sided
+    # p < 0.001: one night of 2% noise on a 3% level is often below a third of it without having left it)
+    sign = 1.0 if lower else -1.0
+    tonight, slow = sign * float(c.mean() - b.mean()), sign * float(logs.mean() - b.mean())
+    se = recent_noise(h)[0] * math.sqrt(1 / len(c) + 1 / len(logs)) if len(h) >= 3 else 0.0
+    back = tonight < BACK * slow and slow - tonight > 3.09 * se
+    if failed and not back:
         v.status = "regression"
-        v.since = {"run_id": level[0].run_id, "change": found.change, "n": len(level),
+        v.since = {"run_id": level[0].run_id, "change": whole.change, "n": len(level),
                    "from": level[0].started_at.isoformat() if level[0].started_at else None}
 
 
@@ -245,7 +313,7 @@ def _rule(v: Verdict, c: np.ndarray, b: np.ndarray, history: np.ndarray, thresho
     from scipy.special import stdtr, stdtrit
 
     if len(history) >= 3:
-        sigma, df = noise(history), float(max(len(history) - 2, 1))
+        sigma, df = recent_noise(history)
     else:
         sigma, df = float(np.std(b, ddof=1)), float(len(b) - 1)
     d = float(c.mean() - b.mean())
@@ -261,7 +329,9 @@ def _rule(v: Verdict, c: np.ndarray, b: np.ndarray, history: np.ndarray, thresho
     v.baseline_mean = float(np.exp(b.mean()))
     v.change, v.ci95, v.p_value = math.expm1(d), (math.expm1(d - half), math.expm1(d + half)), p
     v.bound = math.expm1(reach if lower else -reach)
-    if p < alpha and reach >= margin:
+    resolves = se <= RESOLVE * margin
+    shown = slow - (float(stdtrit(df, BOUND_SHOWN)) * se if se else 0.0) >= margin
+    if p < alpha and ((resolves and reach >= margin) or shown):
         v.status = "regression"
     elif len(c) < min_runs and sigma > 0 and abs(d) > OUTLIER_Z * sigma:
         v.status = "suspect"
@@ -285,27 +355,35 @@ def check(con: duckdb.DuckDBPyConnection, where: str, threshold: float = 0.05, b
     if base_ids is not None and not base_ids:
         raise UsageError(f"--baseline-where {baseline_where!r} selects no run")
     lower = METRICS.get(metric, False)
-    series = load_series(con, metric, order_by)
+    series = load_series(con, metric, order_by, facts=False)
+    family = sum(1 for s in series if any(p.run_id in cand for p in s.points)
+                 or any(r["run_id"] in cand for r in s.left_out))
     judged = {s.series_id: v for s in series if (v := judge(s, cand, base_ids, threshold, lower, alpha, min_runs,
-                                                              accepted))}
-    verdicts = [*judged.values(), *_missing(con, [s for s in series if s.series_id not in judged], cand)]
+                                                              accepted, family=family))}
+    facts = load_facts(con, {r for v in judged.values() if v.compared for r in v.compared})
+    for v in judged.values():
+        if v.compared:
+            v.what_changed = facts_diff(facts.get(v.compared[0], {}), facts.get(v.compared[1], {}))
+    verdicts = [*judged.values(), *_missing([s for s in series if s.series_id not in judged], series, cand)]
     order = {"failed": 0, "regression": 1, "missing": 2, "suspect": 3, "no baseline": 4, "accepted": 5, "ok": 6}
     verdicts.sort(key=lambda v: (order[v.status], v.label))
-    return CheckResult(metric, threshold, alpha, verdicts, fail_on, len(cand))
+    return CheckResult(metric, threshold, alpha, verdicts, fail_on, len(cand), family)
 
 
-def _missing(con: duckdb.DuckDBPyConnection, series: list[Series], cand: set[str]) -> list[Verdict]:
+def _missing(series: list[Series], every: list[Series], cand: set[str]) -> list[Verdict]:
     """A ``missing`` verdict per series of ``series`` (those without a candidate) that ran within
-    EXPECT_DAYS before the candidates' first start (the store's newest run's, when no run is a candidate)."""
-    ids = ", ".join("'" + r.replace("'", "''") + "'" for r in cand) or "NULL"
-    (t,), = con.execute(f"SELECT coalesce(min(started_at) FILTER (run_id IN ({ids})), max(started_at)) FROM runs"
-                        ).fetchall()
+    EXPECT_DAYS before the candidates' first start (the newest run's of ``every`` series, when no run is a
+    candidate)."""
+    times = [p.started_at for s in every for p in s.points if p.started_at is not None]
+    times += [r["started_at"] for s in every for r in s.left_out if r.get("started_at")]
+    starts = [p.started_at for s in every for p in s.points if p.started_at is not None and p.run_id in cand]
+    starts += [r["started_at"] for s in every for r in s.left_out if r.get("started_at") and r["run_id"] in cand]
+    t = min(starts) if starts else max(times, default=None)
     if t is None:
         return []
     out = []
     for s in series:
-        times = [p.started_at for p in s.points if p.started_at is not None]
-        last = max(times, default=None)
+        last = max((p.started_at for p in s.points if p.started_at is not None), default=None)
         if last is not None and t - timedelta(days=EXPECT_DAYS) <= last <= t:
             out.append(Verdict(s.describe, s.label, "missing", 0, len(s.points), last_run=last.isoformat()))
     return out

@@ -17,6 +17,14 @@ morning 2 and on morning 10, the share failing every morning from 3 to 30 (until
 steps whose acceptance (at morning 5) stops the failures, the ramps failing every morning once their total is
 past 1.3x the threshold (of those whose total goes past it), the median nights from a step until bench changes names it, and the time of one
 morning of 1,000 series. Its goals are printed beside.
+
+At a fleet's size (``at_scale``): SERIES (1,000) quiet series at 1% noise judged together each morning for
+``--mornings`` (100) mornings after HISTORY (60) nights (red mornings per 100, false failures); a -5% step at 1%
+noise judged as one of them, and at 2% noise on its own (mornings 1, 2, every morning 3-30); noise that grows
+from 0.5% to 2% over 200 nights; Student-t noise (3 degrees of freedom, SD 1%) with 2% of nights 20% slow
+(false failures per ordinary night); a -3% step at 0.6-2% noise (40 mornings: the share of series whose verdict
+never goes from fail back to pass, and the share of mornings failing); two -6% steps 4-6 nights apart (named as
+two by bench changes, each within a night).
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ NIGHTS = 100
 AT = 60
 FIRST_MORNING = 30
 THRESHOLD = 0.05
+SERIES = 1000  # a fleet's nightly suite (at_scale)
+HISTORY = 60  # nights before at_scale's first judged morning
 KINDS = ("noise", "noisy", "throttled", "bimodal", "step5", "step10", "bimodal step10", "ramp", "small ramp")
 _T0 = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 
@@ -149,7 +159,14 @@ GOALS = {"noise: false alarms per night": "<= 0.002", "bimodal: false alarms per
          "step10: fails every morning 3-30": "1 (until accepted)", "step10: accepted at morning 5, no failure after": "1",
          "step5: median nights to a confirmed change": "<= 3", "step10: median nights to a confirmed change": "<= 3",
          "ramp: fails every morning past 1x threshold (40)": "1",
-         "small ramp: fails every morning past 1x threshold (40)": "1", "one morning of 1,000 series (s)": "< 2"}
+         "small ramp: fails every morning past 1x threshold (40)": "1", "one morning of 1,000 series (s)": "< 2",
+         f"{SERIES} quiet series at 1%: false red mornings per 100": "<= 1",
+         f"step5 at 1% noise, one of {SERIES} series: fails by morning 2": ">= 0.90",
+         f"step5 at 1% noise, one of {SERIES} series: fails every morning 3-30": "1 (until accepted)",
+         "growing noise (0.5% to 2%): false failures per night": "<= 0.002",
+         "heavy tails (t3, 2% of nights 20% slow): false failures per ordinary night": "<= 0.002",
+         "step3 at 0.6-2% noise: same verdict every morning (or passes, then fails on)": "1",
+         "two -6% steps 4-6 nights apart: bench changes names both": "1"}
 
 
 def timed(module: ModuleType, rng: np.random.Generator) -> float:
@@ -159,6 +176,71 @@ def timed(module: ModuleType, rng: np.random.Generator) -> float:
     for s in series:
         module.judge(s, {"n199"}, None, THRESHOLD, False)
     return time.perf_counter() - t
+
+
+def _fails(module: ModuleType, values: np.ndarray, night: int, family: int = 1) -> bool:
+    """Whether the morning after ``night`` fails the series ``values`` (as it stood then), judged as one of
+    ``family`` series that morning (a module without the family correction judges each on its own)."""
+    kwargs = {"family": family} if "family" in module.judge.__code__.co_varnames else {}
+    v = module.judge(_series(values[:night + 1]), {f"n{night}"}, None, THRESHOLD, False, **kwargs)
+    return v is not None and v.status in ("regression", "failed")
+
+
+def at_scale(module: ModuleType, mornings_: int, seed: int = 11) -> dict[str, float]:
+    """The gate as a fleet's CI meets it (module docstring of bench.analytics.check): SERIES quiet series judged
+    together each morning; steps judged as one of SERIES; noise that grows, heavy tails, a step below the
+    threshold, 2% noise (each judged on its own, a morning of one series)."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    rows: dict[str, float] = {}
+    quiet = [1000 * np.exp(rng.normal(0, 0.01, HISTORY + mornings_)) for _ in range(SERIES)]
+    fails = [sum(_fails(module, v, night, SERIES) for v in quiet) for night in range(HISTORY, HISTORY + mornings_)]
+    rows[f"{SERIES} quiet series at 1%: false red mornings per 100"] = 100 * float(np.mean(
+        [f > 0 for f in fails]))
+    rows[f"{SERIES} quiet series at 1%: false failures per morning"] = float(np.mean(fails))
+    for sigma, family in ((0.01, SERIES), (0.02, 1)):
+        runs = []
+        for _ in range(N * 5 if family > 1 else N):
+            v = 1000 * np.exp(rng.normal(0, sigma, HISTORY + 30))
+            v[HISTORY:] *= 0.95
+            runs.append([_fails(module, v, n, family) for n in range(HISTORY, HISTORY + 30)])
+        name = f"step5 at {sigma:.0%} noise" + (f", one of {family} series" if family > 1 else "")
+        rows[f"{name}: fails morning 1"] = float(np.mean([m[0] for m in runs]))
+        rows[f"{name}: fails by morning 2"] = float(np.mean([m[0] or m[1] for m in runs]))
+        rows[f"{name}: fails every morning 3-30"] = float(np.mean([all(m[2:]) for m in runs]))
+    nights = 200
+    growing = [1000 * np.exp(rng.normal(0, np.linspace(0.005, 0.02, nights))) for _ in range(N)]
+    rows["growing noise (0.5% to 2%): false failures per night"] = float(np.mean(
+        [_fails(module, v, n) for v in growing for n in range(HISTORY, nights)]))
+    bad, count = 0, 0
+    for _ in range(N):
+        logs = rng.standard_t(3, HISTORY + 100) * 0.01 / np.sqrt(3)  # Student-t, 3 degrees of freedom, SD 1%
+        slow = rng.random(HISTORY + 100) < 0.02
+        logs[slow] += np.log(0.8)
+        v = 1000 * np.exp(logs)
+        for n in range(HISTORY, HISTORY + 100):
+            if not slow[n]:  # a 20% night's own morning fails, as it should
+                bad, count = bad + _fails(module, v, n), count + 1
+    rows["heavy tails (t3, 2% of nights 20% slow): false failures per ordinary night"] = bad / count
+    same, failing = [], []
+    for _ in range(N):
+        v = 1000 * np.exp(rng.normal(0, rng.uniform(0.006, 0.02), HISTORY + 40))
+        v[HISTORY:] *= 0.97
+        m = [_fails(module, v, n) for n in range(HISTORY, HISTORY + 40)]
+        first = m.index(True) if True in m else len(m)
+        same.append(all(m[first:]))  # all pass, or pass until it fails and fail from then on
+        failing.append(float(np.mean(m)))
+    rows["step3 at 0.6-2% noise: same verdict every morning (or passes, then fails on)"] = float(np.mean(same))
+    rows["step3 at 0.6-2% noise: mornings failing"] = float(np.mean(failing))
+    named = []
+    for _ in range(N):
+        gap = int(rng.integers(4, 7))
+        v = 1000 * np.exp(rng.normal(0, 0.01, 100))
+        v[60:] *= 0.94
+        v[60 + gap:] *= 0.94
+        steps = [st.index for st in detect(v).steps]
+        named.append(any(abs(i - 60) <= 1 for i in steps) and any(abs(i - 60 - gap) <= 1 for i in steps))
+    rows["two -6% steps 4-6 nights apart: bench changes names both"] = float(np.mean(named))
+    return rows
 
 
 def _load(path: str) -> ModuleType:
@@ -173,19 +255,21 @@ def _load(path: str) -> ModuleType:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", help="another bench/analytics/check.py, measured in the same run")
+    parser.add_argument("--mornings", type=int, default=100, help=f"mornings of {SERIES} quiet series (default 100)")
     args = parser.parse_args()
     data = generate()
     columns = {"this": current} | ({"against": _load(args.against)} if args.against else {})
-    results = {name: measure(m, data) for name, m in columns.items()}
+    results = {name: measure(m, data) | at_scale(m, args.mornings) for name, m in columns.items()}
     for name, m in columns.items():
         results[name]["one morning of 1,000 series (s)"] = timed(m, np.random.Generator(np.random.PCG64(7)))
     print(f"bench check, morning by morning: {N} series per kind, {NIGHTS} nights, threshold {THRESHOLD:.0%}; "
+          f"{SERIES} quiet series over {args.mornings} mornings; "
           f"{platform.node()}, {os.cpu_count()} CPUs, {platform.python_version()}")
-    head = " " * 58 + "".join(f"{n:>10}" for n in columns) + "  goal"
+    head = " " * 82 + "".join(f"{n:>10}" for n in columns) + "  goal"
     print(head)
     for key in results["this"]:
         cells = "".join(f"{results[n].get(key, float('nan')):>10.4f}" for n in columns)
-        print(f"{key:58}{cells}  {GOALS.get(key, '')}")
+        print(f"{key:82}{cells}  {GOALS.get(key, '')}")
 
 
 if __name__ == "__main__":

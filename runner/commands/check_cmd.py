@@ -26,16 +26,17 @@ def check_command(
     order_by: OrderOpt = None,
     min_runs: MinRunsOpt = 3,
     fail_on: Annotated[str, typer.Option("--fail-on", help="regression, or suspect: also fail a series whose candidates are far off its reference either way (possibly an outlier)")] = "regression",
-    alpha: Annotated[float, typer.Option("--alpha", help="Significance of 'slower'")] = 0.002,
+    alpha: Annotated[float, typer.Option("--alpha", help="The chance that a morning on which no series changed fails at all: shared among the series judged (Bonferroni, family-wise: a CI job is red or green as a whole), so 1,000 quiet series fail at most 1 morning in 100")] = 0.01,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: the verdict of every series")] = False,
     junit: Annotated[Path | None, typer.Option("--junit", help="Also write JUnit XML here (one test case per series)")] = None,
     store: StoreOpt = None,
 ) -> None:
-    """The CI gate. A series fails when its candidates (--where) are slower than its reference level with
-    significance (one-sided p < --alpha) and possibly by --threshold or more (the slowdown's 95% bound reaches
-    it). The reference stays where it was until `bench changes --accept` moves it: a regression fails every
-    morning until someone accepts it. Exit 1: a series failed; 3: no run matched --where, or a series that ran
-    in the week before has no run (MISSING); 2: a bad argument; 0: passed.
+    """The CI gate. A series fails when its candidates (--where), alone or with the night before, or the
+    unaccepted slower level they are on, are slower than its reference level with significance (--alpha
+    shared among every series judged) and by --threshold or more (a 90% bound reaches it where the runs
+    resolve it, else shown beyond it). The reference stays where it was until `bench changes --accept` moves
+    it: a regression fails every morning until someone accepts it. Exit 1: a series failed; 3: no run matched
+    --where, or a series that ran in the week before has no run (MISSING); 2: a bad argument; 0: passed.
 
     Example: bench check --where "started_at >= current_date" --junit bench-check.xml
     """

@@ -95,7 +95,8 @@ def test_a_regression_fails_every_morning_until_someone_accepts_it(nights: Path,
     code, out = bench(*last, "--json")
     assert code == 0, out
     verdict = next(v for v in json.loads(out)["verdicts"] if v["series"]["model"] == "resnet50")
-    assert verdict["status"] == "ok" and verdict["n_baseline"] == 59  # the new level less tonight's run
+    # the new level less tonight's run and the two nights before it (they may start a level not yet confirmed)
+    assert verdict["status"] == "ok" and verdict["n_baseline"] == 57
     assert verdict["accepted"]["by"] == "ana" and verdict["accepted"]["why"] == "580 driver: expected"
     code, out = bench("changes", "--store", str(store))
     assert "[accepted by ana on " in next(x for x in out.splitlines() if x.startswith("slower"))

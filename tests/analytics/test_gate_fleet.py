@@ -1,0 +1,81 @@
+"""bench check at a fleet's size: a morning judges a thousand series together, each on the noise it has now;
+and bench changes keeps two regressions a few nights apart as two. The series are written here, seeded; the
+expected verdicts follow from the rule in bench.analytics.check's docstring (each look at alpha / (2 x 1,000)),
+not from a run of the code."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from bench.analytics.changepoints import detect
+from bench.analytics.changes import Point, Series
+from bench.analytics.check import ALPHA, LOOKS, judge
+from bench.analytics.gate_noise import recent_noise, scale
+
+T0 = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+
+
+def series(values: np.ndarray) -> Series:
+    points = [Point(f"n{i}", T0 + timedelta(days=i), T0 + timedelta(days=i), float(v), {}) for i, v in enumerate(values)]
+    return Series("s", {"model": "resnet50"}, points, label="resnet50")
+
+
+def verdict(values: np.ndarray, night: int, family: int):  # type: ignore[no-untyped-def]
+    v = judge(series(values[:night + 1]), {f"n{night}"}, None, 0.05, lower=False, family=family)
+    assert v is not None
+    return v
+
+
+def test_a_morning_of_a_thousand_quiet_series_stays_green() -> None:
+    """Tested each on its own at 0.002, 1,000 quiet series at 1% noise went red on 4 mornings of 10. Now each
+    look is tested at 0.01 / (2 x 1,000) = 5e-6: three mornings, no failure, though dozens of series are
+    'slower' at the level one series alone would be judged at."""
+    rng = np.random.default_rng(56)
+    quiet = [1000 * np.exp(rng.normal(0, 0.01, 63)) for _ in range(1000)]
+    verdicts = [verdict(v, night, 1000) for v in quiet for night in (60, 61, 62)]
+    assert {v.alpha for v in verdicts} == {ALPHA / (LOOKS * 1000)} == {5e-6}
+    assert sum(v.status == "regression" for v in verdicts) == 0
+    assert sum(v.p_value is not None and v.p_value < ALPHA / LOOKS for v in verdicts) > 10
+
+
+def test_a_5_percent_step_judged_among_a_thousand_series_fails_by_the_second_morning() -> None:
+    """At 1% noise, tonight alone does not resolve a 5% threshold (its standard error is 20% of it); tonight with
+    the night before does, and the step fails by its second morning in at least 9 series of 10."""
+    rng = np.random.default_rng(5)
+    caught = []
+    for _ in range(200):
+        values = 1000 * np.exp(rng.normal(0, 0.01, 70))
+        values[60:] *= 0.95
+        caught.append(verdict(values, 60, 1000).status == "regression" or verdict(values, 61, 1000).status == "regression")
+    assert sum(caught) >= 180, sum(caught)
+
+
+def test_the_noise_is_the_noise_now() -> None:
+    """sigma came from the whole history: a noise that doubled 60 nights ago counted for a third of it."""
+    rng = np.random.default_rng(7)
+    logs = np.concatenate((rng.normal(0, 0.01, 140), rng.normal(0, 0.02, 60)))
+    sigma, df = recent_noise(logs)
+    assert sigma == pytest.approx(0.02, rel=0.2) and df == pytest.approx(59 * 2 / 3)
+    # a night 20% slow and a 5% step do not inflate it (trimmed neighbour differences)
+    quiet = rng.normal(0, 0.01, 61)
+    spoiled = quiet.copy()
+    spoiled[30] += np.log(0.8)
+    spoiled[45:] += np.log(0.95)
+    assert scale(spoiled) == pytest.approx(scale(quiet), rel=0.1)
+
+
+@pytest.mark.parametrize("gap", [4, 5, 6])
+def test_two_steps_a_few_nights_apart_are_two_changes(gap: int) -> None:
+    """bench changes said -12.1% from the first (binary segmentation cut once between the two, and the
+    level between them was tested on its own four or five runs)."""
+    rng = np.random.default_rng(100 + gap)
+    for _ in range(5):
+        values = 1000 * np.exp(rng.normal(0, 0.01, 100))
+        values[60:] *= 0.94
+        values[60 + gap:] *= 0.94
+        steps = detect(values).steps
+        assert [st.index for st in steps] == [60, 60 + gap]
+        assert all(-0.09 < st.change < -0.03 for st in steps)
