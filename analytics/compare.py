@@ -6,10 +6,10 @@ whose factor F is A is paired with the row whose F is B and that agrees on every
 system``). Each pair gives ratio = a_value / b_value (dimensionless).
 
 When F is a system factor (device_model, device_type, framework_version, or a system tag such as
-``system``: bench.analytics.selection.SYSTEM_TAGS) and the metric is images/sec, the two sides are systems
-and pair on the *workload* only (bench.analytics.selection.WORKLOAD, the framework, the other tags, the
-device count and nodes): the other system facts may differ, and each pair lists those that do
-(``differs``). Where both sides ran a workload at one batch size, they pair at equal batch sizes; where they
+``system``: bench.analytics.selection.SYSTEM_TAGS, or a software tag, ``xla``: SOFTWARE_TAGS) and the metric is
+images/sec, the two sides are systems and pair on the *workload* only (bench.analytics.selection.WORKLOAD, the
+framework, the other tags, the device count and nodes): the other system facts may differ, and each pair lists
+those that do (``differs``). Where both sides ran a workload at one batch size, they pair at equal batch sizes; where they
 share none, each side's best batch size is paired with the other's, marked ``own_batch`` with both batch
 sizes (as Lambda's tables compare GPUs, each at the batch it fits). Where a side has several rows for one
 pair (two systems with the same GPU), its fastest is taken. A different framework never pairs: ``--ignore
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics.query import view_error
 from bench.analytics.ratio_stats import Summary, summarize, suspect_pairs
-from bench.analytics.selection import FACTORS, SYSTEM, SYSTEM_TAGS, WORKLOAD
+from bench.analytics.selection import FACTORS, SOFTWARE_TAGS, SYSTEM, SYSTEM_TAGS, WORKLOAD
 from bench.sql.errors import BenchError, UsageError
 
 if TYPE_CHECKING:
@@ -58,6 +58,8 @@ ALIASES = {"gpu_model": "device_model"}
 #: Factor columns that belong to the system a run ran on (bench.analytics.selection.SYSTEM; the framework
 #: itself is not one of them: a different framework never pairs unless --ignore framework).
 SYSTEM_FACTORS = tuple(f for f in SYSTEM if f != "framework")
+#: Tags two systems' rows may differ in and still pair (each pair names them in ``differs``).
+SIDE_TAGS = (*SYSTEM_TAGS, *SOFTWARE_TAGS)
 #: Which view holds each metric.
 METRICS = {"images_per_sec": "configs", "throughput": "configs", "speedup": "scaling", "efficiency": "scaling"}
 #: The metrics that are a configuration's rate (not a ratio to a baseline). ``throughput`` is in the
@@ -195,7 +197,7 @@ def compare(
     if va == vb:
         raise UsageError(f"--a and --b both select {factor} = {va!r}; compare two different values")
     rows = [dict(r) | ({factor: v} if tag else {}) for r in read.rows if (v := of(r)) == va or v == vb]
-    if metric in RATES and (factor in SYSTEM_FACTORS or factor in SYSTEM_TAGS):
+    if metric in RATES and (factor in SYSTEM_FACTORS or factor in SIDE_TAGS):
         pairs, unmatched, n_base = (*pair_systems(rows, factor, va, metric), 0)
     else:
         pairs, unmatched, n_base = pair_rows(rows, factor, va, metric)
@@ -320,7 +322,7 @@ def pair_systems(rows: list[dict[str, Any]], factor: str, va: Any, metric: str) 
 def _workload_key(row: dict[str, Any], factor: str) -> tuple[Any, ...]:
     """What two systems' rows must share to pair: the workload less the batch size, the framework, the tags
     that are not system tags, the device count and nodes."""
-    tags = tuple(sorted((k, v) for k, v in _tags(row["tags"]).items() if k != factor and k not in SYSTEM_TAGS))
+    tags = tuple(sorted((k, v) for k, v in _tags(row["tags"]).items() if k != factor and k not in SIDE_TAGS))
     workload = tuple(row[f] for f in WORKLOAD if f != "batch_size_per_device")
     return (*workload, row["framework"], tags, row["num_devices"], row["num_nodes"])
 
@@ -334,12 +336,13 @@ def _system_pair(ra: dict[str, Any], rb: dict[str, Any], factor: str, metric: st
     """A pair of two systems' rows, with what differs between them besides ``factor``."""
     config = {f: ra[f] for f in (*WORKLOAD, "framework")}
     config["batch_size_per_device"] = None if own else ra["batch_size_per_device"]
-    config["tags"] = {k: v for k, v in _tags(ra["tags"]).items() if k not in SYSTEM_TAGS and k != factor}
-    config["num_nodes"] = ra["num_nodes"]
-    config |= {f: ra[f] for f in SYSTEM_FACTORS if f != factor and ra[f] == rb[f]}  # what the sides share
     ta, tb = _tags(ra["tags"]), _tags(rb["tags"])
+    config["tags"] = {k: v for k, v in ta.items()  # what the sides share (a software tag too, where it is the same)
+                      if k != factor and (k not in SIDE_TAGS or (k in SOFTWARE_TAGS and tb.get(k) == v))}
+    config["num_nodes"] = ra["num_nodes"]
+    config |= {f: ra[f] for f in SYSTEM_FACTORS if f != factor and ra[f] == rb[f]}
     facts = [(f, ra[f], rb[f]) for f in FACTORS if f not in (factor, *WORKLOAD, "framework")]
-    facts += [(k, ta.get(k), tb.get(k)) for k in sorted(set(ta) | set(tb)) if k in SYSTEM_TAGS and k != factor]
+    facts += [(k, ta.get(k), tb.get(k)) for k in sorted(set(ta) | set(tb)) if k in SIDE_TAGS and k != factor]
     differs = {name: (x, y) for name, x, y in facts if x != y
                and not (factor in DEVICE_FACTORS and name in DEVICE_FACTORS)}
     x, y = float(ra[metric]), float(rb[metric])

@@ -26,7 +26,7 @@ from bench.analytics.compare import CompareCache, CompareResult, Pair, compare
 from bench.analytics.leaderboard import Leaderboard
 from bench.analytics.ratio_stats import summarize
 from bench.analytics.results import rows
-from bench.analytics.software import framework_name, xla
+from bench.analytics.software import XLA_SQL, framework_name, xla
 
 if TYPE_CHECKING:
     import duckdb
@@ -136,9 +136,6 @@ BY_DEVICE = f"""{CURVES},{_MINE}
         FROM mine WHERE largest = reach GROUP BY device, reach
         ORDER BY curves DESC, reach DESC, median DESC, device"""
 
-
-#: SQL: whether a system's name says it compiles with XLA (as bench.analytics.software.xla reads it).
-XLA_SQL = "list_contains(regexp_split_to_array(upper(coalesce(tags['system'], '')), '[_\\-\\s.]+'), 'XLA')"
 
 #: Per device model (and XLA or not), its curves joined across systems that each measured a configuration
 #: at one device count (a 1-GPU, a 2-GPU and a 4-GPU cloud instance): points equal in every factor and tag

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from bench.analytics.compare import CompareCache, CompareResult, Pair, compare
 from bench.analytics.ratio_stats import Summary, summarize, suspect_pairs
 from bench.analytics.results import rows
-from bench.analytics.software import xla
+from bench.analytics.software import pair_xla
 from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
@@ -119,24 +119,25 @@ def leaderboard(con: duckdb.DuckDBPyConnection, baseline: str | None = None, cac
             kept = tuple(p for p in res.pairs if all(p is not o for o in odd))
             res = dataclasses.replace(res, pairs=kept, summary=summarize([p.ratio for p in kept]))
             suspects[name] = odd
-        notes[name] = "; ".join(n for n in (row_note(res.pairs, odd), _status_note(res.pairs, status)) if n)
+        notes[name] = row_note(res.pairs, odd, status)
         results.append(res)
     results.sort(key=lambda r: (-(r.summary.geomean or 0.0), -r.summary.n, str(r.a)))
     return Leaderboard(base, tuple(results), tuple(unpaired), scope, unit, where, absent(con, names, where, unit), notes,
                        suspects)
 
 
-def row_note(pairs: tuple[Pair, ...], suspects: tuple[Pair, ...]) -> str:
+def row_note(pairs: tuple[Pair, ...], suspects: tuple[Pair, ...], status: dict[str, str] | None = None) -> str:
     """What a row's pairs do not share ("framework_version 2.3.0 vs 1.15.3 in 34 of 36 pairs"), system tags
-    aside (two device models run on two systems) but for XLA where a system's name says it compiles with it
-    ("XLA off vs on in 12 of 12 pairs"), and the suspect pairs left out."""
+    aside (two device models run on two systems) but for XLA, as a run's ``xla`` tag or its system's name
+    says it ("XLA off vs on in 12 of 12 pairs"); the suspect pairs left out; and the MLPerf category and
+    status of the two systems where they differ (``status``: system -> "division/availability")."""
     counts: dict[tuple[str, str, str], int] = {}
     for p in pairs:
-        for name, (x, y) in (p.differs or {}).items():
-            if name == "system" and xla(x) != xla(y):
-                name, x, y = "XLA", "on" if xla(x) else "off", "on" if xla(y) else "off"
-            if name != "system":
-                counts[(name, str(x), str(y))] = counts.get((name, str(x), str(y)), 0) + 1
+        said = [(name, x, y) for name, (x, y) in (p.differs or {}).items() if name not in ("system", "xla")]
+        if pair_xla(p, 0) != pair_xla(p, 1):
+            said.append(("XLA", "on" if pair_xla(p, 0) else "off", "on" if pair_xla(p, 1) else "off"))
+        for name, x, y in said:
+            counts[(name, str(x), str(y))] = counts.get((name, str(x), str(y)), 0) + 1
     by_side: dict[tuple[str, str], list[str]] = {}
     for (name, x, y), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         by_side.setdefault((name, x), []).append(f"{y} in {n} of {len(pairs)} pairs")
@@ -145,7 +146,7 @@ def row_note(pairs: tuple[Pair, ...], suspects: tuple[Pair, ...]) -> str:
         shown = "; ".join(f"{_workload(p)} {p.ratio:.2f}x" for p in suspects[:3])
         parts.append(f"{len(suspects)} suspect pair{'s' if len(suspects) != 1 else ''} left out ({shown}"
                      f"{'; ...' if len(suspects) > 3 else ''})")
-    return "; ".join(parts)
+    return "; ".join(p for p in (*parts, _status_note(pairs, status or {})) if p)
 
 
 def _status_note(pairs: tuple[Pair, ...], status: dict[str, str]) -> str:

@@ -5,9 +5,9 @@ and what differs, and, where the two devices ran workloads on the same software,
 Each leaderboard row compares a device with the baseline, so its note says what differs from the baseline
 only; two rows are never compared with each other there. Here, for each pair of neighbouring rows among the
 devices the findings name: the software each row's own side ran (the framework version of its runs, and XLA,
-which bench knows from a system name that says ``XLA``: Lambda's folders ``..._XLA``), and when the two sets
-share nothing, ``bench compare`` of the two devices directly in the board's scope, its pairs kept where both
-sides ran the same framework version and the same XLA setting.
+which bench knows from a run's ``xla`` tag or a system name that says ``XLA``: Lambda's folders ``..._XLA``),
+and when the two sets share nothing, ``bench compare`` of the two devices directly in the board's scope, its
+pairs kept where both sides ran the same framework version and the same XLA setting.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics.compare import CompareCache, CompareResult, Pair, compare
 from bench.analytics.ratio_stats import summarize
-from bench.analytics.software import framework_name, xla
+from bench.analytics.software import framework_name, pair_xla
 
 if TYPE_CHECKING:
     import duckdb
@@ -25,17 +25,16 @@ if TYPE_CHECKING:
     from bench.analytics.leaderboard import Leaderboard
 
 
-def _side(p: Pair, key: str, side: int) -> Any:
-    """A pair's value of ``key`` on one side (0: A, 1: B): from what differs, else what both share."""
-    if p.differs and key in p.differs:
-        return p.differs[key][side]
-    return p.config.get("tags", {}).get("system") if key == "system" else p.config.get(key)
+def _version(p: Pair, side: int) -> Any:
+    """A pair's framework version on one side (0: A, 1: B): from what differs, else what both share."""
+    if p.differs and "framework_version" in p.differs:
+        return p.differs["framework_version"][side]
+    return p.config.get("framework_version")
 
 
 def stacks(res: CompareResult, side: int = 0) -> set[tuple[Any, Any, bool]]:
     """(framework, its version, XLA) of one side's runs over a comparison's pairs."""
-    return {(p.config.get("framework"), _side(p, "framework_version", side), xla(_side(p, "system", side)))
-            for p in res.pairs}
+    return {(p.config.get("framework"), _version(p, side), pair_xla(p, side)) for p in res.pairs}
 
 
 def _said(stack: set[tuple[Any, Any, bool]]) -> str:
@@ -60,7 +59,7 @@ def order_caveats(con: duckdb.DuckDBPyConnection, board: Leaderboard, named: int
         direct = compare(con, "device_model", str(hi.a), str(lo.a), metric="throughput" if board.unit != "images/sec"
                          else "images_per_sec", where=board.where, cache=cache)
         like = [p for p in direct.pairs if "framework_version" not in (p.differs or {})
-                and xla(_side(p, "system", 0)) == xla(_side(p, "system", 1))]
+                and pair_xla(p, 0) == pair_xla(p, 1)]
         if like:
             s = summarize([p.ratio for p in like])
             text += (f"; on the {s.n} workload{'s' if s.n != 1 else ''} both ran on the same software, {hi.a} is "
@@ -71,8 +70,8 @@ def order_caveats(con: duckdb.DuckDBPyConnection, board: Leaderboard, named: int
     if rows and base and all(x for *_, x in base):
         plain = [str(r.a) for r in rows if stacks(r) and not any(x for *_, x in stacks(r))]
         if plain:
-            text = (f"Every {board.baseline} run compared is on a system whose name says XLA, and those of "
-                    f"{', '.join(plain)} on none: their ratios include XLA's effect")
+            text = (f"Every {board.baseline} run compared is on a system whose name (or xla tag) says XLA, and "
+                    f"those of {', '.join(plain)} on none: their ratios include XLA's effect")
             out.append(text + _logs_say(con, plain, board.where) + ".")
     return out
 

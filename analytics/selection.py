@@ -9,7 +9,8 @@
 - ``--ignore NAME`` takes NAME out of what makes a configuration, for this one question: a factor
   column of ``configs`` (NULLed in the selected runs; ``framework`` takes ``framework_version`` with it, so
   that a comparison across frameworks is ``--ignore framework``), or a tag key (removed from the runs'
-  tags; ``--ignore system`` lets runs of two systems form one configuration).
+  tags; ``--ignore system`` lets runs of two systems form one configuration, XLA kept apart: a run whose
+  system's name says XLA gets the tag ``xla`` = on, as ``bench run --xla`` gives it).
 
 What a configuration is, is said once, in ``sql/run_configs.sql``: the workload and system factor columns and
 the tags, less the bookkeeping tags (sweep, cell, repeat, ...), which never split one.
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from bench.analytics.query import view_error
 from bench.analytics.results import first
+from bench.analytics.software import XLA_SQL
 from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
@@ -36,6 +38,10 @@ FACTORS = (*SYSTEM[:2], *WORKLOAD, *SYSTEM[2:])
 #: Tags that say where a run sits in a system, not what it ran: a comparison of devices lets them differ.
 SYSTEM_TAGS = ("system", "host", "hostname", "node", "cluster", "driver", "cuda", "cuda_version", "submitter",
                "division")
+#: Tags that say how the framework ran a step, as the framework version says which framework: ``xla`` ("on" where
+#: ``bench run --xla`` compiled it, or where a system's name says XLA and ``--ignore system`` joins systems). They
+#: split configurations, and a comparison of systems lets them differ and names them, as it does the version.
+SOFTWARE_TAGS = ("xla",)
 #: Ignoring one of these ignores the others with it.
 _TOGETHER = {"framework": ("framework", "framework_version")}
 
@@ -60,7 +66,11 @@ def narrow(con: duckdb.DuckDBPyConnection, where: str | None = None, ignore: Seq
     replace = [f"NULL::{_type(con, c)} AS {c}" for c in nulls]
     if tags:
         keys = ", ".join("'" + t.replace("'", "''") + "'" for t in tags)
-        replace.append(f"map_from_entries([e FOR e IN map_entries(tags) IF e.key NOT IN ({keys})]) AS tags")
+        kept = f"[e FOR e IN map_entries(tags) IF e.key NOT IN ({keys})]"
+        if "system" in tags and "xla" not in tags:  # systems joined, XLA kept apart: a name's word becomes a tag
+            kept += (f" || CASE WHEN tags['xla'] IS NULL AND {XLA_SQL} "
+                     "THEN [struct_pack(key := 'xla', value := 'on')] ELSE [] END")
+        replace.append(f"map_from_entries({kept}) AS tags")
     projection = f"* REPLACE ({', '.join(replace)})" if replace else "*"
     kind = "VIEW" if first(con, "SELECT 1 FROM duckdb_views() WHERE view_name = 'runs' AND NOT temporary") else "TABLE"
     con.execute(f"ALTER {kind} runs RENAME TO _store_runs")

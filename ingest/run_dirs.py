@@ -205,13 +205,17 @@ def _framework_package(meta: dict[str, Any]) -> str | None:
 
 
 def run_tags(meta: dict[str, Any]) -> dict[str, str]:
-    """run.json tags (values as text), plus ``repeat`` and the spec's ``device``."""
+    """run.json tags (values as text), plus ``repeat``, the spec's ``device``, and ``xla`` = on where the spec
+    compiled the step with XLA (``bench run --xla``: a configuration of its own, never averaged with the same
+    workload without it). A spec without XLA gives no tag: a log that says nothing of XLA has none either."""
     tags = {str(k): str(v) for k, v in (meta.get("tags") or {}).items() if v is not None}
     if meta.get("repeat") is not None:
         tags.setdefault("repeat", str(meta["repeat"]))
-    device = (meta.get("spec") or {}).get("device")
-    if device:
-        tags.setdefault("device", str(device))
+    spec = meta.get("spec") or {}
+    if spec.get("device"):
+        tags.setdefault("device", str(spec["device"]))
+    if spec.get("xla") is True:
+        tags.setdefault("xla", "on")
     return tags
 
 

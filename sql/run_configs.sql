@@ -20,8 +20,9 @@
 -- This is the one place that says what a configuration is. The factors split into the workload (model,
 -- dataset, data, mode, precision, data_format, variable_update, all_reduce, batch_size_per_device and the
 -- scale point below) and the system (framework, framework_version, device_type, device_model, and tags
--- such as `system`); bench compare pairs on the workload (bench.analytics.compare), and --ignore takes a
--- factor or tag out for one question (bench.analytics.selection).
+-- such as `system`, and `xla` = on for a step compiled with XLA: bench run --xla); bench compare pairs on the
+-- workload (bench.analytics.compare), and --ignore takes a factor or tag out for one question
+-- (bench.analytics.selection: --ignore system gives a system whose name says XLA the tag xla = on).
 -- num_devices and num_nodes are not factors but the scale point: 8 devices on 1 node and 8 on 2 nodes are
 -- two rows of one configuration. So CPU, TPU and IPU runs scale like GPU runs.
 -- gpu_model and num_gpus repeat device_model and num_devices where device_type is 'gpu' (NULL otherwise),

@@ -249,9 +249,9 @@ def test_an_order_that_rests_on_software_says_so(store: Path) -> None:
     assert order.startswith("A100-PCIE-40GB ranks above A100-SXM4-40GB (")
     assert "TensorFlow 1.15.4 against TensorFlow 2.3.0 and TensorFlow 2.3.0 with XLA" in order
     assert ("no workload was run on both with the same software, so the order may be the software's. Every "
-            "GeForce RTX 2080 Ti run compared is on a system whose name says XLA, and those of A100-PCIE-40GB on "
-            "none: their ratios include XLA's effect, unless their names mislead: TensorFlow's own log says it "
-            "compiled with XLA in 12 of 12 A100-PCIE-40GB runs, so both sides may use it.") in order
+            "GeForce RTX 2080 Ti run compared is on a system whose name (or xla tag) says XLA, and those of "
+            "A100-PCIE-40GB on none: their ratios include XLA's effect, unless their names mislead: TensorFlow's "
+            "own log says it compiled with XLA in 12 of 12 A100-PCIE-40GB runs, so both sides may use it.") in order
     # the 12: the board's workloads (6 models x fp16/fp32, training at 1 GPU, synthetic data), one run each, every
     # log of which holds "Compiled cluster using XLA!"
     with tarfile.open(TARBALL) as tar:
