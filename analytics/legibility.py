@@ -52,8 +52,9 @@ def problems(fig: Any) -> list[str]:
         for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
             found += [f"{name} tick labels overlap: {a!r} and {b!r}" for a, b in _crowded(_tick_labels(axis), renderer)]
         legend = ax.get_legend()
-        if legend is not None and legend.get_visible() and legend.get_window_extent(renderer).width > width + SLACK_PX:
-            found.append(f"a legend {legend.get_window_extent(renderer).width:.0f} px wide in a figure of {width:.0f}")
+        wide = legend.get_window_extent(renderer).width if legend is not None and legend.get_visible() else 0.0
+        if wide > width + SLACK_PX:
+            found.append(f"a legend {wide:.0f} px wide in a figure of {width:.0f}")
         notes = [(t.get_text(), t.get_window_extent(renderer)) for t in ax.texts if _shown(t)]
         found += [f"the notes {a!r} and {b!r} overlap" for i, (a, ba) in enumerate(notes) for b, bb in notes[i + 1:]
                   if _overlap(ba, bb)]

@@ -46,6 +46,17 @@ def select_runs(con: duckdb.DuckDBPyConnection, where: str | None, ignore: Seque
 
 
 _SUMMARY_SQL = """
+WITH described AS (  -- the frameworks MLPerf system descriptions give for the runs whose logs name none (most
+                     -- MLPerf logs do not): "by their systems' descriptions: MXNet NVIDIA Release 21.05 (448), ..."
+    SELECT 'by their systems'' descriptions: ' || string_agg(framework || ' (' || n || ')', ', '
+                                                             ORDER BY n DESC, framework) AS described
+    FROM (SELECT regexp_replace(trim(s.framework), '\\s+,', ',', 'g') AS framework, count(*) AS n
+          FROM runs r JOIN (SELECT round, submitter, system, any_value(framework) AS framework FROM systems
+                            WHERE framework IS NOT NULL GROUP BY ALL) s
+            ON r.framework IS NULL AND r.format = 'mlperf' AND s.submitter = r.tags['submitter']
+           AND s.system = r.tags['system'] AND s.round IS NOT DISTINCT FROM r.tags['round']
+          GROUP BY ALL)
+)
 SELECT count(*) AS runs, count(*) FILTER (WHERE status = 'ok') AS ok,
        count(*) FILTER (WHERE status <> 'ok' OR status IS NULL) AS not_ok,
        (SELECT count(DISTINCT config_id) FROM _report_runs) AS configurations,
@@ -55,24 +66,11 @@ SELECT count(*) AS runs, count(*) FILTER (WHERE status = 'ok') AS ok,
                   ORDER BY framework || coalesce(' ' || framework_version, ''))
            || CASE WHEN count(framework) < count(*)
                    THEN ' (' || count(framework) || ' of ' || count(*) || ' runs name their framework'
-                        || coalesce('; ' || (SELECT described FROM _described) || ')', ')') ELSE '' END
+                        || coalesce('; ' || (SELECT described FROM described) || ')', ')') ELSE '' END
            AS frameworks,
        string_agg(DISTINCT model, ', ' ORDER BY model) AS models,
        min(started_at)::VARCHAR AS first_started, max(coalesce(ended_at, started_at))::VARCHAR AS last_ended
 FROM runs
-"""
-#: The frameworks MLPerf system descriptions give for the selected runs whose logs name none (most MLPerf
-#: logs do not): "by their systems' descriptions: MXNet NVIDIA Release 21.05 (448), ..."; NULL when none.
-_DESCRIBED_SQL = """
-CREATE OR REPLACE TEMP VIEW _described AS
-SELECT 'by their systems'' descriptions: ' || string_agg(framework || ' (' || n || ')', ', ' ORDER BY n DESC, framework)
-           AS described
-FROM (SELECT regexp_replace(trim(s.framework), '\\s+,', ',', 'g') AS framework, count(*) AS n
-      FROM runs r JOIN (SELECT round, submitter, system, any_value(framework) AS framework FROM systems
-                        WHERE framework IS NOT NULL GROUP BY ALL) s
-        ON r.framework IS NULL AND r.format = 'mlperf' AND s.submitter = r.tags['submitter']
-       AND s.system = r.tags['system'] AND s.round IS NOT DISTINCT FROM r.tags['round']
-      GROUP BY ALL)
 """
 _LABELS = {
     "runs": "runs", "ok": "runs with status ok", "not_ok": "runs without a result (failed, oom, ...)",
@@ -87,7 +85,6 @@ def summary_table(con: duckdb.DuckDBPyConnection) -> Table:
     models, date range). Dates are NULL ("—") when no log stamped them."""
     import pandas as pd
 
-    con.execute(_DESCRIBED_SQL)
     row = con.sql(_SUMMARY_SQL).df().iloc[0]
     frame = pd.DataFrame({"item": list(_LABELS.values()), "value": [row[k] for k in _LABELS]})
     return Table("selection", "What is in the selection", frame)
