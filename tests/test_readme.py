@@ -42,15 +42,19 @@ log([], **{"train.total_ips": 101.5})
 """
 
 
-def readme_commands() -> list[str]:
+def readme_commands() -> list[tuple[str, list[str]]]:
     """Each command of README.md's sh blocks, continuation lines and multi-line quotes joined, with its
-    comment; comment-only lines (sample output) are left out."""
+    comment, and the output the README quotes for it: the comment-only lines after it written as output
+    (``# 4 series ...``, ``#   FLAGGED ...``: one space after ``#``, or an output line's own indent), not the
+    prose ones (``#  one curve from four systems``: two spaces)."""
     text = (REPO / "README.md").read_text()
-    out: list[str] = []
+    out: list[tuple[str, list[str]]] = []
     for block in re.findall(r"```sh\n(.*?)```", text, re.S):
-        pending = ""
+        pending, first = "", len(out)
         for line in block.splitlines():
             if not pending and (not line.strip() or line.lstrip().startswith("#")):
+                if len(out) > first and re.match(r"\s*# (?! \S)", line):
+                    out[-1][1].append(line.lstrip()[2:])
                 continue
             pending = f"{pending}\n{line}" if pending else line
             if pending.rstrip().endswith("\\"):
@@ -60,12 +64,13 @@ def readme_commands() -> list[str]:
                 shlex.split(pending, comments=True)
             except ValueError:  # an open quote: the command goes on on the next line
                 continue
-            out.append(pending)
+            out.append((pending, []))
             pending = ""
     return out
 
 
-COMMANDS = readme_commands()
+QUOTED = readme_commands()
+COMMANDS = [c for c, _ in QUOTED]
 ENV: dict[str, str] = {}  # what the README's `export` lines set, for the commands after them
 UNMADE: set[str] = set()  # stores that only commands skipped here would have made
 
@@ -157,8 +162,8 @@ def test_the_readme_has_its_commands_and_marks_what_needs_hardware() -> None:
     assert all(_argv(c)[0] in ("bench", "make", "export") for c in COMMANDS)
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=[" ".join(_argv(c))[:70] for c in COMMANDS])
-def test_readme_command_runs(command: str, workspace: Path) -> None:
+@pytest.mark.parametrize(("command", "quoted"), QUOTED, ids=[" ".join(_argv(c))[:70] for c in COMMANDS])
+def test_readme_command_runs(command: str, quoted: list[str], workspace: Path) -> None:
     why = _needs(command)
     argv = _argv(command)
     if why is not None and "needs" in _comment(command) and argv[1] in ("run", "sweep"):
@@ -176,10 +181,17 @@ def test_readme_command_runs(command: str, workspace: Path) -> None:
         patterns = [a for a in _argv(next(c for c in COMMANDS if "{system}.logs" in c)) if "{system}" in a]
         argv = [a for a in argv if a not in ("...", "--path-pattern")] + [x for p in patterns for x in ("--path-pattern", p)]
     said = re.search(r"exits (\d+)", _comment(command))
-    _run(argv, workspace, exits=int(said.group(1)) if said else None)
+    printed = _run(argv, workspace, exits=int(said.group(1)) if said else None)
+    lines = {" ".join(line.split()) for line in printed.splitlines()}
+    for want in quoted:  # every line the README quotes is a line the command printed ("..." stands for any text)
+        if want.strip().startswith("..."):
+            continue  # the README's "... (8 hosts flagged, none of the 56 healthy ones)": what it left out
+        pattern = re.compile(".*?".join(re.escape(" ".join(part.split())) for part in want.split("...")))
+        assert any(pattern.fullmatch(line) for line in lines), \
+            f"{argv}: the README quotes\n{want}\nnot printed:\n{printed[-3000:]}"
 
 
-def _run(argv: list[str], workspace: Path, exits: int | None = None) -> None:
+def _run(argv: list[str], workspace: Path, exits: int | None = None) -> str:
     """``bench ARGV...`` in the workspace, as the user's shell would run it (with the README's exports); a
     command whose comment says it ``exits N`` (bench check finding a regression: 1; nothing to judge: 3)
     must exit N."""
@@ -187,3 +199,4 @@ def _run(argv: list[str], workspace: Path, exits: int | None = None) -> None:
                          capture_output=True, text=True, timeout=600)
     allowed = {exits} if exits is not None else {0, 1} if "--strict" in argv else {0}
     assert res.returncode in allowed, f"{argv}\nexit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    return res.stdout + res.stderr
