@@ -168,9 +168,10 @@ print(count[0])
 """
 
 
-def _killed_at(n: int, store: str, paths: list[str]) -> int:
+def _killed_at(n: int, store: str, paths: list[str], tmp: Path) -> int:
+    # its temporary folders in the test's (a writer SIGKILLed cannot remove its staging store from /tmp)
     proc = subprocess.run([sys.executable, "-c", KILLER, str(n), store, *paths], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env={**os.environ, "TMPDIR": str(tmp)})
     if n:
         assert proc.returncode == -signal.SIGKILL, proc.stderr
         return n
@@ -191,7 +192,7 @@ def test_a_writer_killed_at_ten_points_leaves_the_store_as_before_or_after(tmp_p
     if op == "compact":
         ingest_into(logs[:1], reference, workers=0)
     before = _state(reference)
-    events = _killed_at(0, reference, logs if op == "ingest" else [])
+    events = _killed_at(0, reference, logs if op == "ingest" else [], tmp_path)
     after = _state(reference)
     assert after != before if op == "ingest" else after == before
     points = sorted({max(1, round(events * k / 11)) for k in range(1, 11)})
@@ -201,9 +202,9 @@ def test_a_writer_killed_at_ten_points_leaves_the_store_as_before_or_after(tmp_p
         ingest_into(first, store, workers=0)
         if op == "compact":
             ingest_into(logs[:1], store, workers=0)
-        _killed_at(n, store, logs if op == "ingest" else [])
+        _killed_at(n, store, logs if op == "ingest" else [], tmp_path)
         assert _state(store) in (before, after), f"killed at event {n} of {events}"
-        _killed_at(0, store, logs if op == "ingest" else [])  # run again: the store ends as after
+        _killed_at(0, store, logs if op == "ingest" else [], tmp_path)  # run again: the store ends as after
         assert _state(store) == after, f"killed at event {n} of {events}"
 
 
