@@ -157,6 +157,15 @@ def test_a_pci_express_against_sxm4_comparison_names_its_suspect_dlrm_pair(store
     assert r.summary.n == len(r.pairs) - 1 and 0.65 < r.summary.median < 0.8
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert "MLPerf v1.0's dlrm at 0.013x among PCIe/SXM4 pairs near 0.7x" in readme
+    # the README's own command (--b SXM: both SXM4 A100s), its sentence from the pairs' scores: B's over A's
+    import statistics
+
+    r = compare_scores(connect(store), "device_model", "PCIe", "SXM", best=True)
+    kept = [p.b_value / p.a_value for p in r.pairs if all(p is not o for o in r.suspects)]
+    assert [p.config["benchmark"] for p in r.suspects] == ["dlrm"] and len(kept) == r.summary.n
+    median = statistics.median(kept)
+    assert (f"the SXM A100s train {1 / median:.2f}x faster than the PCIe A100, median over {len(kept)} pairs "
+            f"({median:.3f}x as A over B; the dlrm pair") in " ".join(readme.split())
 
 
 def test_the_mlperf_report_prints_every_score(store: Path, tmp_path: Path) -> None:

@@ -5,15 +5,19 @@ the steps' clock). Skips when ../shared/corpus is absent; expected values come f
 from __future__ import annotations
 
 import re
+import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import LAMBDA_TARBALL
 from logtools import figure_problems, print_to_pdf
 
 from bench.analytics import plot_data
 from bench.analytics.report.build import Options, build_report
 from bench.sql.read import connect
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 @pytest.fixture
@@ -85,10 +89,6 @@ def test_the_leaderboard_names_what_differs_and_leaves_a_suspect_pair_out(store:
     """The A100-SXM4 (TensorFlow 2.3.0 on every run) was ranked against the RTX 2080 Ti's 1.15 and
     2.2 with an empty note, over real-data workloads too, its mean pulled by a vgg16 fp16 run at 70 images/s
     (ratio 0.17x) that nothing flagged; the V100-SXM2 (8-GPU runs only) was in no board without a word."""
-    import tarfile
-
-    from conftest import LAMBDA_TARBALL
-
     from bench.analytics import leaderboard as lb
     from bench.analytics.report.select import select_runs
 
@@ -181,6 +181,11 @@ def test_every_lambda_thermal_file_joins_the_log_of_its_own_folder(store: Path) 
                (SELECT count(DISTINCT source) FROM telemetry)
         FROM telemetry_links l JOIN runs r USING (run_id)""").fetchall()[0]
     assert n == own > 0.99 * files
+    # the README's count, the files counted in the tarball itself
+    said = re.search(r"([\d,]+) of ([\d,]+) thermal files join the log of their own folder", README)
+    assert said and (n, files) == (int(said.group(1).replace(",", "")), int(said.group(2).replace(",", "")))
+    with tarfile.open(LAMBDA_TARBALL, mode="r|gz") as tar:
+        assert files == sum(1 for m in tar if m.isfile() and "/thermal/" in m.name)
     overlapping = con.execute("""
         WITH unlinked AS (SELECT * FROM telemetry_links WHERE source_sha256 NOT IN
                               (SELECT source_sha256 FROM telemetry_links WHERE run_id IS NOT NULL)),

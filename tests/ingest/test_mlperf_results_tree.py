@@ -50,6 +50,23 @@ def test_every_summarizer_score_is_bench_score_to_1e_4(scores: dict[tuple[str, s
         assert scores[key][:2] == (None, verdict)
 
 
+def test_the_readme_row_of_round_1_0(scores: dict[tuple[str, str, str], tuple], store: Path) -> None:
+    """The README's table row for v1.0: result files (counted in the tarball), sets scored, and the
+    summarizer's scores bench matches (the test above)."""
+    import re
+    import tarfile
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    row = re.search(r"^\| v1\.0 \| ([\d,]+) \| (\d+) of (\d+) \(.*?\) \| (\d+) of (\d+) \|", readme, re.M)
+    assert row is not None
+    files, scored, sets, matched, summarized = (int(g.replace(",", "")) for g in row.groups())
+    with tarfile.open(CORPUS / "mlperf_results" / "training_results_v1.0.tar.gz", mode="r|gz") as tar:
+        assert files == sum(1 for m in tar if m.isfile() and re.search(r"/results/[^/]+/[^/]+/result_\d+\.txt$", m.name))
+    assert files == connect(store).execute("SELECT count(*) FROM runs WHERE format = 'mlperf'").fetchall()[0][0]
+    assert (scored, sets) == (sum(v[1] == "scored" for v in scores.values()), len(scores))
+    assert (matched, summarized) == (120 - len(KNOWN), 120)
+
+
 def test_the_tree_names_round_division_submitter_system_and_benchmark(
         scores: dict[tuple[str, str, str], tuple]) -> None:
     row = scores[("NVIDIA", "dgxa100_n100_ngc21.05_mxnet", "unet3d")]  # its logs start after 256 KiB of output
