@@ -3,7 +3,8 @@
 A workload is a series (bench.analytics.changes) without its system: every factor of the configuration
 and the scale point, the device model included, so that hosts are compared with hosts of their own GPU
 model only; tags that say where a run sat (``selection.SYSTEM_TAGS``: host, node, driver, ...) do not
-split it. A run over several nodes is one of its host set (``n1+n2``: the nodes its run.json or its nccl-tests
+split it, nor does a tag that holds one value per host (``host_tags``: a rack, a site), which is a fact of the
+host, named where it explains a finding. A run over several nodes is one of its host set (``n1+n2``: the nodes its run.json or its nccl-tests
 rank lines name), compared with the other host sets of its workload (the same node count); where the flagged
 sets share a node that no other set holds, that node is named.
 
@@ -57,9 +58,11 @@ MIN_HOSTS = 3  # fewer hosts have no majority to compare with
 WORKLOAD_COLUMNS = tuple(c for c in SERIES_COLUMNS if c != "system")
 
 
-def load_runs(con: duckdb.DuckDBPyConnection, metric: str) -> dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]]:
+def load_runs(con: duckdb.DuckDBPyConnection, metric: str
+              ) -> tuple[dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]], set[str]]:
     """The runs of ``con`` by workload: key -> (its description, its runs), a multi-node run's host being its
-    host set (``host_set``). Runs without a host (or host set) are left out."""
+    host set (``host_set``); and the host tags (``host_tags``), which are facts of the hosts, not part of a
+    workload. Runs without a host (or host set) are left out."""
     from bench.sql.views import register_views
 
     register_views(con, ["run_configs"])
@@ -70,26 +73,47 @@ def load_runs(con: duckdb.DuckDBPyConnection, metric: str) -> dict[tuple[Any, ..
         FROM run_configs c JOIN runs r USING (run_id)
         WHERE c.host IS NOT NULL OR coalesce(c.num_nodes, 1) > 1""")
     names = [d[0] for d in cur.description]
-    out: dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]] = {}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for row in cur.fetchall():
         r = dict(zip(names, row, strict=True))
         if (r["nodes"] or 1) > 1:
             r["host"] = host_set(r["details"] or {})
             if r["host"] is None:
                 continue
-        tags = {k: v for k, v in (r["series_tags"] or {}).items() if k not in SYSTEM_TAGS}
-        key = (*(r[c] for c in WORKLOAD_COLUMNS), tuple(sorted(tags.items())))
-        if key not in out:
-            d = {c: r[c] for c in WORKLOAD_COLUMNS if r[c] is not None}
-            out[key] = ({**d, "tags": tags}, [])
-        facts = {k: v for k, v in (r["details"] or {}).items() if k not in FACT_EXCLUDED}
-        if r["framework_version"] is not None:
-            facts["framework_version"] = r["framework_version"]
-        value = r["value"]
-        ok = r["status"] == "ok" and value is not None and value > 0 and math.isfinite(value)
-        out[key][1].append(FleetRun(r["run_id"], r["host"], r["status"], float(value) if ok else None, facts,
-                                    (r["details"] or {}).get(GPU_LOAD_DETAILS), (r["details"] or {}).get("gpus")))
-    return out
+        r["tags"] = {k: v for k, v in (r["series_tags"] or {}).items() if k not in SYSTEM_TAGS}
+        groups[tuple(r[c] for c in WORKLOAD_COLUMNS)].append(r)
+    out: dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]] = {}
+    said: set[str] = set()
+    for base, rows in groups.items():
+        mine = host_tags(rows)
+        said |= mine
+        for r in rows:
+            tags = {k: v for k, v in r["tags"].items() if k not in mine}
+            key = (*base, tuple(sorted(tags.items())))
+            if key not in out:
+                d = {c: r[c] for c in WORKLOAD_COLUMNS if r[c] is not None}
+                out[key] = ({**d, "tags": tags}, [])
+            facts = {k: v for k, v in (r["details"] or {}).items() if k not in FACT_EXCLUDED}
+            facts |= {k: v for k, v in r["tags"].items() if k in mine and k not in facts}
+            if r["framework_version"] is not None:
+                facts["framework_version"] = r["framework_version"]
+            value = r["value"]
+            ok = r["status"] == "ok" and value is not None and value > 0 and math.isfinite(value)
+            out[key][1].append(FleetRun(r["run_id"], r["host"], r["status"], float(value) if ok else None, facts,
+                                        (r["details"] or {}).get(GPU_LOAD_DETAILS), (r["details"] or {}).get("gpus")))
+    return out, said
+
+
+def host_tags(rows: list[dict[str, Any]]) -> set[str]:
+    """The tags of one workload's runs that are facts of their hosts (``rack=r07``, ``site=dc2``): each host's
+    runs hold one value of it, and its hosts two values or more. They never split the hosts into peer groups
+    (a rack of 4 hosts has no majority to be compared with); they can explain why a host is slower."""
+    values: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
+    for r in rows:
+        for k, v in r["tags"].items():
+            values[k][r["host"]].add(v)
+    return {k for k, hosts in values.items()
+            if all(len(v) == 1 for v in hosts.values()) and len(set().union(*hosts.values())) >= 2}
 
 
 def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec", threshold: float = 0.03) -> Fleet:
@@ -101,7 +125,10 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
     if not 0 <= threshold < 1:
         raise UsageError(f"--threshold {threshold}: a fraction between 0 and 1 (0.03: 3% slower)")
     fleet = Fleet(metric, METRICS[metric], threshold)
-    workloads = load_runs(con, metric)
+    workloads, by_host_tags = load_runs(con, metric)
+    if by_host_tags:
+        fleet.notes.append(f"tag{'s' if len(by_host_tags) > 1 else ''} {', '.join(sorted(by_host_tags))}: one value "
+                           "per host, so a fact of the host that can explain a finding, not a split of its peers")
     models = {d.get("device_model") for d, _ in workloads.values() if d.get("device_model")}
     if len(models) > 1:
         fleet.notes.append(f"the selection spans {len(models)} device models ({', '.join(sorted(map(str, models)))}): "

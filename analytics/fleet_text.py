@@ -20,7 +20,8 @@ def outlier_line(o: Outlier) -> str:
 
 def print_fleet(f: Fleet) -> None:
     better = "lower" if f.lower_is_better else "higher"
-    print(f"bench fleet: {f.metric} ({better} is better); a host is flagged when it is slower than its workload's "
+    print(f"bench fleet: {f.metric} ({better} is better); a host's peers are the hosts that ran its workload on "
+          f"its device model and count; a host is flagged when it is slower than its workload's "
           f"median host by more than {f.threshold:.0%} and beyond its workload's z bound ({f.z_bound}; the SD: {f.scale})")
     for note in f.notes:
         print(f"note: {note}")

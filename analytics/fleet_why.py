@@ -1,5 +1,6 @@
 """Why a flagged host is slower (bench.analytics.fleet): the facts in which it differs from most of its peers,
-and the GPU, if one, that its telemetry sets apart from its node's other GPUs and from the fleet's."""
+and the GPU, if one, that its telemetry sets apart from its node's other GPUs and from the fleet's. A fact that
+unflagged peers share is not a cause: it is said apart, as not one (``differs[...]['also_on_unflagged']``)."""
 
 from __future__ import annotations
 
@@ -188,11 +189,17 @@ def _reason(out: Outlier) -> str:
         than = f"its node's others {_number(t['node_others'], t['unit'])}, " if t["node_others"] is not None else ""
         by_where[where].append(f"{t['words']} {_number(t['value'], t['unit'])} ({than}fleet {_number(t['fleet'], t['unit'])})")
     parts += [f"{where}: {', '.join(said)}" for where, said in by_where.items()]
+    shared = []
     for key, d in out.differs.items():
-        shared = f"; {d['also_on_unflagged']} unflagged host(s) have it too" if d["also_on_unflagged"] else ""
+        if d["also_on_unflagged"]:  # unflagged peers have it too: it does not explain the slowdown
+            shared.append(f"{key} {_short(d['host'])} ({d['also_on_unflagged']} unflagged)")
+            continue
         parts.append(f"{key} {_short(d['host'])} (peers: {_short(d['peers'])}, {d['peers_sharing']} of "
-                     f"{d['peers_with_fact']}{shared})")
-    return "; ".join(parts) or "no fact or telemetry summary sets it apart from its peers"
+                     f"{d['peers_with_fact']})")
+    said = "; ".join(parts) or "no fact or telemetry summary sets it apart from its peers"
+    if shared:
+        said += f" (not causes, since unflagged peers share them: {', '.join(shared)})"
+    return said
 
 
 def _short(text: str, width: int = 48) -> str:

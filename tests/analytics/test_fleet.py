@@ -264,3 +264,34 @@ def test_the_z_bound_grows_with_the_fleet() -> None:
     # normal quantiles from a table: z(0.99995) = 3.8906, z(0.999995) = 4.4172; below 215 hosts, 3.5 holds
     assert [round(z_bound_for(n), 3) for n in (3, 64, 200)] == [3.5, 3.5, 3.5]
     assert z_bound_for(1000) == pytest.approx(3.8906, abs=1e-4) and z_bound_for(10_000) == pytest.approx(4.4172, abs=1e-4)
+
+
+def _retag(root: Path, host: str, tags: dict[str, str], cpu: str | None = None) -> None:
+    for d in root.glob(f"{host}-*"):
+        doc = json.loads((d / "run.json").read_text())
+        doc["tags"] = {**doc.get("tags", {}), **tags}
+        if cpu:
+            doc["host"]["cpu_model"] = cpu
+        (d / "run.json").write_text(json.dumps(doc))
+
+
+def test_a_rack_tag_is_a_fact_of_the_host_not_a_split_and_a_shared_fact_is_no_cause(tmp_path: Path) -> None:
+    """12 hosts, 4 a rack: with rack=rNN splitting peers, each rack of 4 was its own fleet and every flagged host
+    was printed once a rack. Now the 12 are one fleet (rack is said to be a host's fact); the slow host (81 of
+    100) is flagged once; its CPU, which two unflagged hosts have too, is said not to be a cause."""
+    runs = tmp_path / "runs"
+    hosts = [f"h{i:02d}" for i in range(11)] + ["slow"]
+    for i, host in enumerate(hosts):
+        _write(runs, host, [80, 82] if host == "slow" else [100 + i % 3, 101 - i % 2])
+        _retag(runs, host, {"rack": f"r{i // 4}", "study": "burn-in"},
+               cpu="Intel Xeon 8480+" if host in ("slow", "h00", "h05") else None)
+    assert bench("ingest", str(runs), "--store", str(tmp_path / "store"))[0] == 0
+    code, out = bench("fleet", "--store", str(tmp_path / "store"), "--json")
+    found = json.loads(out)
+    (w,) = found["workloads"]
+    assert code == 0 and w["n_hosts"] == 12 and w["key"]["tags"]["study"] == "burn-in" and "rack" not in w["key"]["tags"]
+    assert any(n.startswith("tag rack: one value per host") for n in found["notes"])
+    (o,) = found["outliers"]
+    assert o["host"] == "slow" and o["differs"]["cpu_model"]["also_on_unflagged"] == 2
+    assert o["reason"] == ("no fact or telemetry summary sets it apart from its peers (not causes, since unflagged "
+                           "peers share them: cpu_model Intel Xeon 8480+ (2 unflagged))")
