@@ -289,21 +289,22 @@ def _level(v: Verdict, level: list[Point], c: np.ndarray, b: np.ndarray, h: np.n
     one morning's noise; it can still change where bench changes places the level differently from one morning
     to the next (benchmarks/gate_nights.py measures how often a -3% step's verdict alternates)."""
     logs = np.log([p.value for p in level])
+    noise = recent_noise(h) if len(h) >= 3 else None  # one history for every look below
     whole = Verdict(v.series, v.label, "", len(level), len(b))
-    _rule(whole, logs, b, h, threshold, lower, alpha, min_runs)
+    _rule(whole, logs, b, h, threshold, lower, alpha, min_runs, noise=noise)
     failed = whole.status == "regression"
     for j in range(1, len(level)):
         if failed:
             break
         part = Verdict(v.series, v.label, "", j, len(b))
-        _rule(part, logs[:j], b, h, threshold, lower, alpha, min_runs)
+        _rule(part, logs[:j], b, h, threshold, lower, alpha, min_runs, noise=noise)
         failed = part.status == "regression"
     v.status = "ok" if v.status == "regression" else v.status
     # back: tonight less than BACK of the level's slowdown, and faster than the level beyond its noise (one-sided
     # p < 0.001: one night of 2% noise on a 3% level is often below a third of it without having left it)
     sign = 1.0 if lower else -1.0
     tonight, slow = sign * float(c.mean() - b.mean()), sign * float(logs.mean() - b.mean())
-    se = recent_noise(h)[0] * math.sqrt(1 / len(c) + 1 / len(logs)) if len(h) >= 3 else 0.0
+    se = noise[0] * math.sqrt(1 / len(c) + 1 / len(logs)) if noise else 0.0
     back = tonight < BACK * slow and slow - tonight > 3.09 * se
     if failed and not back:
         v.status = "regression"
@@ -312,12 +313,13 @@ def _level(v: Verdict, level: list[Point], c: np.ndarray, b: np.ndarray, h: np.n
 
 
 def _rule(v: Verdict, c: np.ndarray, b: np.ndarray, history: np.ndarray, threshold: float, lower: bool,
-          alpha: float, min_runs: int, bound: float = BOUND) -> None:
-    """Fill ``v``'s numbers and status by the module docstring's rule."""
+          alpha: float, min_runs: int, bound: float = BOUND, noise: tuple[float, float] | None = None) -> None:
+    """Fill ``v``'s numbers and status by the module docstring's rule. ``noise``: recent_noise(history), where
+    the caller judges several looks against one history."""
     from scipy.special import stdtr, stdtrit
 
     if len(history) >= 3:
-        sigma, df = recent_noise(history)
+        sigma, df = noise or recent_noise(history)
     else:
         sigma, df = float(np.std(b, ddof=1)), float(len(b) - 1)
     d = float(c.mean() - b.mean())

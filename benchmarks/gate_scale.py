@@ -13,16 +13,13 @@ under 5 s for 1,000 series and 30 s for 10,000; `bench changes` under 10 s for 1
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import statistics
 import sys
 import tempfile
 from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fleet_scale import FIRST, WORKLOADS, build, size_mb, timed
+from fleet_scale import FIRST, WORKLOADS, build, measure
 
 
 def main() -> None:
@@ -43,12 +40,7 @@ def main() -> None:
                  f"bench check, the newest night of {series:,} series": (
                      ["check", "--where", f"started_at >= '{night:%Y-%m-%d}'", "--json"], goal),
                  f"bench changes, {series:,} series": (["changes", "--json"], 10 if series <= 1000 else None)}
-        print(f"{platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; store {size_mb(root):.0f} MB "
-              "on disk")
-        for name, (args, limit) in cases.items():
-            times = [timed(*args, "--store", str(root)) for _ in range(3)]
-            mark = "" if limit is None else f" (goal < {limit} s: {'met' if statistics.median(times) < limit else 'NOT met'})"
-            print(f"{name}: {statistics.median(times):.2f} s median of 3 {[round(t, 2) for t in times]}{mark}")
+        measure(root, cases)
 
 
 if __name__ == "__main__":
