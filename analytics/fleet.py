@@ -14,9 +14,11 @@ deviation of the hosts' log levels (which estimates a normal's SD, and which the
 not drag), at least ``SCALE_FLOOR``. A host is flagged when it is slower than the fleet's median by more
 than ``z_bound_for(hosts)`` robust SDs (3.5, Iglewicz and Hoaglin's bound for the modified z-score; beyond
 215 hosts, the normal quantile that keeps the chance of flagging any healthy host of a workload under 5%:
-3.89 at 1,000 hosts, 4.42 at 10,000) **and** by more than ``--threshold`` (a practical bound). Its difference gets a 95% interval: the t-interval of the mean of its
-runs' log ratios to the fleet median, with the SD pooled over the workload's hosts (or its own, if
-larger) and the fleet median's own uncertainty (1.2533 x scale / sqrt(hosts)) added.
+3.89 at 1,000 hosts, 4.42 at 10,000) **and** by more than ``--threshold`` (a practical bound), and its 95% interval is
+clear of the fleet's median. The interval is of the host's median (``_interval``: 1.2533 x the SD of runs
+within a host, pooled over the workload's hosts or its own if larger, over sqrt(runs), on the pooled degrees
+of freedom), with the fleet median's own uncertainty (1.2533 x scale / sqrt(hosts)) added: the level lies in
+its interval.
 
 Why, for each flagged host (bench.analytics.fleet_why): every fact of its runs' ``details`` (driver,
 CUDA, clocks, power limits, ECC, VBIOS, kernel, CPU, framework version, each GPU's settings) where its
@@ -211,15 +213,28 @@ def _workload(d: dict[str, Any], runs: list[FleetRun], varying: set[str], fleet:
         diff = math.log(h.level) - center
         h.z = sign * diff / scale
         h.relative = math.exp(sign * diff) - 1
-        own = statistics.stdev(h.logs) if len(h.logs) >= 2 else 0.0
-        s = max(own, sd) if sd is not None else (own if len(h.logs) >= 2 else None)
-        dof = df if sd is not None and s == sd else len(h.logs) - 1
-        if s is not None and dof >= 1:
-            mean = statistics.fmean(h.logs) - center
-            half = t95(dof) * math.sqrt(s * s / len(h.logs) + se_center ** 2)
-            lo, hi = math.exp(sign * (mean - half)) - 1, math.exp(sign * (mean + half)) - 1
-            h.ci95 = (min(lo, hi), max(lo, hi))
+        h.ci95 = _interval(h, diff, sd, df, se_center, sign)
     return w
+
+
+def _interval(h: HostLevel, diff: float, sd: float | None, df: int, se_center: float,
+              sign: float) -> tuple[float | None, float | None]:
+    """The 95% interval of a host's relative difference, of the same estimate as its level: the median of its
+    runs, whose standard error is 1.2533 x s / sqrt(n) (the mean's of 1 or 2 runs is s / sqrt(n)), with the
+    fleet median's own uncertainty added. s is the SD of runs within a host pooled over the workload's hosts,
+    or the host's own where larger (a noisy host gets a wide interval), on the pooled degrees of freedom, so
+    that a host of 2 runs is not held to t with 1 degree of freedom (12.7); the host's own, without a pooled
+    one. None for a host of one run among hosts of one run each."""
+    n = len(h.logs)
+    own = statistics.stdev(h.logs) if n >= 2 else 0.0
+    s = max(own, sd) if sd is not None else (own if n >= 2 else None)
+    dof = df if sd is not None else n - 1
+    if s is None or dof < 1:
+        return (None, None)
+    efficiency = 1.2533 if n >= 3 else 1.0
+    half = t95(dof) * math.sqrt((efficiency * s) ** 2 / n + se_center ** 2)
+    lo, hi = math.exp(sign * (diff - half)) - 1, math.exp(sign * (diff + half)) - 1
+    return (min(lo, hi), max(lo, hi))
 
 
 def _pooled_sd(hosts: list[HostLevel]) -> tuple[float | None, int]:
@@ -238,5 +253,6 @@ def z_bound_for(hosts: int) -> float:
 
 
 def _flagged(h: HostLevel, w: Workload, fleet: Fleet) -> bool:
+    """Slower beyond the z bound and the threshold, and its interval clear of the fleet's median."""
     return (h.z is not None and h.relative is not None and w.z_bound is not None and h.z < -w.z_bound
-            and h.relative < -fleet.threshold)
+            and h.relative < -fleet.threshold and (h.ci95[1] is None or h.ci95[1] < 0))

@@ -295,3 +295,25 @@ def test_a_rack_tag_is_a_fact_of_the_host_not_a_split_and_a_shared_fact_is_no_ca
     assert o["host"] == "slow" and o["differs"]["cpu_model"]["also_on_unflagged"] == 2
     assert o["reason"] == ("no fact or telemetry summary sets it apart from its peers (not causes, since unflagged "
                            "peers share them: cpu_model Intel Xeon 8480+ (2 unflagged))")
+
+
+def test_a_hosts_interval_is_of_its_median_and_finite_with_two_runs(tmp_path: Path) -> None:
+    """The level is a median, and its interval was the mean's: a host 10% slow on 2 of its 5 runs (a fault
+    that started late) had its level in no interval of its own. A host of 2 runs 30% apart was held to t with
+    1 degree of freedom (12.7): [-41%, +46%]; now the pooled degrees of freedom, and not flagged, since its
+    interval is not clear of the fleet's median. By hand: the fleet's median host is 100; 'late' has median 100
+    (relative 0), 'noisy' 85 (-15%)."""
+    runs = tmp_path / "runs"
+    for i in range(6):
+        _write(runs, f"h{i}", [100, 100, 101, 99, 100][i % 5:] + [100, 100, 101, 99, 100][:i % 5])
+    _write(runs, "late", [100, 100, 100, 90, 90])
+    _write(runs, "noisy", [70, 100])
+    assert bench("ingest", str(runs), "--store", str(tmp_path / "store"))[0] == 0
+    code, out = bench("fleet", "--store", str(tmp_path / "store"), "--json")
+    found = json.loads(out)
+    hosts = {h["host"]: h for h in found["workloads"][0]["hosts"]}
+    late, noisy = hosts["late"], hosts["noisy"]
+    assert late["relative"] == pytest.approx(0.0) and late["ci95"][0] < 0 < late["ci95"][1]
+    lo, hi = noisy["ci95"]
+    assert noisy["relative"] == pytest.approx(-0.15) and lo < -0.15 < hi and -0.6 < lo and hi < 0.3
+    assert code == 0 and found["outliers"] == []
