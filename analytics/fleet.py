@@ -120,6 +120,7 @@ def host_tags(rows: list[dict[str, Any]]) -> set[str]:
 
 def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec", threshold: float = 0.03) -> Fleet:
     """Every workload's hosts against their fleet (see the module docstring)."""
+    from bench.analytics.fleet_groups import slow_groups
     from bench.analytics.fleet_why import Peers, explain
 
     if metric not in METRICS:
@@ -141,16 +142,24 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
         fleet.workloads.append(w)
         if not w.compared:
             continue
-        flagged = [h for h in w.hosts if _flagged(h, w, fleet)]
-        flagged_hosts = {h.host for h in flagged}
         by_host: dict[str, list[FleetRun]] = defaultdict(list)
         for run in runs:
             by_host[run.host].append(run)
+        groups = slow_groups(w.label, w.hosts, by_host, fleet.threshold, fleet.lower_is_better)
+        member: dict[str, int] = {}
+        if groups:  # judged again: each host against the hosts of no group, or its group's
+            fleet.groups += groups
+            member = {h: i for i, g in enumerate(groups) for h in g.hosts}
+            judge_hosts(w, fleet, member)
+        flagged = [h for h in w.hosts if _flagged(h, w, fleet)]
+        flagged_hosts = {h.host for h in flagged}
         peers = Peers(by_host, flagged_hosts) if flagged else None
         common = common_node(flagged_hosts, {h.host for h in w.hosts} - flagged_hosts)
         for h in flagged:
             assert peers is not None
             o = explain(Outlier(h.host, None, "slower", w.label, h.relative, h.ci95, h.z, h.level, w.median, h.n_runs), peers)
+            if h.host in member:
+                o.against = f"the median host of its group ({' and '.join(f'{k} {v}' for k, v in groups[member[h.host]].facts)})"
             if common:
                 o.reason = f"node {common} is in every flagged host set and in none of the others; {o.reason}"
             fleet.outliers.append(o)
@@ -201,20 +210,31 @@ def _workload(d: dict[str, Any], runs: list[FleetRun], varying: set[str], fleet:
         w.note = (f"run on {len(measured)} host{'s' if len(measured) != 1 else ''} with an ok run: "
                   f"a host needs {MIN_HOSTS - 1} or more peers to be compared")
         return w
-    logs = [math.log(h.level) for h in measured if h.level is not None]
-    center = statistics.median(logs)
-    scale = max(MAD_TO_SD * statistics.median(abs(x - center) for x in logs), SCALE_FLOOR)
-    w.median, w.robust_sd, w.z_bound = math.exp(center), scale, z_bound_for(len(measured))
-    sd, df = _pooled_sd(measured)
-    se_center = 1.2533 * scale / math.sqrt(len(measured))
+    judge_hosts(w, fleet, {})
+    return w
+
+
+def judge_hosts(w: Workload, fleet: Fleet, member: dict[str, int]) -> None:
+    """Each measured host's z, relative difference and interval against its reference: the median host of
+    those in no slow group, or, for a host of a slow group (``member``: host -> group index), its group's
+    median host. The scale is robust: 1.4826 x the MAD of the hosts' log levels about their references."""
+    measured = [(h, math.log(h.level)) for h in w.hosts if h.level is not None]
+    refs: dict[int | None, list[float]] = defaultdict(list)
+    for h, x in measured:
+        refs[member.get(h.host)].append(x)
+    center = {g: statistics.median(logs) for g, logs in refs.items()}
+    resid = [x - center[member.get(h.host)] for h, x in measured]
+    scale = max(MAD_TO_SD * statistics.median(abs(r) for r in resid), SCALE_FLOOR)
+    w.median = math.exp(center[None]) if None in center else None
+    w.robust_sd, w.z_bound = scale, z_bound_for(len(measured))
+    sd, df = _pooled_sd([h for h, _ in measured])
     sign = -1.0 if fleet.lower_is_better else 1.0
-    for h in measured:
-        assert h.level is not None
-        diff = math.log(h.level) - center
+    for h, x in measured:
+        g = member.get(h.host)
+        diff = x - center[g]
         h.z = sign * diff / scale
         h.relative = math.exp(sign * diff) - 1
-        h.ci95 = _interval(h, diff, sd, df, se_center, sign)
-    return w
+        h.ci95 = _interval(h, diff, sd, df, 1.2533 * scale / math.sqrt(len(refs[g])), sign)
 
 
 def _interval(h: HostLevel, diff: float, sd: float | None, df: int, se_center: float,

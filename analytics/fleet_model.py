@@ -42,6 +42,22 @@ class Outlier:
     differs: dict[str, dict[str, Any]] = field(default_factory=dict)
     telemetry: list[dict[str, Any]] = field(default_factory=list)
     reason: str = ""
+    against: str = "the median host"  # or, for a host of a slow group, its group's median host
+
+
+@dataclass
+class SlowGroup:
+    """Hosts that share a fact and are slower than the workload's other hosts (bench.analytics.fleet_groups)."""
+
+    workload: str
+    hosts: list[str]
+    facts: list[tuple[str, str]]  # the facts its hosts share and no other host has: (name, value)
+    n_others: int  # the other hosts it is compared with
+    left_out: int  # hosts that stand apart on their own, in it or among the others, left out of the comparison
+    relative_difference: float  # its hosts' geometric mean level over the others', - 1 (slower: < 0)
+    ci95: tuple[float, float]
+    p_value: float  # Welch's one-sided test of the hosts' log levels
+    candidates: int  # the candidate groups of its workload (its p is held to FAMILY_RATE / candidates)
 
 
 @dataclass
@@ -67,6 +83,7 @@ class Fleet:
     scale: str = f"{MAD_TO_SD} x MAD of the hosts' log levels, at least {SCALE_FLOOR:.1%}"
     workloads: list[Workload] = field(default_factory=list)
     outliers: list[Outlier] = field(default_factory=list)
+    groups: list[SlowGroup] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:

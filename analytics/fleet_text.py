@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bench.analytics.fleet_groups import group_line
 from bench.analytics.fleet_model import Fleet, Outlier
 
 
@@ -15,7 +16,7 @@ def outlier_line(o: Outlier) -> str:
     lo, hi = o.ci95
     ci = f" [{_pct(lo)}, {_pct(hi)}]" if lo is not None and hi is not None else " (no interval: one run)"
     gpu = f", GPU {o.gpu}" if o.gpu is not None else ""
-    return f"{o.host}{gpu}: {_pct(o.relative_difference)}{ci} vs the median host, robust z {o.z:.1f}; {o.reason}"
+    return f"{o.host}{gpu}: {_pct(o.relative_difference)}{ci} vs {o.against}, robust z {o.z:.1f}; {o.reason}"
 
 
 def print_fleet(f: Fleet) -> None:
@@ -33,8 +34,13 @@ def print_fleet(f: Fleet) -> None:
             continue
         print(f"{head}; median host {w.median:.4g} {f.metric}, robust SD {w.robust_sd:.2%}, z bound {w.z_bound:.2f}")
         hosts = sorted(w.hosts, key=lambda h: h.relative if h.relative is not None else -9)
+        for g in f.groups:
+            if g.workload == w.label:
+                print(f"  SLOWER GROUP {group_line(g)}")
         mine = [o for o in f.outliers if o.workload == w.label]
-        if not mine:
+        if not mine and any(g.workload == w.label for g in f.groups):
+            print("  no other host flagged (each host judged against the hosts of no group, or its group's)")
+        elif not mine:
             slowest = hosts[0] if hosts and hosts[0].relative is not None else None
             print("  no host flagged" + (f" (slowest: {slowest.host} {_pct(slowest.relative)}, z {slowest.z:.1f})"
                                          if slowest and slowest.z is not None else ""))
@@ -44,6 +50,8 @@ def print_fleet(f: Fleet) -> None:
         if one_run:
             print(f"  {len(one_run)} host(s) with one ok run: their level is that run ({', '.join(one_run[:8])}"
                   f"{', ...' if len(one_run) > 8 else ''})")
+    if f.groups:
+        print(f"\n{len(f.groups)} slow group(s) of {sum(len(g.hosts) for g in f.groups)} hosts")
     if f.outliers:
         print(f"\n{len({o.host for o in f.outliers})} host(s) flagged")
 
@@ -55,8 +63,12 @@ def junit_xml(f: Fleet) -> bytes:
     flagged = {(o.workload, o.host): o for o in f.outliers}
     cases = [(w.label, h.host) for w in f.workloads if w.compared for h in w.hosts]
     suites = ET.Element("testsuites")
-    suite = ET.SubElement(suites, "testsuite", name="bench fleet", tests=str(len(cases)), failures=str(len(flagged)),
-                          errors="0", skipped="0")
+    suite = ET.SubElement(suites, "testsuite", name="bench fleet", tests=str(len(cases) + len(f.groups)),
+                          failures=str(len(flagged) + len(f.groups)), errors="0", skipped="0")
+    for g in f.groups:  # a slow group is one failure of its own
+        case = ET.SubElement(suite, "testcase", classname=f"bench.fleet.{g.workload}",
+                             name="group " + " and ".join(f"{k}={v}" for k, v in g.facts))
+        ET.SubElement(case, "failure", message=group_line(g), type="slow group").text = group_line(g)
     for workload, host in cases:
         case = ET.SubElement(suite, "testcase", classname=f"bench.fleet.{workload}", name=host)
         o = flagged.get((workload, host))

@@ -6,7 +6,9 @@
    fleet --json` at its default threshold (3%). A cell's recall counts faulty hosts flagged with the right fact
    or GPU; false flags count healthy hosts flagged. The table ends with the smallest fault found at 95% recall
    or more with no false flag, per noise level.
-2. Speed: `bench fleet` on one 64-host fleet (wall time of the command, median of 5), against the issue's goal
+2. A bad rollout: 19 of the 56 healthy hosts on a new driver 4% or 6% slower, beside the 8 faulty hosts: whether
+   the group is found whole, with its driver, and the faulty hosts still explained.
+3. Speed: `bench fleet` on one 64-host fleet (wall time of the command, median of 5), against the issue's goal
    of 1 s, beside `bench changes` on the same store as the baseline of a command that reads the same runs.
 """
 
@@ -50,6 +52,27 @@ def cell(work: Path, noise: float, size: float, seeds: int) -> tuple[int, int, i
     return faulty, explained, found, false
 
 
+def group_cell(work: Path, noise: float, size: float, seeds: int) -> tuple[int, int, int, int, int]:
+    """A bad rollout: 19 of the 56 healthy hosts on a new driver ``size`` slower, beside the 8 faulty hosts (10%):
+    (fleets, the group found whole with its driver and nothing more, faulty hosts, explained, false flags) over
+    ``seeds`` fleets. A false flag is a healthy host flagged on its own, or a group of other hosts."""
+    whole = faulty = explained = false = 0
+    for seed in range(1, seeds + 1):
+        root = Path(tempfile.mkdtemp(dir=work))
+        truth = fleet_sim.generate(root / "runs", noise=noise, seed=seed, group=19, group_size=size)
+        rollout = json.loads(fleet_sim.truth_path(root / "runs").read_text())["group"]
+        bench("ingest", str(root / "runs"), "--store", str(root / "store"))
+        found = json.loads(bench("fleet", "--store", str(root / "store"), "--json"))
+        right = [g for g in found.get("groups", []) if g["hosts"] == rollout
+                 and ["gpu_driver", fleet_sim.NEW_DRIVER] in g["facts"]]
+        whole += len(right) == 1
+        false += len(found.get("groups", [])) - len(right)
+        score = fleet_sim.score(found["outliers"], truth)
+        faulty, explained = faulty + len(truth), explained + len(score["explained"])
+        false += len(score["false"])
+    return seeds, whole, faulty, explained, false
+
+
 def main() -> None:
     seeds = int(os.environ.get("BENCH_FLEETS", "3"))
     print(f"bench fleet on simulated fleets (64 hosts x 8 GPUs x 3 runs, 8 faulty, {seeds} seeds per cell; "
@@ -69,6 +92,12 @@ def main() -> None:
         for noise, size in smallest.items():
             print(f"noise {noise:.1%}: smallest fault found at >= 95% recall with no false flag: "
                   + (f"{size:.0%}" if size is not None else f"none up to {SIZES[-1]:.0%}"))
+        print(f"\na bad rollout: 19 of 64 hosts on a new driver, beside the 8 faulty hosts (10%); {seeds} fleets a cell")
+        print(f"{'noise':>6} {'group':>6} {'group found whole':>18} {'faulty explained':>17} {'false flags':>12}")
+        for noise in NOISES:
+            for size in (0.04, 0.06):
+                n, whole, faulty, explained, false = group_cell(work, noise, size, seeds)
+                print(f"{noise:>6.1%} {size:>6.0%} {f'{whole}/{n}':>18} {f'{explained}/{faulty}':>17} {false:>12}")
         root = work / "speed"
         fleet_sim.generate(root / "runs", seed=1)
         bench("ingest", str(root / "runs"), "--store", str(root / "store"))

@@ -14,6 +14,9 @@ host's runs by a third of that. Each faulty host gets one fault, the kinds in tu
 - ``hot_gpu``: one GPU throttles at 92 °C with a low SM clock while its neighbours wait for it;
 - ``old_driver``: the node left on an older driver; its telemetry looks healthy.
 
+``group=N`` (``--group N``) also rolls a new driver (``NEW_DRIVER``) out to the last N healthy hosts, which makes
+them ``group_size`` slower (a bad rollout: one finding for bench fleet, not N); the truth names them.
+
 OUT.truth.json (beside OUT) says which host got which fault (and which GPU): tests and `make bench` score bench fleet's
 answers against it. The logs are in the tf_cnn_benchmarks format of `bench run`'s bundled trainer; nothing in
 them is measured.
@@ -30,7 +33,7 @@ from pathlib import Path
 
 FAULTS = ("app_clocks", "power_cap", "hot_gpu", "old_driver")
 GPU = "NVIDIA H100 80GB HBM3"
-DRIVER, OLD_DRIVER = "550.90.07", "535.104.05"
+DRIVER, OLD_DRIVER, NEW_DRIVER = "550.90.07", "535.104.05", "575.51.03"
 CLOCK, LOW_CLOCK = 1980.0, 1410.0
 LIMIT, LOW_LIMIT = 700.0, 500.0
 BASE_RATE = 2950.0  # images/sec of a healthy host (8 GPUs, ResNet-50, fp16)
@@ -52,10 +55,14 @@ def truth_path(out: Path) -> Path:
 
 
 def generate(out: Path, *, hosts: int = 64, gpus: int = 8, runs: int = 3, noise: float = 0.01,
-             fault_size: float = 0.10, faults: int = 8, seed: int = 1) -> dict[str, dict[str, object]]:
-    """Write the fleet's run directories under ``out`` and its truth beside it (``truth_path``); returns the truth."""
+             fault_size: float = 0.10, faults: int = 8, seed: int = 1, group: int = 0,
+             group_size: float = 0.06) -> dict[str, dict[str, object]]:
+    """Write the fleet's run directories under ``out`` and its truth beside it (``truth_path``); returns the truth
+    of the faulty hosts (the group's hosts are in the truth file's ``group``)."""
     rng = random.Random(seed * 7919 + 17)
     truth = plan(hosts, faults, seed)
+    healthy = [f"node{h:03d}" for h in range(1, hosts + 1) if f"node{h:03d}" not in truth]
+    rollout = set(healthy[len(healthy) - group:]) if group else set()
     for gpu_fault in truth.values():
         if gpu_fault["gpu"] is not None:
             gpu_fault["gpu"] = int(gpu_fault["gpu"]) % gpus  # type: ignore[call-overload]
@@ -63,14 +70,16 @@ def generate(out: Path, *, hosts: int = 64, gpus: int = 8, runs: int = 3, noise:
     out.mkdir(parents=True, exist_ok=True)
     for h in range(1, hosts + 1):
         host = f"node{h:03d}"
-        fault = truth.get(host)
-        level = BASE_RATE * math.exp(rng.gauss(0, noise)) / (1 + fault_size if fault else 1)
+        fault = truth.get(host) or ({"kind": "new_driver", "gpu": None} if host in rollout else None)
+        level = BASE_RATE * math.exp(rng.gauss(0, noise)) / (1 + fault_size if host in truth else 1)
+        level /= 1 + group_size if host in rollout else 1
         for r in range(runs):
             rate = level * math.exp(rng.gauss(0, noise / 3))
             at = start + timedelta(days=r, minutes=h)
             write_run(out / f"{host}-r{r}", host, rate, fault, gpus, at, rng)
     truth_path(out).write_text(json.dumps({"hosts": hosts, "gpus": gpus, "runs": runs, "noise": noise,
-                                                "fault_size": fault_size, "seed": seed, "faults": truth}, indent=1))
+                                                "fault_size": fault_size, "seed": seed, "faults": truth,
+                                                "group": sorted(rollout), "group_size": group_size}, indent=1))
     return truth
 
 
@@ -80,7 +89,8 @@ def write_run(d: Path, host: str, rate: float, fault: dict[str, object] | None, 
     kind = fault["kind"] if fault else None
     settings = []
     for _ in range(gpus):
-        s = {"name": GPU, "driver_version": OLD_DRIVER if kind == "old_driver" else DRIVER, "memory_total_mib": 81559.0,
+        driver = {"old_driver": OLD_DRIVER, "new_driver": NEW_DRIVER}.get(str(kind), DRIVER)
+        s = {"name": GPU, "driver_version": driver, "memory_total_mib": 81559.0,
              "sm_clock_max_mhz": CLOCK, "power_limit_w": LIMIT, "enforced_power_limit_w": LIMIT,
              "applications_clock_sm_mhz": CLOCK, "applications_clock_memory_mhz": 2619.0, "memory_clock_max_mhz": 2619.0,
              "persistence_mode": "Enabled", "ecc_mode": "Enabled", "vbios_version": "96.00.99.00.01"}
@@ -181,9 +191,11 @@ def main() -> None:
     p.add_argument("--fault-size", type=float, default=0.10)
     p.add_argument("--faults", type=int, default=8)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--group", type=int, default=0, help="roll NEW_DRIVER out to this many healthy hosts")
+    p.add_argument("--group-size", type=float, default=0.06)
     a = p.parse_args()
     truth = generate(a.out, hosts=a.hosts, gpus=a.gpus, runs=a.runs, noise=a.noise, fault_size=a.fault_size,
-                     faults=a.faults, seed=a.seed)
+                     faults=a.faults, seed=a.seed, group=a.group, group_size=a.group_size)
     print(f"{a.hosts} hosts x {a.gpus} GPUs x {a.runs} runs in {a.out}; faults: "
           + ", ".join(f"{h} {f['kind']}" + (f" (GPU {f['gpu']})" if f["gpu"] is not None else "")
                       for h, f in sorted(truth.items())))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.analytics.findings import Finding
 from bench.analytics.fleet import MIN_HOSTS, find_outliers
+from bench.analytics.fleet_groups import group_line
 from bench.analytics.fleet_model import Fleet
 from bench.analytics.plots import new_figure, wrap
 from bench.analytics.report.model import Figure, Section, Table
@@ -67,12 +68,13 @@ def fleet_section(con: duckdb.DuckDBPyConnection, renderer: Renderer) -> tuple[l
         rows.append((w.label, [h.relative for h in w.hosts if h.relative is not None], flagged))
     sec.figures.append(Figure(FIGURE, "Each host's level against its workload's median host", renderer.svg(
         strips, rows, fleet.threshold, title="Hosts against their fleet")))
-    findings = []
+    findings = [Finding("fleet", f"On {g.workload}, {group_line(g)}.", g.relative_difference, g.ci95,
+                        len(g.hosts), FLAGGED) for g in fleet.groups]
     slow = [o for o in fleet.outliers if o.kind == "slower"]
     for o in slow:
         lo, hi = o.ci95
         ci = f" (95% CI {lo:+.1%} to {hi:+.1%})" if lo is not None and hi is not None else ""
-        findings.append(Finding("fleet", f"{o.host} is {-(o.relative_difference or 0):.1%} slower than the median host "
+        findings.append(Finding("fleet", f"{o.host} is {-(o.relative_difference or 0):.1%} slower than {o.against} "
                                 f"on {o.workload}{ci}: {o.reason}.", o.relative_difference, o.ci95, o.n_runs, FLAGGED))
     for o in fleet.outliers:
         if o.kind == "failed":
@@ -98,7 +100,9 @@ def _summary(f: Fleet) -> str:
             f"run over several nodes is one of its host set, n1+n2, compared with the other sets). "
             f"A host is flagged when its level (the median of its ok runs) is slower than its workload's median "
             f"host by more than {f.threshold:.0%} and beyond its workload's z bound ({f.z_bound}; the SD: {f.scale}); why is what "
-            f"differs from most of its peers (bench fleet). {sum(o.kind == 'slower' for o in f.outliers)} host(s) "
+            f"differs from most of its peers (bench fleet); hosts that share a fact and are slower together are one "
+            f"group, and judged against their group. {len(f.groups)} slow group(s); "
+            f"{sum(o.kind == 'slower' for o in f.outliers)} host(s) "
             f"are flagged slower, {sum(o.kind == 'failed' for o in f.outliers)} failed every run.")
     for note in f.notes:
         text += f" Note: {note}."

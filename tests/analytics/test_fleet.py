@@ -317,3 +317,41 @@ def test_a_hosts_interval_is_of_its_median_and_finite_with_two_runs(tmp_path: Pa
     lo, hi = noisy["ci95"]
     assert noisy["relative"] == pytest.approx(-0.15) and lo < -0.15 < hi and -0.6 < lo and hi < 0.3
     assert code == 0 and found["outliers"] == []
+
+
+def _driver(root: Path, host: str, driver: str) -> None:
+    for d in root.glob(f"{host}-*"):
+        doc = json.loads((d / "run.json").read_text())
+        for g in doc["gpus"]:
+            g["driver_version"] = driver
+        (d / "run.json").write_text(json.dumps(doc))
+
+
+def test_a_slow_group_is_one_finding_and_does_not_hide_another_hosts_fault(tmp_path: Path) -> None:
+    """19 of 64 hosts on a new driver 6% slower, and one other host 5.1% slow on its own: host by host, the
+    group widens the robust SD the hosts are judged against. Now the group is one finding (19 hosts, by hand:
+    levels 94 + jitter against 100 + the same jitter: -6.0%, the other slow host left out of that comparison),
+    and the other host is judged against the 44 hosts of no group (median 100): -5.1%."""
+    runs = tmp_path / "runs"
+    jitter = [-1.0, -0.5, 0.0, 0.5, 1.0]
+    for i in range(64):
+        host = f"n{i:02d}"
+        base = 94.0 if i < 19 else 94.9 if i == 40 else 100.0
+        rate = base + jitter[i % 5] * (base != 94.9)
+        _write(runs, host, [rate, rate])
+        if i < 19:
+            _driver(runs, host, "575.51.03")
+    assert bench("ingest", str(runs), "--store", str(tmp_path / "store"))[0] == 0
+    code, out = bench("fleet", "--store", str(tmp_path / "store"), "--json", "--fail")
+    found = json.loads(out)
+    assert code == 1
+    (g,) = found["groups"]
+    assert g["hosts"] == [f"n{i:02d}" for i in range(19)] and ["gpu_driver", "575.51.03"] in g["facts"]
+    # the other faulty host stands apart on its own: left out of the group's comparison, judged after
+    assert g["relative_difference"] == pytest.approx(94 / 100 - 1, abs=0.001) and (g["n_others"], g["left_out"]) == (44, 1)
+    assert g["ci95"][0] < -0.06 < g["ci95"][1] < 0 and g["p_value"] < 0.05 / g["candidates"]
+    (o,) = found["outliers"]
+    assert o["host"] == "n40" and o["relative_difference"] == pytest.approx(-0.051, abs=0.001)
+    code, text = bench("fleet", "--store", str(tmp_path / "store"))
+    assert f"SLOWER GROUP 19 hosts with gpu_driver 575.51.03 are {-g['relative_difference']:.1%} slower than the 44 " \
+           "others" in text and "1 host that stands apart on its own left out" in text
