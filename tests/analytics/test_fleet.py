@@ -355,3 +355,6 @@ def test_a_slow_group_is_one_finding_and_does_not_hide_another_hosts_fault(tmp_p
     code, text = bench("fleet", "--store", str(tmp_path / "store"))
     assert f"SLOWER GROUP 19 hosts with gpu_driver 575.51.03 are {-g['relative_difference']:.1%} slower than the 44 " \
            "others" in text and "1 host that stands apart on its own left out" in text
+    code, _ = bench("fleet", "--store", str(tmp_path / "store"), "--junit", str(tmp_path / "f.xml"))
+    failures = ET.parse(tmp_path / "f.xml").getroot().iter("failure")
+    assert sorted(f.get("type") or "" for f in failures) == ["slow group", "slower"]
