@@ -60,20 +60,35 @@ MIN_HOSTS = 3  # fewer hosts have no majority to compare with
 WORKLOAD_COLUMNS = tuple(c for c in SERIES_COLUMNS if c != "system")
 
 
-def load_runs(con: duckdb.DuckDBPyConnection, metric: str
-              ) -> tuple[dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]], set[str]]:
+#: By default a workload's hosts are judged on its runs of the DAYS days before its newest run: a host that
+#: turned slow on night 200 of 365 is slow in its recent runs, not in the median of its whole history.
+DAYS = 7
+
+
+def load_runs(con: duckdb.DuckDBPyConnection, metric: str, days: int | None = DAYS
+              ) -> tuple[dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]], set[str], int]:
     """The runs of ``con`` by workload: key -> (its description, its runs), a multi-node run's host being its
-    host set (``host_set``); and the host tags (``host_tags``), which are facts of the hosts, not part of a
-    workload. Runs without a host (or host set) are left out."""
+    host set (``host_set``); the host tags (``host_tags``), which are facts of the hosts, not part of a
+    workload; and how many runs were older than the window. Runs without a host (or host set) are left out,
+    and, where ``days`` is given, runs started more than ``days`` days before their workload's newest run (a
+    run without a start time is kept)."""
     from bench.sql.views import register_views
 
     register_views(con, ["run_configs"])
     cols = ", ".join(f"c.{c}" for c in WORKLOAD_COLUMNS)
-    cur = con.execute(f"""
+    window = f"""
+        WITH c AS (SELECT *, max(started_at) OVER (PARTITION BY {', '.join(WORKLOAD_COLUMNS)}) AS newest
+                   FROM run_configs WHERE host IS NOT NULL OR coalesce(num_nodes, 1) > 1)"""
+    recent = ("c.started_at IS NULL OR c.started_at >= c.newest - to_days(CAST(? AS INTEGER))" if days
+              else "true")
+    params = [days] if days else []
+    counted = con.execute(f"{window} SELECT count(*) FROM c WHERE NOT ({recent})", params).fetchone() if days else None
+    older = int(counted[0]) if counted else 0
+    cur = con.execute(f"""{window}
         SELECT {cols}, c.series_tags, c.run_id, c.status, c.host, c.num_nodes AS nodes, c.{metric} AS value,
                r.framework_version, r.details
-        FROM run_configs c JOIN runs r USING (run_id)
-        WHERE c.host IS NOT NULL OR coalesce(c.num_nodes, 1) > 1""")
+        FROM c JOIN runs r USING (run_id)
+        WHERE {recent}""", params)
     names = [d[0] for d in cur.description]
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for row in cur.fetchall():
@@ -103,7 +118,7 @@ def load_runs(con: duckdb.DuckDBPyConnection, metric: str
             ok = r["status"] == "ok" and value is not None and value > 0 and math.isfinite(value)
             out[key][1].append(FleetRun(r["run_id"], r["host"], r["status"], float(value) if ok else None, facts,
                                         (r["details"] or {}).get(GPU_LOAD_DETAILS), (r["details"] or {}).get("gpus")))
-    return out, said
+    return out, said, older
 
 
 def host_tags(rows: list[dict[str, Any]]) -> set[str]:
@@ -118,8 +133,10 @@ def host_tags(rows: list[dict[str, Any]]) -> set[str]:
             if all(len(v) == 1 for v in hosts.values()) and len(set().union(*hosts.values())) >= 2}
 
 
-def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec", threshold: float = 0.03) -> Fleet:
-    """Every workload's hosts against their fleet (see the module docstring)."""
+def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec", threshold: float = 0.03,
+                  days: int | None = DAYS) -> Fleet:
+    """Every workload's hosts against their fleet (see the module docstring), on each workload's runs of the
+    ``days`` days before its newest run (None or 0: all of them)."""
     from bench.analytics.fleet_groups import slow_groups
     from bench.analytics.fleet_why import Peers, explain
 
@@ -128,7 +145,12 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
     if not 0 <= threshold < 1:
         raise UsageError(f"--threshold {threshold}: a fraction between 0 and 1 (0.03: 3% slower)")
     fleet = Fleet(metric, METRICS[metric], threshold)
-    workloads, by_host_tags = load_runs(con, metric)
+    if days is not None and days < 0:
+        raise UsageError(f"--days {days}: a number of days, 0 for every run")
+    workloads, by_host_tags, older = load_runs(con, metric, days)
+    if older:
+        fleet.notes.append(f"each workload's hosts are judged on its runs of the {days} days before its newest run: "
+                           f"{older} older run{'s' if older != 1 else ''} left out (--days 0 takes every run)")
     if by_host_tags:
         fleet.notes.append(f"tag{'s' if len(by_host_tags) > 1 else ''} {', '.join(sorted(by_host_tags))}: one value "
                            "per host, so a fact of the host that can explain a finding, not a split of its peers")

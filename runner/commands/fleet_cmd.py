@@ -24,6 +24,7 @@ def fleet_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: workloads, groups (hosts, facts, relative_difference, ci95, p_value), outliers (host, gpu, relative_difference, ci95, differs, telemetry), notes")] = False,
     fail: Annotated[bool, typer.Option("--fail", help="Exit 1 when a host is flagged or a group of hosts sharing a fact is slower (a node qualification gate)")] = False,
     junit: Annotated[Path | None, typer.Option("--junit", help="Also write JUnit XML here (one test case per host and workload)")] = None,
+    days: Annotated[int, typer.Option("--days", help="Judge each workload's hosts on its runs of this many days before its newest run (0: every run); a host slow since last week is slow in these, not in the median of its whole history")] = 7,
     store: StoreOpt = None,
 ) -> None:
     """Find the hosts slower than their peers on the same workload, and say why: the facts in which each
@@ -38,7 +39,7 @@ def fleet_command(
     con = selected_runs(store, where, None)
     if where and not first(con, "SELECT 1 FROM runs LIMIT 1"):
         raise UsageError(f"--where {where!r} selects no run")
-    found = find_outliers(con, metric.value, threshold)
+    found = find_outliers(con, metric.value, threshold, days)
     from bench.analytics.fleet_text import junit_xml, print_fleet
 
     emit(found, junit=junit, as_json=as_json, xml=junit_xml, text=print_fleet)

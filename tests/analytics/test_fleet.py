@@ -358,3 +358,24 @@ def test_a_slow_group_is_one_finding_and_does_not_hide_another_hosts_fault(tmp_p
     code, _ = bench("fleet", "--store", str(tmp_path / "store"), "--junit", str(tmp_path / "f.xml"))
     failures = ET.parse(tmp_path / "f.xml").getroot().iter("failure")
     assert sorted(f.get("type") or "" for f in failures) == ["slow group", "slower"]
+
+
+def test_a_fault_that_starts_late_is_found_in_the_recent_window(tmp_path: Path) -> None:
+    """12 hosts x 30 nights, one host 10% slower from night 20: over the whole history its median (20 healthy
+    nights of 30) hides it; judged on the last 7 days (the default), it is flagged, and the note says how many
+    older runs were left out (by hand: the window starts 7 days before the newest run, night 29 at minute 11,
+    so nights 23-29 and night 22's one run at minute 11: 85 of 360 runs, 275 left out)."""
+    rng = random.Random(1)
+    for h in range(12):
+        host = f"h{h:02d}"
+        for n in range(30):
+            rate = 2950 * (1 + rng.gauss(0, 0.003)) * (0.9 if host == "h03" and n >= 20 else 1)
+            fleet_sim.write_run(tmp_path / "runs" / f"{host}-{n}", host, rate, None, 2,
+                                datetime(2026, 10, 1, tzinfo=UTC) + timedelta(days=n, minutes=h), rng)
+    assert bench("ingest", str(tmp_path / "runs"), "--store", str(tmp_path / "store"))[0] == 0
+    code, out = bench("fleet", "--store", str(tmp_path / "store"), "--json")
+    found = json.loads(out)
+    assert code == 0 and [o["host"] for o in found["outliers"]] == ["h03"] and found["workloads"][0]["n_runs"] == 85
+    assert any("275 older runs left out (--days 0 takes every run)" in n for n in found["notes"])
+    code, out = bench("fleet", "--store", str(tmp_path / "store"), "--json", "--days", "0")
+    assert code == 0 and json.loads(out)["outliers"] == [] and json.loads(out)["workloads"][0]["n_runs"] == 360
