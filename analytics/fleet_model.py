@@ -42,6 +42,7 @@ class Outlier:
     differs: dict[str, dict[str, Any]] = field(default_factory=dict)
     telemetry: list[dict[str, Any]] = field(default_factory=list)
     reason: str = ""
+    gpus: list[int] = field(default_factory=list)  # every GPU the finding is about (``gpu``: the first)
     against: str = "the median host"  # or, for a host of a slow group, its group's median host
 
 

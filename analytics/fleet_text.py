@@ -15,7 +15,7 @@ def outlier_line(o: Outlier) -> str:
         return f"{o.host}: {o.reason}"
     lo, hi = o.ci95
     ci = f" [{_pct(lo)}, {_pct(hi)}]" if lo is not None and hi is not None else " (no interval: one run)"
-    gpu = f", GPU {o.gpu}" if o.gpu is not None else ""
+    gpu = f", GPUs {', '.join(map(str, o.gpus))}" if len(o.gpus) > 1 else f", GPU {o.gpu}" if o.gpu is not None else ""
     return f"{o.host}{gpu}: {_pct(o.relative_difference)}{ci} vs {o.against}, robust z {o.z:.1f}; {o.reason}"
 
 

@@ -24,10 +24,13 @@ CHECKS = (
     ("sm_clock_mean_mhz", "mean SM clock under load", "MHz", -1, ("rel", 0.03)),
     ("temperature_max_c", "max temperature", "°C", 1, ("abs", 8.0)),
     ("at_power_limit_share", "share of samples at its power limit", "", 1, ("abs", 0.25)),
+    # a GPU that draws less under load than its peers does less work (a PCIe Gen3 link: 325 W -> 280 W)
+    ("power_mean_w", "mean power under load", "W", -1, ("rel", 0.08)),
 )
 #: a GPU's robust z-score bound: higher than a host's (3.5), since a fleet has 8 times as many GPUs to test
 GPU_Z_BOUND = 5.0
-_FLOORS = {"sm_clock_mean_mhz": ("rel", 0.005), "temperature_max_c": ("abs", 1.0), "at_power_limit_share": ("abs", 0.02)}
+_FLOORS = {"sm_clock_mean_mhz": ("rel", 0.005), "temperature_max_c": ("abs", 1.0), "at_power_limit_share": ("abs", 0.02),
+           "power_mean_w": ("rel", 0.01)}
 
 
 def host_facts(runs: list[FleetRun]) -> dict[str, str]:
@@ -118,8 +121,9 @@ def explain(out: Outlier, peers: Peers) -> Outlier:
     out.telemetry = _telemetry(peers.loads[out.host], peers.fleet)
     gpus = [t["gpu"] for t in out.telemetry if t["gpu"] is not None]
     setting_gpus = sorted({int(k[3:].split(".")[0]) for k in out.differs if _GPU_KEY.match(k)})
-    named = gpus or setting_gpus
+    named = sorted(set(gpus)) or setting_gpus
     out.gpu = named[0] if named else None
+    out.gpus = named
     out.reason = _reason(out)
     if not peers.loads[out.host]:
         out.reason += "; its runs have no per-GPU telemetry summary (no telemetry.csv with GPU indices)"
@@ -139,7 +143,7 @@ def _collapse_gpu_settings(differs: dict[str, dict[str, Any]], mine: dict[str, s
             by_setting[m.group(2)].append(k)
     for setting, keys in by_setting.items():
         pairs = {(differs[k]["host"], differs[k]["peers"]) for k in keys}
-        if len(keys) < n_gpus or len(keys) < 2 or len(pairs) != 1:
+        if len(keys) < n_gpus or len(pairs) != 1:  # a 1-GPU node's setting is its node's too
             continue
         merged = {**differs[keys[0]], "gpus": len(keys)}
         for k in keys:
