@@ -138,6 +138,7 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
     """Every workload's hosts against their fleet (see the module docstring), on each workload's runs of the
     ``days`` days before its newest run (None or 0: all of them)."""
     from bench.analytics.fleet_groups import slow_groups
+    from bench.analytics.fleet_history import annotate
     from bench.analytics.fleet_why import Peers, explain
 
     if metric not in METRICS:
@@ -184,6 +185,8 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
                 o.against = f"the median host of its group ({' and '.join(f'{k} {v}' for k, v in groups[member[h.host]].facts)})"
             if common:
                 o.reason = f"node {common} is in every flagged host set and in none of the others; {o.reason}"
+            if "+" not in h.host:  # a host's own series: since when it is slow, over the whole selection
+                annotate(con, metric, fleet.lower_is_better, d, o, WORKLOAD_COLUMNS)
             fleet.outliers.append(o)
         for h in w.hosts:
             if h.level is None:

@@ -43,6 +43,7 @@ class Outlier:
     telemetry: list[dict[str, Any]] = field(default_factory=list)
     reason: str = ""
     gpus: list[int] = field(default_factory=list)  # every GPU the finding is about (``gpu``: the first)
+    since: dict[str, Any] | None = None  # when it turned slow (bench.analytics.fleet_history.since)
     against: str = "the median host"  # or, for a host of a slow group, its group's median host
 
 

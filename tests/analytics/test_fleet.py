@@ -399,3 +399,23 @@ def test_a_one_gpu_nodes_setting_is_the_nodes_and_a_flag_names_every_gpu() -> No
     assert outlier_line(o).startswith("old: -10.0% [-12.0%, -8.0%] vs the median host, robust z -5.0; gpu_driver 535")
     o.gpu, o.gpus = 2, [2, 6]
     assert outlier_line(o).startswith("old, GPUs 2, 6: -10.0%")
+
+
+def test_a_flagged_host_says_since_when_and_a_degrading_one_says_so(tmp_path: Path) -> None:
+    """12 hosts x 30 nights: h03 10% slower from night 20 (2026-10-21), h07 0.6% slower a night from night 10
+    (-11.4% by night 29). Each flagged host's own series says when: a step, or steps in a row (a slide)."""
+    rng = random.Random(1)
+    for h in range(12):
+        host = f"h{h:02d}"
+        for n in range(30):
+            f = 0.9 if host == "h03" and n >= 20 else 1 - 0.006 * max(0, n - 10) if host == "h07" else 1.0
+            fleet_sim.write_run(tmp_path / "runs" / f"{host}-{n}", host, 2950 * (1 + rng.gauss(0, 0.003)) * f, None, 2,
+                                datetime(2026, 10, 1, tzinfo=UTC) + timedelta(days=n, minutes=h), rng)
+    assert bench("ingest", str(tmp_path / "runs"), "--store", str(tmp_path / "store"))[0] == 0
+    found = {o["host"]: o for o in json.loads(bench("fleet", "--store", str(tmp_path / "store"), "--json")[1])["outliers"]}
+    assert sorted(found) == ["h03", "h07"]
+    late, slide = found["h03"]["since"], found["h07"]["since"]
+    assert (late["kind"], late["from"][:10], round(late["change"], 2)) == ("slower", "2026-10-21", -0.10)
+    assert found["h03"]["reason"].startswith("slower since 2026-10-21: -10.")
+    assert slide["kind"] == "degrading" and slide["steps"] >= 2 and "2026-10-11" <= slide["from"][:10] <= "2026-10-21"
+    assert -0.12 < slide["change"] < -0.07 and found["h07"]["reason"].startswith("degrading: slower in ")

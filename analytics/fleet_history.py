@@ -1,0 +1,63 @@
+"""When a flagged host turned slow (bench.analytics.fleet): its own series over the whole selection, the
+workload's runs on that host in time order, read by bench changes' detection (bench.analytics.changepoints).
+A host whose newest level follows a slower step is "slower since" that step's first run; one whose newest
+steps slope down in a row (a slide) is "degrading" since the slide's first step, by the slide's total.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from bench.analytics.changepoints import MIN_RUNS, detect
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from bench.analytics.fleet_model import Outlier
+
+
+def history(con: duckdb.DuckDBPyConnection, metric: str, workload: dict[str, Any], host: str,
+            columns: tuple[str, ...]) -> list[tuple[Any, float]]:
+    """(started_at, value) of the host's ok runs of the workload, in time order (runs without a time left out)."""
+    same = " AND ".join(f"{c} IS NOT DISTINCT FROM ?" for c in columns)
+    return [(t, float(v)) for t, v in con.execute(
+        f"SELECT started_at, {metric} FROM run_configs WHERE host = ? AND {same} AND status = 'ok' "
+        f"AND {metric} > 0 AND started_at IS NOT NULL ORDER BY started_at",
+        [host, *(workload.get(c) for c in columns)]).fetchall() if v is not None and math.isfinite(v)]
+
+
+def since(points: list[tuple[Any, float]], lower_is_better: bool) -> dict[str, Any] | None:
+    """How the newest level came about, where a slower step (or a slide of them) led to it: ``kind`` (slower,
+    degrading), ``from`` (the first run's start), ``change`` (relative, before to now), ``steps``; None where
+    the host's series has no such step (it was always this slow, or too short to tell)."""
+    if len(points) < 2 * MIN_RUNS:
+        return None
+    found = detect([v for _, v in points])
+    if not found.steps:
+        return None
+    last = len(found.steps) - 1
+    step = found.steps[last]
+    if (step.change > 0) != lower_is_better:  # the newest step was faster: the host recovered
+        return None
+    for (first, end), test in zip(found.slides, found.slide_tests, strict=True):
+        if end == last:
+            return {"kind": "degrading", "from": points[found.steps[first].index][0], "change": test[0],
+                    "steps": end - first + 1}
+    return {"kind": "slower", "from": points[step.index][0], "change": step.change, "steps": 1}
+
+
+def said(s: dict[str, Any]) -> str:
+    day = s["from"].strftime("%Y-%m-%d") if hasattr(s["from"], "strftime") else str(s["from"])
+    if s["kind"] == "degrading":
+        return f"degrading: slower in {s['steps']} steps in a row since {day}, {s['change']:+.1%} in all"
+    return f"slower since {day}: {s['change']:+.1%}"
+
+
+def annotate(con: duckdb.DuckDBPyConnection, metric: str, lower_is_better: bool, workload: dict[str, Any],
+             out: Outlier, columns: tuple[str, ...]) -> None:
+    """Put when ``out``'s host turned slow in front of its reason (``out.since``)."""
+    s = since(history(con, metric, workload, out.host, columns), lower_is_better)
+    if s is not None:
+        out.since = {**s, "from": str(s["from"])}
+        out.reason = f"{said(s)}; {out.reason}"
