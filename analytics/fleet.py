@@ -160,6 +160,7 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
         fleet.notes.append(f"the selection spans {len(models)} device models ({', '.join(sorted(map(str, models)))}): "
                            "each host is compared with hosts of its own model only")
     varying = {c for c in WORKLOAD_COLUMNS if len({d.get(c) for d, _ in workloads.values()}) > 1}
+    dated: list[tuple[dict[str, Any], Outlier]] = []
     for d, runs in workloads.values():
         w = _workload(d, runs, varying, fleet)
         fleet.workloads.append(w)
@@ -186,12 +187,13 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
             if common:
                 o.reason = f"node {common} is in every flagged host set and in none of the others; {o.reason}"
             if "+" not in h.host:  # a host's own series: since when it is slow, over the whole selection
-                annotate(con, metric, fleet.lower_is_better, d, o, WORKLOAD_COLUMNS)
+                dated.append((d, o))
             fleet.outliers.append(o)
         for h in w.hosts:
             if h.level is None:
                 fleet.outliers.append(Outlier(h.host, None, "failed", w.label, None, (None, None), None, None, w.median,
                                               h.n_runs, reason=f"all {h.n_failed} runs failed ({_statuses(by_host[h.host])})"))
+    annotate(con, metric, fleet.lower_is_better, dated, WORKLOAD_COLUMNS)
     fleet.outliers.sort(key=lambda o: (o.kind != "slower", o.relative_difference if o.relative_difference is not None else 0))
     if not fleet.workloads:
         fleet.notes.append("no run with a host (or, over several nodes, a host set) in the selection")

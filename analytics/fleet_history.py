@@ -17,14 +17,21 @@ if TYPE_CHECKING:
     from bench.analytics.fleet_model import Outlier
 
 
-def history(con: duckdb.DuckDBPyConnection, metric: str, workload: dict[str, Any], host: str,
-            columns: tuple[str, ...]) -> list[tuple[Any, float]]:
-    """(started_at, value) of the host's ok runs of the workload, in time order (runs without a time left out)."""
-    same = " AND ".join(f"{c} IS NOT DISTINCT FROM ?" for c in columns)
-    return [(t, float(v)) for t, v in con.execute(
-        f"SELECT started_at, {metric} FROM run_configs WHERE host = ? AND {same} AND status = 'ok' "
-        f"AND {metric} > 0 AND started_at IS NOT NULL ORDER BY started_at",
-        [host, *(workload.get(c) for c in columns)]).fetchall() if v is not None and math.isfinite(v)]
+def histories(con: duckdb.DuckDBPyConnection, metric: str, hosts: set[str], columns: tuple[str, ...]
+              ) -> dict[tuple[Any, ...], list[tuple[Any, float]]]:
+    """(host, *workload columns) -> (started_at, value) of each ok run of ``hosts``, in time order (runs without
+    a time left out): one read of the store's configurations for every flagged host."""
+    if not hosts:
+        return {}
+    out: dict[tuple[Any, ...], list[tuple[Any, float]]] = {}
+    marks = ", ".join("?" for _ in hosts)
+    rows = con.execute(
+        f"SELECT host, {', '.join(columns)}, started_at, {metric} FROM run_configs WHERE host IN ({marks}) "
+        f"AND status = 'ok' AND {metric} > 0 AND started_at IS NOT NULL ORDER BY started_at", sorted(hosts)).fetchall()
+    for *key, t, v in rows:
+        if v is not None and math.isfinite(v):
+            out.setdefault(tuple(key), []).append((t, float(v)))
+    return out
 
 
 def since(points: list[tuple[Any, float]], lower_is_better: bool) -> dict[str, Any] | None:
@@ -54,10 +61,12 @@ def said(s: dict[str, Any]) -> str:
     return f"slower since {day}: {s['change']:+.1%}"
 
 
-def annotate(con: duckdb.DuckDBPyConnection, metric: str, lower_is_better: bool, workload: dict[str, Any],
-             out: Outlier, columns: tuple[str, ...]) -> None:
-    """Put when ``out``'s host turned slow in front of its reason (``out.since``)."""
-    s = since(history(con, metric, workload, out.host, columns), lower_is_better)
-    if s is not None:
-        out.since = {**s, "from": str(s["from"])}
-        out.reason = f"{said(s)}; {out.reason}"
+def annotate(con: duckdb.DuckDBPyConnection, metric: str, lower_is_better: bool,
+             flagged: list[tuple[dict[str, Any], Outlier]], columns: tuple[str, ...]) -> None:
+    """Put when each flagged host (with its workload's columns) turned slow in front of its reason (``since``)."""
+    found = histories(con, metric, {o.host for _, o in flagged}, columns)
+    for workload, out in flagged:
+        s = since(found.get((out.host, *(workload.get(c) for c in columns)), []), lower_is_better)
+        if s is not None:
+            out.since = {**s, "from": str(s["from"])}
+            out.reason = f"{said(s)}; {out.reason}"
