@@ -9,9 +9,10 @@ host, GPU model, driver, clocks and power limit, every GPU's settings and its pe
 clock from night 200 on.
 
 Measured, each the wall time of the command as a user runs it (start-up included), median of 3:
-`bench fleet` for one night (HOSTS x 4 runs), `bench changes` for one host's series (4 x NIGHTS runs), and
-a whole-store query (`SELECT count(*) FROM runs`) as the baseline; and the store's size on disk. The goal is
-under 10 s for each command.
+`bench fleet` for one night (HOSTS x 4 runs), `bench changes` for one host's series (4 x NIGHTS runs), `bench
+fleet` on the whole store (its default: each workload's last 7 days) and with `--days 0` (every run), and a
+whole-store query (`SELECT count(*) FROM runs`) as the baseline, each with its peak memory; and the store's size
+on disk. The goals: under 10 s for each command, 60 s and 2 GB for `--days 0`.
 
     python benchmarks/fleet_scale.py [--hosts 1000] [--nights 365] [--keep DIR]
 """
@@ -98,12 +99,18 @@ def build(root: Path, hosts: int, nights: int, nights_per_file: int = 30) -> flo
     return time.perf_counter() - t0
 
 
-def timed(*args: str) -> float:
-    t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "bench.runner", *args], capture_output=True, text=True)
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"bench {' '.join(args)}: exit {done.returncode}\n{done.stderr[-2000:]}")
-    return time.perf_counter() - t0
+def timed(*args: str) -> tuple[float, float]:
+    """``bench ARGS`` as a user runs it: its wall time (s) and its peak resident memory (MB, from wait4)."""
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "bench.runner", *args], stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode not in (0, 1):
+            err.seek(0)
+            raise SystemExit(f"bench {' '.join(args)}: exit {proc.returncode}\n{err.read()[-2000:].decode()}")
+    return seconds, usage.ru_maxrss / 1024
 
 
 def size_mb(root: Path) -> float:
@@ -127,7 +134,10 @@ def main() -> None:
         cases = {"bench sql 'SELECT count(*) FROM runs' (baseline)": (["sql", "SELECT count(*) FROM runs"], None),
                  f"bench fleet, one night ({a.hosts * len(WORKLOADS):,} runs)": (["fleet", "--where", where, "--json"], 10),
                  f"bench changes, one host ({a.nights * len(WORKLOADS):,} runs)": (
-                     ["changes", "--where", "host = 'node0000'", "--json"], 10)}
+                     ["changes", "--where", "host = 'node0000'", "--json"], 10),
+                 "bench fleet, the whole store (each workload's last 7 days, the default)": (["fleet", "--json"], 10),
+                 f"bench fleet --days 0, the whole store ({a.hosts * a.nights * len(WORKLOADS):,} runs)": (
+                     ["fleet", "--json", "--days", "0"], 60)}
         measure(root, cases)
 
 
@@ -137,9 +147,11 @@ def measure(root: Path, cases: dict[str, tuple[list[str], float | None]]) -> Non
     print(f"{platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; store {size_mb(root):.0f} MB "
           "on disk")
     for name, (args, goal) in cases.items():
-        times = [timed(*args, "--store", str(root)) for _ in range(3)]
+        runs = [timed(*args, "--store", str(root)) for _ in range(3)]
+        times = [t for t, _ in runs]
         mark = "" if goal is None else f" (goal < {goal:g} s: {'met' if statistics.median(times) < goal else 'NOT met'})"
-        print(f"{name}: {statistics.median(times):.2f} s median of 3 {[round(t, 2) for t in times]}{mark}")
+        print(f"{name}: {statistics.median(times):.2f} s median of 3 {[round(t, 2) for t in times]}{mark}; "
+              f"peak memory {max(m for _, m in runs):.0f} MB")
 
 if __name__ == "__main__":
     main()
