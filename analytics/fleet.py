@@ -63,6 +63,8 @@ WORKLOAD_COLUMNS = tuple(c for c in SERIES_COLUMNS if c != "system")
 #: By default a workload's hosts are judged on its runs of the DAYS days before its newest run: a host that
 #: turned slow on night 200 of 365 is slow in its recent runs, not in the median of its whole history.
 DAYS = 7
+#: the temporary table of the selection's runs with a host, by configuration (``load_runs``)
+RUNS_TABLE = "_fleet_runs"
 
 
 def load_runs(con: duckdb.DuckDBPyConnection, metric: str, days: int | None = DAYS
@@ -76,18 +78,20 @@ def load_runs(con: duckdb.DuckDBPyConnection, metric: str, days: int | None = DA
 
     register_views(con, ["run_configs"])
     cols = ", ".join(f"c.{c}" for c in WORKLOAD_COLUMNS)
-    window = f"""
-        WITH c AS (SELECT *, max(started_at) OVER (PARTITION BY {', '.join(WORKLOAD_COLUMNS)}) AS newest
-                   FROM run_configs WHERE host IS NOT NULL OR coalesce(num_nodes, 1) > 1)"""
+    # the configurations view, computed once: the window, its count and the flagged hosts' histories read it
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE {RUNS_TABLE} AS
+        SELECT *, max(started_at) OVER (PARTITION BY {', '.join(WORKLOAD_COLUMNS)}) AS newest
+        FROM run_configs WHERE host IS NOT NULL OR coalesce(num_nodes, 1) > 1""")
     recent = ("c.started_at IS NULL OR c.started_at >= c.newest - to_days(CAST(? AS INTEGER))" if days
               else "true")
     params = [days] if days else []
-    counted = con.execute(f"{window} SELECT count(*) FROM c WHERE NOT ({recent})", params).fetchone() if days else None
+    counted = con.execute(f"SELECT count(*) FROM {RUNS_TABLE} c WHERE NOT ({recent})", params).fetchone() \
+        if days else None
     older = int(counted[0]) if counted else 0
-    cur = con.execute(f"""{window}
+    cur = con.execute(f"""
         SELECT {cols}, c.series_tags, c.run_id, c.status, c.host, c.num_nodes AS nodes, c.{metric} AS value,
                r.framework_version, r.details
-        FROM c JOIN runs r USING (run_id)
+        FROM {RUNS_TABLE} c JOIN runs r USING (run_id)
         WHERE {recent}""", params)
     names = [d[0] for d in cur.description]
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
@@ -193,7 +197,7 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
             if h.level is None:
                 fleet.outliers.append(Outlier(h.host, None, "failed", w.label, None, (None, None), None, None, w.median,
                                               h.n_runs, reason=f"all {h.n_failed} runs failed ({_statuses(by_host[h.host])})"))
-    annotate(con, metric, fleet.lower_is_better, dated, WORKLOAD_COLUMNS)
+    annotate(con, RUNS_TABLE, metric, fleet.lower_is_better, dated, WORKLOAD_COLUMNS)
     fleet.outliers.sort(key=lambda o: (o.kind != "slower", o.relative_difference if o.relative_difference is not None else 0))
     if not fleet.workloads:
         fleet.notes.append("no run with a host (or, over several nodes, a host set) in the selection")

@@ -17,16 +17,16 @@ if TYPE_CHECKING:
     from bench.analytics.fleet_model import Outlier
 
 
-def histories(con: duckdb.DuckDBPyConnection, metric: str, hosts: set[str], columns: tuple[str, ...]
+def histories(con: duckdb.DuckDBPyConnection, table: str, metric: str, hosts: set[str], columns: tuple[str, ...]
               ) -> dict[tuple[Any, ...], list[tuple[Any, float]]]:
-    """(host, *workload columns) -> (started_at, value) of each ok run of ``hosts``, in time order (runs without
-    a time left out): one read of the store's configurations for every flagged host."""
+    """(host, *workload columns) -> (started_at, value) of each ok run of ``hosts`` in ``table`` (rows of the
+    view run_configs), in time order (runs without a time left out): one read for every flagged host."""
     if not hosts:
         return {}
     out: dict[tuple[Any, ...], list[tuple[Any, float]]] = {}
     marks = ", ".join("?" for _ in hosts)
     rows = con.execute(
-        f"SELECT host, {', '.join(columns)}, started_at, {metric} FROM run_configs WHERE host IN ({marks}) "
+        f"SELECT host, {', '.join(columns)}, started_at, {metric} FROM {table} WHERE host IN ({marks}) "
         f"AND status = 'ok' AND {metric} > 0 AND started_at IS NOT NULL ORDER BY started_at", sorted(hosts)).fetchall()
     for *key, t, v in rows:
         if v is not None and math.isfinite(v):
@@ -61,10 +61,11 @@ def said(s: dict[str, Any]) -> str:
     return f"slower since {day}: {s['change']:+.1%}"
 
 
-def annotate(con: duckdb.DuckDBPyConnection, metric: str, lower_is_better: bool,
+def annotate(con: duckdb.DuckDBPyConnection, table: str, metric: str, lower_is_better: bool,
              flagged: list[tuple[dict[str, Any], Outlier]], columns: tuple[str, ...]) -> None:
-    """Put when each flagged host (with its workload's columns) turned slow in front of its reason (``since``)."""
-    found = histories(con, metric, {o.host for _, o in flagged}, columns)
+    """Put when each flagged host (with its workload's columns) turned slow in front of its reason (``since``),
+    from the runs of ``table``."""
+    found = histories(con, table, metric, {o.host for _, o in flagged}, columns)
     for workload, out in flagged:
         s = since(found.get((out.host, *(workload.get(c) for c in columns)), []), lower_is_better)
         if s is not None:
