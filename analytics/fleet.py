@@ -80,7 +80,8 @@ def load_runs(con: duckdb.DuckDBPyConnection, metric: str, days: int | None = DA
     cols = ", ".join(f"c.{c}" for c in WORKLOAD_COLUMNS)
     # the configurations view, computed once: the window, its count and the flagged hosts' histories read it
     con.execute(f"""CREATE OR REPLACE TEMP TABLE {RUNS_TABLE} AS
-        SELECT *, max(started_at) OVER (PARTITION BY {', '.join(WORKLOAD_COLUMNS)}) AS newest
+        SELECT {', '.join(WORKLOAD_COLUMNS)}, series_tags, run_id, status, host, num_nodes, started_at, {metric},
+               max(started_at) OVER (PARTITION BY {', '.join(WORKLOAD_COLUMNS)}) AS newest
         FROM run_configs WHERE host IS NOT NULL OR coalesce(num_nodes, 1) > 1""")
     recent = ("c.started_at IS NULL OR c.started_at >= c.newest - to_days(CAST(? AS INTEGER))" if days
               else "true")
@@ -143,7 +144,7 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
     ``days`` days before its newest run (None or 0: all of them)."""
     from bench.analytics.fleet_groups import slow_groups
     from bench.analytics.fleet_history import annotate
-    from bench.analytics.fleet_why import Peers, explain
+    from bench.analytics.fleet_why import Peers, explain, host_facts
 
     if metric not in METRICS:
         raise UsageError(f"--metric {metric!r}: one of {', '.join(METRICS)}")
@@ -173,7 +174,8 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
         by_host: dict[str, list[FleetRun]] = defaultdict(list)
         for run in runs:
             by_host[run.host].append(run)
-        groups = slow_groups(w.label, w.hosts, by_host, fleet.threshold, fleet.lower_is_better)
+        facts = {h: host_facts(r) for h, r in by_host.items()}  # read once: the groups and the flagged hosts'
+        groups = slow_groups(w.label, w.hosts, facts, fleet.threshold, fleet.lower_is_better)
         member: dict[str, int] = {}
         if groups:  # judged again: each host against the hosts of no group, or its group's
             fleet.groups += groups
@@ -181,7 +183,7 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
             judge_hosts(w, fleet, member)
         flagged = [h for h in w.hosts if _flagged(h, w, fleet)]
         flagged_hosts = {h.host for h in flagged}
-        peers = Peers(by_host, flagged_hosts) if flagged else None
+        peers = Peers(by_host, flagged_hosts, facts) if flagged else None
         common = common_node(flagged_hosts, {h.host for h in w.hosts} - flagged_hosts)
         for h in flagged:
             assert peers is not None

@@ -26,29 +26,29 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from bench.analytics.fleet_model import FAMILY_RATE, MAD_TO_SD, SCALE_FLOOR, Z_BOUND, SlowGroup
-from bench.analytics.fleet_why import host_facts
 from bench.analytics.intervals import t95
 
 if TYPE_CHECKING:
-    from bench.analytics.fleet_model import FleetRun, HostLevel
+    from bench.analytics.fleet_model import HostLevel
 
 MIN_GROUP = 3  # fewer hosts sharing a fact are judged one by one
 _GPU_KEY = re.compile(r"gpu\d+\.(.+)$")
 
 
-def slow_groups(label: str, hosts: list[HostLevel], by_host: Mapping[str, list[FleetRun]], threshold: float,
+def slow_groups(label: str, hosts: list[HostLevel], facts: Mapping[str, dict[str, str]], threshold: float,
                 lower_is_better: bool) -> list[SlowGroup]:
-    """The slow groups among ``hosts`` (those with a level), strongest first (see the module docstring)."""
+    """The slow groups among ``hosts`` (those with a level), strongest first (see the module docstring);
+    ``facts``: each host's (fleet_why.host_facts)."""
     from scipy.special import stdtr
 
     levels = {h.host: math.log(h.level) for h in hosts if h.level is not None}
     if len(levels) < 2 * MIN_GROUP:
         return []
-    facts = {h: host_facts(by_host[h]) for h in levels}
     candidates: dict[frozenset[str], list[tuple[str, str]]] = defaultdict(list)
-    for key in sorted({k for f in facts.values() for k in f}):
+    mine_facts = {h: facts.get(h, {}) for h in levels}
+    for key in sorted({k for f in mine_facts.values() for k in f}):
         holders: dict[str, set[str]] = defaultdict(set)
-        for host, f in facts.items():
+        for host, f in mine_facts.items():
             if key in f:
                 holders[f[key]].add(host)
         if len(holders) < 2:

@@ -78,13 +78,14 @@ class Peers:
     and GPU loads, how many hosts hold each value of each fact (all of them, and the unflagged ones), and
     the fleet's GPUs' median and robust scale for each telemetry check (over the unflagged hosts)."""
 
-    def __init__(self, by_host: Mapping[str, list[FleetRun]], flagged: set[str]):
-        self.facts = {h: host_facts(r) for h, r in by_host.items()}
+    def __init__(self, by_host: Mapping[str, list[FleetRun]], flagged: set[str],
+                 facts: Mapping[str, dict[str, str]] | None = None):
+        self.facts = {h: facts[h] if facts is not None and h in facts else host_facts(r) for h, r in by_host.items()}
         self.loads = {h: gpu_loads(r) for h, r in by_host.items()}
         self.holders: dict[str, Counter[str]] = defaultdict(Counter)
         self.unflagged: dict[str, Counter[str]] = defaultdict(Counter)
-        for h, facts in self.facts.items():
-            for k, v in facts.items():
+        for h, mine in self.facts.items():
+            for k, v in mine.items():
                 self.holders[k][v] += 1
                 if h not in flagged:
                     self.unflagged[k][v] += 1
