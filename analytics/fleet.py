@@ -95,45 +95,53 @@ def load_runs(con: duckdb.DuckDBPyConnection, metric: str, days: int | None = DA
         FROM {RUNS_TABLE} c JOIN runs r USING (run_id)
         WHERE {recent}""", params)
     names = [d[0] for d in cur.description]
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
-    for row in cur.fetchall():
+    rows = cur.fetchall()
+
+    def read(row: tuple[Any, ...]) -> dict[str, Any] | None:
         r = dict(zip(names, row, strict=True))
         if (r["nodes"] or 1) > 1:
             r["host"] = host_set(r["details"] or {})
             if r["host"] is None:
-                continue
+                return None
         r["tags"] = {k: v for k, v in (r["series_tags"] or {}).items() if k not in SYSTEM_TAGS}
-        groups[tuple(r[c] for c in WORKLOAD_COLUMNS)].append(r)
+        return r
+
+    # two passes over the rows as fetched (a row's dict lives only while it is read): the host tags of each
+    # workload first, then its runs
+    seen: dict[tuple[Any, ...], dict[str, dict[str, set[Any]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(set)))
+    for row in rows:
+        if (r := read(row)) is not None:
+            for k, v in r["tags"].items():
+                seen[tuple(r[c] for c in WORKLOAD_COLUMNS)][k][r["host"]].add(v)
+    by_base = {base: host_tags(values) for base, values in seen.items()}
+    said = set().union(*by_base.values()) if by_base else set()
     out: dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]] = {}
-    said: set[str] = set()
-    for base, rows in groups.items():
-        mine = host_tags(rows)
-        said |= mine
-        for r in rows:
-            tags = {k: v for k, v in r["tags"].items() if k not in mine}
-            key = (*base, tuple(sorted(tags.items())))
-            if key not in out:
-                d = {c: r[c] for c in WORKLOAD_COLUMNS if r[c] is not None}
-                out[key] = ({**d, "tags": tags}, [])
-            facts = {k: v for k, v in (r["details"] or {}).items() if k not in FACT_EXCLUDED}
-            facts |= {k: v for k, v in r["tags"].items() if k in mine and k not in facts}
-            if r["framework_version"] is not None:
-                facts["framework_version"] = r["framework_version"]
-            value = r["value"]
-            ok = r["status"] == "ok" and value is not None and value > 0 and math.isfinite(value)
-            out[key][1].append(FleetRun(r["run_id"], r["host"], r["status"], float(value) if ok else None, facts,
-                                        (r["details"] or {}).get(GPU_LOAD_DETAILS), (r["details"] or {}).get("gpus")))
+    for row in rows:
+        if (r := read(row)) is None:
+            continue
+        mine = by_base.get(tuple(r[c] for c in WORKLOAD_COLUMNS), set())
+        tags = {k: v for k, v in r["tags"].items() if k not in mine}
+        key = (*(r[c] for c in WORKLOAD_COLUMNS), tuple(sorted(tags.items())))
+        if key not in out:
+            d = {c: r[c] for c in WORKLOAD_COLUMNS if r[c] is not None}
+            out[key] = ({**d, "tags": tags}, [])
+        details = r["details"] or {}
+        facts = {k: v for k, v in details.items() if k not in FACT_EXCLUDED}
+        facts |= {k: v for k, v in r["tags"].items() if k in mine and k not in facts}
+        if r["framework_version"] is not None:
+            facts["framework_version"] = r["framework_version"]
+        value = r["value"]
+        ok = r["status"] == "ok" and value is not None and value > 0 and math.isfinite(value)
+        out[key][1].append(FleetRun(r["run_id"], r["host"], r["status"], float(value) if ok else None, facts,
+                                    details.get(GPU_LOAD_DETAILS), details.get("gpus")))
     return out, said, older
 
 
-def host_tags(rows: list[dict[str, Any]]) -> set[str]:
-    """The tags of one workload's runs that are facts of their hosts (``rack=r07``, ``site=dc2``): each host's
-    runs hold one value of it, and its hosts two values or more. They never split the hosts into peer groups
-    (a rack of 4 hosts has no majority to be compared with); they can explain why a host is slower."""
-    values: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
-    for r in rows:
-        for k, v in r["tags"].items():
-            values[k][r["host"]].add(v)
+def host_tags(values: dict[str, dict[str, set[Any]]]) -> set[str]:
+    """The tags of one workload's runs (``values``: tag -> host -> the values its runs hold) that are facts of
+    their hosts (``rack=r07``, ``site=dc2``): each host's runs hold one value of it, and its hosts two values or
+    more. They never split the hosts into peer groups (a rack of 4 hosts has no majority to be compared with);
+    they can explain why a host is slower."""
     return {k for k, hosts in values.items()
             if all(len(v) == 1 for v in hosts.values()) and len(set().union(*hosts.values())) >= 2}
 
