@@ -4,9 +4,14 @@ A workload is a series (bench.analytics.changes) without its system: every facto
 and the scale point, the device model included, so that hosts are compared with hosts of their own GPU
 model only; tags that say where a run sat (``selection.SYSTEM_TAGS``: host, node, driver, ...) do not
 split it, nor does a tag that holds one value per host (``host_tags``: a rack, a site), which is a fact of the
-host, named where it explains a finding. A run over several nodes is one of its host set (``n1+n2``: the nodes its run.json or its nccl-tests
-rank lines name), compared with the other host sets of its workload (the same node count); where the flagged
-sets share a node that no other set holds, that node is named.
+host, named where it explains a finding. A run over several nodes is one of its host set (``n1+n2``: the nodes
+its run.json or its nccl-tests rank lines name), compared with the other host sets of its workload (the same
+node count); where the flagged sets share a node that no other set holds, that node is named. A workload's hosts
+are judged on its runs of the ``DAYS`` days before its newest run (``days``; 0: all of them).
+
+Hosts that share a fact and are slower together are found first, as slow groups (bench.analytics.fleet_groups);
+each host is then judged against the median host of no group, or its group's (``judge_hosts``). A flagged
+host's own series over the whole selection says since when it is slow (bench.analytics.fleet_history).
 
 For each workload run on ``MIN_HOSTS`` hosts or more, a host's level is the median of its ok runs; the
 fleet's level is the median of the hosts' levels, and its scale is robust: 1.4826 x the median absolute
