@@ -419,3 +419,19 @@ def test_a_flagged_host_says_since_when_and_a_degrading_one_says_so(tmp_path: Pa
     assert found["h03"]["reason"].startswith("slower since 2026-10-21: -10.")
     assert slide["kind"] == "degrading" and slide["steps"] >= 2 and "2026-10-11" <= slide["from"][:10] <= "2026-10-21"
     assert -0.12 < slide["change"] < -0.07 and found["h07"]["reason"].startswith("degrading: slower in ")
+
+
+def test_the_readmes_rollout_example(tmp_path: Path) -> None:
+    """The README's slow-group line is what `benchmarks/fleet_sim.py --group 19` (seed 1, 1% noise) gives, and
+    every faulty host of that fleet is still flagged with its fault."""
+    import re
+
+    store, truth = simulated(tmp_path, group=19)
+    rollout = json.loads(fleet_sim.truth_path(tmp_path / "runs").read_text())["group"]
+    found = json.loads(bench("fleet", "--store", str(store), "--json")[1])
+    (g,) = found["groups"]
+    assert g["hosts"] == rollout and ["gpu_driver", fleet_sim.NEW_DRIVER] in g["facts"]
+    assert fleet_sim.score(found["outliers"], truth)["explained"] == sorted(truth)
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    said = re.search(r"`SLOWER GROUP 19 hosts with gpu_driver 575\.51\.03 are ([\d.]+)% slower than the (\d+) others", readme)
+    assert said and (float(said.group(1)), int(said.group(2))) == (round(-100 * g["relative_difference"], 1), g["n_others"])
