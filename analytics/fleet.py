@@ -54,6 +54,7 @@ from bench.analytics.fleet_model import (
     Workload,
 )
 from bench.analytics.intervals import t95
+from bench.analytics.results import first
 from bench.analytics.selection import SYSTEM_TAGS
 from bench.sql.columns import GPU_LOAD_DETAILS
 from bench.sql.errors import UsageError
@@ -91,8 +92,7 @@ def load_runs(con: duckdb.DuckDBPyConnection, metric: str, days: int | None = DA
     recent = ("c.started_at IS NULL OR c.started_at >= c.newest - to_days(CAST(? AS INTEGER))" if days
               else "true")
     params = [days] if days else []
-    counted = con.execute(f"SELECT count(*) FROM {RUNS_TABLE} c WHERE NOT ({recent})", params).fetchone() \
-        if days else None
+    counted = first(con, f"SELECT count(*) FROM {RUNS_TABLE} c WHERE NOT ({recent})", params) if days else None
     older = int(counted[0]) if counted else 0
     cur = con.execute(f"""
         SELECT {cols}, c.series_tags, c.run_id, c.status, c.host, c.num_nodes AS nodes, c.{metric} AS value,
