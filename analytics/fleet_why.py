@@ -27,6 +27,10 @@ CHECKS = (
     # a GPU that draws less under load than its peers does less work (a PCIe Gen3 link: 325 W -> 280 W)
     ("power_mean_w", "mean power under load", "W", -1, ("rel", 0.08)),
 )
+#: a throttle reason sets a GPU apart when it was active in this share of its samples under load or more, and
+#: on fewer than ``THROTTLE_RARE`` of the fleet's (unflagged) GPUs so
+THROTTLE_SHARE, THROTTLE_RARE = 0.25, 0.10
+_NOT_THROTTLE = frozenset({"gpu_idle", "display_clock_setting"})  # not a slowdown of a GPU under load
 #: a GPU's robust z-score bound: higher than a host's (3.5), since a fleet has 8 times as many GPUs to test
 GPU_Z_BOUND = 5.0
 _FLOORS = {"sm_clock_mean_mhz": ("rel", 0.005), "temperature_max_c": ("abs", 1.0), "at_power_limit_share": ("abs", 0.02),
@@ -54,9 +58,11 @@ def _gpu_settings(text: str | None) -> dict[str, str]:
             if isinstance(g, dict) for k, v in g.items() if v is not None}
 
 
-def gpu_loads(runs: list[FleetRun]) -> dict[int | None, dict[str, float]]:
-    """GPU index -> the median over the host's ok runs of each summary (bench.ingest.gpu_load)."""
-    values: dict[int | None, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+def gpu_loads(runs: list[FleetRun]) -> dict[int | None, dict[str, Any]]:
+    """GPU index -> the median over the host's ok runs of each summary (bench.ingest.gpu_load), the PCIe link
+    under load in most runs (``pcie_link``, ``Gen4 x16``) and each throttle reason's median share of the
+    samples under load (``throttle.<reason>``, 0 in a run that sampled reasons without it)."""
+    values: dict[int | None, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
         if run.value is None:
             continue
@@ -67,10 +73,23 @@ def gpu_loads(runs: list[FleetRun]) -> dict[int | None, dict[str, float]]:
         for s in summaries if isinstance(summaries, list) else []:
             if not isinstance(s, dict) or not s.get("samples"):
                 continue
+            mine = values[s.get("gpu")]
             for key, *_ in CHECKS:
                 if isinstance(s.get(key), (int, float)):
-                    values[s.get("gpu")][key].append(float(s[key]))
-    return {g: {k: statistics.median(v) for k, v in m.items()} for g, m in values.items()}
+                    mine[key].append(float(s[key]))
+            if isinstance(s.get("pcie_link_gen"), int) and isinstance(s.get("pcie_link_width"), int):
+                mine["pcie_link"].append(f"Gen{s['pcie_link_gen']} x{s['pcie_link_width']}")
+            if isinstance(s.get("throttle"), dict):
+                mine["throttled runs"].append(s["throttle"])
+    out: dict[int | None, dict[str, Any]] = {}
+    for g, m in values.items():
+        out[g] = {k: statistics.median(v) for k, v in m.items() if k in _FLOORS}
+        if m["pcie_link"]:
+            out[g]["pcie_link"] = Counter(m["pcie_link"]).most_common(1)[0][0]
+        for reason in {r for shares in m["throttled runs"] for r in shares} - _NOT_THROTTLE:
+            out[g][f"throttle.{reason}"] = statistics.median(float(shares.get(reason, 0.0))
+                                                             for shares in m["throttled runs"])
+    return out
 
 
 class Peers:
@@ -89,12 +108,19 @@ class Peers:
                 self.holders[k][v] += 1
                 if h not in flagged:
                     self.unflagged[k][v] += 1
-        gpus: dict[str, list[float]] = defaultdict(list)
+        gpus: dict[str, list[Any]] = defaultdict(list)
+        n_gpus = 0
         for h, loads in self.loads.items():
             if h not in flagged:
+                n_gpus += len(loads)
                 for load in loads.values():
                     for key, value in load.items():
                         gpus[key].append(value)
+        #: the PCIe link under load of most unflagged GPUs, and each throttle reason's share of those GPUs
+        #: that had it in ``THROTTLE_SHARE`` of their samples or more
+        self.link = Counter(gpus.pop("pcie_link", [])).most_common(1)[0][0] if gpus.get("pcie_link") else None
+        self.throttled = {k: sum(v >= THROTTLE_SHARE for v in gpus.pop(k)) / n_gpus
+                          for k in [k for k in gpus if k.startswith("throttle.")]}
         self.fleet: dict[str, tuple[float, float]] = {}
         for key, values in gpus.items():
             if len(values) >= 3:
@@ -119,7 +145,7 @@ def explain(out: Outlier, peers: Peers) -> Outlier:
             out.differs[key] = {"host": value, "peers": common, "peers_sharing": n, "peers_with_fact": sum(seen.values()),
                                 "also_on_unflagged": peers.unflagged[key][value]}
     _collapse_gpu_settings(out.differs, mine)
-    out.telemetry = _telemetry(peers.loads[out.host], peers.fleet)
+    out.telemetry = _telemetry(peers.loads[out.host], peers.fleet) + _links_and_throttle(peers.loads[out.host], peers)
     gpus = [t["gpu"] for t in out.telemetry if t["gpu"] is not None]
     setting_gpus = sorted({int(k[3:].split(".")[0]) for k in out.differs if _GPU_KEY.match(k)})
     named = sorted(set(gpus)) or setting_gpus
@@ -179,6 +205,33 @@ def _telemetry(mine: dict[int | None, dict[str, float]], fleet: dict[str, tuple[
     return found
 
 
+def _links_and_throttle(mine: dict[int | None, dict[str, Any]], peers: Peers) -> list[dict[str, Any]]:
+    """The GPUs whose PCIe link under load is not the fleet's (all of them as one entry when the whole node's
+    is), and those throttled by a reason the fleet's GPUs rarely are."""
+    found: list[dict[str, Any]] = []
+    links = {g: load["pcie_link"] for g, load in mine.items() if g is not None and "pcie_link" in load}
+    off = {g: link for g, link in links.items() if peers.link is not None and link != peers.link}
+    if off and len(off) == len(links) > 1 and len(set(off.values())) == 1:
+        found.append({"gpu": None, "metric": "pcie_link", "words": "PCIe link under load", "unit": "",
+                      "value": next(iter(off.values())), "node_others": None, "fleet": peers.link, "gpus": len(off)})
+    else:
+        found += [{"gpu": g, "metric": "pcie_link", "words": "PCIe link under load", "unit": "", "value": link,
+                   "node_others": None, "fleet": peers.link} for g, link in sorted(off.items())]
+    apart: dict[str, dict[int | None, float]] = defaultdict(dict)
+    for g, load in mine.items():
+        for key, share in load.items():
+            if key.startswith("throttle.") and share >= THROTTLE_SHARE and peers.throttled.get(key, 0.0) < THROTTLE_RARE:
+                apart[key][g] = share
+    for key, shares in sorted(apart.items()):
+        entry = {"metric": key, "words": f"throttled by {key[9:]} in", "unit": "", "node_others": None,
+                 "fleet": peers.throttled.get(key, 0.0), "throttle": True}
+        if len(shares) == len(mine) > 1:
+            found.append({**entry, "gpu": None, "value": statistics.median(shares.values()), "gpus": len(shares)})
+        else:
+            found += [{**entry, "gpu": g, "value": v} for g, v in sorted(shares.items(), key=lambda kv: kv[0] or 0)]
+    return found
+
+
 def _number(v: Any, unit: str) -> str:
     if not isinstance(v, (int, float)):
         return str(v)
@@ -192,6 +245,10 @@ def _reason(out: Outlier) -> str:
     for t in out.telemetry:
         where = f"GPU {t['gpu']}" if t["gpu"] is not None else f"all {t['gpus']} GPUs"
         than = f"its node's others {_number(t['node_others'], t['unit'])}, " if t["node_others"] is not None else ""
+        if t.get("throttle"):
+            by_where[where].append(f"{t['words']} {t['value']:.0%} of its samples under load (fleet: "
+                                   f"{t['fleet']:.0%} of GPUs that often)")
+            continue
         by_where[where].append(f"{t['words']} {_number(t['value'], t['unit'])} ({than}fleet {_number(t['fleet'], t['unit'])})")
     parts += [f"{where}: {', '.join(said)}" for where, said in by_where.items()]
     shared = []

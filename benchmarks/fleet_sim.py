@@ -12,7 +12,13 @@ host's runs by a third of that. Each faulty host gets one fault, the kinds in tu
   their SM clock under load with it;
 - ``power_cap``: every GPU's enforced power limit lowered; they draw it, and clock lower;
 - ``hot_gpu``: one GPU throttles at 92 °C with a low SM clock while its neighbours wait for it;
-- ``old_driver``: the node left on an older driver; its telemetry looks healthy.
+- ``old_driver``: the node left on an older driver; its telemetry looks healthy;
+
+and, with ``health`` (``--health``: run.json and telemetry.csv carry what bench.runner.gpu_health records), two
+kinds more that ``--kinds`` can name (``HEALTH_FAULTS``):
+
+- ``pcie_link``: one GPU's PCIe link trained down to Gen3 x16 (its peers run Gen5 x16 under load);
+- ``row_remaps``: one GPU with 2 uncorrectable row remaps pending a reset.
 
 ``group=N`` (``--group N``) also rolls a new driver (``NEW_DRIVER``) out to the last N healthy hosts, which makes
 them ``group_size`` slower (a bad rollout: one finding for bench fleet, not N); the truth names them.
@@ -32,6 +38,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 FAULTS = ("app_clocks", "power_cap", "hot_gpu", "old_driver")
+HEALTH_FAULTS = ("pcie_link", "row_remaps")
+_ONE_GPU = ("hot_gpu", *HEALTH_FAULTS)  # the kinds that are one GPU's
 GPU = "NVIDIA H100 80GB HBM3"
 DRIVER, OLD_DRIVER, NEW_DRIVER = "550.90.07", "535.104.05", "575.51.03"
 CLOCK, LOW_CLOCK = 1980.0, 1410.0
@@ -40,12 +48,12 @@ BASE_RATE = 2950.0  # images/sec of a healthy host (8 GPUs, ResNet-50, fp16)
 SAMPLES = 24  # telemetry samples per GPU per run (0.5 s apart)
 
 
-def plan(hosts: int, faults: int, seed: int) -> dict[str, dict[str, object]]:
-    """host name -> its fault (kind, gpu) for ``faults`` hosts drawn by ``seed``."""
+def plan(hosts: int, faults: int, seed: int, kinds: tuple[str, ...] = FAULTS) -> dict[str, dict[str, object]]:
+    """host name -> its fault (kind, gpu) for ``faults`` hosts drawn by ``seed``, the ``kinds`` in turn."""
     rng = random.Random(seed)
     names = [f"node{i:03d}" for i in range(1, hosts + 1)]
     chosen = rng.sample(names, min(faults, hosts))
-    return {h: {"kind": FAULTS[i % len(FAULTS)], "gpu": rng.randrange(8) if FAULTS[i % len(FAULTS)] == "hot_gpu" else None}
+    return {h: {"kind": kinds[i % len(kinds)], "gpu": rng.randrange(8) if kinds[i % len(kinds)] in _ONE_GPU else None}
             for i, h in enumerate(chosen)}
 
 
@@ -56,11 +64,13 @@ def truth_path(out: Path) -> Path:
 
 def generate(out: Path, *, hosts: int = 64, gpus: int = 8, runs: int = 3, noise: float = 0.01,
              fault_size: float = 0.10, faults: int = 8, seed: int = 1, group: int = 0,
-             group_size: float = 0.06) -> dict[str, dict[str, object]]:
+             group_size: float = 0.06, kinds: tuple[str, ...] = FAULTS, health: bool = False) -> dict[str, dict[str, object]]:
     """Write the fleet's run directories under ``out`` and its truth beside it (``truth_path``); returns the truth
     of the faulty hosts (the group's hosts are in the truth file's ``group``)."""
     rng = random.Random(seed * 7919 + 17)
-    truth = plan(hosts, faults, seed)
+    if not health and set(kinds) & set(HEALTH_FAULTS):
+        raise ValueError(f"fault kinds {HEALTH_FAULTS} need health=True")
+    truth = plan(hosts, faults, seed, kinds)
     healthy = [f"node{h:03d}" for h in range(1, hosts + 1) if f"node{h:03d}" not in truth]
     rollout = set(healthy[len(healthy) - group:]) if group else set()
     for gpu_fault in truth.values():
@@ -76,7 +86,7 @@ def generate(out: Path, *, hosts: int = 64, gpus: int = 8, runs: int = 3, noise:
         for r in range(runs):
             rate = level * math.exp(rng.gauss(0, noise / 3))
             at = start + timedelta(days=r, minutes=h)
-            write_run(out / f"{host}-r{r}", host, rate, fault, gpus, at, rng)
+            write_run(out / f"{host}-r{r}", host, rate, fault, gpus, at, rng, health)
     truth_path(out).write_text(json.dumps({"hosts": hosts, "gpus": gpus, "runs": runs, "noise": noise,
                                                 "fault_size": fault_size, "seed": seed, "faults": truth,
                                                 "group": sorted(rollout), "group_size": group_size}, indent=1))
@@ -84,11 +94,11 @@ def generate(out: Path, *, hosts: int = 64, gpus: int = 8, runs: int = 3, noise:
 
 
 def write_run(d: Path, host: str, rate: float, fault: dict[str, object] | None, gpus: int, at: datetime,
-             rng: random.Random) -> None:
+             rng: random.Random, health: bool = False) -> None:
     d.mkdir(parents=True, exist_ok=True)
     kind = fault["kind"] if fault else None
     settings = []
-    for _ in range(gpus):
+    for i in range(gpus):
         driver = {"old_driver": OLD_DRIVER, "new_driver": NEW_DRIVER}.get(str(kind), DRIVER)
         s = {"name": GPU, "driver_version": driver, "memory_total_mib": 81559.0,
              "sm_clock_max_mhz": CLOCK, "power_limit_w": LIMIT, "enforced_power_limit_w": LIMIT,
@@ -98,6 +108,17 @@ def write_run(d: Path, host: str, rate: float, fault: dict[str, object] | None, 
             s["applications_clock_sm_mhz"] = LOW_CLOCK
         if kind == "power_cap":
             s["enforced_power_limit_w"] = s["power_limit_w"] = LOW_LIMIT
+        if health:  # at the start of the run: an idle GPU's link at Gen1; H100s report no retired pages
+            s.update({"pcie.link.gen.current": 1, "pcie.link.gen.max": 5, "pcie.link.width.current": 16,
+                      "pcie.link.width.max": 16, "ecc.errors.corrected.volatile.total": 0,
+                      "ecc.errors.uncorrected.volatile.total": 0, "ecc.errors.corrected.aggregate.total": 0,
+                      "ecc.errors.uncorrected.aggregate.total": 0, "retired_pages.single_bit_ecc.count": None,
+                      "retired_pages.double_bit.count": None, "retired_pages.pending": None,
+                      "remapped_rows.correctable": 0, "remapped_rows.uncorrectable": 0, "remapped_rows.pending": "No",
+                      "remapped_rows.failure": "No", "nvlink.links_active": 18, "nvlink.links_inactive": 0})
+            if kind == "row_remaps" and i == fault["gpu"]:  # type: ignore[index]
+                s.update({"remapped_rows.uncorrectable": 2, "remapped_rows.pending": "Yes",
+                          "ecc.errors.uncorrected.volatile.total": 2, "ecc.errors.uncorrected.aggregate.total": 2})
         settings.append(s)
     batches, warmup, per_gpu = 100, 10, 256
     seconds = batches * per_gpu * gpus / rate
@@ -118,7 +139,7 @@ def write_run(d: Path, host: str, rate: float, fault: dict[str, object] | None, 
     }
     (d / "run.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
     (d / "output.log").write_text(_log(rate, gpus, per_gpu, batches, rng))
-    (d / "telemetry.csv").write_text(_telemetry(fault, gpus, at, rng))
+    (d / "telemetry.csv").write_text(_telemetry(fault, gpus, at, rng, health))
 
 
 def _log(rate: float, gpus: int, per_gpu: int, batches: int, rng: random.Random) -> str:
@@ -136,9 +157,10 @@ def _log(rate: float, gpus: int, per_gpu: int, batches: int, rng: random.Random)
     return "\n".join(lines) + "\n"
 
 
-def _telemetry(fault: dict[str, object] | None, gpus: int, at: datetime, rng: random.Random) -> str:
+def _telemetry(fault: dict[str, object] | None, gpus: int, at: datetime, rng: random.Random, health: bool = False) -> str:
     kind = fault["kind"] if fault else None
-    rows = ["timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W], clocks.sm [MHz]"]
+    rows = ["timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W], clocks.sm [MHz]"
+            + (", pcie.link.gen.current, pcie.link.width.current, clocks_event_reasons.active" if health else "")]
     base_temp = [rng.gauss(64, 3) for _ in range(gpus)]
     for k in range(SAMPLES):
         t = at + timedelta(seconds=0.5 * k)
@@ -153,13 +175,22 @@ def _telemetry(fault: dict[str, object] | None, gpus: int, at: datetime, rng: ra
                 clock, temp, power = rng.gauss(1500, 30), 92 + rng.gauss(0, 0.7), rng.gauss(540, 15)
             if util == 0:
                 clock, power = 345.0, 75.0
-            rows.append(f"{t:%Y/%m/%d %H:%M:%S}.{t.microsecond // 1000:03d}, {i}, {util} %, "
-                        f"{0 if util == 0 else 61234} MiB, {temp:.0f}, {power:.2f} W, {clock:.0f} MHz")
+            row = (f"{t:%Y/%m/%d %H:%M:%S}.{t.microsecond // 1000:03d}, {i}, {util} %, "
+                   f"{0 if util == 0 else 61234} MiB, {temp:.0f}, {power:.2f} W, {clock:.0f} MHz")
+            if health:
+                gen = 1 if util == 0 else 3 if kind == "pcie_link" and i == fault["gpu"] else 5  # type: ignore[index]
+                mask = 0x1 if util == 0 else {"app_clocks": 0x2, "power_cap": 0x4}.get(str(kind), 0)
+                if kind == "hot_gpu" and i == fault["gpu"] and util:  # type: ignore[index]
+                    mask |= 0x20
+                if rng.random() < 0.05 and util:  # now and then a healthy GPU touches its power limit
+                    mask |= 0x4
+                row += f", {gen}, 16, 0x{mask:016x}"
+            rows.append(row)
     return "\n".join(rows) + "\n"
 
 
 #: the words of ``bench fleet``'s differing facts that name each fault (a hot GPU is named by its index)
-FAULT_FACTS = {"app_clocks": "applications", "power_cap": "power_limit", "old_driver": "driver"}
+FAULT_FACTS = {"app_clocks": "applications", "power_cap": "power_limit", "old_driver": "driver", "row_remaps": "remapped_rows"}
 
 
 def score(outliers: list[dict[str, object]], truth: dict[str, dict[str, object]]) -> dict[str, object]:
@@ -171,8 +202,10 @@ def score(outliers: list[dict[str, object]], truth: dict[str, dict[str, object]]
         o = flagged.get(host)
         if o is None:
             continue
-        if fault["kind"] == "hot_gpu":
+        if fault["kind"] in ("hot_gpu", "pcie_link"):
             right = o.get("gpu") == fault["gpu"]
+        elif fault["kind"] == "row_remaps":
+            right = o.get("gpu") == fault["gpu"] and any("remapped_rows" in key for key in o.get("differs") or {})  # type: ignore[attr-defined]
         else:
             right = any(FAULT_FACTS[str(fault["kind"])] in key for key in o.get("differs") or {})  # type: ignore[attr-defined]
         if right:
@@ -193,9 +226,12 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--group", type=int, default=0, help="roll NEW_DRIVER out to this many healthy hosts")
     p.add_argument("--group-size", type=float, default=0.06)
+    p.add_argument("--health", action="store_true", help="record the PCIe link, ECC, row remaps and throttle reasons")
+    p.add_argument("--kinds", default=",".join(FAULTS), help=f"fault kinds in turn, of {FAULTS + HEALTH_FAULTS}")
     a = p.parse_args()
     truth = generate(a.out, hosts=a.hosts, gpus=a.gpus, runs=a.runs, noise=a.noise, fault_size=a.fault_size,
-                     faults=a.faults, seed=a.seed, group=a.group, group_size=a.group_size)
+                     faults=a.faults, seed=a.seed, group=a.group, group_size=a.group_size,
+                     kinds=tuple(a.kinds.split(",")), health=a.health)
     print(f"{a.hosts} hosts x {a.gpus} GPUs x {a.runs} runs in {a.out}; faults: "
           + ", ".join(f"{h} {f['kind']}" + (f" (GPU {f['gpu']})" if f["gpu"] is not None else "")
                       for h, f in sorted(truth.items())))

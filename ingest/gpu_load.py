@@ -9,6 +9,12 @@ one summary per GPU index, stored as JSON under ``details['gpu_load']``::
       "temperature_max_c": 71.0, "temperature_mean_c": 66.2, "power_mean_w": 612.4,
       "power_limit_w": 700.0, "at_power_limit_share": 0.04}, ...]
 
+Where the file has nvidia-smi's current PCIe link and clock-throttle reasons (``bench run`` samples them when
+the driver has them: bench.runner.gpu_health), each summary also has ``pcie_link_gen`` and ``pcie_link_width``,
+the link in most samples under load (an idle GPU slows its link to save power, so only a loaded link says how it
+trained), and ``throttle``: each reason of ``THROTTLE_REASONS`` active in a sample under load, with the share
+of those samples it was active in.
+
 Under load means: samples at ``LOAD_UTILIZATION_PCT`` or more utilisation when the file records
 utilisation; all samples when it records none (a file without that column says nothing about idling).
 A GPU with no sample under load gets ``samples: 0`` and no values. ``power_limit_w`` is the GPU's enforced
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -36,8 +42,19 @@ AT_LIMIT = 0.97  # nvidia-smi's power reading sits a few percent under the cap w
 MAX_TELEMETRY_BYTES = 64 << 20  # a telemetry.csv larger than this is not summarised (its samples are still stored)
 
 
-def summarise(samples: Iterable[TelemetrySample], power_limits: Sequence[float | None] = ()) -> list[dict[str, Any]]:
-    """One summary per GPU index of ``samples`` (see the module docstring); ``power_limits[i]`` is GPU i's."""
+#: the bits of nvidia-smi's ``clocks_event_reasons.active`` (``clocks_throttle_reasons.active`` before driver 535;
+#: NVML's nvmlClocksEventReason*), by the names of nvidia-smi's per-reason fields
+THROTTLE_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+                    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+                    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
+_LINK = {"pcie.link.gen.current": "pcie_link_gen", "pcie.link.width.current": "pcie_link_width"}
+_THROTTLE = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+
+
+def summarise(samples: Iterable[TelemetrySample], power_limits: Sequence[float | None] = (),
+              links: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One summary per GPU index of ``samples`` (see the module docstring); ``power_limits[i]`` is GPU i's, and
+    ``links[i]`` its PCIe link and throttle reasons under load (``links_and_throttle``)."""
     rows = list(samples)
     with_util = any(s.utilization_pct is not None for s in rows)
     by_gpu: dict[int | None, list[TelemetrySample]] = defaultdict(list)
@@ -60,8 +77,57 @@ def summarise(samples: Iterable[TelemetrySample], power_limits: Sequence[float |
             "at_power_limit_share": (round(sum(p >= AT_LIMIT * limit for p in power) / len(power), 4)
                                      if limit and power else None),
         }
-        out.append(summary)
+        out.append({**summary, **((links or {}).get(gpu, {}) if gpu is not None else {})})
     return out
+
+
+def links_and_throttle(lines: Sequence[str]) -> dict[int, dict[str, Any]]:
+    """GPU index -> its PCIe link under load and throttle reasons (see the module docstring), from an nvidia-smi
+    telemetry CSV whose header names them; {} when it names neither."""
+    header = [_unit_free(f) for f in lines[0].split(",")] if lines else []
+    at = {name: header.index(name) for name in ("index", "utilization.gpu", *_LINK, *_THROTTLE) if name in header}
+    if "index" not in at or not at.keys() & {*_LINK, *_THROTTLE}:
+        return {}
+    mask = next((at[f] for f in _THROTTLE if f in at), None)
+    by_gpu: dict[int, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != len(header) or not cells[at["index"]].isdigit():
+            continue
+        util = _float(cells[at["utilization.gpu"]]) if "utilization.gpu" in at else None
+        if "utilization.gpu" in at and (util is None or util < LOAD_UTILIZATION_PCT):
+            continue
+        gpu = by_gpu[int(cells[at["index"]])]
+        for field, key in _LINK.items():
+            if field in at and (v := _float(cells[at[field]])) is not None:
+                gpu[key].append(int(v))
+        if mask is not None:
+            try:
+                bits = int(cells[mask], 16)
+            except ValueError:
+                continue
+            gpu["samples"].append(bits)
+    out: dict[int, dict[str, Any]] = {}
+    for g, got in by_gpu.items():
+        out[g] = {key: Counter(got[key]).most_common(1)[0][0] for key in _LINK.values() if got[key]}
+        if got["samples"]:
+            n = len(got["samples"])
+            out[g]["throttle"] = {name: round(sum(bool(b & bit) for b in got["samples"]) / n, 4)
+                                  for bit, name in THROTTLE_REASONS.items() if any(b & bit for b in got["samples"])}
+    return out
+
+
+def _unit_free(name: str) -> str:
+    name = name.strip()
+    return name[: name.index(" [")] if " [" in name else name
+
+
+def _float(cell: str) -> float | None:
+    try:
+        v = float(cell.split()[0]) if cell else None
+    except ValueError:
+        return None
+    return v if v is not None and math.isfinite(v) else None
 
 
 def _values(samples: list[TelemetrySample], name: str) -> list[float]:
@@ -89,6 +155,7 @@ def beside(log_path: str, meta: dict[str, Any]) -> str | None:
     data = file_beside(log_path, TELEMETRY_CSV, MAX_TELEMETRY_BYTES)
     if data is None:
         return None
-    result = parse_lines(data.decode("utf-8", "replace").splitlines(), source=log_path)
-    summaries = summarise(result.telemetry, power_limits(meta))
+    lines = data.decode("utf-8", "replace").splitlines()
+    result = parse_lines(lines, source=log_path)
+    summaries = summarise(result.telemetry, power_limits(meta), links_and_throttle(lines))
     return json.dumps(summaries, sort_keys=True) if summaries else None

@@ -266,8 +266,10 @@ def link_facts(topology: Any, gpu: dict[str, Any], nics: Any) -> dict[str, Any]:
     links = [int(n) for n in re.findall(r"\bNV(\d+)\b", topology)] if isinstance(topology, str) else []
     if links:
         out["nvlinks"] = max(links)
-    if isinstance(gpu.get("pcie_gen_max"), (int, float)) and isinstance(gpu.get("pcie_width_max"), (int, float)):
-        out["pcie_gen"], out["pcie_width"] = int(gpu["pcie_gen_max"]), int(gpu["pcie_width_max"])
+    gen = gpu.get("pcie.link.gen.max", gpu.get("pcie_gen_max"))  # the second: run.json before nvidia-smi's names
+    width = gpu.get("pcie.link.width.max", gpu.get("pcie_width_max"))
+    if isinstance(gen, (int, float)) and isinstance(width, (int, float)):
+        out["pcie_gen"], out["pcie_width"] = int(gen), int(width)
     ports = [n for n in nics or [] if isinstance(n, dict) and n.get("state") == "Active"
              and isinstance(n.get("rate_gbps"), (int, float))]
     if ports:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.runner import nodes, rundir
+from bench.runner.gpu_health import telemetry_fields
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, shell_line, trainer_argv
 from bench.runner.verdict import classify, failure_cause, forced_cause, no_result_cause
 from bench.sql import runjson
@@ -41,9 +42,8 @@ ResultCheck = Callable[[Path, str | None], bool]
 #: by the command layer like ``ResultCheck`` (``bench.runner.commands.shared.ingest_runs``).
 Ingest = Callable[[Sequence[Path], Path], dict[str, dict[str, Any]]]
 
-SMI_TELEMETRY = ["nvidia-smi",
-                 "--query-gpu=timestamp,index,utilization.gpu,memory.used,temperature.gpu,power.draw,clocks.sm",
-                 "--format=csv"]
+#: the fields every telemetry.csv of nvidia-smi has; ``gpu_health.telemetry_fields`` adds those the driver accepts
+SMI_TELEMETRY = ("timestamp", "index", "utilization.gpu", "memory.used", "temperature.gpu", "power.draw", "clocks.sm")
 EPOCH_IMAGES = re.compile(rb"(?:^|:)Num examples: (\d+) \(([^)]*)\)\s*$")
 CPU_TELEMETRY_HEADER = "timestamp, cpu_percent, memory_used_mib\n"
 
@@ -132,7 +132,8 @@ def drop_caches(warn: Callable[[str], None], path: str = "/proc/sys/vm/drop_cach
 class Telemetry:
     """Samples into ``path`` every ``interval_s`` between ``start`` and ``stop``.
 
-    With nvidia-smi: its own loop (``-lms``) writing the SMI_TELEMETRY CSV. Without: a thread writing
+    With nvidia-smi: its own loop (``-lms``) writing the SMI_TELEMETRY CSV, with the PCIe link and throttle
+    reasons where the driver has them (``bench.runner.gpu_health``). Without: a thread writing
     ``timestamp, cpu_percent, memory_used_mib`` rows from /proc/stat and /proc/meminfo (timestamp in
     nvidia-smi's local ``yyyy/mm/dd hh:mm:ss.fff`` form). interval_s <= 0 disables sampling.
     """
@@ -150,8 +151,9 @@ class Telemetry:
         if shutil.which("nvidia-smi"):
             self._file = open(self.path, "wb")
             ms = max(1, round(self.interval_s * 1000))
-            self._proc = subprocess.Popen([*SMI_TELEMETRY, f"--loop-ms={ms}"], stdout=self._file,
-                                          stderr=subprocess.DEVNULL, start_new_session=True)
+            fields = ",".join((*SMI_TELEMETRY, *telemetry_fields()))
+            self._proc = subprocess.Popen(["nvidia-smi", f"--query-gpu={fields}", "--format=csv", f"--loop-ms={ms}"],
+                                          stdout=self._file, stderr=subprocess.DEVNULL, start_new_session=True)
         else:
             self._thread = threading.Thread(target=self._sample_cpu, daemon=True)
             self._thread.start()

@@ -6,7 +6,8 @@ repeat, env (the variables spec.recorded_env names), host (hostname, cpu_model, 
 memory_total_mib, os, kernel, python), versions (tensorflow, cuda, cudnn, nccl, horovod, mpi: a string
 or None when not detectable), gpus (list of {name, driver_version, memory_total_mib, sm_clock_max_mhz}, and
 where nvidia-smi gives them the settings of ``_SETTINGS``: power limits, application clocks, persistence
-and ECC mode, VBIOS; or None without nvidia-smi), gpu_topology (``nvidia-smi topo -m`` text or None), started_at / ended_at
+and ECC mode, VBIOS, and under nvidia-smi's own names the PCIe link, ECC error counts, retired pages, row
+remaps and NVLink state of ``bench.runner.gpu_health``; or None without nvidia-smi), gpu_topology (``nvidia-smi topo -m`` text or None), started_at / ended_at
 (ISO 8601 UTC), wall_time_s, exit_code, status (running -> ok / failed / oom / timeout / interrupted /
 submitted; no_result for a clean exit whose log holds no result), status_detail (what the log shows of a failure: an out-of-memory, NCCL or CUDA error, the last
 exception line, or an exit code with no result; None for an ok run; the store's column of the same name; run.json files
@@ -24,15 +25,14 @@ import os
 import platform
 import re
 import secrets
-import shutil
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench.runner.gpu_health import command_output, health, number
 from bench.runner.spec import RunSpec, recorded_env
 from bench.sql.errors import UsageError
 from bench.sql.runjson import SCHEMA_VERSION
@@ -93,17 +93,6 @@ def matching_env(environ: Mapping[str, str]) -> dict[str, str]:
     return {k: environ[k] for k in sorted(environ) if recorded_env(k)}
 
 
-def _command_output(argv: list[str], timeout_s: float = 10.0) -> str | None:
-    """stdout of ``argv`` when it exists and exits 0 within the timeout, else None."""
-    if shutil.which(argv[0]) is None:
-        return None
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
-
-
 def host_facts() -> dict[str, Any]:
     """hostname, cpu_model, physical_cores, memory_total_mib, os, kernel, python (None when unknown)."""
     cpuinfo = _read("/proc/cpuinfo") or ""
@@ -150,10 +139,10 @@ def versions(smi_header: str | None = None) -> dict[str, str | None]:
         out[key] = out[key] or _header_version(header, prefix)  # a system install, not a wheel
     if out["cuda"] is None:
         m = re.search(r"CUDA Version:\s*([\d.]+)", smi_header or "")
-        nvcc = None if m else _command_output(["nvcc", "--version"])
+        nvcc = None if m else command_output(["nvcc", "--version"])
         m = m or re.search(r"release ([\d.]+)", nvcc or "")
         out["cuda"] = m.group(1) if m else None
-    mpi = _command_output(["mpirun", "--version"])
+    mpi = command_output(["mpirun", "--version"])
     out["mpi"] = next((ln.strip() for ln in (mpi or "").splitlines() if ln.strip()), None)
     return out
 
@@ -178,9 +167,11 @@ def gpu_facts() -> tuple[list[dict[str, Any]] | None, str | None, str | None]:
     """(gpus, topology, banner) from nvidia-smi; (None, None, None) without it.
 
     gpus: one dict per line of ``--query-gpu=name,driver_version,memory.total,clocks.max.sm
-    --format=csv,noheader``; topology: ``nvidia-smi topo -m`` text; banner: plain ``nvidia-smi``.
+    --format=csv,noheader``, with the settings of ``_SETTINGS`` and what fleets fail on (PCIe link, ECC
+    errors, retired pages, row remaps, NVLink: ``bench.runner.gpu_health``) where the driver reports them;
+    topology: ``nvidia-smi topo -m`` text; banner: plain ``nvidia-smi``.
     """
-    query = _command_output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
+    query = command_output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
                              "--format=csv,noheader"])
     if query is None:
         return None, None, None
@@ -189,28 +180,25 @@ def gpu_facts() -> tuple[list[dict[str, Any]] | None, str | None, str | None]:
         cells = [c.strip() for c in line.split(",")]
         if len(cells) >= 4:
             gpus.append({"name": cells[0], "driver_version": cells[1],
-                         "memory_total_mib": _number(cells[2]), "sm_clock_max_mhz": _number(cells[3])})
-    settings = _command_output(["nvidia-smi", f"--query-gpu={','.join(f for f, _ in _SETTINGS)}",
+                         "memory_total_mib": number(cells[2]), "sm_clock_max_mhz": number(cells[3])})
+    settings = command_output(["nvidia-smi", f"--query-gpu={','.join(f for f, _ in _SETTINGS)}",
                                 "--format=csv,noheader"])
     rows = [[c.strip() for c in line.split(",")] for line in (settings or "").splitlines()]
     if len(rows) == len(gpus) and all(len(r) == len(_SETTINGS) for r in rows):
         for gpu, row in zip(gpus, rows, strict=True):
-            for (_, (key, number)), cell in zip(_SETTINGS, row, strict=True):
-                value = _number(cell) if number else cell
+            for (_, (key, numeric)), cell in zip(_SETTINGS, row, strict=True):
+                value = number(cell) if numeric else cell
                 if value is not None and not cell.startswith("[") and cell != "N/A":  # [N/A], [Not Supported]
                     gpu[key] = value
-    links = _command_output(["nvidia-smi", "--query-gpu=pcie.link.gen.max,pcie.link.width.max", "--format=csv,noheader"])
-    pcie = [[_number(c) for c in line.split(",")] for line in (links or "").splitlines()]
-    if len(pcie) == len(gpus) and all(len(r) == 2 and None not in r for r in pcie):  # a query it lacks: left out
-        for gpu, (gen, width) in zip(gpus, pcie, strict=True):
-            gpu["pcie_gen_max"], gpu["pcie_width_max"] = gen, width
-    return gpus, _command_output(["nvidia-smi", "topo", "-m"]), _command_output(["nvidia-smi"])
+    for gpu, more in zip(gpus, health(len(gpus)), strict=False):  # [] when nvidia-smi reports none of it
+        gpu.update(more)
+    return gpus, command_output(["nvidia-smi", "topo", "-m"]), command_output(["nvidia-smi"])
 
 
 def nic_facts() -> list[dict[str, Any]] | None:
     """Each InfiniBand / RoCE port ``ibstat`` lists: its adapter, port, state, rate (Gb/s) and link layer
     (``InfiniBand`` or ``Ethernet``: RoCE); None without ibstat. The link a multi-node NCCL test crosses."""
-    text = _command_output(["ibstat"])
+    text = command_output(["ibstat"])
     if text is None:
         return None
     out: list[dict[str, Any]] = []
@@ -222,7 +210,7 @@ def nic_facts() -> list[dict[str, Any]] | None:
             out.append({"adapter": adapter, "port": int(m.group(1))})
         elif out and (m := re.match(r"\s+(State|Rate|Link layer):\s*(\S+)", line)):
             key = {"State": "state", "Rate": "rate_gbps", "Link layer": "link_layer"}[m.group(1)]
-            out[-1][key] = _number(m.group(2)) if key == "rate_gbps" else m.group(2)
+            out[-1][key] = number(m.group(2)) if key == "rate_gbps" else m.group(2)
     return out
 
 
@@ -239,11 +227,6 @@ _SETTINGS = [
     ("ecc.mode.current", ("ecc_mode", False)),
     ("vbios_version", ("vbios_version", False)),
 ]
-
-
-def _number(text: str) -> float | None:
-    m = re.match(r"\s*(\d+(?:\.\d+)?)", text)
-    return float(m.group(1)) if m else None
 
 
 def initial_doc(spec: RunSpec, run_id: str, argv: list[str], env: Mapping[str, str],

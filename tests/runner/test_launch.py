@@ -244,11 +244,15 @@ FAKE_SMI = """#!/bin/sh
 case "$1" in
   --query-gpu=name*) echo "Tesla V100-SXM2-16GB, 535.104.05, 16384 MiB, 1530 MHz";;
   --query-gpu=power.limit*) echo "300.00 W, 250.00 W, 1290 MHz, 877 MHz, 877 MHz, Enabled, [N/A], 88.00.4F.00.09";;
-  --query-gpu=pcie*) echo "4, 16";;
+  --query-gpu=pcie.link.gen.current,pcie.link.gen.max,*) echo "1, 4, 16, 16, 0, 0, 3, 0, 0, 0, No, [N/A], [N/A], [N/A], [N/A]";;
+  --query-gpu=pcie.link.gen.current|--query-gpu=pcie.link.width.current) echo "1";;
+  --query-gpu=clocks_event_reasons.active) echo 'Field "clocks_event_reasons.active" is not a valid field to query.'; exit 2;;
+  --query-gpu=clocks_throttle_reasons.active) echo "0x0000000000000001";;
+  nvlink) printf 'GPU 0: Tesla V100-SXM2-16GB (UUID: GPU-1)\\n\\t Link 0: 25.781 GB/s\\n\\t Link 1: <inactive>\\n';;
   topo) printf '\\tGPU0\\tCPU Affinity\\nGPU0\\t X \\t0-7\\n';;
-  --query-gpu=timestamp*)
-    echo "timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W], clocks.sm [MHz]"
-    while true; do echo "2026/11/21 10:00:00.000, 0, 95 %, 15000 MiB, 70, 250.00 W, 1530 MHz"; sleep 0.1; done;;
+  --query-gpu=timestamp,index,utilization.gpu,memory.used,temperature.gpu,power.draw,clocks.sm,pcie.link.gen.current,pcie.link.width.current,clocks_throttle_reasons.active)
+    echo "timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W], clocks.sm [MHz], pcie.link.gen.current, pcie.link.width.current, clocks_throttle_reasons.active"
+    while true; do echo "2026/11/21 10:00:00.000, 0, 95 %, 15000 MiB, 70, 250.00 W, 1530 MHz, 3, 16, 0x0000000000000008"; sleep 0.1; done;;
   *) echo "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2 |";;
 esac
 """
@@ -294,7 +298,15 @@ def test_gpu_facts_and_telemetry_from_nvidia_smi(tmp_path: Path, monkeypatch: py
                             "applications_clock_sm_mhz": 1290.0, "applications_clock_memory_mhz": 877.0,
                             "memory_clock_max_mhz": 877.0, "persistence_mode": "Enabled",
                             "vbios_version": "88.00.4F.00.09",  # ECC [N/A]: not there
-                            "pcie_gen_max": 4.0, "pcie_width_max": 16.0}]
+                            "pcie.link.gen.current": 1, "pcie.link.gen.max": 4, "pcie.link.width.current": 16,
+                            "pcie.link.width.max": 16, "ecc.errors.corrected.volatile.total": 0,
+                            "ecc.errors.uncorrected.volatile.total": 0, "ecc.errors.corrected.aggregate.total": 3,
+                            "ecc.errors.uncorrected.aggregate.total": 0, "retired_pages.single_bit_ecc.count": 0,
+                            "retired_pages.double_bit.count": 0, "retired_pages.pending": "No",
+                            # a V100 has no row remapping: [N/A], NULL
+                            "remapped_rows.correctable": None, "remapped_rows.uncorrectable": None,
+                            "remapped_rows.pending": None, "remapped_rows.failure": None,
+                            "nvlink.links_active": 1, "nvlink.links_inactive": 1}]
     assert doc["nics"] == [{"adapter": "mlx5_0", "port": 1, "state": "Active", "rate_gbps": 400.0,
                             "link_layer": "InfiniBand"},
                            {"adapter": "mlx5_1", "port": 1, "state": "Down", "rate_gbps": 10.0, "link_layer": "Ethernet"}]
@@ -315,6 +327,12 @@ def test_gpu_facts_and_telemetry_from_nvidia_smi(tmp_path: Path, monkeypatch: py
     assert telemetry.sniff(text[:4096])
     cols = telemetry.parse_lines(text.splitlines(), source="t").telemetry.take()
     assert cols["utilization_pct"][0] == 95.0 and cols["power_w"][0] == 250.0
+    # the loop asked for the link and the throttle reasons under the name this driver accepts; under load
+    # the link is Gen3 x16, and hw_slowdown (0x8) was active in every sample
+    from bench.ingest.gpu_load import links_and_throttle
+
+    assert links_and_throttle(text.splitlines()) == {0: {"pcie_link_gen": 3, "pcie_link_width": 16,
+                                                         "throttle": {"hw_slowdown": 1.0}}}
 
 
 def test_gpu_settings_are_left_out_when_the_driver_lacks_a_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -326,8 +344,45 @@ def test_gpu_settings_are_left_out_when_the_driver_lacks_a_field(tmp_path: Path,
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     gpus, _, _ = rundir.gpu_facts()
-    assert gpus == [{"name": "Tesla V100-SXM2-16GB", "driver_version": "535.104.05", "memory_total_mib": 16384.0,
-                     "sm_clock_max_mhz": 1530.0, "pcie_gen_max": 4.0, "pcie_width_max": 16.0}]  # a query of its own
+    assert gpus is not None and {k: v for k, v in gpus[0].items() if not k.startswith(("ecc.", "retired", "remapped"))} \
+        == {"name": "Tesla V100-SXM2-16GB", "driver_version": "535.104.05", "memory_total_mib": 16384.0,
+            "sm_clock_max_mhz": 1530.0, "pcie.link.gen.current": 1, "pcie.link.gen.max": 4, "pcie.link.width.current": 16,
+            "pcie.link.width.max": 16, "nvlink.links_active": 1, "nvlink.links_inactive": 1}  # queries of their own
+
+
+OLD_SMI = """#!/bin/sh
+case "$1" in
+  --query-gpu=name*) echo "Tesla V100-SXM2-16GB, 470.57.02, 16384 MiB, 1530 MHz"
+                     echo "Tesla V100-SXM2-16GB, 470.57.02, 16384 MiB, 1530 MHz";;
+  --query-gpu=pcie.link.gen.current,*) echo 'Field "remapped_rows.correctable" is not a valid field to query.'; exit 2;;
+  --query-gpu=remapped_rows.*) exit 2;;
+  --query-gpu=pcie.link.gen.max) printf '4\\n3\\n';;
+  --query-gpu=ecc.errors.uncorrected.volatile.total) printf '0\\n[N/A]\\n';;
+  --query-gpu=pci.bus_id) printf '00000000:07:00.0\\n00000000:0F:00.0\\n';;
+  --query-remapped-rows=*) printf '00000000:0F:00.0, 0, 2, Yes, No\\n00000000:07:00.0, 0, 0, No, No\\n';;
+  --query-gpu=*) exit 2;;
+  *) exit 1;;
+esac
+"""
+
+
+def test_an_older_driver_is_asked_each_health_field_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A driver that rejects one field of the health query (row remaps, in ``--query-gpu`` only since R470's
+    successors) rejects all of it: each field is asked alone, a rejected one is None, and row remaps come from
+    ``--query-remapped-rows`` matched to the GPUs by PCI bus id (listed here in another order)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(OLD_SMI)
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    gpus, _, _ = rundir.gpu_facts()
+    assert gpus is not None and len(gpus) == 2
+    assert [g["pcie.link.gen.max"] for g in gpus] == [4, 3]
+    assert [g["ecc.errors.uncorrected.volatile.total"] for g in gpus] == [0, None]  # [N/A]: NULL
+    assert [g["pcie.link.width.current"] for g in gpus] == [None, None]  # rejected alone too
+    assert [(g["remapped_rows.uncorrectable"], g["remapped_rows.pending"]) for g in gpus] == [(0, "No"), (2, "Yes")]
+    assert "nvlink.links_active" not in gpus[0]  # no NVLink status: no key
 
 
 def test_system_cudnn_and_nccl_versions_come_from_their_headers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
