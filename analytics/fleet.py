@@ -44,14 +44,13 @@ from typing import TYPE_CHECKING, Any
 from bench.analytics.changes import FACT_EXCLUDED, METRICS, SERIES_COLUMNS, series_label
 from bench.analytics.fleet_model import (
     FAMILY_RATE,
-    MAD_TO_SD,
-    SCALE_FLOOR,
     Z_BOUND,
     Fleet,
     FleetRun,
     HostLevel,
     Outlier,
     Workload,
+    robust_scale,
 )
 from bench.analytics.intervals import t95
 from bench.analytics.results import first
@@ -178,6 +177,8 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
         fleet.notes.append(f"the selection spans {len(models)} device models ({', '.join(sorted(map(str, models)))}): "
                            "each host is compared with hosts of its own model only")
     varying = {c for c in WORKLOAD_COLUMNS if len({d.get(c) for d, _ in workloads.values()}) > 1}
+    tag_keys = {k for d, _ in workloads.values() for k in d["tags"]}  # a tag that splits workloads names them
+    varying |= {f"tags.{k}" for k in tag_keys if len({d["tags"].get(k) for d, _ in workloads.values()}) > 1}
     dated: list[tuple[dict[str, Any], Outlier]] = []
     for d, runs in workloads.values():
         w = _workload(d, runs, varying, fleet)
@@ -212,7 +213,7 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
             if h.level is None:
                 fleet.outliers.append(Outlier(h.host, None, "failed", w.label, None, (None, None), None, None, w.median,
                                               h.n_runs, reason=f"all {h.n_failed} runs failed ({_statuses(by_host[h.host])})"))
-    annotate(con, RUNS_TABLE, metric, fleet.lower_is_better, dated, WORKLOAD_COLUMNS)
+    annotate(con, RUNS_TABLE, metric, fleet.lower_is_better, dated, WORKLOAD_COLUMNS, {*SYSTEM_TAGS, *by_host_tags})
     fleet.outliers.sort(key=lambda o: (o.kind != "slower", o.relative_difference if o.relative_difference is not None else 0))
     if not fleet.workloads:
         fleet.notes.append("no run with a host (or, over several nodes, a host set) in the selection")
@@ -270,7 +271,7 @@ def judge_hosts(w: Workload, fleet: Fleet, member: dict[str, int]) -> None:
         refs[member.get(h.host)].append(x)
     center = {g: statistics.median(logs) for g, logs in refs.items()}
     resid = [x - center[member.get(h.host)] for h, x in measured]
-    scale = max(MAD_TO_SD * statistics.median(abs(r) for r in resid), SCALE_FLOOR)
+    scale = robust_scale(resid)
     w.median = math.exp(center[None]) if None in center else None
     w.robust_sd, w.z_bound = scale, z_bound_for(len(measured))
     sd, df = _pooled_sd([h for h, _ in measured])

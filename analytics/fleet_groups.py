@@ -3,7 +3,8 @@ tag such as a rack or site) and are slower, as a group, than the workload's othe
 
 A bad rollout to a third of a fleet is the commonest fleet regression, and host by host it hides: the group
 widens the robust spread it is judged against, so none of its hosts passes the bound (19 of 64 hosts 6%
-slower: the SD rose from 0.98% to 2.25%, and another host's own -5% fault was missed too). So before hosts are
+slower: the SD rose from 0.98% to 2.25%, and another host's own -5% fault was missed too, as issue 57
+reported of the fleet before groups). So before hosts are
 judged one by one, every value of every fact held by at least MIN_GROUP hosts, and not by all but fewer than
 MIN_GROUP, is a candidate group (facts that pick out the same hosts are one candidate). A candidate is a slow
 group when its hosts' log levels (one per host: its median run) are lower than the others' by more than the
@@ -19,20 +20,19 @@ so that one fault never hides another.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from bench.analytics.fleet_model import FAMILY_RATE, MAD_TO_SD, SCALE_FLOOR, Z_BOUND, SlowGroup
+from bench.analytics.fleet_model import FAMILY_RATE, Z_BOUND, SlowGroup, robust_scale
+from bench.analytics.fleet_why import GPU_KEY
 from bench.analytics.intervals import t95
 
 if TYPE_CHECKING:
     from bench.analytics.fleet_model import HostLevel
 
 MIN_GROUP = 3  # fewer hosts sharing a fact are judged one by one
-_GPU_KEY = re.compile(r"gpu\d+\.(.+)$")
 
 
 def slow_groups(label: str, hosts: list[HostLevel], facts: Mapping[str, dict[str, str]], threshold: float,
@@ -91,18 +91,18 @@ def _typical(logs: list[float]) -> list[float]:
     """``logs`` less those that stand apart on their own (a robust z beyond Z_BOUND about their median): a
     faulty host among the others, or in the group, is judged on its own and does not move the group's size."""
     center = statistics.median(logs)
-    scale = max(MAD_TO_SD * statistics.median(abs(x - center) for x in logs), SCALE_FLOOR)
+    scale = robust_scale([x - center for x in logs])
     return [x for x in logs if abs(x - center) <= Z_BOUND * scale]
 
 
 def _named(said: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The facts that pick out a group, a per-GPU setting once (``gpus.driver_version``) where every GPU's
     says the same, and not at all where a node-wide fact already names the group."""
-    node = [(k, v) for k, v in said if not _GPU_KEY.match(k)]
+    node = [(k, v) for k, v in said if not GPU_KEY.match(k)]
     per_gpu: dict[tuple[str, str], int] = defaultdict(int)
     for k, v in said:
-        if m := _GPU_KEY.match(k):
-            per_gpu[(m.group(1), v)] += 1
+        if m := GPU_KEY.match(k):
+            per_gpu[(m.group(2), v)] += 1
     return node or [(f"gpus.{setting}", v) for (setting, v) in sorted(per_gpu)]
 
 

@@ -17,21 +17,29 @@ if TYPE_CHECKING:
     from bench.analytics.fleet_model import Outlier
 
 
-def histories(con: duckdb.DuckDBPyConnection, table: str, metric: str, hosts: set[str], columns: tuple[str, ...]
-              ) -> dict[tuple[Any, ...], list[tuple[Any, float]]]:
-    """(host, *workload columns) -> (started_at, value) of each ok run of ``hosts`` in ``table`` (rows of the
-    view run_configs), in time order (runs without a time left out): one read for every flagged host."""
+def histories(con: duckdb.DuckDBPyConnection, table: str, metric: str, hosts: set[str], columns: tuple[str, ...],
+              not_split: frozenset[str] | set[str] = frozenset()) -> dict[tuple[Any, ...], list[tuple[Any, float]]]:
+    """(host, *workload columns, its other tags) -> (started_at, value) of each ok run of ``hosts`` in ``table``
+    (rows of the view run_configs), in time order (runs without a time left out): one read for every flagged
+    host. The tags are the run's series tags less ``not_split`` (those that say where it ran, and those that
+    hold one value per host), as ``workload_tags`` gives a workload's: a tag that splits workloads splits
+    histories too."""
     if not hosts:
         return {}
     out: dict[tuple[Any, ...], list[tuple[Any, float]]] = {}
     marks = ", ".join("?" for _ in hosts)
     rows = con.execute(
-        f"SELECT host, {', '.join(columns)}, started_at, {metric} FROM {table} WHERE host IN ({marks}) "
+        f"SELECT host, {', '.join(columns)}, series_tags, started_at, {metric} FROM {table} WHERE host IN ({marks}) "
         f"AND status = 'ok' AND {metric} > 0 AND started_at IS NOT NULL ORDER BY started_at", sorted(hosts)).fetchall()
-    for *key, t, v in rows:
+    for *key, tags, t, v in rows:
         if v is not None and math.isfinite(v):
-            out.setdefault(tuple(key), []).append((t, float(v)))
+            out.setdefault((*key, workload_tags(tags or {}, not_split)), []).append((t, float(v)))
     return out
+
+
+def workload_tags(tags: dict[str, Any], not_split: frozenset[str] | set[str]) -> tuple[tuple[str, Any], ...]:
+    """The tags of ``tags`` that split workloads (not in ``not_split``), sorted: part of a history's key."""
+    return tuple(sorted((k, v) for k, v in tags.items() if k not in not_split))
 
 
 def since(points: list[tuple[Any, float]], lower_is_better: bool) -> dict[str, Any] | None:
@@ -62,12 +70,14 @@ def said(s: dict[str, Any]) -> str:
 
 
 def annotate(con: duckdb.DuckDBPyConnection, table: str, metric: str, lower_is_better: bool,
-             flagged: list[tuple[dict[str, Any], Outlier]], columns: tuple[str, ...]) -> None:
-    """Put when each flagged host (with its workload's columns) turned slow in front of its reason (``since``),
-    from the runs of ``table``."""
-    found = histories(con, table, metric, {o.host for _, o in flagged}, columns)
+             flagged: list[tuple[dict[str, Any], Outlier]], columns: tuple[str, ...],
+             not_split: frozenset[str] | set[str] = frozenset()) -> None:
+    """Put when each flagged host (with its workload's columns and tags) turned slow in front of its reason
+    (``since``), from the runs of ``table``; ``not_split``: the tags that do not split a workload."""
+    found = histories(con, table, metric, {o.host for _, o in flagged}, columns, not_split)
     for workload, out in flagged:
-        s = since(found.get((out.host, *(workload.get(c) for c in columns)), []), lower_is_better)
+        key = (out.host, *(workload.get(c) for c in columns), workload_tags(workload.get("tags") or {}, not_split))
+        s = since(found.get(key, []), lower_is_better)
         if s is not None:
             out.since = {**s, "from": str(s["from"])}
             out.reason = f"{said(s)}; {out.reason}"

@@ -4,6 +4,7 @@ hosts with why (bench.analytics.fleet_why), and the runs it reads."""
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -13,6 +14,12 @@ Z_BOUND = 3.5
 FAMILY_RATE = 0.05
 SCALE_FLOOR = 0.002  # 0.2%: hosts that agree to the digit still differ by their runs' noise
 MAD_TO_SD = 1.4826
+
+
+def robust_scale(residuals: list[float]) -> float:
+    """The robust SD of log levels about their centre: MAD_TO_SD x their median absolute residual, at least
+    SCALE_FLOOR."""
+    return max(MAD_TO_SD * statistics.median(abs(r) for r in residuals), SCALE_FLOOR)
 
 
 @dataclass

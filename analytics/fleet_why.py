@@ -147,7 +147,7 @@ def explain(out: Outlier, peers: Peers) -> Outlier:
     _collapse_gpu_settings(out.differs, mine)
     out.telemetry = _telemetry(peers.loads[out.host], peers.fleet) + _links_and_throttle(peers.loads[out.host], peers)
     gpus = [t["gpu"] for t in out.telemetry if t["gpu"] is not None]
-    setting_gpus = sorted({int(k[3:].split(".")[0]) for k in out.differs if _GPU_KEY.match(k)})
+    setting_gpus = sorted({int(k[3:].split(".")[0]) for k in out.differs if GPU_KEY.match(k)})
     named = sorted(set(gpus)) or setting_gpus
     out.gpu = named[0] if named else None
     out.gpus = named
@@ -157,16 +157,17 @@ def explain(out: Outlier, peers: Peers) -> Outlier:
     return out
 
 
-_GPU_KEY = re.compile(r"gpu(\d+)\.(.+)$")
+#: a per-GPU setting's key, ``gpu<index>.<setting>``
+GPU_KEY = re.compile(r"gpu(\d+)\.(.+)$")
 
 
 def _collapse_gpu_settings(differs: dict[str, dict[str, Any]], mine: dict[str, str]) -> None:
     """A setting that differs alike on every GPU of the host is the node's, not one GPU's: its ``gpuN.<key>``
     entries become one ``gpus.<key>`` (none where a first-GPU fact such as ``gpu_driver`` already says it)."""
-    n_gpus = len({m.group(1) for k in mine if (m := _GPU_KEY.match(k))})
+    n_gpus = len({m.group(1) for k in mine if (m := GPU_KEY.match(k))})
     by_setting: dict[str, list[str]] = defaultdict(list)
     for k in differs:
-        if m := _GPU_KEY.match(k):
+        if m := GPU_KEY.match(k):
             by_setting[m.group(2)].append(k)
     for setting, keys in by_setting.items():
         pairs = {(differs[k]["host"], differs[k]["peers"]) for k in keys}
@@ -175,7 +176,7 @@ def _collapse_gpu_settings(differs: dict[str, dict[str, Any]], mine: dict[str, s
         merged = {**differs[keys[0]], "gpus": len(keys)}
         for k in keys:
             del differs[k]
-        said = any(not _GPU_KEY.match(k) and (d["host"], d["peers"]) == next(iter(pairs)) for k, d in differs.items())
+        said = any(not GPU_KEY.match(k) and (d["host"], d["peers"]) == next(iter(pairs)) for k, d in differs.items())
         if not said:
             differs[f"gpus.{setting}"] = merged
 

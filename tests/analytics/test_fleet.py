@@ -435,3 +435,25 @@ def test_the_readmes_rollout_example(tmp_path: Path) -> None:
     readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
     said = re.search(r"`SLOWER GROUP 19 hosts with gpu_driver 575\.51\.03 are ([\d.]+)% slower than the (\d+) others", readme)
     assert said and (float(said.group(1)), int(said.group(2))) == (round(-100 * g["relative_difference"], 1), g["n_others"])
+
+
+def test_a_tag_that_splits_workloads_splits_a_hosts_history(tmp_path: Path) -> None:
+    """Each host runs two suites a night (tag ``suite``: a, at 1.3x the rate, and b); h03's suite b is 10% slower
+    from night 20, its suite a steady. The history of h03's flagged workload is its suite b runs only: mixed with
+    suite a's, night by night, no step would be found (or one of the wrong size)."""
+    rng = random.Random(2)
+    for h in range(8):
+        host = f"h{h:02d}"
+        for n in range(30):
+            for suite, scale in (("a", 1.3), ("b", 1.0)):
+                f = 0.9 if host == "h03" and suite == "b" and n >= 20 else 1.0
+                d = tmp_path / "runs" / f"{host}-{n}-{suite}"
+                at = datetime(2026, 10, 1, tzinfo=UTC) + timedelta(days=n, minutes=h + (30 if suite == "b" else 0))
+                fleet_sim.write_run(d, host, 2950 * scale * (1 + rng.gauss(0, 0.003)) * f, None, 2, at, rng)
+                doc = json.loads((d / "run.json").read_text())
+                doc["tags"] = {"suite": suite}
+                (d / "run.json").write_text(json.dumps(doc))
+    assert bench("ingest", str(tmp_path / "runs"), "--store", str(tmp_path / "store"))[0] == 0
+    (o,) = json.loads(bench("fleet", "--store", str(tmp_path / "store"), "--json")[1])["outliers"]
+    assert o["host"] == "h03" and "suite=b" in o["workload"]
+    assert (o["since"]["kind"], o["since"]["from"][:10], round(o["since"]["change"], 2)) == ("slower", "2026-10-21", -0.10)
