@@ -20,6 +20,10 @@ kinds more that ``--kinds`` can name (``HEALTH_FAULTS``):
 - ``pcie_link``: one GPU's PCIe link trained down to Gen3 x16 (its peers run Gen5 x16 under load);
 - ``row_remaps``: one GPU with 2 uncorrectable row remaps pending a reset.
 
+``start=K`` (``--start K``) makes each fault begin at run K (a late fault: the runs before are healthy, facts
+and telemetry included), and ``ramp`` (``--ramp``) makes it grow run by run from K to the last run, where it is
+--fault-size (a degrading host). ``rack=N`` (``--rack N``) tags each run ``rack=rNN``, N hosts to a rack.
+
 ``group=N`` (``--group N``) also rolls a new driver (``NEW_DRIVER``) out to the last N healthy hosts, which makes
 them ``group_size`` slower (a bad rollout: one finding for bench fleet, not N); the truth names them.
 
@@ -64,7 +68,8 @@ def truth_path(out: Path) -> Path:
 
 def generate(out: Path, *, hosts: int = 64, gpus: int = 8, runs: int = 3, noise: float = 0.01,
              fault_size: float = 0.10, faults: int = 8, seed: int = 1, group: int = 0,
-             group_size: float = 0.06, kinds: tuple[str, ...] = FAULTS, health: bool = False) -> dict[str, dict[str, object]]:
+             group_size: float = 0.06, kinds: tuple[str, ...] = FAULTS, health: bool = False, start: int = 0,
+             ramp: bool = False, rack: int = 0) -> dict[str, dict[str, object]]:
     """Write the fleet's run directories under ``out`` and its truth beside it (``truth_path``); returns the truth
     of the faulty hosts (the group's hosts are in the truth file's ``group``)."""
     rng = random.Random(seed * 7919 + 17)
@@ -76,25 +81,30 @@ def generate(out: Path, *, hosts: int = 64, gpus: int = 8, runs: int = 3, noise:
     for gpu_fault in truth.values():
         if gpu_fault["gpu"] is not None:
             gpu_fault["gpu"] = int(gpu_fault["gpu"]) % gpus  # type: ignore[call-overload]
-    start = datetime(2026, 11, 1, 1, 0, tzinfo=UTC)
+    first = datetime(2026, 11, 1, 1, 0, tzinfo=UTC)
     out.mkdir(parents=True, exist_ok=True)
     for h in range(1, hosts + 1):
         host = f"node{h:03d}"
         fault = truth.get(host) or ({"kind": "new_driver", "gpu": None} if host in rollout else None)
-        level = BASE_RATE * math.exp(rng.gauss(0, noise)) / (1 + fault_size if host in truth else 1)
-        level /= 1 + group_size if host in rollout else 1
+        base = BASE_RATE * math.exp(rng.gauss(0, noise))
+        tags = {"rack": f"r{(h - 1) // rack:02d}"} if rack else {}
         for r in range(runs):
+            now = fault if host not in truth or r >= start else None
+            size = fault_size * (r - start + 1) / (runs - start) if ramp and host in truth else fault_size
+            level = base / (1 + size if now is not None and host in truth else 1)
+            level /= 1 + group_size if host in rollout else 1
             rate = level * math.exp(rng.gauss(0, noise / 3))
-            at = start + timedelta(days=r, minutes=h)
-            write_run(out / f"{host}-r{r}", host, rate, fault, gpus, at, rng, health)
+            at = first + timedelta(days=r, minutes=h)
+            write_run(out / f"{host}-r{r}", host, rate, now, gpus, at, rng, health, tags)
     truth_path(out).write_text(json.dumps({"hosts": hosts, "gpus": gpus, "runs": runs, "noise": noise,
                                                 "fault_size": fault_size, "seed": seed, "faults": truth,
-                                                "group": sorted(rollout), "group_size": group_size}, indent=1))
+                                                "group": sorted(rollout), "group_size": group_size, "start": start,
+                                                "ramp": ramp, "rack": rack}, indent=1))
     return truth
 
 
 def write_run(d: Path, host: str, rate: float, fault: dict[str, object] | None, gpus: int, at: datetime,
-             rng: random.Random, health: bool = False) -> None:
+             rng: random.Random, health: bool = False, tags: dict[str, str] | None = None) -> None:
     d.mkdir(parents=True, exist_ok=True)
     kind = fault["kind"] if fault else None
     settings = []
@@ -129,7 +139,7 @@ def write_run(d: Path, host: str, rate: float, fault: dict[str, object] | None, 
         "spec": {"model": "resnet50", "batch_size": per_gpu, "num_gpus": gpus, "variable_update": "replicated",
                  "all_reduce": "nccl", "data_format": "NCHW", "precision": "fp16", "launcher": "local",
                  "num_batches": batches, "num_warmup_batches": warmup, "device": "gpu", "tags": {}},
-        "tags": {}, "repeat": None, "env": {"CUDA_VERSION": "12.4.1"},
+        "tags": dict(tags or {}), "repeat": None, "env": {"CUDA_VERSION": "12.4.1"},
         "host": {"hostname": host, "cpu_model": "AMD EPYC 9654 96-Core Processor", "kernel": "6.8.0-45-generic",
                  "os": "Ubuntu 22.04.4 LTS", "physical_cores": 192, "logical_cpus": 384, "memory_total_mib": 2063731,
                  "python": "3.11.9"},
@@ -228,10 +238,13 @@ def main() -> None:
     p.add_argument("--group-size", type=float, default=0.06)
     p.add_argument("--health", action="store_true", help="record the PCIe link, ECC, row remaps and throttle reasons")
     p.add_argument("--kinds", default=",".join(FAULTS), help=f"fault kinds in turn, of {FAULTS + HEALTH_FAULTS}")
+    p.add_argument("--start", type=int, default=0, help="the run each fault begins at")
+    p.add_argument("--ramp", action="store_true", help="each fault grows run by run from --start (degrading)")
+    p.add_argument("--rack", type=int, default=0, help="tag runs rack=rNN, this many hosts to a rack")
     a = p.parse_args()
     truth = generate(a.out, hosts=a.hosts, gpus=a.gpus, runs=a.runs, noise=a.noise, fault_size=a.fault_size,
                      faults=a.faults, seed=a.seed, group=a.group, group_size=a.group_size,
-                     kinds=tuple(a.kinds.split(",")), health=a.health)
+                     kinds=tuple(a.kinds.split(",")), health=a.health, start=a.start, ramp=a.ramp, rack=a.rack)
     print(f"{a.hosts} hosts x {a.gpus} GPUs x {a.runs} runs in {a.out}; faults: "
           + ", ".join(f"{h} {f['kind']}" + (f" (GPU {f['gpu']})" if f["gpu"] is not None else "")
                       for h, f in sorted(truth.items())))
