@@ -41,113 +41,31 @@ import statistics
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
-from bench.analytics.changes import FACT_EXCLUDED, METRICS, SERIES_COLUMNS, series_label
+from bench.analytics.changes import METRICS, series_label
+from bench.analytics.fleet_load import RUNS_TABLE, WORKLOAD_COLUMNS, load_runs
 from bench.analytics.fleet_model import (
     FAMILY_RATE,
     Z_BOUND,
     Fleet,
-    FleetRun,
     HostLevel,
+    HostRuns,
     Outlier,
     Workload,
     robust_scale,
 )
 from bench.analytics.intervals import t95
-from bench.analytics.results import first
 from bench.analytics.selection import SYSTEM_TAGS
-from bench.sql.columns import GPU_LOAD_DETAILS
 from bench.sql.errors import UsageError
 
 if TYPE_CHECKING:
     import duckdb
 
 MIN_HOSTS = 3  # fewer hosts have no majority to compare with
-WORKLOAD_COLUMNS = tuple(c for c in SERIES_COLUMNS if c != "system")
 
 
 #: By default a workload's hosts are judged on its runs of the DAYS days before its newest run: a host that
 #: turned slow on night 200 of 365 is slow in its recent runs, not in the median of its whole history.
 DAYS = 7
-#: the temporary table of the selection's runs with a host, by configuration (``load_runs``)
-RUNS_TABLE = "_fleet_runs"
-
-
-def load_runs(con: duckdb.DuckDBPyConnection, metric: str, days: int | None = DAYS
-              ) -> tuple[dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]], set[str], int]:
-    """The runs of ``con`` by workload: key -> (its description, its runs), a multi-node run's host being its
-    host set (``host_set``); the host tags (``host_tags``), which are facts of the hosts, not part of a
-    workload; and how many runs were older than the window. Runs without a host (or host set) are left out,
-    and, where ``days`` is given, runs started more than ``days`` days before their workload's newest run (a
-    run without a start time is kept)."""
-    from bench.sql.views import register_views
-
-    register_views(con, ["run_configs"])
-    cols = ", ".join(f"c.{c}" for c in WORKLOAD_COLUMNS)
-    # the configurations view, computed once: the window, its count and the flagged hosts' histories read it
-    con.execute(f"""CREATE OR REPLACE TEMP TABLE {RUNS_TABLE} AS
-        SELECT {', '.join(WORKLOAD_COLUMNS)}, series_tags, run_id, status, host, num_nodes, started_at, {metric},
-               max(started_at) OVER (PARTITION BY {', '.join(WORKLOAD_COLUMNS)}) AS newest
-        FROM run_configs WHERE host IS NOT NULL OR coalesce(num_nodes, 1) > 1""")
-    recent = ("c.started_at IS NULL OR c.started_at >= c.newest - to_days(CAST(? AS INTEGER))" if days
-              else "true")
-    params = [days] if days else []
-    counted = first(con, f"SELECT count(*) FROM {RUNS_TABLE} c WHERE NOT ({recent})", params) if days else None
-    older = int(counted[0]) if counted else 0
-    cur = con.execute(f"""
-        SELECT {cols}, c.series_tags, c.run_id, c.status, c.host, c.num_nodes AS nodes, c.{metric} AS value,
-               r.framework_version, r.details
-        FROM {RUNS_TABLE} c JOIN runs r USING (run_id)
-        WHERE {recent}""", params)
-    names = [d[0] for d in cur.description]
-    rows = cur.fetchall()
-
-    def read(row: tuple[Any, ...]) -> dict[str, Any] | None:
-        r = dict(zip(names, row, strict=True))
-        if (r["nodes"] or 1) > 1:
-            r["host"] = host_set(r["details"] or {})
-            if r["host"] is None:
-                return None
-        r["tags"] = {k: v for k, v in (r["series_tags"] or {}).items() if k not in SYSTEM_TAGS}
-        return r
-
-    # two passes over the rows as fetched (a row's dict lives only while it is read): the host tags of each
-    # workload first, then its runs
-    seen: dict[tuple[Any, ...], dict[str, dict[str, set[Any]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(set)))
-    for row in rows:
-        if (r := read(row)) is not None:
-            for k, v in r["tags"].items():
-                seen[tuple(r[c] for c in WORKLOAD_COLUMNS)][k][r["host"]].add(v)
-    by_base = {base: host_tags(values) for base, values in seen.items()}
-    said = set().union(*by_base.values()) if by_base else set()
-    out: dict[tuple[Any, ...], tuple[dict[str, Any], list[FleetRun]]] = {}
-    for row in rows:
-        if (r := read(row)) is None:
-            continue
-        mine = by_base.get(tuple(r[c] for c in WORKLOAD_COLUMNS), set())
-        tags = {k: v for k, v in r["tags"].items() if k not in mine}
-        key = (*(r[c] for c in WORKLOAD_COLUMNS), tuple(sorted(tags.items())))
-        if key not in out:
-            d = {c: r[c] for c in WORKLOAD_COLUMNS if r[c] is not None}
-            out[key] = ({**d, "tags": tags}, [])
-        details = r["details"] or {}
-        facts = {k: v for k, v in details.items() if k not in FACT_EXCLUDED}
-        facts |= {k: v for k, v in r["tags"].items() if k in mine and k not in facts}
-        if r["framework_version"] is not None:
-            facts["framework_version"] = r["framework_version"]
-        value = r["value"]
-        ok = r["status"] == "ok" and value is not None and value > 0 and math.isfinite(value)
-        out[key][1].append(FleetRun(r["run_id"], r["host"], r["status"], float(value) if ok else None, facts,
-                                    details.get(GPU_LOAD_DETAILS), details.get("gpus")))
-    return out, said, older
-
-
-def host_tags(values: dict[str, dict[str, set[Any]]]) -> set[str]:
-    """The tags of one workload's runs (``values``: tag -> host -> the values its runs hold) that are facts of
-    their hosts (``rack=r07``, ``site=dc2``): each host's runs hold one value of it, and its hosts two values or
-    more. They never split the hosts into peer groups (a rack of 4 hosts has no majority to be compared with);
-    they can explain why a host is slower."""
-    return {k for k, hosts in values.items()
-            if all(len(v) == 1 for v in hosts.values()) and len(set().union(*hosts.values())) >= 2}
 
 
 def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec", threshold: float = 0.03,
@@ -165,7 +83,11 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
     fleet = Fleet(metric, METRICS[metric], threshold)
     if days is not None and days < 0:
         raise UsageError(f"--days {days}: a number of days, 0 for every run")
-    workloads, by_host_tags, older = load_runs(con, metric, days)
+    workloads, by_host_tags, older, hostless = load_runs(con, metric, days)
+    if hostless:
+        fleet.notes.append(f"{hostless} run{'s' if hostless != 1 else ''} without a host (or, over several nodes, "
+                           "without their nodes' names) left out: nothing says which machine ran "
+                           f"{'them' if hostless != 1 else 'it'}")
     if older:
         fleet.notes.append(f"each workload's hosts are judged on its runs of the {days} days before its newest run: "
                            f"{older} older run{'s' if older != 1 else ''} left out (--days 0 takes every run)")
@@ -180,14 +102,12 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
     tag_keys = {k for d, _ in workloads.values() for k in d["tags"]}  # a tag that splits workloads names them
     varying |= {f"tags.{k}" for k in tag_keys if len({d["tags"].get(k) for d, _ in workloads.values()}) > 1}
     dated: list[tuple[dict[str, Any], Outlier]] = []
-    for d, runs in workloads.values():
-        w = _workload(d, runs, varying, fleet)
+    for d, hosts in workloads.values():
+        w = _workload(d, hosts, varying, fleet)
         fleet.workloads.append(w)
         if not w.compared:
             continue
-        by_host: dict[str, list[FleetRun]] = defaultdict(list)
-        for run in runs:
-            by_host[run.host].append(run)
+        by_host = {h: runs.newest for h, runs in hosts.items()}
         facts = {h: host_facts(r) for h, r in by_host.items()}  # read once: the groups and the flagged hosts'
         groups = slow_groups(w.label, w.hosts, facts, fleet.threshold, fleet.lower_is_better)
         member: dict[str, int] = {}
@@ -212,7 +132,7 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
         for h in w.hosts:
             if h.level is None:
                 fleet.outliers.append(Outlier(h.host, None, "failed", w.label, None, (None, None), None, None, w.median,
-                                              h.n_runs, reason=f"all {h.n_failed} runs failed ({_statuses(by_host[h.host])})"))
+                                              h.n_runs, reason=f"all {h.n_failed} runs failed ({_statuses(hosts[h.host].other_statuses)})"))
     annotate(con, RUNS_TABLE, metric, fleet.lower_is_better, dated, WORKLOAD_COLUMNS, {*SYSTEM_TAGS, *by_host_tags})
     fleet.outliers.sort(key=lambda o: (o.kind != "slower", o.relative_difference if o.relative_difference is not None else 0))
     if not fleet.workloads:
@@ -237,20 +157,17 @@ def common_node(flagged: set[str], others: set[str]) -> str | None:
     return next(iter(shared)) if len(shared) == 1 else None
 
 
-def _statuses(runs: list[FleetRun]) -> str:
-    return ", ".join(f"{n} {s}" for s, n in sorted(Counter(r.status for r in runs).items()))
+def _statuses(statuses: list[str]) -> str:
+    return ", ".join(f"{n} {s}" for s, n in sorted(Counter(statuses).items()))
 
 
-def _workload(d: dict[str, Any], runs: list[FleetRun], varying: set[str], fleet: Fleet) -> Workload:
-    by_host: dict[str, list[FleetRun]] = defaultdict(list)
-    for run in runs:
-        by_host[run.host].append(run)
+def _workload(d: dict[str, Any], hosts: dict[str, HostRuns], varying: set[str], fleet: Fleet) -> Workload:
     label = series_label({**d, "system": None}, varying | {"device_model", "num_devices"}) or "(unnamed workload)"
-    w = Workload(label, d, len(by_host), len(runs))
-    for host, hr in sorted(by_host.items()):
-        values = [r.value for r in hr if r.value is not None]
+    w = Workload(label, d, len(hosts), sum(len(r.values) + len(r.other_statuses) for r in hosts.values()))
+    for host, runs in sorted(hosts.items()):
+        values = runs.values
         w.hosts.append(HostLevel(host, statistics.median(values) if values else None, len(values),
-                                 len(hr) - len(values), [math.log(v) for v in values]))
+                                 len(runs.other_statuses), [math.log(v) for v in values]))
     measured = [h for h in w.hosts if h.level is not None]
     if len(measured) < MIN_HOSTS:
         w.compared = False

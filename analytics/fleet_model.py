@@ -112,3 +112,13 @@ class FleetRun:
     facts: dict[str, str]
     gpu_load: str | None  # its per-GPU telemetry summaries (JSON), if any
     gpus: str | None  # every GPU's identity and settings (JSON), if known
+
+
+@dataclass
+class HostRuns:
+    """One host's runs of one workload as bench fleet reads them (bench.analytics.fleet_load): every ok run's
+    value, the statuses of its other runs, and its newest runs whole (``fleet_load.RECENT``)."""
+
+    values: list[float] = field(default_factory=list)
+    other_statuses: list[str] = field(default_factory=list)
+    newest: list[FleetRun] = field(default_factory=list)
