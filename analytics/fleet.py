@@ -42,7 +42,7 @@ from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.changes import METRICS, series_label
-from bench.analytics.fleet_load import RUNS_TABLE, WORKLOAD_COLUMNS, load_runs
+from bench.analytics.fleet_load import RUNS_TABLE, WORKLOAD_COLUMNS, bounded_memory, load_runs
 from bench.analytics.fleet_model import (
     FAMILY_RATE,
     Z_BOUND,
@@ -83,7 +83,8 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
     fleet = Fleet(metric, METRICS[metric], threshold)
     if days is not None and days < 0:
         raise UsageError(f"--days {days}: a number of days, 0 for every run")
-    workloads, by_host_tags, older, hostless = load_runs(con, metric, days)
+    with bounded_memory(con):
+        workloads, by_host_tags, older, hostless = load_runs(con, metric, days)
     if hostless:
         fleet.notes.append(f"{hostless} run{'s' if hostless != 1 else ''} without a host (or, over several nodes, "
                            "without their nodes' names) left out: nothing says which machine ran "

@@ -11,7 +11,12 @@ which are facts of the host. A run over several nodes belongs to its host set (`
 from __future__ import annotations
 
 import math
+import re
+import shutil
+import tempfile
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.changes import FACT_EXCLUDED, SERIES_COLUMNS
@@ -32,7 +37,50 @@ _HOSTS_TABLE = "_fleet_hosts"
 #: GPUs' telemetry the median (what explains its level now, not a driver it ran a year ago)
 RECENT = 10
 
+#: the most memory DuckDB may hold while bench fleet reads (it spills to a temporary folder beyond): the
+#: whole-history fleet of a year of a thousand hosts held 1.9 GB without it, 1.5 GB with it, in the same time
+#: (benchmarks/fleet_scale.py)
+MEMORY_LIMIT_MB = 1500
+_UNITS = {"": 1, "B": 1, "KB": 1e3, "KIB": 1024, "MB": 1e6, "MIB": 1024 ** 2, "GB": 1e9, "GIB": 1024 ** 3,
+          "TB": 1e12, "TIB": 1024 ** 4}
+
+def _DEFAULT_LIMIT() -> str:
+    import duckdb
+
+    return str(duckdb.connect(":memory:").execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+
+
 Workloads = dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, HostRuns]]]
+
+
+@contextmanager
+def bounded_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """``con`` with its memory limit lowered to ``MEMORY_LIMIT_MB`` (where it was higher) and a temporary folder
+    of its own to spill to, both as they were afterwards (the report shares its connection)."""
+    import duckdb
+
+    limit, folder = first(con, "SELECT current_setting('memory_limit'), current_setting('temp_directory')") or ("", "")
+    m = re.fullmatch(r"\s*([\d.]+)\s*([A-Za-z]*)\s*", str(limit))
+    current = float(m.group(1)) * _UNITS.get(m.group(2).upper(), 0) if m else 0.0
+    spill = tempfile.mkdtemp(prefix="bench-fleet-")
+    lowered = 0 < MEMORY_LIMIT_MB * 1e6 < current
+    try:
+        if lowered:
+            con.execute(f"SET memory_limit = '{MEMORY_LIMIT_MB}MB'")
+        try:
+            con.execute("SET temp_directory = ?", [spill])  # not the working folder DuckDB would use
+        except duckdb.Error:  # it has spilled already: it keeps its folder
+            folder = None
+        yield
+    finally:
+        if lowered:  # its default again (a limit set by hand, as DuckDB prints it: to 0.1 GiB)
+            con.execute("RESET memory_limit" if limit == _DEFAULT_LIMIT() else f"SET memory_limit = '{limit}'")
+        if folder is not None:
+            try:
+                con.execute("SET temp_directory = ?", [folder])
+            except duckdb.Error:
+                pass
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def load_runs(con: duckdb.DuckDBPyConnection, metric: str, days: int | None) -> tuple[Workloads, set[str], int, int]:

@@ -7,10 +7,12 @@ import json
 import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
-from typer.testing import CliRunner
+from typing import Any
 
 import fleet_sim  # benchmarks/ (tests/conftest.py)
+import pytest
+from typer.testing import CliRunner
+
 from bench.runner.cli import app
 
 JITTER = [-1.0, -0.5, 0.0, 0.5, 1.0]
@@ -35,7 +37,7 @@ def _run(root: Path, host: str | None, night: int, rate: float, **edit: object) 
     (d / "run.json").write_text(json.dumps(doc))
 
 
-def fleet(root: Path, *args: str) -> dict:
+def judged(root: Path, *args: str) -> dict:
     assert bench("ingest", str(root / "runs"), "--store", str(root / "store"))[0] == 0
     code, out = bench("fleet", "--store", str(root / "store"), "--json", *args)
     assert code in (0, 1), out
@@ -51,7 +53,7 @@ def test_half_the_hosts_on_a_slower_driver_are_one_group_not_32_outliers(tmp_pat
         rate = (94.0 if slow else 100.0) + JITTER[i % 5]
         for night in range(2):
             _run(tmp_path / "runs", f"n{i:02d}", night, rate, **({"driver_version": "575.51.03"} if slow else {}))
-    found = fleet(tmp_path)
+    found = judged(tmp_path)
     (g,) = found["groups"]
     assert g["hosts"] == [f"n{i:02d}" for i in range(0, 64, 2)] and ["gpu_driver", "575.51.03"] in g["facts"]
     assert abs(g["relative_difference"] - (94 / 100 - 1)) < 0.001 and g["n_others"] == 32
@@ -65,7 +67,7 @@ def test_a_fact_on_every_host_but_one_is_no_group_and_explains_that_host(tmp_pat
         rate = 90.0 if i == 7 else 100.0 + JITTER[i % 5]
         for night in range(2):
             _run(tmp_path / "runs", f"n{i:02d}", night, rate, **({"vbios_version": "96.00.AA.00.01"} if i == 7 else {}))
-    found = fleet(tmp_path)
+    found = judged(tmp_path)
     assert found["groups"] == []
     (o,) = found["outliers"]
     assert o["host"] == "n07"
@@ -83,7 +85,7 @@ def test_a_host_renamed_mid_history_and_runs_without_a_host(tmp_path: Path) -> N
             _run(tmp_path / "runs", name, night, 100.0 + JITTER[i % 5])
     for night in range(3):
         _run(tmp_path / "runs", None, night, 50.0)
-    found = fleet(tmp_path)
+    found = judged(tmp_path)
     hosts = {h["host"] for w in found["workloads"] for h in w["hosts"]}
     assert "n05" in hosts and "node05" not in hosts and found["outliers"] == []
     assert any(n.startswith("3 runs without a host") for n in found["notes"]), found["notes"]
@@ -93,3 +95,37 @@ def test_a_host_renamed_mid_history_and_runs_without_a_host(tmp_path: Path) -> N
     assert (levels["node05"], levels["n05"]) == (10, 10) and every["outliers"] == []
     code, text = bench("fleet", "--store", str(tmp_path / "store"))
     assert code == 0 and "3 runs without a host" in text
+
+
+def test_the_fleet_reads_under_its_memory_limit_and_gives_the_connection_back(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench fleet lowers DuckDB's memory limit to MEMORY_LIMIT_MB while it reads (a year of a thousand hosts
+    held 1.9 GB without it), spills to a folder of its own, and leaves the report's connection as it found it."""
+    from bench.analytics import fleet, fleet_load
+    from bench.analytics.fleet import find_outliers
+    from bench.sql.read import connect
+
+    for i in range(4):
+        _run(tmp_path / "runs", f"n{i}", 0, 100.0 + i)
+    assert bench("ingest", str(tmp_path / "runs"), "--store", str(tmp_path / "store"))[0] == 0
+    con = connect(tmp_path / "store")
+    default = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    con.execute("SET memory_limit = '10GB'")
+    seen = []
+    real = fleet_load.load_runs
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        seen.append(con.execute("SELECT current_setting('memory_limit'), current_setting('temp_directory')").fetchall()[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(fleet, "load_runs", spy)
+    found = find_outliers(con)
+    ((limit, folder),) = seen
+    assert limit.startswith(("1.3 GiB", "1.4 GiB")), limit  # 1500 MB as DuckDB prints it
+    assert "bench-fleet-" in folder and not Path(folder).exists()  # removed afterwards
+    # as it was set, to DuckDB's rounding: it prints 10 GB as 9.3 GiB, and takes 9.3 GiB back as a hair less
+    assert con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0] in ("9.3 GiB", "9.2 GiB")
+    con.execute("RESET memory_limit")
+    find_outliers(con)
+    assert con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0] == default  # its default again
+    assert [w["n_hosts"] for w in json.loads(found.to_json())["workloads"]] == [4]

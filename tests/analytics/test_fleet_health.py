@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import fleet_sim  # benchmarks/ (tests/conftest.py)
 from typer.testing import CliRunner
 
-import fleet_sim  # benchmarks/ (tests/conftest.py)
 from bench.runner.cli import app
 
 KINDS = (*fleet_sim.FAULTS, *fleet_sim.HEALTH_FAULTS)
