@@ -17,9 +17,9 @@ For each workload run on ``MIN_HOSTS`` hosts or more, a host's level is the medi
 fleet's level is the median of the hosts' levels, and its scale is robust: 1.4826 x the median absolute
 deviation of the hosts' log levels (which estimates a normal's SD, and which the outliers it looks for do
 not drag), at least ``SCALE_FLOOR``. A host is flagged when it is slower than the fleet's median by more
-than ``z_bound_for(hosts)`` robust SDs (3.5, Iglewicz and Hoaglin's bound for the modified z-score; beyond
-215 hosts, the normal quantile that keeps the chance of flagging any healthy host of a workload under 5%:
-3.89 at 1,000 hosts, 4.42 at 10,000) **and** by more than ``--threshold`` (a practical bound), and its 95% interval is
+than ``z_bound_for(tests)`` robust SDs (3.5, Iglewicz and Hoaglin's bound for the modified z-score; beyond
+215 tests, the normal quantile that keeps the chance of flagging any healthy host under 5%, the tests being
+the hosts of every workload judged: one fleet, one family; 3.89 at 1,000 tests, 4.42 at 10,000) **and** by more than ``--threshold`` (a practical bound), and its 95% interval is
 clear of the fleet's median. The interval is of the host's median (``_interval``: 1.2533 x the SD of runs
 within a host, pooled over the workload's hosts or its own if larger, over sqrt(runs), on the pooled degrees
 of freedom), with the fleet median's own uncertainty (1.2533 x scale / sqrt(hosts)) added: the level lies in
@@ -72,7 +72,7 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
                   days: int | None = DAYS) -> Fleet:
     """Every workload's hosts against their fleet (see the module docstring), on each workload's runs of the
     ``days`` days before its newest run (None or 0: all of them)."""
-    from bench.analytics.fleet_groups import slow_groups
+    from bench.analytics.fleet_groups import candidate_groups, slow_groups
     from bench.analytics.fleet_history import annotate
     from bench.analytics.fleet_why import Peers, explain, host_facts
 
@@ -103,14 +103,23 @@ def find_outliers(con: duckdb.DuckDBPyConnection, metric: str = "images_per_sec"
     tag_keys = {k for d, _ in workloads.values() for k in d["tags"]}  # a tag that splits workloads names them
     varying |= {f"tags.{k}" for k in tag_keys if len({d["tags"].get(k) for d, _ in workloads.values()}) > 1}
     dated: list[tuple[dict[str, Any], Outlier]] = []
+    judged = []
     for d, hosts in workloads.values():
-        w = _workload(d, hosts, varying, fleet)
+        w = _workload(d, hosts, varying)
         fleet.workloads.append(w)
-        if not w.compared:
-            continue
-        by_host = {h: runs.newest for h, runs in hosts.items()}
-        facts = {h: host_facts(r) for h, r in by_host.items()}  # read once: the groups and the flagged hosts'
-        groups = slow_groups(w.label, w.hosts, facts, fleet.threshold, fleet.lower_is_better)
+        if w.compared:
+            by_host = {h: runs.newest for h, runs in hosts.items()}
+            facts = {h: host_facts(r) for h, r in by_host.items()}  # read once: the groups and the flagged hosts'
+            judged.append((d, hosts, w, by_host, facts, candidate_groups(w.hosts, facts)))
+    # one fleet, one family: every host of every workload, and every candidate group of every workload
+    fleet.host_tests = sum(1 for _, _, w, *_ in judged for h in w.hosts if h.level is not None)
+    n_candidates = sum(len(candidates) for *_, candidates in judged)
+    if len(judged) > 1:
+        fleet.z_bound = (f"{Z_BOUND} robust SDs, or the normal quantile 1 - {FAMILY_RATE} / {fleet.host_tests} (the "
+                         f"hosts of all {len(judged)} workloads) where higher")
+    for d, hosts, w, by_host, facts, candidates in judged:
+        judge_hosts(w, fleet, {})
+        groups = slow_groups(w.label, w.hosts, candidates, n_candidates, fleet.threshold, fleet.lower_is_better)
         member: dict[str, int] = {}
         if groups:  # judged again: each host against the hosts of no group, or its group's
             fleet.groups += groups
@@ -162,7 +171,7 @@ def _statuses(statuses: list[str]) -> str:
     return ", ".join(f"{n} {s}" for s, n in sorted(Counter(statuses).items()))
 
 
-def _workload(d: dict[str, Any], hosts: dict[str, HostRuns], varying: set[str], fleet: Fleet) -> Workload:
+def _workload(d: dict[str, Any], hosts: dict[str, HostRuns], varying: set[str]) -> Workload:
     label = series_label({**d, "system": None}, varying | {"device_model", "num_devices"}) or "(unnamed workload)"
     w = Workload(label, d, len(hosts), sum(len(r.values) + len(r.other_statuses) for r in hosts.values()))
     for host, runs in sorted(hosts.items()):
@@ -174,8 +183,6 @@ def _workload(d: dict[str, Any], hosts: dict[str, HostRuns], varying: set[str], 
         w.compared = False
         w.note = (f"run on {len(measured)} host{'s' if len(measured) != 1 else ''} with an ok run: "
                   f"a host needs {MIN_HOSTS - 1} or more peers to be compared")
-        return w
-    judge_hosts(w, fleet, {})
     return w
 
 
@@ -191,7 +198,7 @@ def judge_hosts(w: Workload, fleet: Fleet, member: dict[str, int]) -> None:
     resid = [x - center[member.get(h.host)] for h, x in measured]
     scale = robust_scale(resid)
     w.median = math.exp(center[None]) if None in center else None
-    w.robust_sd, w.z_bound = scale, z_bound_for(len(measured))
+    w.robust_sd, w.z_bound = scale, z_bound_for(fleet.host_tests or len(measured))
     sd, df = _pooled_sd([h for h, _ in measured])
     sign = -1.0 if fleet.lower_is_better else 1.0
     for h, x in measured:

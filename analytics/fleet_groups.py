@@ -9,7 +9,8 @@ judged one by one, every value of every fact held by at least MIN_GROUP hosts, a
 MIN_GROUP, is a candidate group (facts that pick out the same hosts are one candidate). A candidate is a slow
 group when its hosts' log levels (one per host: its median run) are lower than the others' by more than the
 threshold, in mean and in median, and Welch's one-sided t-test of the two sets of levels gives p below
-FAMILY_RATE / candidates (Bonferroni over every candidate of the workload). In each set, a host that stands
+FAMILY_RATE / candidates (Bonferroni over every candidate group of every workload of the fleet: one fleet,
+one family of tests). In each set, a host that stands
 apart on its own (beyond Z_BOUND robust SDs of its set's median) is left out of the comparison: the 8 faulty
 hosts among the others would shrink a group's slowdown, and they are judged one by one after. Candidates are taken strongest first
 (smallest p), one per host: a host is in one group at most. The hosts of a slow group are then judged against
@@ -35,16 +36,13 @@ if TYPE_CHECKING:
 MIN_GROUP = 3  # fewer hosts sharing a fact are judged one by one
 
 
-def slow_groups(label: str, hosts: list[HostLevel], facts: Mapping[str, dict[str, str]], threshold: float,
-                lower_is_better: bool) -> list[SlowGroup]:
-    """The slow groups among ``hosts`` (those with a level), strongest first (see the module docstring);
-    ``facts``: each host's (fleet_why.host_facts)."""
-    from scipy.special import stdtr
-
-    levels = {h.host: math.log(h.level) for h in hosts if h.level is not None}
-    if len(levels) < 2 * MIN_GROUP:
-        return []
+def candidate_groups(hosts: list[HostLevel], facts: Mapping[str, dict[str, str]]) -> dict[frozenset[str], list[tuple[str, str]]]:
+    """The candidate groups among ``hosts`` (those with a level; see the module docstring): host set -> the facts
+    (name, value) that pick it out; ``facts``: each host's (fleet_why.host_facts)."""
+    levels = [h.host for h in hosts if h.level is not None]
     candidates: dict[frozenset[str], list[tuple[str, str]]] = defaultdict(list)
+    if len(levels) < 2 * MIN_GROUP:
+        return candidates
     mine_facts = {h: facts.get(h, {}) for h in levels}
     for key in sorted({k for f in mine_facts.values() for k in f}):
         holders: dict[str, set[str]] = defaultdict(set)
@@ -56,6 +54,17 @@ def slow_groups(label: str, hosts: list[HostLevel], facts: Mapping[str, dict[str
         for value, held in holders.items():
             if MIN_GROUP <= len(held) <= len(levels) - MIN_GROUP:
                 candidates[frozenset(held)].append((key, value))
+    return candidates
+
+
+def slow_groups(label: str, hosts: list[HostLevel], candidates: Mapping[frozenset[str], list[tuple[str, str]]],
+                family: int, threshold: float, lower_is_better: bool) -> list[SlowGroup]:
+    """The slow groups among ``candidates`` (``candidate_groups``) of one workload's ``hosts``, strongest first;
+    ``family``: the candidate groups of every workload of the fleet, which a group's p is held to
+    (FAMILY_RATE / family)."""
+    from scipy.special import stdtr
+
+    levels = {h.host: math.log(h.level) for h in hosts if h.level is not None}
     sign = -1.0 if lower_is_better else 1.0
     margin = math.log1p(threshold)
     found = []
@@ -72,12 +81,12 @@ def slow_groups(label: str, hosts: list[HostLevel], facts: Mapping[str, dict[str
             continue
         df = (va + vb) ** 2 / (va ** 2 / (len(mine) - 1) + vb ** 2 / (len(rest) - 1)) if se > 0 else 1.0
         p = float(stdtr(df, sign * d / se)) if se > 0 else 0.0
-        if p >= FAMILY_RATE / len(candidates):
+        if p >= FAMILY_RATE / family:
             continue
         half = t95(df) * se
         lo, hi = math.expm1(sign * (d - half)), math.expm1(sign * (d + half))
         found.append(SlowGroup(label, sorted(group), _named(said), len(rest), len(levels) - len(mine) - len(rest),
-                               math.expm1(sign * d), (min(lo, hi), max(lo, hi)), p, len(candidates)))
+                               math.expm1(sign * d), (min(lo, hi), max(lo, hi)), p, family))
     taken: set[str] = set()
     out = []
     for g in sorted(found, key=lambda g: (g.p_value, g.relative_difference)):

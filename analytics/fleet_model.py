@@ -66,7 +66,7 @@ class SlowGroup:
     relative_difference: float  # its hosts' geometric mean level over the others', - 1 (slower: < 0)
     ci95: tuple[float, float]
     p_value: float  # Welch's one-sided test of the hosts' log levels
-    candidates: int  # the candidate groups of its workload (its p is held to FAMILY_RATE / candidates)
+    candidates: int  # the candidate groups of every workload of the fleet (its p is held to FAMILY_RATE / candidates)
 
 
 @dataclass
@@ -89,6 +89,7 @@ class Fleet:
     lower_is_better: bool
     threshold: float
     z_bound: str = f"{Z_BOUND} robust SDs, or the normal quantile 1 - {FAMILY_RATE} / hosts where higher"
+    host_tests: int = 0  # the hosts judged in every workload: the family each host's bound is held to
     scale: str = f"{MAD_TO_SD} x MAD of the hosts' log levels, at least {SCALE_FLOOR:.1%}"
     workloads: list[Workload] = field(default_factory=list)
     outliers: list[Outlier] = field(default_factory=list)

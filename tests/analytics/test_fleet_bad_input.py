@@ -129,3 +129,22 @@ def test_the_fleet_reads_under_its_memory_limit_and_gives_the_connection_back(tm
     find_outliers(con)
     assert con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0] == default  # its default again
     assert [w["n_hosts"] for w in json.loads(found.to_json())["workloads"]] == [4]
+
+
+def test_one_fleet_is_one_family_of_tests(tmp_path: Path) -> None:
+    """Two workloads (tag ``suite``) of 8 hosts, 3 of them on another driver and 6% slower in both: a host is held
+    to the bound of the fleet's 16 host tests, and a group to FAMILY_RATE over the candidate groups of both
+    workloads (the driver's 3 hosts and their complement, in each: 4), not of its own."""
+    for i in range(8):
+        rate = (94.0 if i < 3 else 100.0) + JITTER[i % 5] * 0.2
+        for suite in ("a", "b"):
+            for night in range(2):
+                d = tmp_path / "runs" / f"n{i}-{suite}-{night}"  # _run's folder
+                _run(tmp_path / "runs", f"n{i}-{suite}", night, rate, **({"driver_version": "575.51.03"} if i < 3 else {}))
+                doc = json.loads((d / "run.json").read_text())
+                doc["host"]["hostname"], doc["tags"] = f"n{i}", {"suite": suite}
+                (d / "run.json").write_text(json.dumps(doc))
+    found = judged(tmp_path)
+    assert found["host_tests"] == 16 and "1 - 0.05 / 16 (the hosts of all 2 workloads)" in found["z_bound"]
+    assert sorted((g["workload"].split()[-1], g["hosts"], g["candidates"]) for g in found["groups"]) == [
+        ("suite=a", ["n0", "n1", "n2"], 4), ("suite=b", ["n0", "n1", "n2"], 4)]
