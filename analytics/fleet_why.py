@@ -26,6 +26,8 @@ CHECKS = (
     ("at_power_limit_share", "share of samples at its power limit", "", 1, ("abs", 0.25)),
     # a GPU that draws less under load than its peers does less work (a PCIe Gen3 link: 325 W -> 280 W)
     ("power_mean_w", "mean power under load", "W", -1, ("rel", 0.08)),
+    # a GPU busy less of the time under load waits for something (its link, its host, a straggler's data)
+    ("utilization_mean_pct", "mean utilisation under load", "%", -1, ("abs", 5.0)),
 )
 #: a throttle reason sets a GPU apart when it was active in this share of its samples under load or more, and
 #: on fewer than ``THROTTLE_RARE`` of the fleet's (unflagged) GPUs so
@@ -34,7 +36,7 @@ _NOT_THROTTLE = frozenset({"gpu_idle", "display_clock_setting"})  # not a slowdo
 #: a GPU's robust z-score bound: higher than a host's (3.5), since a fleet has 8 times as many GPUs to test
 GPU_Z_BOUND = 5.0
 _FLOORS = {"sm_clock_mean_mhz": ("rel", 0.005), "temperature_max_c": ("abs", 1.0), "at_power_limit_share": ("abs", 0.02),
-           "power_mean_w": ("rel", 0.01)}
+           "power_mean_w": ("rel", 0.01), "utilization_mean_pct": ("abs", 1.0)}
 
 
 def host_facts(runs: list[FleetRun]) -> dict[str, str]:

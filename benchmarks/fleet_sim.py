@@ -17,7 +17,8 @@ host's runs by a third of that. Each faulty host gets one fault, the kinds in tu
 and, with ``health`` (``--health``: run.json and telemetry.csv carry what bench.runner.gpu_health records), two
 kinds more that ``--kinds`` can name (``HEALTH_FAULTS``):
 
-- ``pcie_link``: one GPU's PCIe link trained down to Gen3 x16 (its peers run Gen5 x16 under load);
+- ``pcie_link``: one GPU's PCIe link trained down to Gen3 x16 (its peers run Gen5 x16 under load), and the GPU
+  busy 85% of the time under load (it waits on its link);
 - ``row_remaps``: one GPU with 2 uncorrectable row remaps pending a reset.
 
 ``start=K`` (``--start K``) makes each fault begin at run K (a late fault: the runs before are healthy, facts
@@ -176,6 +177,8 @@ def _telemetry(fault: dict[str, object] | None, gpus: int, at: datetime, rng: ra
         t = at + timedelta(seconds=0.5 * k)
         for i in range(gpus):
             util = 0 if k < 2 else 98  # the first second is start-up
+            if kind == "pcie_link" and i == fault["gpu"] and util:  # type: ignore[index]
+                util = 85  # it waits on its link
             clock, temp, power = CLOCK - abs(rng.gauss(0, 8)), base_temp[i] + rng.gauss(0, 1), rng.gauss(610, 15)
             if kind == "app_clocks":
                 clock, power = LOW_CLOCK - abs(rng.gauss(0, 5)), rng.gauss(470, 12)

@@ -7,7 +7,7 @@ one summary per GPU index, stored as JSON under ``details['gpu_load']``::
 
     [{"gpu": 0, "samples": 118, "sm_clock_mean_mhz": 1979.1, "sm_clock_min_mhz": 1965.0,
       "temperature_max_c": 71.0, "temperature_mean_c": 66.2, "power_mean_w": 612.4,
-      "power_limit_w": 700.0, "at_power_limit_share": 0.04}, ...]
+      "power_limit_w": 700.0, "at_power_limit_share": 0.04, "utilization_mean_pct": 97.5}, ...]
 
 Where the file has nvidia-smi's current PCIe link and clock-throttle reasons (``bench run`` samples them when
 the driver has them: bench.runner.gpu_health), each summary also has ``pcie_link_gen`` and ``pcie_link_width``,
@@ -69,11 +69,12 @@ def summarise(samples: Iterable[TelemetrySample], power_limits: Sequence[float |
         clocks = _values(load, "sm_clock_mhz")
         temps = _values(load, "temperature_c")
         power = _values(load, "power_w")
+        util = _values(load, "utilization_pct")
         summary: dict[str, Any] = {
             "gpu": gpu, "samples": len(load),
             "sm_clock_mean_mhz": _mean(clocks), "sm_clock_min_mhz": min(clocks) if clocks else None,
             "temperature_max_c": max(temps) if temps else None, "temperature_mean_c": _mean(temps),
-            "power_mean_w": _mean(power), "power_limit_w": limit,
+            "power_mean_w": _mean(power), "power_limit_w": limit, "utilization_mean_pct": _mean(util),
             "at_power_limit_share": (round(sum(p >= AT_LIMIT * limit for p in power) / len(power), 4)
                                      if limit and power else None),
         }

@@ -28,7 +28,8 @@ def test_a_trained_down_link_and_pending_row_remaps_are_named_on_their_gpu(tmp_p
     link, remap = by_kind["pcie_link"], by_kind["row_remaps"]
     gpu = truth[link["host"]]["gpu"]
     # Gen3 under load where the fleet's GPUs run Gen5; at the start of each run every idle link said Gen1
-    assert f"GPU {gpu}: PCIe link under load Gen3 x16 (fleet Gen5 x16)" in link["reason"]
+    assert f"GPU {gpu}: mean utilisation under load 85 % (its node's others 98 %, fleet 98 %), " \
+           "PCIe link under load Gen3 x16 (fleet Gen5 x16)" in link["reason"]
     assert link["differs"] == {}
     gpu = truth[remap["host"]]["gpu"]
     assert remap["gpus"] == [gpu]
