@@ -235,7 +235,8 @@ def _links_and_throttle(mine: dict[int | None, dict[str, Any]], peers: Peers) ->
     return found
 
 
-def _number(v: Any, unit: str) -> str:
+def quantity(v: Any, unit: str) -> str:
+    """A summary's value as the reason prints it: a share as a percentage, else 3 digits (or whole above 100)."""
     if not isinstance(v, (int, float)):
         return str(v)
     text = f"{v:.0%}" if unit == "" and 0 <= v <= 1 else f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
@@ -247,12 +248,12 @@ def _reason(out: Outlier) -> str:
     by_where: dict[str, list[str]] = defaultdict(list)
     for t in out.telemetry:
         where = f"GPU {t['gpu']}" if t["gpu"] is not None else f"all {t['gpus']} GPUs"
-        than = f"its node's others {_number(t['node_others'], t['unit'])}, " if t["node_others"] is not None else ""
+        than = f"its node's others {quantity(t['node_others'], t['unit'])}, " if t["node_others"] is not None else ""
         if t.get("throttle"):
             by_where[where].append(f"{t['words']} {t['value']:.0%} of its samples under load (fleet: "
                                    f"{t['fleet']:.0%} of GPUs that often)")
             continue
-        by_where[where].append(f"{t['words']} {_number(t['value'], t['unit'])} ({than}fleet {_number(t['fleet'], t['unit'])})")
+        by_where[where].append(f"{t['words']} {quantity(t['value'], t['unit'])} ({than}fleet {quantity(t['fleet'], t['unit'])})")
     parts += [f"{where}: {', '.join(said)}" for where, said in by_where.items()]
     shared = []
     for key, d in out.differs.items():

@@ -457,3 +457,25 @@ def test_a_tag_that_splits_workloads_splits_a_hosts_history(tmp_path: Path) -> N
     (o,) = json.loads(bench("fleet", "--store", str(tmp_path / "store"), "--json")[1])["outliers"]
     assert o["host"] == "h03" and "suite=b" in o["workload"]
     assert (o["since"]["kind"], o["since"]["from"][:10], round(o["since"]["change"], 2)) == ("slower", "2026-10-21", -0.10)
+
+
+def test_a_degrading_host_says_the_telemetry_that_went_with_it(tmp_path: Path) -> None:
+    """12 hosts x 30 nights; h07 0.6% slower a night from night 10, its GPU 1 throttling hot from night 10
+    (fleet_sim's hot GPU: about 1500 MHz at 92 °C where its runs before had 1975 MHz at 64 °C): the slide is said
+    with that GPU's trend, from the first 5 runs of the level before the slide (the slide is resolved from
+    night 16; its own first nights are hot already) to its 5 newest."""
+    rng = random.Random(1)
+    for h in range(12):
+        host = f"h{h:02d}"
+        for n in range(30):
+            f = 1 - 0.006 * max(0, n - 10) if host == "h07" else 1.0
+            fault = {"kind": "hot_gpu", "gpu": 1} if host == "h07" and n >= 10 else None
+            fleet_sim.write_run(tmp_path / "runs" / f"{host}-{n}", host, 2950 * (1 + rng.gauss(0, 0.003)) * f, fault, 2,
+                                datetime(2026, 10, 1, tzinfo=UTC) + timedelta(days=n, minutes=h), rng)
+    assert bench("ingest", str(tmp_path / "runs"), "--store", str(tmp_path / "store"))[0] == 0
+    (o,) = json.loads(bench("fleet", "--store", str(tmp_path / "store"), "--json")[1])["outliers"]
+    assert o["host"] == "h07" and o["since"]["kind"] == "degrading"
+    trend = o["since"]["trend"]
+    assert trend.startswith("GPU 1: mean SM clock under load 19") and "-> 15" in trend, trend
+    assert "max temperature 6" in trend and "-> 9" in trend and "GPU 0" not in trend
+    assert f"in all; {trend}; " in o["reason"]
