@@ -25,12 +25,12 @@ within a host, pooled over the workload's hosts or its own if larger, over sqrt(
 of freedom), with the fleet median's own uncertainty (1.2533 x scale / sqrt(hosts)) added: the level lies in
 its interval.
 
-Why, for each flagged host (bench.analytics.fleet_why): every fact of its runs' ``details`` (driver,
+Why, for each flagged host (bench.analytics.fleet_why): every fact of its newest runs' ``details`` (driver,
 CUDA, clocks, power limits, ECC, VBIOS, kernel, CPU, framework version, each GPU's settings) where its
 value differs from the value held by most of its peers; and, from the per-GPU telemetry summaries stored
 at ingest (bench.ingest.gpu_load), a GPU that stands apart from its node's other GPUs and from the fleet's
-GPUs (lower SM clock under load, hotter, at its power limit more often), or the whole node when all its
-GPUs do. A host whose runs all failed is flagged too (kind ``failed``): a node that cannot finish the
+GPUs (lower SM clock, power or utilisation under load, hotter, at its power limit more often, its PCIe link
+trained lower, throttled for a reason the fleet's GPUs rarely are), or the whole node when all its GPUs do. A host whose runs all failed is flagged too (kind ``failed``): a node that cannot finish the
 workload is not qualified.
 """
 

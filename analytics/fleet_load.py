@@ -44,7 +44,7 @@ MEMORY_LIMIT_MB = 1500
 _UNITS = {"": 1, "B": 1, "KB": 1e3, "KIB": 1024, "MB": 1e6, "MIB": 1024 ** 2, "GB": 1e9, "GIB": 1024 ** 3,
           "TB": 1e12, "TIB": 1024 ** 4}
 
-def _DEFAULT_LIMIT() -> str:
+def _default_limit() -> str:
     import duckdb
 
     return str(duckdb.connect(":memory:").execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
@@ -74,7 +74,7 @@ def bounded_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         yield
     finally:
         if lowered:  # its default again (a limit set by hand, as DuckDB prints it: to 0.1 GiB)
-            con.execute("RESET memory_limit" if limit == _DEFAULT_LIMIT() else f"SET memory_limit = '{limit}'")
+            con.execute("RESET memory_limit" if limit == _default_limit() else f"SET memory_limit = '{limit}'")
         if folder is not None:
             try:
                 con.execute("SET temp_directory = ?", [folder])
@@ -151,8 +151,9 @@ def load_runs(con: duckdb.DuckDBPyConnection, metric: str, days: int | None) -> 
             facts |= {k: v for k, v in g["tags"].items() if k in mine and k not in facts}
             if version is not None:
                 facts["framework_version"] = version
-            good = isinstance(value, (int, float)) and status == "ok" and value > 0 and math.isfinite(value)
-            runs.newest.append(FleetRun(run_id, g["host"], str(status), float(value) if good and value else None, facts,
+            measured = float(value) if isinstance(value, (int, float)) and status == "ok" and value > 0 and math.isfinite(value) \
+                else None
+            runs.newest.append(FleetRun(run_id, g["host"], str(status), measured, facts,
                                         (d or {}).get(GPU_LOAD_DETAILS), (d or {}).get("gpus")))
     return out, said, older, hostless
 
