@@ -32,13 +32,20 @@
   tested at alpha / (family x LOOKS) (Bonferroni: family-wise, with no assumption about how series depend on
   each other; a false discovery rate would let a red morning in a hundred become several as the fleet grows,
   and a CI job is red or green as a whole). With 1,000 series the per-look level is 5e-6.
-- **Memory**: a regression nobody accepted goes on failing. A level fails from the first of its mornings on
-  which it failed with the runs it had then (its first run alone, its first two, ... all of them), and every
-  morning after, unless tonight is back (less than BACK, a third, of the level's slowdown, and faster than
-  the level beyond its noise, p < 0.001), so that one morning's noise does not turn it back. Before a new
-  level can be confirmed (its first nights), a morning after a failed one fails too when tonight and the
-  night before are slower together at the corrected alpha and tonight is not back: a lone slow night does
-  not stay red.
+- **Memory**: a regression nobody accepted goes on failing, and the verdict does not flap: a morning fails
+  when the morning before failed, as judged then, and tonight is not back from it, whatever bench changes now
+  makes of its levels (they move from one morning to the next: a -3% step read one morning as five nights of
+  -5.6%, the next as no step at all). Back: less than BACK, a third, of the regression's slowdown, and faster
+  than it beyond its noise: a level of runs by 3.09 standard errors (p < 0.001), tonight, or tonight with the
+  night before, by 4.5 (one night of 2% noise on a 3% level is often below a third of what its first nights
+  read). Within a level, it fails from the first of its mornings on which it failed with the runs it had
+  then (its first run alone, its first two, ... all of them). So that a false failure does not stay red, the
+  morning remembered must have failed on a level of min_runs runs or more, or tonight and the night before
+  must be slower together at the corrected alpha, or tonight be on or after a slower level bench changes
+  confirmed; and the runs since the regression began, tonight's with them, must still be slower than the
+  reference at that alpha. Rule for a step below the threshold (a -3% step at up to 2% noise, threshold 5%):
+  it passes until a morning's looks fail it (its runs read beyond the threshold, by the rule above), and
+  fails from then on until accepted or back; it never goes from fail back to pass while it stays.
 - **Other verdicts**: ``failed`` when every candidate failed (a benchmark that stopped running is a
   regression too); ``suspect`` when fewer than ``min_runs`` candidates (not yet a level) are more than
   OUTLIER_Z sigma off the reference either way without being a regression (it fails with
@@ -63,7 +70,8 @@ import numpy as np
 
 from bench.analytics.changepoints import MIN_RUNS, OUTLIER_Z, detect, find_outliers, noise, states_of
 from bench.analytics.changes import METRICS, Point, Series, facts_diff, load_facts, load_series, what_changed
-from bench.analytics.gate_noise import recent_noise
+from bench.analytics.gate_back import BACK, back, noise_of, returned, slower
+from bench.analytics.gate_noise import RECENT
 from bench.analytics.intervals import t95
 from bench.sql.errors import UsageError
 
@@ -81,8 +89,6 @@ BOUND = 0.9
 #: runs for their noise) fails only when the slowdown is shown beyond the threshold (its BOUND_SHOWN bound)
 RESOLVE = 0.18
 BOUND_SHOWN = 0.95
-#: tonight is back from a regression nobody accepted when its slowdown is less than this share of it
-BACK = 1 / 3
 #: a series with a run this many days before the candidates is expected among them
 EXPECT_DAYS = 7
 FAILING = {"regression": ("regression", "failed"), "suspect": ("regression", "failed", "suspect")}
@@ -153,15 +159,16 @@ def _selected(con: duckdb.DuckDBPyConnection, where: str, option: str) -> set[st
         raise UsageError(f"{option} {where!r}: {e}") from e
 
 
-def reference(history: list[Point], lower: bool, min_runs: int) -> tuple[list[Point], list[Point]]:
+def reference(history: list[Point], lower: bool, min_runs: int) -> tuple[list[Point], list[list[Point]]]:
     """The reference level of ``history`` (the runs since the latest acceptance; module docstring), and the
-    runs of the level after its earliest slower change (empty when there is none); outliers left out."""
+    levels from its earliest slower change on, each a list of runs (none when there is no slower change);
+    outliers left out."""
     if len(history) >= 2 * min_runs:
         det = detect([p.value for p in history], min_runs=min_runs)
         out = {o.index for o in det.outliers}
         slower = [i for i, st in enumerate(det.steps) if (st.change > 0 if lower else st.change < 0)]
         levels = [[p for i, p in enumerate(history[lv.start:lv.end], lv.start) if i not in out] for lv in det.levels]
-        return (levels[slower[0]], levels[slower[0] + 1]) if slower else (levels[-1], [])
+        return (levels[slower[0]], levels[slower[0] + 1:]) if slower else (levels[-1], [])
     logs = np.log([p.value for p in history])
     out = set(find_outliers(logs, noise(logs), min_runs)) if len(history) >= 3 else set()
     return [p for i, p in enumerate(history) if i not in out], []
@@ -169,7 +176,7 @@ def reference(history: list[Point], lower: bool, min_runs: int) -> tuple[list[Po
 
 def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float, lower: bool,
           alpha: float = ALPHA, min_runs: int = MIN_RUNS, accepted: dict[str, Decision] | None = None,
-          memory: int = 2 * MIN_RUNS, family: int = 1) -> Verdict | None:
+          memory: int = RECENT, family: int = 1) -> Verdict | None:
     """The verdict on one series (None when it has no candidate). ``alpha`` is the morning's: each of its
     LOOKS is tested at alpha / (``family`` x LOOKS), ``family`` being the number of series judged that morning
     (module docstring). ``memory``: how many mornings back the gate looks for a regression that tonight's runs
@@ -190,7 +197,7 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
         return v
     undecided = 0
     before_level: list[Point] = []
-    slow_level: list[Point] = []
+    after: list[list[Point]] = []  # the levels from the earliest slower change nobody accepted on
     if base_ids is not None:
         base = [p for p in s.points if p.run_id in base_ids and p.run_id not in cand]
     else:
@@ -209,44 +216,55 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
         # reference and the noise are those before them (tonight and the night before are judged against them)
         undecided = min_runs - 1 if len(history) - (min_runs - 1) >= 2 * min_runs else 0
         base, _ = reference(history[:len(history) - undecided], lower, min_runs)
-        before_level, slow_level = reference(history + picked, lower, min_runs)  # tonight is evidence of a level too
+        before_level, after = reference(history + picked, lower, min_runs)  # tonight is evidence of a level too
     v.n_baseline = len(base)
     if len(base) < 2:
         return v
     c, b, h = (np.log([p.value for p in ps]) for ps in (picked, base, earlier[:len(earlier) - undecided]))
-    _rule(v, c, b, h, threshold, lower, a, min_runs)
+    noise = noise_of(h, b)
+    _rule(v, c, b, h, threshold, lower, a, min_runs, noise=noise)
     v.alpha = a
     v.baseline_runs = (base[0].run_id, base[-1].run_id)
     _compare(v, base[-1], picked[0])
     if base_ids is not None:
         return v
-    if len(slow_level) >= min_runs and picked[-1] in slow_level:  # tonight is on a slower level nobody accepted
-        ahead = {p.run_id for p in s.points[:s.points.index(slow_level[0])]}  # its noise: of the runs before it
-        _level(v, slow_level, c, np.log([p.value for p in before_level]),
-               np.log([p.value for p in earlier if p.run_id in ahead]), threshold, lower, a, min_runs)
-        if v.since:
-            _compare(v, base[-1], slow_level[0])
-        elif memory and first > 0 and s.points[first - 1].run_id not in cand and v.change is not None \
-                and (v.change > 0) == lower:  # failed the morning before, as judged then, and tonight slower still
-            _remembers(v, s, first, threshold, lower, alpha, min_runs, accepted, memory, family)
-        return v
-    if v.status == "regression" or v.p_value is None or v.p_value >= 0.05 or first == 0 \
-            or s.points[first - 1].run_id in cand:
-        return v
-    prev = s.points[first - 1]
-    pair = Verdict(v.series, v.label, "", len(picked) + 1, 0)
-    b2 = np.log([p.value for p in base if p is not prev])
-    if len(b2) >= 2:
-        _rule(pair, np.concatenate(([math.log(prev.value)], c)), b2, h, threshold, lower, a, min_runs)
-    if pair.p_value is None or pair.p_value >= a or not _still(v, pair):
-        return v
-    if pair.status == "regression":  # tonight and the night before, together
-        v.status = "regression"
-        v.since = {"run_id": prev.run_id, "change": pair.change, "n": pair.n_candidates,
-                   "from": prev.started_at.isoformat() if prev.started_at else None}
-        _compare(v, base[-1], prev)
-    elif memory:
-        _remembers(v, s, first, threshold, lower, alpha, min_runs, accepted, memory, family)
+    on = next((k for k, level in enumerate(after) if picked[-1] in level), None)
+    # tonight and the night before slower together at the corrected alpha, tonight not back from them
+    paired = False
+    if on is not None and len(after[0]) >= min_runs:  # tonight is on, or after, a slower level nobody accepted
+        ahead = {p.run_id for p in s.points[:s.points.index(after[0][0])]}  # its noise: of the runs before it
+        h = np.log([p.value for p in earlier if p.run_id in ahead])
+        noise = noise_of(h, b)
+        prev = s.points[first - 1] if first and s.points[first - 1].run_id not in cand else None
+        failing = _level(v, after[:on + 1], c, np.log([p.value for p in before_level]), h, threshold, lower, a,
+                         min_runs, picked, prev)
+        if failing:
+            _compare(v, base[-1], failing[0])
+            return v
+        paired = True  # a slower level bench changes confirmed: evidence enough to remember a short failure
+    elif v.status != "regression" and v.p_value is not None and v.p_value < 0.05 and first > 0 \
+            and s.points[first - 1].run_id not in cand:
+        prev = s.points[first - 1]
+        pair = Verdict(v.series, v.label, "", len(picked) + 1, 0)
+        b2 = np.log([p.value for p in base if p is not prev])
+        if len(b2) >= 2:
+            _rule(pair, np.concatenate(([math.log(prev.value)], c)), b2, h, threshold, lower, a, min_runs)
+        paired = pair.p_value is not None and pair.p_value < a and _still(v, pair)
+        if paired and pair.status == "regression":
+            v.status = "regression"  # tonight and the night before, together
+            v.since = {"run_id": prev.run_id, "change": pair.change, "n": pair.n_candidates,
+                       "from": prev.started_at.isoformat() if prev.started_at else None}
+            _compare(v, base[-1], prev)
+            return v
+    if v.status != "regression" and memory and first > 0 and s.points[first - 1].run_id not in cand:
+        recent = earlier[-RECENT:]  # (where bench changes finds no level, the reference holds some)
+        # a failure of a level's runs (min_runs or more) can be remembered, one of a night or two only where tonight
+        # and the night before are slower together, or on a confirmed slower level: either needs runs ending
+        # tonight slower at the corrected alpha
+        shortest = len(c) + (0 if paired else min_runs)
+        if slower(np.concatenate((np.log([p.value for p in recent]), c)), shortest, b, noise, lower, a):
+            _remembers(v, s, first, threshold, lower, alpha, min_runs, accepted, memory, family, earlier, c, b, noise,
+                       paired)
     return v
 
 
@@ -263,65 +281,91 @@ def _still(v: Verdict, before: Verdict) -> bool:
 
 
 def _remembers(v: Verdict, s: Series, first: int, threshold: float, lower: bool, alpha: float, min_runs: int,
-               accepted: dict[str, Decision] | None, memory: int, family: int) -> None:
-    """Before bench changes can confirm a new level (its first ``min_runs`` nights), a slower night is still a
-    regression when the morning before failed, as judged then, and tonight is not back (less than BACK of that
-    morning's slowdown). (The caller has checked that tonight and the night before are slower together at the
-    morning's corrected alpha: a false failure, a lone slow night, does not stay red on the memory.)"""
+               accepted: dict[str, Decision] | None, memory: int, family: int, earlier: list[Point], c: np.ndarray,
+               b: np.ndarray, noise: tuple[float, float], paired: bool) -> None:
+    """Tonight is a regression when the morning before was one, as judged then (wherever bench changes placed a
+    level then) and in tonight's clock state, its runs from the first slower one through tonight's are still
+    slower than the reference together at the morning's corrected alpha, and tonight is not back from it
+    (gate_back.returned). So that a false failure does not stay red, the morning before's must be of a level
+    (min_runs runs or more), unless tonight and the night before are slower together at the corrected alpha,
+    or tonight is on or after a slower level bench changes confirmed (``paired``). ``earlier``: the runs before
+    tonight (of tonight's clock state); ``c``, ``b``: tonight's and the reference's log values; ``noise``:
+    gate_back.noise_of's (sigma, degrees of freedom)."""
     prev = s.points[first - 1]
     before = judge(Series(s.series_id, s.describe, s.points[:first], label=s.label), {prev.run_id}, None, threshold,
                    lower, alpha, min_runs, accepted, memory - 1, family)
-    if before is None or before.status != "regression" or not _still(v, before):
+    if before is None or before.status != "regression" or v.change is None \
+            or (before.states or {}).get("tonight") != (v.states or {}).get("tonight"):  # of another clock state
         return
-    v.status = "regression"
-    v.since = before.since or {"run_id": prev.run_id, "change": before.change, "n": 1,
-                               "from": prev.started_at.isoformat() if prev.started_at else None}
+    since = before.since or {"run_id": prev.run_id, "change": before.change, "n": 1,
+                             "from": prev.started_at.isoformat() if prev.started_at else None}
+    start = next((k for k, p in enumerate(s.points[:first]) if p.run_id == since["run_id"]), None)
+    if start is None or since["change"] is None or (since["n"] < min_runs and not paired):
+        return
+    ids = {id(p) for p in s.points[start:first]}
+    runs = np.log([p.value for p in earlier if id(p) in ids])
+    a = alpha / (max(family, 1) * LOOKS)
+    if not len(runs) or not slower(np.concatenate((runs, c)), None, b, noise, lower, a):
+        return
+    if returned(runs, c, float(b.mean()), noise[0], lower):
+        return
+    v.status, v.since = "regression", since
     v.what_changed, v.compared = before.what_changed, before.compared
 
 
-def _level(v: Verdict, level: list[Point], c: np.ndarray, b: np.ndarray, h: np.ndarray, threshold: float,
-           lower: bool, alpha: float, min_runs: int) -> None:
-    """Tonight is on ``level``, the level after the earliest slower change nobody accepted (module docstring):
-    the level is judged, not tonight alone. It is a regression from the first of its mornings on which it
-    failed the rule with the runs it had then (its first run alone, its first two, ..., all of them with
-    tonight's), and stays one every morning after, until accepted, unless tonight is back (less than BACK
-    of the level's slowdown, and faster than it beyond its noise). So a level's verdict does not turn back with
-    one morning's noise; it can still change where bench changes places the level differently from one morning
-    to the next (benchmarks/gate_nights.py measures how often a -3% step's verdict alternates)."""
-    logs = np.log([p.value for p in level])
-    noise = recent_noise(h) if len(h) >= 3 else None  # one history for every look below
-    whole = Verdict(v.series, v.label, "", len(level), len(b))
-    _rule(whole, logs, b, h, threshold, lower, alpha, min_runs, noise=noise)
-    failed = whole.status == "regression"
-    for j in range(1, len(level)):
-        if failed:
-            break
-        part = Verdict(v.series, v.label, "", j, len(b))
-        _rule(part, logs[:j], b, h, threshold, lower, alpha, min_runs, noise=noise)
-        failed = part.status == "regression"
-    v.status = "ok" if v.status == "regression" else v.status
-    # back: tonight less than BACK of the level's slowdown, and faster than the level beyond its noise (one-sided
-    # p < 0.001: one night of 2% noise on a 3% level is often below a third of it without having left it)
+def _level(v: Verdict, levels: list[list[Point]], c: np.ndarray, b: np.ndarray, h: np.ndarray, threshold: float,
+           lower: bool, alpha: float, min_runs: int, tonight: list[Point], night_before: Point | None
+           ) -> list[Point] | None:
+    """Tonight is on the last of ``levels``, the levels from the earliest slower change nobody accepted on
+    (module docstring): the levels are judged (and, on the first of them, not tonight's looks). A level is a
+    regression from the first of its mornings on which it failed the rule with the runs it had then (its first
+    run alone, its first two, ..., all of them), and stays one every morning after, until accepted, unless
+    tonight is back from it: tonight's level (tonight alone, while tonight is on the failed level itself) less
+    than BACK of the failed level's slowdown and faster than it by BACK_Z standard errors, or tonight, or
+    tonight with ``night_before``, by gate_back.returned's rule. So a level's verdict does not turn back with
+    one morning's noise, nor where bench changes splits it later (a -3% step read as five nights of -5.6% and a
+    level of -2.1% after them stays the regression its first five nights showed). ``tonight``: tonight's runs.
+    Returns the level that fails, or None."""
+    noise = noise_of(h, b)  # one history for every look below
     sign = 1.0 if lower else -1.0
-    tonight, slow = sign * float(c.mean() - b.mean()), sign * float(logs.mean() - b.mean())
-    se = noise[0] * math.sqrt(1 / len(c) + 1 / len(logs)) if noise else 0.0
-    back = tonight < BACK * slow and slow - tonight > 3.09 * se
-    if failed and not back:
-        v.status = "regression"
-        v.since = {"run_id": level[0].run_id, "change": whole.change, "n": len(level),
-                   "from": level[0].started_at.isoformat() if level[0].started_at else None}
+    if len(levels) == 1:  # on the slower level itself, the level is judged instead of tonight's looks
+        v.status = "ok" if v.status == "regression" else v.status
+    elif v.status == "regression":  # after it, tonight's looks fail on their own (a slide going on)
+        return None
+    for k, level in enumerate(levels):
+        logs = np.log([p.value for p in level])
+        whole = Verdict(v.series, v.label, "", len(level), len(b))
+        _rule(whole, logs, b, h, threshold, lower, alpha, min_runs, noise=noise)
+        failed = whole.status == "regression"
+        for j in range(1, len(level)):
+            if failed:
+                break
+            part = Verdict(v.series, v.label, "", j, len(b))
+            _rule(part, logs[:j], b, h, threshold, lower, alpha, min_runs, noise=noise)
+            failed = part.status == "regression"
+        if not failed:
+            continue
+        now = c if k == len(levels) - 1 else np.log([p.value for p in levels[-1]])
+        home = back(sign * float(now.mean() - b.mean()), sign * float(logs.mean() - b.mean()),
+                     noise[0] * math.sqrt(1 / len(now) + 1 / len(logs)))
+        # tonight's level may begin a night or two before a fix: tonight and the night before may be back too
+        runs = np.log([p.value for p in level if p not in tonight and p is not night_before]
+                      + ([night_before.value] if night_before else []))
+        if not home and not (len(runs) and returned(runs, c, float(b.mean()), noise[0], lower)):
+            v.status = "regression"
+            v.since = {"run_id": level[0].run_id, "change": whole.change, "n": len(level),
+                       "from": level[0].started_at.isoformat() if level[0].started_at else None}
+            return level
+    return None
 
 
 def _rule(v: Verdict, c: np.ndarray, b: np.ndarray, history: np.ndarray, threshold: float, lower: bool,
           alpha: float, min_runs: int, bound: float = BOUND, noise: tuple[float, float] | None = None) -> None:
-    """Fill ``v``'s numbers and status by the module docstring's rule. ``noise``: recent_noise(history), where
-    the caller judges several looks against one history."""
+    """Fill ``v``'s numbers and status by the module docstring's rule. ``noise``: noise_of(history, b), where the
+    caller judges several looks against one history."""
     from scipy.special import stdtr, stdtrit
 
-    if len(history) >= 3:
-        sigma, df = noise or recent_noise(history)
-    else:
-        sigma, df = float(np.std(b, ddof=1)), float(len(b) - 1)
+    sigma, df = noise or noise_of(history, b)
     d = float(c.mean() - b.mean())
     slow = d if lower else -d  # > 0: slower
     margin = math.log1p(threshold) if lower else -math.log1p(-threshold)

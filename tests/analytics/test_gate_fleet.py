@@ -79,3 +79,30 @@ def test_two_steps_a_few_nights_apart_are_two_changes(gap: int) -> None:
         steps = detect(values).steps
         assert [st.index for st in steps] == [60, 60 + gap]
         assert all(-0.09 < st.change < -0.03 for st in steps)
+
+
+@pytest.mark.parametrize("seed", [2, 13, 23])
+def test_a_step_below_the_threshold_never_turns_back_to_green(seed: int) -> None:
+    """A -3% step at 1.8% noise (threshold 5%): the gate failed it on some mornings and passed it on later ones
+    (`.......FFFFF.......`), as bench changes placed its level differently from one morning to the next. A
+    regression nobody accepted goes on failing until tonight is back from it (module docstring), judged against
+    the morning before as judged then: whatever the first failing morning, every morning after it fails."""
+    rng = np.random.default_rng(seed)
+    values = 1000 * np.exp(rng.normal(0, 0.018, 100))
+    values[60:] *= 0.97
+    mornings = [verdict(values, night, 1).status == "regression" for night in range(60, 100)]
+    first = mornings.index(True) if True in mornings else len(mornings)
+    assert all(mornings[first:]), "".join("F" if m else "." for m in mornings)
+
+
+def test_a_fixed_regression_turns_green_within_two_mornings() -> None:
+    """The memory keeps a regression red until tonight is back from it: a -6% regression at 1% noise, fixed
+    after ten nights, is back by the second morning after the fix (tonight and the night before below a third
+    of it together, or tonight alone by far), in each of 20 series; every morning of the regression from its
+    second on fails."""
+    rng = np.random.default_rng(60)
+    for _ in range(20):
+        values = 1000 * np.exp(rng.normal(0, 0.01, 75))
+        values[60:70] *= 0.94
+        mornings = [verdict(values, night, 1).status == "regression" for night in range(60, 75)]
+        assert all(mornings[1:10]) and not any(mornings[11:]), "".join("F" if m else "." for m in mornings)
