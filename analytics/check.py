@@ -235,9 +235,8 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
         ahead = {p.run_id for p in s.points[:s.points.index(after[0][0])]}  # its noise: of the runs before it
         h = np.log([p.value for p in earlier if p.run_id in ahead])
         noise = noise_of(h, b)
-        prev = s.points[first - 1] if first and s.points[first - 1].run_id not in cand else None
         failing = _level(v, after[:on + 1], c, np.log([p.value for p in before_level]), h, threshold, lower, a,
-                         min_runs, picked, prev)
+                         min_runs, picked, earlier[-1] if earlier else None)  # the night before, in tonight's state
         if failing:
             _compare(v, base[-1], failing[0])
             return v

@@ -106,3 +106,18 @@ def test_a_fixed_regression_turns_green_within_two_mornings() -> None:
         values[60:70] *= 0.94
         mornings = [verdict(values, night, 1).status == "regression" for night in range(60, 75)]
         assert all(mornings[1:10]) and not any(mornings[11:]), "".join("F" if m else "." for m in mornings)
+
+
+def test_the_night_before_is_of_tonights_clock_state() -> None:
+    """Two clock states 8% apart and a -10% step of the slow one: every slow night from the step's third fails.
+    Judged within tonight's state, the night before is the last night of that state: taking the fast night
+    before it as 'tonight and the night before are back' passed the slow nights that followed a fast one."""
+    rng = np.random.default_rng(8)
+    for _ in range(3):
+        slow = rng.random(100) < 0.5
+        logs = rng.normal(0, 0.005, 100) + np.where(slow, np.log(0.92), 0.0)
+        logs[60:] += np.where(slow[60:], np.log(0.90), 0.0)
+        values = 1000 * np.exp(logs)
+        nights = [n for n in range(60, 90) if slow[n]][2:]
+        failed = [verdict(values, n, 1).status == "regression" for n in nights]
+        assert all(failed), failed
