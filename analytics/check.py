@@ -42,8 +42,8 @@
   then (its first run alone, its first two, ... all of them). So that a false failure does not stay red, the
   morning remembered must have failed on a level of min_runs runs or more, or tonight and the night before
   must be slower together at the corrected alpha, or tonight be on or after a slower level bench changes
-  confirmed; and the runs since the regression began, tonight's with them, must still be slower than the
-  reference at that alpha. Rule for a step below the threshold (a -3% step at up to 2% noise, threshold 5%):
+  confirmed; the runs since the regression began, tonight's with them, must still be slower than the
+  reference at that alpha; and the runs after those it failed on, once two or more, must be slower at all. Rule for a step below the threshold (a -3% step at up to 2% noise, threshold 5%):
   it passes until a morning's looks fail it (its runs read beyond the threshold, by the rule above), and
   fails from then on until accepted or back; it never goes from fail back to pass while it stays.
 - **Other verdicts**: ``failed`` when every candidate failed (a benchmark that stopped running is a
@@ -256,7 +256,7 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
             _compare(v, base[-1], prev)
             return v
     if v.status != "regression" and memory and first > 0 and s.points[first - 1].run_id not in cand:
-        recent = earlier[-RECENT:]  # (where bench changes finds no level, the reference holds some)
+        recent = earlier[-RECENT:]  # not only those after the reference: it holds a level bench changes lost
         # a failure of a level's runs (min_runs or more) can be remembered, one of a night or two only where tonight
         # and the night before are slower together, or on a confirmed slower level: either needs runs ending
         # tonight slower at the corrected alpha
@@ -285,7 +285,8 @@ def _remembers(v: Verdict, s: Series, first: int, threshold: float, lower: bool,
     """Tonight is a regression when the morning before was one, as judged then (wherever bench changes placed a
     level then) and in tonight's clock state, its runs from the first slower one through tonight's are still
     slower than the reference together at the morning's corrected alpha, and tonight is not back from it
-    (gate_back.returned). So that a false failure does not stay red, the morning before's must be of a level
+    (gate_back.returned), nor are the runs after those it failed on (two or more, tonight's with them) not
+    slower at all (a short failure at high noise, which returned cannot tell from 2% nights). So that a false failure does not stay red, the morning before's must be of a level
     (min_runs runs or more), unless tonight and the night before are slower together at the corrected alpha,
     or tonight is on or after a slower level bench changes confirmed (``paired``). ``earlier``: the runs before
     tonight (of tonight's clock state); ``c``, ``b``: tonight's and the reference's log values; ``noise``:
@@ -306,7 +307,9 @@ def _remembers(v: Verdict, s: Series, first: int, threshold: float, lower: bool,
     a = alpha / (max(family, 1) * LOOKS)
     if not len(runs) or not slower(np.concatenate((runs, c)), None, b, noise, lower, a):
         return
-    if returned(runs, c, float(b.mean()), noise[0], lower):
+    later = np.concatenate((runs[since["n"]:], c))  # the runs after those it failed on, tonight's with them
+    if returned(runs, c, float(b.mean()), noise[0], lower) \
+            or (len(later) >= 2 and (float(later.mean() - b.mean()) > 0) != lower):  # not slower at all since
         return
     v.status, v.since = "regression", since
     v.what_changed, v.compared = before.what_changed, before.compared
