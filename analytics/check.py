@@ -264,6 +264,14 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
         if slower(np.concatenate((np.log([p.value for p in recent]), c)), shortest, b, noise, lower, a):
             _remembers(v, s, first, threshold, lower, alpha, min_runs, accepted, memory, family, earlier, c, b, noise,
                        paired)
+    elif v.status == "regression" and v.since is None and memory and first > 0 \
+            and s.points[first - 1].run_id not in cand:  # tonight's looks failed: of a regression still going on?
+        prev = s.points[first - 1]
+        before = judge(Series(s.series_id, s.describe, s.points[:first], label=s.label), {prev.run_id}, None,
+                       threshold, lower, alpha, min_runs, accepted, memory - 1, family)
+        if before is not None and before.status == "regression" and before.since \
+                and (before.states or {}).get("tonight") == (v.states or {}).get("tonight"):
+            v.since = before.since  # so that the morning after remembers the regression, not one night of it
     return v
 
 
