@@ -18,7 +18,7 @@ link to save power and only a link under load says how it trained, and the activ
 the ingest decodes (``bench.ingest.gpu_load``). Each is probed once: a field the
 driver rejects is left out of the loop's query, which would otherwise print nothing at all.
 
-AMD GPUs (rocm-smi) are not read: the run records their identity only.
+AMD GPUs are read through amd-smi instead (``bench.runner.amd_health``).
 """
 
 from __future__ import annotations

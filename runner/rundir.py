@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench.runner.amd_health import amd_gpus
 from bench.runner.gpu_health import command_output, health, number
 from bench.runner.spec import RunSpec, recorded_env
 from bench.sql.errors import UsageError
@@ -164,7 +165,8 @@ def _header_version(name: str, prefix: str) -> str | None:
 
 
 def gpu_facts() -> tuple[list[dict[str, Any]] | None, str | None, str | None]:
-    """(gpus, topology, banner) from nvidia-smi; (None, None, None) without it.
+    """(gpus, topology, banner) from nvidia-smi; from amd-smi where there is no nvidia-smi (the GPUs only:
+    ``bench.runner.amd_health``); (None, None, None) without either.
 
     gpus: one dict per line of ``--query-gpu=name,driver_version,memory.total,clocks.max.sm
     --format=csv,noheader``, with the settings of ``_SETTINGS`` and what fleets fail on (PCIe link, ECC
@@ -174,7 +176,7 @@ def gpu_facts() -> tuple[list[dict[str, Any]] | None, str | None, str | None]:
     query = command_output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
                              "--format=csv,noheader"])
     if query is None:
-        return None, None, None
+        return amd_gpus(), None, None
     gpus = []
     for line in query.splitlines():
         cells = [c.strip() for c in line.split(",")]

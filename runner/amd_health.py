@@ -1,0 +1,128 @@
+"""AMD GPUs in run.json's ``gpus``, from ``amd-smi`` (ROCm 6.1 and later), where nvidia-smi is not there.
+
+Three queries at the start of a run, each ``--json``: ``amd-smi static --asic --bus --driver --vram``,
+``amd-smi metric --pcie --ecc`` and ``amd-smi bad-pages --retired --pending``. Their shape, as amd-smi's own
+source writes it (ROCm/amdsmi, ``amdsmi_cli/amdsmi_commands.py`` and ``amdsmi_logger.py``, commit 0ceca28 of
+2024-10-23; its CHANGELOG's ``amd-smi metric -p --json`` example): a list of one object per GPU, ``{"gpu": 0,
+"asic": {...}, "bus": {...}, ...}``, which later releases wrap as ``{"gpu_data": [...]}``; a number with a unit
+is ``{"value": 32, "unit": "GT/s"}`` (before ROCm 6.1.2, text such as ``"32 GT/s"``); what the driver does not
+report is ``"N/A"``, read as None.
+
+What each GPU gets, under the names the NVIDIA path uses where the quantity is the same:
+
+- identity: ``name`` (``asic.market_name``), ``driver_version`` (``driver.version``), ``memory_total_mib``
+  (``vram.size``; amd-smi's "MB" are MiB: an MI300X says 196592);
+- the PCIe link: ``pcie.link.gen.max`` / ``pcie.link.width.max`` (``bus.max_pcie_speed`` / ``max_pcie_width``)
+  and ``pcie.link.gen.current`` / ``pcie.link.width.current`` (``pcie.speed`` / ``pcie.width``), a generation
+  from its transfer rate (2.5, 5, 8, 16, 32, 64 GT/s: Gen1 to Gen6);
+- under amd-smi's own names (no nvidia-smi field means the same): ``ecc.total_correctable_count``,
+  ``ecc.total_uncorrectable_count``, ``ecc.total_deferred_count`` (counts since the driver loaded),
+  ``pcie.replay_count``, and ``bad_pages.retired`` / ``bad_pages.pending``, the number of pages listed
+  (amd-smi prints one page as an object, several as a list, none as "No bad pages found.").
+
+Not read on AMD: NVLink's equivalent (XGMI) state, clock-throttle reasons and the telemetry loop's samples
+during the run. This output was never seen here from a real AMD GPU (no AMD GPU, no ROCm): the tests feed
+amd-smi's documented shape through a stand-in ``amd-smi`` on PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from bench.runner.gpu_health import command_output
+
+#: PCIe transfer rate (GT/s) -> generation
+_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+_NO_PAGES = "no bad pages found"
+
+
+def amd_gpus() -> list[dict[str, Any]] | None:
+    """One dict per GPU (in amd-smi's ``gpu`` order) from amd-smi, or None without it (or when its static
+    query gives no GPU)."""
+    static = gpu_rows(command_output(["amd-smi", "static", "--asic", "--bus", "--driver", "--vram", "--json"]))
+    if not static:
+        return None
+    metric = gpu_rows(command_output(["amd-smi", "metric", "--pcie", "--ecc", "--json"]))
+    pages = gpu_rows(command_output(["amd-smi", "bad-pages", "--retired", "--pending", "--json"]))
+    return [gpu_facts(row, metric.get(i, {}), pages.get(i, {})) for i, row in sorted(static.items())]
+
+
+def gpu_facts(static: dict[str, Any], metric: dict[str, Any], pages: dict[str, Any]) -> dict[str, Any]:
+    """One GPU's run.json entry from its objects in the three queries' output (see the module docstring)."""
+    asic, bus, driver, vram = (_section(static, k) for k in ("asic", "bus", "driver", "vram"))
+    pcie, ecc = _section(metric, "pcie"), _section(metric, "ecc")
+    gpu: dict[str, Any] = {
+        "name": _text(asic.get("market_name")), "driver_version": _text(driver.get("version")),
+        "memory_total_mib": _number(vram.get("size")),
+        "pcie.link.gen.current": _generation(pcie.get("speed")), "pcie.link.gen.max": _generation(bus.get("max_pcie_speed")),
+        "pcie.link.width.current": _count(pcie.get("width")), "pcie.link.width.max": _count(bus.get("max_pcie_width")),
+        "pcie.replay_count": _count(pcie.get("replay_count")),
+    }
+    for key in ("total_correctable_count", "total_uncorrectable_count", "total_deferred_count"):
+        gpu[f"ecc.{key}"] = _count(ecc.get(key))
+    for key in ("retired", "pending"):
+        gpu[f"bad_pages.{key}"] = _pages(pages.get(key))
+    return gpu
+
+
+def gpu_rows(text: str | None) -> dict[int, dict[str, Any]]:
+    """amd-smi's ``--json`` output by GPU index: a list of objects, or ``{"gpu_data": [...]}``; {} for anything
+    else (no output, a message before the JSON that is not JSON, another shape)."""
+    if not text:
+        return {}
+    start = min((i for i in (text.find("["), text.find("{")) if i >= 0), default=-1)
+    try:
+        doc = json.loads(text[start:]) if start >= 0 else None
+    except ValueError:
+        return {}
+    rows = doc.get("gpu_data") if isinstance(doc, dict) else doc
+    if not isinstance(rows, list):
+        return {}
+    return {row["gpu"]: row for row in rows if isinstance(row, dict) and isinstance(row.get("gpu"), int)}
+
+
+def _section(row: dict[str, Any], key: str) -> dict[str, Any]:
+    value = row.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _number(value: Any) -> float | None:
+    """A number, ``{"value": n, "unit": ...}`` or text that starts with one (``"32 GT/s"``); None for "N/A"."""
+    if isinstance(value, dict):
+        value = value.get("value")
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    m = re.match(r"\s*(\d+(?:\.\d+)?)", value) if isinstance(value, str) else None
+    return float(m.group(1)) if m else None
+
+
+def _count(value: Any) -> int | None:
+    n = _number(value)
+    return int(n) if n is not None and n == int(n) else None
+
+
+def _generation(speed: Any) -> int | None:
+    """The PCIe generation of a transfer rate in GT/s (in MT/s, as the library gives it, when 1000 or more)."""
+    rate = _number(speed)
+    if rate is not None and rate >= 1000:
+        rate /= 1000
+    return _GENERATIONS.get(rate) if rate is not None else None
+
+
+def _text(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() not in ("", "N/A") else None
+
+
+def _pages(value: Any) -> int | None:
+    """How many pages amd-smi lists: an object is one, a list its length, "No bad pages found." none."""
+    if isinstance(value, list):
+        return len(value)
+    if isinstance(value, dict):
+        return 1
+    if isinstance(value, str) and value.strip().lower().rstrip(".") == _NO_PAGES:
+        return 0
+    return None

@@ -1,0 +1,106 @@
+"""bench.runner.amd_health: an AMD node's GPUs in run.json, from a stand-in ``amd-smi`` on PATH that prints what
+amd-smi's source writes for each query (ROCm/amdsmi commit 0ceca28: ``amdsmi_commands.py``'s static, metric and
+bad-pages dictionaries, ``amdsmi_logger.py``'s JSON list of one object per GPU; the ``{"gpu_data": [...]}``
+wrapper of later releases and the text values of releases before units, such as ``"32 GT/s"``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from bench.ingest.run_dirs import run_details
+from bench.runner import rundir
+from bench.runner.amd_health import gpu_facts
+
+STATIC = {"gpu_data": [  # ROCm 7's wrapper; values with units
+    {"gpu": 0, "asic": {"market_name": "AMD Instinct MI300X", "vendor_id": "0x1002", "device_id": "0x74a1"},
+     "bus": {"bdf": "0000:0c:00.0", "max_pcie_width": 16, "max_pcie_speed": {"value": 32, "unit": "GT/s"},
+             "pcie_interface_version": "Gen 5", "slot_type": "OAM"},
+     "driver": {"name": "amdgpu", "version": "6.8.5"}, "vram": {"type": "HBM", "size": {"value": 196592, "unit": "MB"}}},
+    {"gpu": 1, "asic": {"market_name": "AMD Instinct MI300X"},
+     "bus": {"bdf": "0000:22:00.0", "max_pcie_width": 16, "max_pcie_speed": {"value": 32, "unit": "GT/s"}},
+     "driver": {"name": "amdgpu", "version": "6.8.5"}, "vram": {"size": {"value": 196592, "unit": "MB"}}},
+]}
+METRIC = [  # the bare list of ROCm 6; GPU 1's link trained down to Gen4 x8 and it counts ECC errors
+    {"gpu": 0, "pcie": {"width": 16, "speed": {"value": 32, "unit": "GT/s"}, "bandwidth": "N/A", "replay_count": 0},
+     "ecc": {"total_correctable_count": 0, "total_uncorrectable_count": 0, "total_deferred_count": 0}},
+    {"gpu": 1, "pcie": {"width": 8, "speed": {"value": 16, "unit": "GT/s"}, "bandwidth": "N/A", "replay_count": 57},
+     "ecc": {"total_correctable_count": 12, "total_uncorrectable_count": 1, "total_deferred_count": "N/A"}},
+]
+PAGES = [
+    {"gpu": 0, "retired": "No bad pages found.", "pending": "No bad pages found."},
+    {"gpu": 1, "retired": [{"page_address": "0x1f000", "page_size": 4096, "status": "RESERVED"},
+                           {"page_address": "0x2f000", "page_size": 4096, "status": "RESERVED"}],
+     "pending": {"page_address": "0x3f000", "page_size": 4096, "status": "PENDING"}},  # one page: no list
+]
+
+
+def _stand_ins(bin_dir: Path, answers: dict[str, object]) -> None:
+    """An ``amd-smi`` printing ``answers[subcommand]`` as JSON (exit 2 for one not given), and an ``nvidia-smi``
+    that fails, as on a node without NVIDIA's driver that still has the tool."""
+    bin_dir.mkdir()
+    cases = "".join(f"  {sub}) cat <<'EOF'\n{json.dumps(doc, indent=4)}\nEOF\n  ;;\n" for sub, doc in answers.items())
+    for name, text in {"amd-smi": f'#!/bin/sh\ncase "$1" in\n{cases}  *) exit 2;;\nesac\n',
+                       "nvidia-smi": "#!/bin/sh\necho 'NVIDIA-SMI has failed'; exit 9\n"}.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755 | stat.S_IEXEC)
+
+
+def test_an_amd_node_records_its_gpus_links_ecc_and_bad_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _stand_ins(tmp_path / "bin", {"static": STATIC, "metric": METRIC, "bad-pages": PAGES})
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    gpus, topology, banner = rundir.gpu_facts()
+    assert (topology, banner) == (None, None)
+    assert gpus == [
+        {"name": "AMD Instinct MI300X", "driver_version": "6.8.5", "memory_total_mib": 196592.0,
+         "pcie.link.gen.current": 5, "pcie.link.gen.max": 5, "pcie.link.width.current": 16, "pcie.link.width.max": 16,
+         "pcie.replay_count": 0, "ecc.total_correctable_count": 0, "ecc.total_uncorrectable_count": 0,
+         "ecc.total_deferred_count": 0, "bad_pages.retired": 0, "bad_pages.pending": 0},
+        {"name": "AMD Instinct MI300X", "driver_version": "6.8.5", "memory_total_mib": 196592.0,
+         "pcie.link.gen.current": 4, "pcie.link.gen.max": 5, "pcie.link.width.current": 8, "pcie.link.width.max": 16,
+         "pcie.replay_count": 57, "ecc.total_correctable_count": 12, "ecc.total_uncorrectable_count": 1,
+         "ecc.total_deferred_count": None, "bad_pages.retired": 2, "bad_pages.pending": 1}]
+    details = run_details({"gpus": gpus})  # what the store keeps of them: the node's link at its maximum
+    assert (details["gpu_driver"], details["pcie_gen"], details["pcie_width"], details["gpu_count"]) == \
+        ("6.8.5", "5", "16", "2")
+    assert json.loads(details["gpus"])[1]["bad_pages.pending"] == 1  # bench fleet compares it GPU by GPU
+
+
+def test_older_amd_smi_text_values_and_a_failing_query(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before units (ROCm 6.1.2) a speed is text, ``"16 GT/s"``; a query amd-smi refuses (bad-pages here, as
+    with some firmware) leaves its fields None, and the GPU keeps what the others said."""
+    static = [{"gpu": 0, "asic": {"market_name": "AMD Instinct MI250X"},
+               "bus": {"max_pcie_width": 16, "max_pcie_speed": "16 GT/s"}, "driver": {"version": "6.3.6"},
+               "vram": {"size": "65520 MB"}}]
+    metric = [{"gpu": 0, "pcie": {"width": "N/A", "speed": "N/A", "replay_count": "N/A"}, "ecc": {}}]
+    _stand_ins(tmp_path / "bin", {"static": static, "metric": metric})
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    gpus, _, _ = rundir.gpu_facts()
+    assert gpus == [{"name": "AMD Instinct MI250X", "driver_version": "6.3.6", "memory_total_mib": 65520.0,
+                     "pcie.link.gen.current": None, "pcie.link.gen.max": 4, "pcie.link.width.current": None,
+                     "pcie.link.width.max": 16, "pcie.replay_count": None, "ecc.total_correctable_count": None,
+                     "ecc.total_uncorrectable_count": None, "ecc.total_deferred_count": None,
+                     "bad_pages.retired": None, "bad_pages.pending": None}]
+
+
+@pytest.mark.parametrize("output", ["", "not json", "{}", '{"gpu_data": "N/A"}', "[1, 2]", '[{"gpu": "0"}]'])
+def test_amd_smi_output_that_names_no_gpu_records_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        output: str) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "amd-smi").write_text(f"#!/bin/sh\nprintf '%s' '{output}'\n")
+    (bin_dir / "amd-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    assert rundir.gpu_facts() == (None, None, None)
+
+
+def test_a_warning_printed_before_the_json_is_skipped() -> None:
+    from bench.runner.amd_health import gpu_rows
+
+    rows = gpu_rows('WARNING: User is missing the following required groups: render\n[{"gpu": 0, "asic": {}}]')
+    assert rows == {0: {"gpu": 0, "asic": {}}}
+    assert gpu_facts({"gpu": 0}, {}, {})["name"] is None
