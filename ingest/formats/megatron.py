@@ -61,7 +61,7 @@ DESCRIPTION = "Megatron-LM / Megatron-Core / Megatron-DeepSpeed / NeMo iteration
 _MARKERS = ("elapsed time per iteration (ms)", "elapsed_time_per_iteration_ms=", "train_step_timing in s")
 _ITERATION = re.compile(r"\biteration[= ]\s*(\d+)\s*/\s*(\d+)")
 _STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
-_FIELD = re.compile(r"\s*([A-Za-z][\w ()/.-]*?)\s*[:=]\s*(\S[^|]*?)\s*$")
+_KEY = re.compile(r"[A-Za-z][\w ()/.-]*")
 _ARG = re.compile(r"(?:^|\s)([a-z_0-9]+) \.{3,} (\S.*?)\s*$")
 _WORLD = re.compile(r"using world size: (\d+)(.*)")
 _SIZES = re.compile(r"([a-z-]+) size: (\d+)")
@@ -91,6 +91,24 @@ _ARGS = {
 _LAYOUT = ("tensor_parallel", "pipeline_parallel", "data_parallel", "context_parallel", "expert_parallel")
 _WORLD_NAMES = {"data-parallel": "data_parallel", "context-parallel": "context_parallel",
                 "tensor-model-parallel": "tensor_parallel", "pipeline-model-parallel": "pipeline_parallel"}
+
+
+_PAIR = re.compile(r"([^|:=]*)[:=]([^|]*)")  # within one field: the text before its first ":" or "=", and after
+_NAMES: dict[str, str | None] = {}  # a field's text before its ":" or "=" -> its name in _KEYS' values, or None
+
+
+def _name(head: str) -> str | None:
+    """The name of the field whose text before the separator is ``head`` (None: not one read here): a key
+    starting with a letter, lower-cased with ``_`` as a space (``elapsed_time_per_iteration_ms``). Looked up
+    once per spelling: a log repeats the same few on every line."""
+    try:
+        return _NAMES[head]
+    except KeyError:
+        key = head.strip()
+        name = _KEYS.get(" ".join(key.lower().replace("_", " ").split())) if _KEY.fullmatch(key) else None
+        if len(_NAMES) < 4096:  # a log of ever new field names does not grow it without end
+            _NAMES[head] = name
+        return name
 
 
 def sniff(head: str) -> bool:
@@ -164,14 +182,13 @@ class _Parser(LineFormat[_State]):
         if it is None:
             return False
         values: dict[str, str] = {}
-        fields = msg[it.end():].split("|")
+        rest = msg[it.end():]
         if "elapsed" in msg and not msg.rstrip().endswith("|"):
-            fields.pop()  # Megatron ends each field with " |": text after the last one may be cut mid-number
-        for part in fields:
-            if (f := _FIELD.match(part)) is not None:
-                key = " ".join(f.group(1).lower().replace("_", " ").split())
-                if key in _KEYS:
-                    values[_KEYS[key]] = f.group(2).split("/")[0].strip()
+            rest = rest[:max(rest.rfind("|"), 0)]  # Megatron ends each field with " |": text after the last may be cut
+        for head, value in _PAIR.findall(rest):  # each field between bars: "name: value" or "name=value"
+            name = _NAMES[head] if head in _NAMES else _name(head)
+            if name is not None and (value := value.strip()):
+                values[name] = value.split("/")[0].strip()
         no, number = line.no, self.result.number
         elapsed = number(values.get("elapsed_ms"), "elapsed time per iteration (ms)", no)
         if elapsed is None and (s := number(values.get("step_s"), "train_step_timing in s", no)) is not None:
