@@ -70,7 +70,7 @@ import numpy as np
 
 from bench.analytics.changepoints import MIN_RUNS, OUTLIER_Z, detect, find_outliers, noise, states_of
 from bench.analytics.changes import METRICS, Point, Series, facts_diff, load_facts, load_series, what_changed
-from bench.analytics.gate_back import BACK, back, noise_of, returned, slower
+from bench.analytics.gate_back import back, noise_of, returned, slower, still
 from bench.analytics.gate_noise import RECENT
 from bench.analytics.intervals import t95
 from bench.sql.errors import UsageError
@@ -229,7 +229,8 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
     if base_ids is not None:
         return v
     on = next((k for k, level in enumerate(after) if picked[-1] in level), None)
-    # tonight and the night before slower together at the corrected alpha, tonight not back from them
+    # paired: evidence enough to remember a short failure, from either path below: tonight on or after a slower
+    # level bench changes confirmed, or tonight and the night before slower together at the corrected alpha
     paired = False
     if on is not None and len(after[0]) >= min_runs:  # tonight is on, or after, a slower level nobody accepted
         ahead = {p.run_id for p in s.points[:s.points.index(after[0][0])]}  # its noise: of the runs before it
@@ -248,7 +249,7 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
         b2 = np.log([p.value for p in base if p is not prev])
         if len(b2) >= 2:
             _rule(pair, np.concatenate(([math.log(prev.value)], c)), b2, h, threshold, lower, a, min_runs)
-        paired = pair.p_value is not None and pair.p_value < a and _still(v, pair)
+        paired = pair.p_value is not None and pair.p_value < a and still(v.change, pair.change)
         if paired and pair.status == "regression":
             v.status = "regression"  # tonight and the night before, together
             v.since = {"run_id": prev.run_id, "change": pair.change, "n": pair.n_candidates,
@@ -266,11 +267,8 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
                        paired)
     elif v.status == "regression" and v.since is None and memory and first > 0 \
             and s.points[first - 1].run_id not in cand:  # tonight's looks failed: of a regression still going on?
-        prev = s.points[first - 1]
-        before = judge(Series(s.series_id, s.describe, s.points[:first], label=s.label), {prev.run_id}, None,
-                       threshold, lower, alpha, min_runs, accepted, memory - 1, family)
-        if before is not None and before.status == "regression" and before.since \
-                and (before.states or {}).get("tonight") == (v.states or {}).get("tonight"):
+        before = _morning_before(v, s, first, threshold, lower, alpha, min_runs, accepted, memory, family)
+        if before is not None and before.since:
             v.since = before.since  # so that the morning after remembers the regression, not one night of it
     return v
 
@@ -280,11 +278,16 @@ def _compare(v: Verdict, before: Point, after: Point) -> None:
     v.what_changed, v.compared = what_changed(before, after), (before.run_id, after.run_id)
 
 
-def _still(v: Verdict, before: Verdict) -> bool:
-    """Whether tonight (``v``) is not back from ``before``'s slowdown: at least BACK of it."""
-    if not before.change or v.change is None:
-        return False
-    return math.log1p(v.change) / math.log1p(before.change) >= BACK
+def _morning_before(v: Verdict, s: Series, first: int, threshold: float, lower: bool, alpha: float, min_runs: int,
+                    accepted: dict[str, Decision] | None, memory: int, family: int) -> Verdict | None:
+    """The morning before's verdict as judged then, when it was a regression in tonight's clock state; else None."""
+    prev = s.points[first - 1]
+    before = judge(Series(s.series_id, s.describe, s.points[:first], label=s.label), {prev.run_id}, None, threshold,
+                   lower, alpha, min_runs, accepted, memory - 1, family)
+    if before is None or before.status != "regression" or (before.states or {}).get("tonight") != (v.states or {}).get(
+            "tonight"):
+        return None
+    return before
 
 
 def _remembers(v: Verdict, s: Series, first: int, threshold: float, lower: bool, alpha: float, min_runs: int,
@@ -300,10 +303,8 @@ def _remembers(v: Verdict, s: Series, first: int, threshold: float, lower: bool,
     tonight (of tonight's clock state); ``c``, ``b``: tonight's and the reference's log values; ``noise``:
     gate_back.noise_of's (sigma, degrees of freedom)."""
     prev = s.points[first - 1]
-    before = judge(Series(s.series_id, s.describe, s.points[:first], label=s.label), {prev.run_id}, None, threshold,
-                   lower, alpha, min_runs, accepted, memory - 1, family)
-    if before is None or before.status != "regression" or v.change is None \
-            or (before.states or {}).get("tonight") != (v.states or {}).get("tonight"):  # of another clock state
+    before = _morning_before(v, s, first, threshold, lower, alpha, min_runs, accepted, memory, family)
+    if before is None or v.change is None:
         return
     since = before.since or {"run_id": prev.run_id, "change": before.change, "n": 1,
                              "from": prev.started_at.isoformat() if prev.started_at else None}

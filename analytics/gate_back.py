@@ -17,6 +17,15 @@ BACK_Z = 3.09
 BACK_Z_NIGHTS = 4.5
 
 
+def still(change: float | None, before: float | None) -> bool:
+    """Whether tonight's ``change`` is not back from the slowdown ``before``: at least BACK of it. A ratio alone,
+    looser than ``back`` (which also wants tonight faster than the slowdown by BACK_Z standard errors) on purpose:
+    bench check's pair path judges a failure not yet remembered, so a night below BACK of it is let go at once."""
+    if not before or change is None:
+        return False
+    return math.log1p(change) / math.log1p(before) >= BACK
+
+
 def noise_of(history: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     """(sigma, degrees of freedom) of one run: recent_noise of the log values ``history``, or where it holds fewer
     than 3 runs, the reference ``b``'s standard deviation."""
