@@ -20,9 +20,17 @@ What each GPU gets, under the names the NVIDIA path uses where the quantity is t
   ``pcie.replay_count``, and ``bad_pages.retired`` / ``bad_pages.pending``, the number of pages listed
   (amd-smi prints one page as an object, several as a list, none as "No bad pages found.").
 
-Not read on AMD: NVLink's equivalent (XGMI) state, clock-throttle reasons and the telemetry loop's samples
-during the run. This output was never seen here from a real AMD GPU (no AMD GPU, no ROCm): the tests feed
-amd-smi's documented shape through a stand-in ``amd-smi`` on PATH.
+During the run (``telemetry_rows``), bench run's telemetry loop asks ``amd-smi metric --usage --power --clock
+--temperature --mem-usage --pcie --json`` once an interval (one process a sample: amd-smi has no CSV loop like
+nvidia-smi's) and writes each GPU's sample as a row of nvidia-smi's telemetry CSV, so that the ingest and bench
+fleet read both alike: ``utilization.gpu`` (``usage.gfx_activity``), ``memory.used`` (``mem_usage.used_vram``),
+``temperature.gpu`` (``temperature.hotspot``, else ``edge``), ``power.draw`` (``power.socket_power``),
+``clocks.sm`` (``clock.gfx_0.clk``) and the PCIe link under load. A value amd-smi does not report is
+``[N/A]``, as nvidia-smi writes it.
+
+Not read on AMD: NVLink's equivalent (XGMI) state, and throttle reasons (amd-smi says only THROTTLED or not,
+which no reason bit of nvidia-smi's means). This output was never seen here from a real AMD GPU (no AMD GPU,
+no ROCm): the tests feed amd-smi's documented shape through a stand-in ``amd-smi`` on PATH.
 """
 
 from __future__ import annotations
@@ -47,6 +55,29 @@ def amd_gpus() -> list[dict[str, Any]] | None:
     metric = gpu_rows(command_output(["amd-smi", "metric", "--pcie", "--ecc", "--json"]))
     pages = gpu_rows(command_output(["amd-smi", "bad-pages", "--retired", "--pending", "--json"]))
     return [gpu_facts(row, metric.get(i, {}), pages.get(i, {})) for i, row in sorted(static.items())]
+
+
+#: the query of one telemetry sample, and the CSV header its rows are written under (nvidia-smi's, units and all)
+TELEMETRY_QUERY = ["amd-smi", "metric", "--usage", "--power", "--clock", "--temperature", "--mem-usage", "--pcie",
+                   "--json"]
+TELEMETRY_HEADER = ("timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W], "
+                    "clocks.sm [MHz], pcie.link.gen.current, pcie.link.width.current\n")
+
+
+def telemetry_rows(text: str | None, stamp: str) -> list[str]:
+    """One CSV row (``TELEMETRY_HEADER``'s columns) per GPU of one ``TELEMETRY_QUERY`` output, at ``stamp``."""
+    rows = []
+    for i, row in sorted(gpu_rows(text).items()):
+        usage, power, clock, mem = (_section(row, k) for k in ("usage", "power", "clock", "mem_usage"))
+        temps, pcie = _section(row, "temperature"), _section(row, "pcie")
+        temp = _number(temps.get("hotspot"))
+        cells = [_number(usage.get("gfx_activity")), _number(mem.get("used_vram")),
+                 temp if temp is not None else _number(temps.get("edge")), _number(power.get("socket_power")),
+                 _number(_section(clock, "gfx_0").get("clk")), _generation(pcie.get("speed")), _count(pcie.get("width"))]
+        units = (" %", " MiB", "", " W", " MHz", "", "")
+        rows.append(", ".join([stamp, str(i), *("[N/A]" if v is None else f"{v:g}{u}" for v, u in zip(cells, units,
+                                                                                                     strict=True))]))
+    return rows
 
 
 def gpu_facts(static: dict[str, Any], metric: dict[str, Any], pages: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.runner import nodes, rundir
-from bench.runner.gpu_health import telemetry_fields
+from bench.runner.amd_health import TELEMETRY_HEADER, TELEMETRY_QUERY, telemetry_rows
+from bench.runner.gpu_health import command_output, telemetry_fields
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, shell_line, trainer_argv
 from bench.runner.verdict import classify, failure_cause, forced_cause, no_result_cause
 from bench.sql import runjson
@@ -133,7 +134,8 @@ class Telemetry:
     """Samples into ``path`` every ``interval_s`` between ``start`` and ``stop``.
 
     With nvidia-smi: its own loop (``-lms``) writing the SMI_TELEMETRY CSV, with the PCIe link and throttle
-    reasons where the driver has them (``bench.runner.gpu_health``). Without: a thread writing
+    reasons where the driver has them (``bench.runner.gpu_health``). With amd-smi instead: a thread asking it
+    once an interval, writing the same CSV (``bench.runner.amd_health``). Without either: a thread writing
     ``timestamp, cpu_percent, memory_used_mib`` rows from /proc/stat and /proc/meminfo (timestamp in
     nvidia-smi's local ``yyyy/mm/dd hh:mm:ss.fff`` form). interval_s <= 0 disables sampling.
     """
@@ -155,7 +157,9 @@ class Telemetry:
             self._proc = subprocess.Popen(["nvidia-smi", f"--query-gpu={fields}", "--format=csv", f"--loop-ms={ms}"],
                                           stdout=self._file, stderr=subprocess.DEVNULL, start_new_session=True)
         else:
-            self._thread = threading.Thread(target=self._sample_cpu, daemon=True)
+            first = telemetry_rows(command_output(TELEMETRY_QUERY), _stamp()) if shutil.which("amd-smi") else []
+            target = (lambda: self._sample_amd(first)) if first else self._sample_cpu
+            self._thread = threading.Thread(target=target, daemon=True)
             self._thread.start()
 
     def stop(self) -> None:
@@ -176,11 +180,28 @@ class Telemetry:
                 cur = _cpu_times()
                 busy = _busy_percent(prev, cur)
                 prev = cur
-                now = time.time()
-                stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
                 used = _memory_used_mib()
-                f.write(f"{stamp}, {'' if busy is None else f'{busy:.1f}'}, {'' if used is None else used}\n")
+                f.write(f"{_stamp()}, {'' if busy is None else f'{busy:.1f}'}, {'' if used is None else used}\n")
                 f.flush()
+
+    def _sample_amd(self, first: list[str]) -> None:
+        """AMD GPUs: one amd-smi query a sample, written as nvidia-smi's CSV (bench.runner.amd_health)."""
+        with open(self.path, "w", encoding="utf-8") as f:
+            f.write(TELEMETRY_HEADER)
+            rows = first
+            while True:
+                f.writelines(row + "\n" for row in rows)
+                f.flush()
+                if self._stop.wait(self.interval_s):
+                    return
+                rows = telemetry_rows(command_output(TELEMETRY_QUERY, timeout_s=max(10.0, 4 * self.interval_s)),
+                                      _stamp())
+
+
+def _stamp() -> str:
+    """Now in nvidia-smi's local ``yyyy/mm/dd hh:mm:ss.fff`` form."""
+    now = time.time()
+    return time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
 
 
 def _cpu_times() -> tuple[int, int] | None:

@@ -6,8 +6,10 @@ wrapper of later releases and the text values of releases before units, such as 
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,43 @@ def test_a_warning_printed_before_the_json_is_skipped() -> None:
     rows = gpu_rows('WARNING: User is missing the following required groups: render\n[{"gpu": 0, "asic": {}}]')
     assert rows == {0: {"gpu": 0, "asic": {}}}
     assert gpu_facts({"gpu": 0}, {}, {})["name"] is None
+
+
+SAMPLE = [  # amd-smi metric --usage --power --clock --temperature --mem-usage --pcie --json, ROCm 6.2 era
+    {"gpu": 0, "usage": {"gfx_activity": {"value": 97, "unit": "%"}, "umc_activity": {"value": 41, "unit": "%"}},
+     "power": {"socket_power": {"value": 702, "unit": "W"}, "gfx_voltage": "N/A", "throttle_status": "UNTHROTTLED"},
+     "clock": {"gfx_0": {"clk": {"value": 2098, "unit": "MHz"}, "min_clk": {"value": 500, "unit": "MHz"}},
+               "mem_0": {"clk": {"value": 1300, "unit": "MHz"}}},
+     "temperature": {"edge": "N/A", "hotspot": {"value": 71, "unit": "C"}, "mem": {"value": 58, "unit": "C"}},
+     "mem_usage": {"total_vram": {"value": 196592, "unit": "MB"}, "used_vram": {"value": 151220, "unit": "MB"}},
+     "pcie": {"width": 16, "speed": {"value": 32, "unit": "GT/s"}, "replay_count": 0}},
+    {"gpu": 1, "usage": {"gfx_activity": {"value": 88, "unit": "%"}}, "power": {"socket_power": "N/A"},
+     "clock": {"gfx_0": {"clk": "N/A"}}, "temperature": {"edge": {"value": 64, "unit": "C"}, "hotspot": "N/A"},
+     "mem_usage": {"used_vram": {"value": 151220, "unit": "MB"}}, "pcie": {"width": 16, "speed": {"value": 8, "unit": "GT/s"}}},
+]
+
+
+def test_the_telemetry_loop_samples_amd_gpus_as_nvidia_smi_csv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each sample is one amd-smi query written as nvidia-smi's telemetry CSV: the ingest reads its utilisation,
+    power and the PCIe link under load (GPU 1's trained down to Gen3) as it reads nvidia-smi's."""
+    from bench.ingest.formats import telemetry
+    from bench.ingest.gpu_load import links_and_throttle
+    from bench.runner.launch import Telemetry
+
+    _stand_ins(tmp_path / "bin", {"metric": SAMPLE})
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr("shutil.which", lambda name, *a, **k: None if name == "nvidia-smi" else str(tmp_path / "bin" / name))
+    t = Telemetry(tmp_path / "telemetry.csv", 0.2)
+    t.start()
+    time.sleep(1.0)
+    t.stop()
+    lines = (tmp_path / "telemetry.csv").read_text().splitlines()
+    assert lines[0].startswith("timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu")
+    assert len(lines) >= 5 and len(lines) % 2 == 1  # the header, then both GPUs' rows each sample
+    assert lines[1].split(", ")[1:] == ["0", "97 %", "151220 MiB", "71", "702 W", "2098 MHz", "5", "16"]
+    assert lines[2].split(", ")[1:] == ["1", "88 %", "151220 MiB", "64", "[N/A]", "[N/A]", "3", "16"]
+    assert telemetry.sniff("\n".join(lines)[:4096])
+    cols = telemetry.parse_lines(lines, source="t").telemetry.take()
+    assert (cols["utilization_pct"][0], cols["power_w"][0]) == (97.0, 702.0) and math.isnan(cols["power_w"][1])
+    assert links_and_throttle(lines) == {0: {"pcie_link_gen": 5, "pcie_link_width": 16},
+                                         1: {"pcie_link_gen": 3, "pcie_link_width": 16}}
