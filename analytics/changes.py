@@ -130,44 +130,46 @@ def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | Non
         raise UsageError(f"--metric {metric!r}: one of {', '.join(METRICS)}")
     register_views(con, ["run_configs"])
     order = order_by or "started_at"
-    cols = ", ".join(f"c.{c}" for c in SERIES_COLUMNS if c != "system")
+    # what describes a series is read from its first run only (NULL on the others: a MAP per run is slow to fetch)
+    described = (*(c for c in SERIES_COLUMNS if c != "system"), "series_system", "system_tag", "series_tags")
+    desc = ", ".join(f"CASE WHEN j._first THEN j.{c} END AS {c}" for c in described)
+    within = "order_key NULLS LAST, started_at NULLS LAST, run_id"  # a series' runs in order
     query = f"""
         WITH o AS (SELECT run_id, ({order}) AS order_key, framework_version, tags['system'] AS system_tag,
                           {_FACTS_SQL if facts else 'NULL'} AS details
-                   FROM runs)
-        SELECT c.series_id, {cols}, c.series_system, o.system_tag, c.series_tags, c.run_id, c.status, c.host,
-               c.started_at, c.{metric} AS value, o.order_key, o.framework_version, o.details
-        FROM run_configs c JOIN o USING (run_id)
-        ORDER BY c.series_id, o.order_key NULLS LAST, c.started_at NULLS LAST, c.run_id"""
+                   FROM runs),
+        j AS (SELECT c.*, o.order_key, o.framework_version, o.details, o.system_tag FROM run_configs c JOIN o USING (run_id))
+        SELECT j.series_id, j.run_id, j.status, j.host, j.started_at, j.{metric} AS value, j.order_key,
+               j.framework_version, j.details, {desc}
+        FROM (SELECT *, row_number() OVER (PARTITION BY series_id ORDER BY {within}) = 1 AS _first FROM j) j
+        ORDER BY series_id, {within}"""
     try:
         cur = con.execute(query)
     except duckdb.Error as e:
         if order_by:
             raise UsageError(f"--order-by {order_by!r}: {e}") from e
         raise view_error(e, "run_configs", None) from e
-    names = [d[0] for d in cur.description]
     found: dict[str, Series] = {}
     for row in cur.fetchall():
-        r = dict(zip(names, row, strict=True))
-        s = found.get(r["series_id"])
-        if s is None:
+        series_id, run_id, status, host, started_at, value, order_key, framework_version, details = row[:9]
+        s = found.get(series_id)
+        if s is None:  # the series' first run, which holds its description
+            r = dict(zip(described, row[9:], strict=True))
             d = {c: r[c] for c in SERIES_COLUMNS if c != "system" and r[c] is not None}
             d.update(system=r["series_system"], system_kind="system" if r["system_tag"] else "host",
                      tags=dict(r["series_tags"] or {}))
-            s = found[r["series_id"]] = Series(r["series_id"], d)
-        if r["host"]:
-            s.hosts.add(r["host"])
-        value, reason = r["value"], None
-        if r["status"] != "ok" or value is None or not value > 0:
-            reason = f"status {r['status']}" if r["status"] != "ok" else f"no {metric}"
-        elif r["order_key"] is None:
+            s = found[series_id] = Series(series_id, d)
+        if host:
+            s.hosts.add(host)
+        reason = None
+        if status != "ok" or value is None or not value > 0:
+            reason = f"status {status}" if status != "ok" else f"no {metric}"
+        elif order_key is None:
             reason = f"no value of {order}"
         if reason:
-            s.left_out.append({"run_id": r["run_id"], "status": r["status"], "reason": reason,
-                               "started_at": r["started_at"]})
+            s.left_out.append({"run_id": run_id, "status": status, "reason": reason, "started_at": started_at})
             continue
-        point = Point(r["run_id"], r["started_at"], r["order_key"], float(value),
-                      _facts(r["details"], r["framework_version"]))
+        point = Point(run_id, started_at, order_key, float(value), _facts(details, framework_version))
         if s.points and s.points[-1].order == point.order:
             s.ties += 1
         s.points.append(point)
@@ -209,11 +211,8 @@ def load_facts(con: duckdb.DuckDBPyConnection, run_ids: set[str]) -> dict[str, d
     """run_id -> its facts (as a point of load_series(facts=True) holds them), for ``run_ids``."""
     if not run_ids:
         return {}
-    con.execute("CREATE OR REPLACE TEMP TABLE _wanted (run_id VARCHAR)")
-    con.executemany("INSERT INTO _wanted VALUES (?)", [(r,) for r in sorted(run_ids)])
-    rows = con.execute(f"SELECT run_id, {_FACTS_SQL}, framework_version FROM runs SEMI JOIN _wanted USING (run_id)"
-                       ).fetchall()
-    con.execute("DROP TABLE _wanted")
+    rows = con.execute(f"SELECT run_id, {_FACTS_SQL}, framework_version FROM runs "  # one list: no row-by-row inserts
+                       "WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [sorted(run_ids)]).fetchall()
     return {r: _facts(d, fv) for r, d, fv in rows}
 
 
