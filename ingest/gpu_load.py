@@ -13,7 +13,8 @@ Where the file has nvidia-smi's current PCIe link and clock-throttle reasons (``
 the driver has them: bench.runner.gpu_health), each summary also has ``pcie_link_gen`` and ``pcie_link_width``,
 the link in most samples under load (an idle GPU slows its link to save power, so only a loaded link says how it
 trained), and ``throttle``: each reason of ``THROTTLE_REASONS`` active in a sample under load, with the share
-of those samples it was active in.
+of those samples it was active in. An AMD node's file (bench.runner.amd_health) says its violations instead, in
+``amd.violations.active``: the reasons of ``AMD_VIOLATIONS``, under amd-smi's names, counted the same way.
 
 Under load means: samples at ``LOAD_UTILIZATION_PCT`` or more utilisation when the file records
 utilisation; all samples when it records none (a file without that column says nothing about idling).
@@ -47,8 +48,12 @@ MAX_TELEMETRY_BYTES = 64 << 20  # a telemetry.csv larger than this is not summar
 THROTTLE_REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
                     0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
                     0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting"}
+#: amd-smi's violation statuses (``amd-smi metric --throttle``, MI300 and later), a bit each as
+#: bench.runner.amd_health writes them into ``amd.violations.active``: PROCHOT, package power tracking (the power
+#: cap), socket, voltage-regulator and HBM temperature
+AMD_VIOLATIONS = {0x1: "prochot", 0x2: "ppt", 0x4: "socket_thermal", 0x8: "vr_thermal", 0x10: "hbm_thermal"}
 _LINK = {"pcie.link.gen.current": "pcie_link_gen", "pcie.link.width.current": "pcie_link_width"}
-_THROTTLE = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+_THROTTLE = ("clocks_event_reasons.active", "clocks_throttle_reasons.active", "amd.violations.active")
 
 
 def summarise(samples: Iterable[TelemetrySample], power_limits: Sequence[float | None] = (),
@@ -90,6 +95,7 @@ def links_and_throttle(lines: Sequence[str]) -> dict[int, dict[str, Any]]:
     if "index" not in at or not at.keys() & {*_LINK, *_THROTTLE}:
         return {}
     mask = next((at[f] for f in _THROTTLE if f in at), None)
+    reasons = AMD_VIOLATIONS if "amd.violations.active" in at else THROTTLE_REASONS
     by_gpu: dict[int, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     for line in lines[1:]:
         cells = [c.strip() for c in line.split(",")]
@@ -114,7 +120,7 @@ def links_and_throttle(lines: Sequence[str]) -> dict[int, dict[str, Any]]:
         if got["samples"]:
             n = len(got["samples"])
             out[g]["throttle"] = {name: round(sum(bool(b & bit) for b in got["samples"]) / n, 4)
-                                  for bit, name in THROTTLE_REASONS.items() if any(b & bit for b in got["samples"])}
+                                  for bit, name in reasons.items() if any(b & bit for b in got["samples"])}
     return out
 
 

@@ -25,11 +25,12 @@ During the run (``telemetry_rows``), bench run's telemetry loop asks ``amd-smi m
 nvidia-smi's) and writes each GPU's sample as a row of nvidia-smi's telemetry CSV, so that the ingest and bench
 fleet read both alike: ``utilization.gpu`` (``usage.gfx_activity``), ``memory.used`` (``mem_usage.used_vram``),
 ``temperature.gpu`` (``temperature.hotspot``, else ``edge``), ``power.draw`` (``power.socket_power``),
-``clocks.sm`` (``clock.gfx_0.clk``) and the PCIe link under load. A value amd-smi does not report is
-``[N/A]``, as nvidia-smi writes it.
+``clocks.sm`` (``clock.gfx_0.clk``) and the PCIe link under load; where amd-smi accepts ``--throttle`` (ROCm
+6.3 and later; MI300 and later report it), the violations active in each sample (PROCHOT, power, socket, VR and
+HBM temperature) as a bit mask of their own, ``amd.violations.active`` (bench.ingest.gpu_load.AMD_VIOLATIONS):
+no nvidia-smi reason means the same. A value amd-smi does not report is ``[N/A]``, as nvidia-smi writes it.
 
-Not read on AMD: NVLink's equivalent (XGMI) state, and throttle reasons (amd-smi says only THROTTLED or not,
-which no reason bit of nvidia-smi's means). This output was never seen here from a real AMD GPU (no AMD GPU,
+Not read on AMD: NVLink's equivalent (XGMI) state. This output was never seen here from a real AMD GPU (no AMD GPU,
 no ROCm): the tests feed amd-smi's documented shape through a stand-in ``amd-smi`` on PATH.
 """
 
@@ -57,15 +58,38 @@ def amd_gpus() -> list[dict[str, Any]] | None:
     return [gpu_facts(row, metric.get(i, {}), pages.get(i, {})) for i, row in sorted(static.items())]
 
 
-#: the query of one telemetry sample, and the CSV header its rows are written under (nvidia-smi's, units and all)
+#: the query of one telemetry sample (``--throttle`` added where amd-smi accepts it: ROCm 6.3 and later), and the
+#: CSV header its rows are written under (nvidia-smi's, units and all; ``amd.violations.active`` with --throttle)
 TELEMETRY_QUERY = ["amd-smi", "metric", "--usage", "--power", "--clock", "--temperature", "--mem-usage", "--pcie",
                    "--json"]
 TELEMETRY_HEADER = ("timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W], "
-                    "clocks.sm [MHz], pcie.link.gen.current, pcie.link.width.current\n")
+                    "clocks.sm [MHz], pcie.link.gen.current, pcie.link.width.current")
+#: ``metric --throttle``'s violation statuses -> their bit in ``amd.violations.active`` (bench.ingest.gpu_load's
+#: AMD_VIOLATIONS names them)
+_VIOLATIONS = {"prochot_violation_status": 0x1, "ppt_violation_status": 0x2, "socket_thermal_violation_status": 0x4,
+               "vr_thermal_violation_status": 0x8, "hbm_thermal_violation_status": 0x10}
 
 
-def telemetry_rows(text: str | None, stamp: str) -> list[str]:
-    """One CSV row (``TELEMETRY_HEADER``'s columns) per GPU of one ``TELEMETRY_QUERY`` output, at ``stamp``."""
+def telemetry_query(throttle: bool) -> list[str]:
+    return [*TELEMETRY_QUERY[:-1], "--throttle", "--json"] if throttle else TELEMETRY_QUERY
+
+
+def telemetry_header(throttle: bool) -> str:
+    return TELEMETRY_HEADER + (", amd.violations.active\n" if throttle else "\n")
+
+
+def first_sample(stamp: str) -> tuple[list[str], bool]:
+    """The first telemetry sample's rows and whether it holds the violations (asked with ``--throttle`` first, then
+    without, for an amd-smi that does not know it); ([], False) when amd-smi reports no GPU."""
+    for throttle in (True, False):
+        if rows := telemetry_rows(command_output(telemetry_query(throttle)), stamp, throttle):
+            return rows, throttle
+    return [], False
+
+
+def telemetry_rows(text: str | None, stamp: str, throttle: bool = False) -> list[str]:
+    """One CSV row (``telemetry_header``'s columns) per GPU of one ``telemetry_query`` output, at ``stamp``; with
+    ``throttle``, the violations active as a hex mask (``[N/A]`` where amd-smi reports none of them)."""
     rows = []
     for i, row in sorted(gpu_rows(text).items()):
         usage, power, clock, mem = (_section(row, k) for k in ("usage", "power", "clock", "mem_usage"))
@@ -75,8 +99,11 @@ def telemetry_rows(text: str | None, stamp: str) -> list[str]:
                  temp if temp is not None else _number(temps.get("edge")), _number(power.get("socket_power")),
                  _number(_section(clock, "gfx_0").get("clk")), _generation(pcie.get("speed")), _count(pcie.get("width"))]
         units = (" %", " MiB", "", " W", " MHz", "", "")
-        rows.append(", ".join([stamp, str(i), *("[N/A]" if v is None else f"{v:g}{u}" for v, u in zip(cells, units,
-                                                                                                     strict=True))]))
+        out = [stamp, str(i), *("[N/A]" if v is None else f"{v:g}{u}" for v, u in zip(cells, units, strict=True))]
+        if throttle:
+            said = {k: v for k, v in _section(row, "throttle").items() if k in _VIOLATIONS and v in ("ACTIVE", "NOT ACTIVE")}
+            out.append(f"0x{sum(_VIOLATIONS[k] for k, v in said.items() if v == 'ACTIVE'):016x}" if said else "[N/A]")
+        rows.append(", ".join(out))
     return rows
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.runner import nodes, rundir
-from bench.runner.amd_health import TELEMETRY_HEADER, TELEMETRY_QUERY, telemetry_rows
+from bench.runner.amd_health import first_sample, telemetry_header, telemetry_query, telemetry_rows
 from bench.runner.gpu_health import command_output, telemetry_fields
 from bench.runner.spec import DEFAULT_TRAINER, RunSpec, build_command, shell_line, trainer_argv
 from bench.runner.verdict import classify, failure_cause, forced_cause, no_result_cause
@@ -157,8 +157,8 @@ class Telemetry:
             self._proc = subprocess.Popen(["nvidia-smi", f"--query-gpu={fields}", "--format=csv", f"--loop-ms={ms}"],
                                           stdout=self._file, stderr=subprocess.DEVNULL, start_new_session=True)
         else:
-            first = telemetry_rows(command_output(TELEMETRY_QUERY), _stamp()) if shutil.which("amd-smi") else []
-            target = (lambda: self._sample_amd(first)) if first else self._sample_cpu
+            first, throttle = first_sample(_stamp()) if shutil.which("amd-smi") else ([], False)
+            target = (lambda: self._sample_amd(first, throttle)) if first else self._sample_cpu
             self._thread = threading.Thread(target=target, daemon=True)
             self._thread.start()
 
@@ -184,18 +184,18 @@ class Telemetry:
                 f.write(f"{_stamp()}, {'' if busy is None else f'{busy:.1f}'}, {'' if used is None else used}\n")
                 f.flush()
 
-    def _sample_amd(self, first: list[str]) -> None:
+    def _sample_amd(self, first: list[str], throttle: bool) -> None:
         """AMD GPUs: one amd-smi query a sample, written as nvidia-smi's CSV (bench.runner.amd_health)."""
         with open(self.path, "w", encoding="utf-8") as f:
-            f.write(TELEMETRY_HEADER)
+            f.write(telemetry_header(throttle))
             rows = first
             while True:
                 f.writelines(row + "\n" for row in rows)
                 f.flush()
                 if self._stop.wait(self.interval_s):
                     return
-                rows = telemetry_rows(command_output(TELEMETRY_QUERY, timeout_s=max(10.0, 4 * self.interval_s)),
-                                      _stamp())
+                rows = telemetry_rows(command_output(telemetry_query(throttle), timeout_s=max(10.0, 4 * self.interval_s)),
+                                      _stamp(), throttle)
 
 
 def _stamp() -> str:

@@ -115,7 +115,11 @@ SAMPLE = [  # amd-smi metric --usage --power --clock --temperature --mem-usage -
                "mem_0": {"clk": {"value": 1300, "unit": "MHz"}}},
      "temperature": {"edge": "N/A", "hotspot": {"value": 71, "unit": "C"}, "mem": {"value": 58, "unit": "C"}},
      "mem_usage": {"total_vram": {"value": 196592, "unit": "MB"}, "used_vram": {"value": 151220, "unit": "MB"}},
-     "pcie": {"width": 16, "speed": {"value": 32, "unit": "GT/s"}, "replay_count": 0}},
+     "pcie": {"width": 16, "speed": {"value": 32, "unit": "GT/s"}, "replay_count": 0},
+     "throttle": {"accumulation_counter": 2938164, "ppt_accumulated": 1620552, "prochot_violation_status": "NOT ACTIVE",
+                  "ppt_violation_status": "ACTIVE", "socket_thermal_violation_status": "NOT ACTIVE",
+                  "vr_thermal_violation_status": "NOT ACTIVE", "hbm_thermal_violation_status": "ACTIVE",
+                  "ppt_violation_activity": {"value": 55, "unit": "%"}}},
     {"gpu": 1, "usage": {"gfx_activity": {"value": 88, "unit": "%"}}, "power": {"socket_power": "N/A"},
      "clock": {"gfx_0": {"clk": "N/A"}}, "temperature": {"edge": {"value": 64, "unit": "C"}, "hotspot": "N/A"},
      "mem_usage": {"used_vram": {"value": 151220, "unit": "MB"}}, "pcie": {"width": 16, "speed": {"value": 8, "unit": "GT/s"}}},
@@ -137,12 +141,35 @@ def test_the_telemetry_loop_samples_amd_gpus_as_nvidia_smi_csv(tmp_path: Path, m
     time.sleep(1.0)
     t.stop()
     lines = (tmp_path / "telemetry.csv").read_text().splitlines()
-    assert lines[0].startswith("timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu")
+    assert lines[0] == "timestamp, index, utilization.gpu [%], memory.used [MiB], temperature.gpu, power.draw [W], " \
+                       "clocks.sm [MHz], pcie.link.gen.current, pcie.link.width.current, amd.violations.active"
     assert len(lines) >= 5 and len(lines) % 2 == 1  # the header, then both GPUs' rows each sample
-    assert lines[1].split(", ")[1:] == ["0", "97 %", "151220 MiB", "71", "702 W", "2098 MHz", "5", "16"]
-    assert lines[2].split(", ")[1:] == ["1", "88 %", "151220 MiB", "64", "[N/A]", "[N/A]", "3", "16"]
+    assert lines[1].split(", ")[1:] == ["0", "97 %", "151220 MiB", "71", "702 W", "2098 MHz", "5", "16",
+                                        "0x0000000000000012"]  # ppt (0x2) and hbm_thermal (0x10)
+    assert lines[2].split(", ")[1:] == ["1", "88 %", "151220 MiB", "64", "[N/A]", "[N/A]", "3", "16", "[N/A]"]
     assert telemetry.sniff("\n".join(lines)[:4096])
     cols = telemetry.parse_lines(lines, source="t").telemetry.take()
     assert (cols["utilization_pct"][0], cols["power_w"][0]) == (97.0, 702.0) and math.isnan(cols["power_w"][1])
-    assert links_and_throttle(lines) == {0: {"pcie_link_gen": 5, "pcie_link_width": 16},
+    assert links_and_throttle(lines) == {0: {"pcie_link_gen": 5, "pcie_link_width": 16,
+                                             "throttle": {"ppt": 1.0, "hbm_thermal": 1.0}},
                                          1: {"pcie_link_gen": 3, "pcie_link_width": 16}}
+
+
+def test_an_amd_smi_without_throttle_is_sampled_without_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """amd-smi before ROCm 6.3 rejects ``--throttle`` (argparse: exit 2): the loop asks without it."""
+    from bench.runner.launch import Telemetry
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "amd-smi").write_text("#!/bin/sh\ncase \"$*\" in *--throttle*) exit 2;; esac\n"
+                                     f"cat <<'EOF'\n{json.dumps(SAMPLE[1:])}\nEOF\n")
+    (bin_dir / "amd-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr("shutil.which", lambda name, *a, **k: None if name == "nvidia-smi" else str(bin_dir / name))
+    t = Telemetry(tmp_path / "telemetry.csv", 0.2)
+    t.start()
+    time.sleep(0.5)
+    t.stop()
+    lines = (tmp_path / "telemetry.csv").read_text().splitlines()
+    assert lines[0].endswith("pcie.link.width.current") and len(lines) >= 3
+    assert lines[1].split(", ")[1:] == ["1", "88 %", "151220 MiB", "64", "[N/A]", "[N/A]", "3", "16"]
