@@ -1,11 +1,11 @@
 """AMD GPUs in run.json's ``gpus``, from ``amd-smi`` (ROCm 6.1 and later), where nvidia-smi is not there.
 
-Three queries at the start of a run, each ``--json``: ``amd-smi static --asic --bus --driver --vram``,
-``amd-smi metric --pcie --ecc`` and ``amd-smi bad-pages --retired --pending``. Their shape, as amd-smi's own
+Four queries at the start of a run, each ``--json``: ``amd-smi static --asic --bus --driver --vram``,
+``amd-smi metric --pcie --ecc``, ``amd-smi bad-pages --retired --pending`` and ``amd-smi topology``. Their shape, as amd-smi's own
 source writes it (ROCm/amdsmi, ``amdsmi_cli/amdsmi_commands.py`` and ``amdsmi_logger.py``, commit 0ceca28 of
 2024-10-23; its CHANGELOG's ``amd-smi metric -p --json`` example): a list of one object per GPU, ``{"gpu": 0,
 "asic": {...}, "bus": {...}, ...}``, which later releases wrap as ``{"gpu_data": [...]}``; a number with a unit
-is ``{"value": 32, "unit": "GT/s"}`` (before ROCm 6.1.2, text such as ``"32 GT/s"``); what the driver does not
+is ``{"value": 32, "unit": "GT/s"}`` (before ROCm 6.1.0, text such as ``"32 GT/s"``); what the driver does not
 report is ``"N/A"``, read as None.
 
 What each GPU gets, under the names the NVIDIA path uses where the quantity is the same:
@@ -18,7 +18,9 @@ What each GPU gets, under the names the NVIDIA path uses where the quantity is t
 - under amd-smi's own names (no nvidia-smi field means the same): ``ecc.total_correctable_count``,
   ``ecc.total_uncorrectable_count``, ``ecc.total_deferred_count`` (counts since the driver loaded),
   ``pcie.replay_count``, and ``bad_pages.retired`` / ``bad_pages.pending``, the number of pages listed
-  (amd-smi prints one page as an object, several as a list, none as "No bad pages found.").
+  (amd-smi prints one page as an object, several as a list, none as "No bad pages found.");
+- ``xgmi.links_active`` / ``xgmi.links_inactive``: its XGMI peers in ``amd-smi topology`` (``xgmi_links``), as
+  ``nvlink.links_active`` counts NVLinks; absent without XGMI.
 
 During the run (``telemetry_rows``), bench run's telemetry loop asks ``amd-smi metric --usage --power --clock
 --temperature --mem-usage --pcie --json`` once an interval (one process a sample: amd-smi has no CSV loop like
@@ -30,7 +32,10 @@ fleet read both alike: ``utilization.gpu`` (``usage.gfx_activity``), ``memory.us
 HBM temperature) as a bit mask of their own, ``amd.violations.active`` (bench.ingest.gpu_load.AMD_VIOLATIONS):
 no nvidia-smi reason means the same. A value amd-smi does not report is ``[N/A]``, as nvidia-smi writes it.
 
-Not read on AMD: NVLink's equivalent (XGMI) state. This output was never seen here from a real AMD GPU (no AMD GPU,
+The topology's ``links`` (ROCm 6.1.1 and later; its CHANGELOG's ``amd-smi topology --json`` example) name each
+peer's ``link_type`` and ``link_status``; an older amd-smi's topology gives no XGMI count.
+
+This output was never seen here from a real AMD GPU (no AMD GPU,
 no ROCm): the tests feed amd-smi's documented shape through a stand-in ``amd-smi`` on PATH.
 """
 
@@ -55,7 +60,24 @@ def amd_gpus() -> list[dict[str, Any]] | None:
         return None
     metric = gpu_rows(command_output(["amd-smi", "metric", "--pcie", "--ecc", "--json"]))
     pages = gpu_rows(command_output(["amd-smi", "bad-pages", "--retired", "--pending", "--json"]))
-    return [gpu_facts(row, metric.get(i, {}), pages.get(i, {})) for i, row in sorted(static.items())]
+    topology = gpu_rows(command_output(["amd-smi", "topology", "--json"]))
+    gpus = [gpu_facts(row, metric.get(i, {}), pages.get(i, {})) for i, row in sorted(static.items())]
+    for (i, _), gpu in zip(sorted(static.items()), gpus, strict=True):
+        gpu.update(xgmi_links(i, topology.get(i, {})))
+    return gpus
+
+
+def xgmi_links(index: int, row: dict[str, Any]) -> dict[str, int]:
+    """``xgmi.links_active`` / ``xgmi.links_inactive``: the other GPUs ``amd-smi topology --json`` says GPU
+    ``index`` reaches over XGMI with ``link_status`` ENABLED, and those it says are XGMI but not enabled (the
+    counterpart of ``nvlink.links_active``); {} when it names no XGMI peer (or before ROCm 6.1.1's ``links``)."""
+    links = row.get("links")
+    xgmi = [link for link in links if isinstance(link, dict) and link.get("link_type") == "XGMI"
+            and link.get("gpu") != index] if isinstance(links, list) else []
+    if not xgmi:
+        return {}
+    active = sum(link.get("link_status") == "ENABLED" for link in xgmi)
+    return {"xgmi.links_active": active, "xgmi.links_inactive": len(xgmi) - active}
 
 
 #: the query of one telemetry sample (``--throttle`` added where amd-smi accepts it: ROCm 6.3 and later), and the
@@ -108,7 +130,7 @@ def telemetry_rows(text: str | None, stamp: str, throttle: bool = False) -> list
 
 
 def gpu_facts(static: dict[str, Any], metric: dict[str, Any], pages: dict[str, Any]) -> dict[str, Any]:
-    """One GPU's run.json entry from its objects in the three queries' output (see the module docstring)."""
+    """One GPU's run.json entry from its static, metric and bad-pages objects (see the module docstring)."""
     asic, bus, driver, vram = (_section(static, k) for k in ("asic", "bus", "driver", "vram"))
     pcie, ecc = _section(metric, "pcie"), _section(metric, "ecc")
     gpu: dict[str, Any] = {

@@ -33,6 +33,14 @@ METRIC = [  # the bare list of ROCm 6; GPU 1's link trained down to Gen4 x8 and 
     {"gpu": 1, "pcie": {"width": 8, "speed": {"value": 16, "unit": "GT/s"}, "bandwidth": "N/A", "replay_count": 57},
      "ecc": {"total_correctable_count": 12, "total_uncorrectable_count": 1, "total_deferred_count": "N/A"}},
 ]
+TOPOLOGY = [  # amd-smi topology --json (its CHANGELOG's ROCm 6.1.1 format); GPU 1 says its XGMI link is down
+    {"gpu": 0, "bdf": "0000:0c:00.0", "links": [
+        {"gpu": 0, "bdf": "0000:0c:00.0", "weight": 0, "link_status": "ENABLED", "link_type": "SELF", "num_hops": 0},
+        {"gpu": 1, "bdf": "0000:22:00.0", "weight": 15, "link_status": "ENABLED", "link_type": "XGMI", "num_hops": 1}]},
+    {"gpu": 1, "bdf": "0000:22:00.0", "links": [
+        {"gpu": 0, "bdf": "0000:0c:00.0", "weight": 15, "link_status": "DISABLED", "link_type": "XGMI", "num_hops": 1},
+        {"gpu": 1, "bdf": "0000:22:00.0", "weight": 0, "link_status": "ENABLED", "link_type": "SELF", "num_hops": 0}]},
+]
 PAGES = [
     {"gpu": 0, "retired": "No bad pages found.", "pending": "No bad pages found."},
     {"gpu": 1, "retired": [{"page_address": "0x1f000", "page_size": 4096, "status": "RESERVED"},
@@ -53,7 +61,7 @@ def _stand_ins(bin_dir: Path, answers: dict[str, object]) -> None:
 
 
 def test_an_amd_node_records_its_gpus_links_ecc_and_bad_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _stand_ins(tmp_path / "bin", {"static": STATIC, "metric": METRIC, "bad-pages": PAGES})
+    _stand_ins(tmp_path / "bin", {"static": STATIC, "metric": METRIC, "bad-pages": PAGES, "topology": TOPOLOGY})
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     gpus, topology, banner = rundir.gpu_facts()
     assert (topology, banner) == (None, None)
@@ -61,11 +69,13 @@ def test_an_amd_node_records_its_gpus_links_ecc_and_bad_pages(tmp_path: Path, mo
         {"name": "AMD Instinct MI300X", "driver_version": "6.8.5", "memory_total_mib": 196592.0,
          "pcie.link.gen.current": 5, "pcie.link.gen.max": 5, "pcie.link.width.current": 16, "pcie.link.width.max": 16,
          "pcie.replay_count": 0, "ecc.total_correctable_count": 0, "ecc.total_uncorrectable_count": 0,
-         "ecc.total_deferred_count": 0, "bad_pages.retired": 0, "bad_pages.pending": 0},
+         "ecc.total_deferred_count": 0, "bad_pages.retired": 0, "bad_pages.pending": 0,
+         "xgmi.links_active": 1, "xgmi.links_inactive": 0},
         {"name": "AMD Instinct MI300X", "driver_version": "6.8.5", "memory_total_mib": 196592.0,
          "pcie.link.gen.current": 4, "pcie.link.gen.max": 5, "pcie.link.width.current": 8, "pcie.link.width.max": 16,
          "pcie.replay_count": 57, "ecc.total_correctable_count": 12, "ecc.total_uncorrectable_count": 1,
-         "ecc.total_deferred_count": None, "bad_pages.retired": 2, "bad_pages.pending": 1}]
+         "ecc.total_deferred_count": None, "bad_pages.retired": 2, "bad_pages.pending": 1,
+         "xgmi.links_active": 0, "xgmi.links_inactive": 1}]
     details = run_details({"gpus": gpus})  # what the store keeps of them: the node's link at its maximum
     assert (details["gpu_driver"], details["pcie_gen"], details["pcie_width"], details["gpu_count"]) == \
         ("6.8.5", "5", "16", "2")
@@ -73,7 +83,7 @@ def test_an_amd_node_records_its_gpus_links_ecc_and_bad_pages(tmp_path: Path, mo
 
 
 def test_older_amd_smi_text_values_and_a_failing_query(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Before units (ROCm 6.1.2) a speed is text, ``"16 GT/s"``; a query amd-smi refuses (bad-pages here, as
+    """Before units (ROCm 6.1.0) a speed is text, ``"16 GT/s"``; a query amd-smi refuses (bad-pages here, as
     with some firmware) leaves its fields None, and the GPU keeps what the others said."""
     static = [{"gpu": 0, "asic": {"market_name": "AMD Instinct MI250X"},
                "bus": {"max_pcie_width": 16, "max_pcie_speed": "16 GT/s"}, "driver": {"version": "6.3.6"},
