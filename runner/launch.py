@@ -133,8 +133,8 @@ def drop_caches(warn: Callable[[str], None], path: str = "/proc/sys/vm/drop_cach
 class Telemetry:
     """Samples into ``path`` every ``interval_s`` between ``start`` and ``stop``.
 
-    With nvidia-smi: its own loop (``-lms``) writing the SMI_TELEMETRY CSV, with the PCIe link and throttle
-    reasons where the driver has them (``bench.runner.gpu_health``). With amd-smi instead: a thread asking it
+    With an nvidia-smi that lists a GPU: its own loop (``-lms``) writing the SMI_TELEMETRY CSV, with the PCIe link
+    and throttle reasons where the driver has them (``bench.runner.gpu_health``). Else with amd-smi: a thread asking it
     once an interval, writing the same CSV (``bench.runner.amd_health``). Without either: a thread writing
     ``timestamp, cpu_percent, memory_used_mib`` rows from /proc/stat and /proc/meminfo (timestamp in
     nvidia-smi's local ``yyyy/mm/dd hh:mm:ss.fff`` form). interval_s <= 0 disables sampling.
@@ -150,7 +150,7 @@ class Telemetry:
     def start(self) -> None:
         if self.interval_s <= 0:
             return
-        if shutil.which("nvidia-smi"):
+        if command_output(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"]):  # an nvidia-smi that works
             self._file = open(self.path, "wb")
             ms = max(1, round(self.interval_s * 1000))
             fields = ",".join((*SMI_TELEMETRY, *telemetry_fields()))

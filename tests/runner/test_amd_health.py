@@ -183,3 +183,34 @@ def test_an_amd_smi_without_throttle_is_sampled_without_it(tmp_path: Path, monke
     lines = (tmp_path / "telemetry.csv").read_text().splitlines()
     assert lines[0].endswith("pcie.link.width.current") and len(lines) >= 3
     assert lines[1].split(", ")[1:] == ["1", "88 %", "151220 MiB", "64", "[N/A]", "[N/A]", "3", "16"]
+
+
+def test_bench_run_on_an_amd_node_is_ingested_with_its_gpus_and_their_load(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole way: bench run's launcher on a node whose amd-smi answers as above, then the ingest. The store
+    keeps every GPU's facts (bench fleet compares them GPU by GPU) and each GPU's summary under load: its PCIe
+    link (GPU 1's trained down) and amd-smi's violations by name."""
+    import sys
+
+    from bench.runner import launch
+    from bench.runner.commands.shared import has_result, ingest_runs
+    from bench.runner.spec import RunSpec
+
+    metric = [{**m, **t} for m, t in zip(METRIC, SAMPLE, strict=True)]  # one answer for both metric queries
+    _stand_ins(tmp_path / "bin", {"static": STATIC, "metric": metric, "bad-pages": PAGES, "topology": TOPOLOGY})
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    program = "import time; time.sleep(0.8); print('total images/sec: 123.45')"
+    out = launch.execute(RunSpec(), tmp_path / "logs", trainer=(sys.executable, "-c", program),
+                         telemetry_interval_s=0.1, result_check=has_result)
+    doc = json.loads((out.run_dir / "run.json").read_text())
+    assert [(g["name"], g["pcie.link.width.current"], g["bad_pages.pending"]) for g in doc["gpus"]] == \
+        [("AMD Instinct MI300X", 16, 0), ("AMD Instinct MI300X", 16, 1)]  # SAMPLE's link, in both answers
+    assert ingest_runs([out.run_dir], tmp_path / "store")[out.run_dir.name]["status"] == "ok"
+    from bench.sql.read import connect
+
+    details = dict(connect(tmp_path / "store").execute("SELECT details FROM runs").fetchone()[0])
+    assert (details["gpu_driver"], details["gpu_count"], details["pcie_gen"]) == ("6.8.5", "2", "5")
+    load = {g["gpu"]: g for g in json.loads(details["gpu_load"])}
+    assert (load[0]["pcie_link_gen"], load[1]["pcie_link_gen"], load[0]["throttle"]) == \
+        (5, 3, {"ppt": 1.0, "hbm_thermal": 1.0})
+    assert load[0]["power_mean_w"] == 702.0 and load[1]["utilization_mean_pct"] == 88.0
