@@ -1,8 +1,9 @@
-"""AMD GPUs in run.json's ``gpus``, from ``amd-smi`` (ROCm 6.1 and later), where nvidia-smi is not there.
+"""AMD GPUs as bench run records them (run.json's ``gpus`` and the telemetry samples), from ``amd-smi`` (ROCm 6.1
+and later), where there is no working nvidia-smi.
 
 Four queries at the start of a run, each ``--json``: ``amd-smi static --asic --bus --driver --vram``,
-``amd-smi metric --pcie --ecc``, ``amd-smi bad-pages --retired --pending`` and ``amd-smi topology``. Their shape, as amd-smi's own
-source writes it (ROCm/amdsmi, ``amdsmi_cli/amdsmi_commands.py`` and ``amdsmi_logger.py``, commit 0ceca28 of
+``amd-smi metric --pcie --ecc``, ``amd-smi bad-pages --retired --pending`` and ``amd-smi topology``. Their
+shape, as amd-smi's own source writes it (ROCm/amdsmi, ``amdsmi_cli/amdsmi_commands.py`` and ``amdsmi_logger.py``, commit 0ceca28 of
 2024-10-23; its CHANGELOG's ``amd-smi metric -p --json`` example): a list of one object per GPU, ``{"gpu": 0,
 "asic": {...}, "bus": {...}, ...}``, which later releases wrap as ``{"gpu_data": [...]}``; a number with a unit
 is ``{"value": 32, "unit": "GT/s"}`` (before ROCm 6.1.0, text such as ``"32 GT/s"``); what the driver does not
@@ -16,7 +17,7 @@ What each GPU gets, under the names the NVIDIA path uses where the quantity is t
   and ``pcie.link.gen.current`` / ``pcie.link.width.current`` (``pcie.speed`` / ``pcie.width``), a generation
   from its transfer rate (2.5, 5, 8, 16, 32, 64 GT/s: Gen1 to Gen6);
 - under amd-smi's own names (no nvidia-smi field means the same): ``ecc.total_correctable_count``,
-  ``ecc.total_uncorrectable_count``, ``ecc.total_deferred_count`` (counts since the driver loaded),
+  ``ecc.total_uncorrectable_count``, ``ecc.total_deferred_count`` (amd-smi's totals over the GPU's blocks),
   ``pcie.replay_count``, and ``bad_pages.retired`` / ``bad_pages.pending``, the number of pages listed
   (amd-smi prints one page as an object, several as a list, none as "No bad pages found.");
 - ``xgmi.links_active`` / ``xgmi.links_inactive``: its XGMI peers in ``amd-smi topology`` (``xgmi_links``), as
@@ -35,8 +36,8 @@ no nvidia-smi reason means the same. A value amd-smi does not report is ``[N/A]`
 The topology's ``links`` (ROCm 6.1.1 and later; its CHANGELOG's ``amd-smi topology --json`` example) name each
 peer's ``link_type`` and ``link_status``; an older amd-smi's topology gives no XGMI count.
 
-This output was never seen here from a real AMD GPU (no AMD GPU,
-no ROCm): the tests feed amd-smi's documented shape through a stand-in ``amd-smi`` on PATH.
+This output was never seen here from a real AMD GPU (no AMD GPU, no ROCm): the tests feed amd-smi's documented
+shape through a stand-in ``amd-smi`` on PATH.
 """
 
 from __future__ import annotations
@@ -61,10 +62,8 @@ def amd_gpus() -> list[dict[str, Any]] | None:
     metric = gpu_rows(command_output(["amd-smi", "metric", "--pcie", "--ecc", "--json"]))
     pages = gpu_rows(command_output(["amd-smi", "bad-pages", "--retired", "--pending", "--json"]))
     topology = gpu_rows(command_output(["amd-smi", "topology", "--json"]))
-    gpus = [gpu_facts(row, metric.get(i, {}), pages.get(i, {})) for i, row in sorted(static.items())]
-    for (i, _), gpu in zip(sorted(static.items()), gpus, strict=True):
-        gpu.update(xgmi_links(i, topology.get(i, {})))
-    return gpus
+    return [{**gpu_facts(row, metric.get(i, {}), pages.get(i, {})), **xgmi_links(i, topology.get(i, {}))}
+            for i, row in sorted(static.items())]
 
 
 def xgmi_links(index: int, row: dict[str, Any]) -> dict[str, int]:
