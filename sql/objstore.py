@@ -85,7 +85,7 @@ def failure(url: str, e: BaseException, doing: str) -> BenchError:
     if "nosuchbucket" in low or "bucket does not exist" in low or "bucket not found" in low:
         why = "the bucket does not exist"
     elif any(s in low for s in ("accessdenied", "access denied", "access_denied", "invalidaccesskeyid", "signaturedoesnotmatch",
-                                "forbidden", "403", "unauthorized", "401")):
+                                "forbidden", "unauthorized")) or _DENIED_STATUS.search(low):
         why = "access denied: check the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the profile)"
     elif any(s in low for s in ("connection refused", "connect error", "couldn't connect", "could not connect",
                                 "network_connection", "timed out", "timeout",
@@ -97,6 +97,11 @@ def failure(url: str, e: BaseException, doing: str) -> BenchError:
     else:
         why = text[:200]
     return BenchError(f"store {url}: {doing} failed: {why}")
+
+
+#: an HTTP status 401 or 403 on its own: not the digits of a bucket, key, port or address that hold them, nor a
+#: time (a bucket ``b540324910015`` read as "access denied" when its endpoint could not be reached)
+_DENIED_STATUS = re.compile(r"(?<![\w.:/-])40[13](?![\w.:/-]|\s*ms\b)")
 
 
 def _aws_credentials() -> bool:

@@ -79,6 +79,22 @@ def test_s3_without_any_credentials_says_so(tmp_path: Path, monkeypatch: pytest.
     assert "no AWS credentials" not in str(failure("s3://bucket/store", OSError("AWS Error UNKNOWN"), "reading"))
 
 
+@pytest.mark.parametrize(("said", "why"), [
+    # a bucket whose name holds 403 (the remote-store tests name theirs from a hash): the endpoint was unreachable
+    ("When reading information for key 'store/STORE.json' in bucket 'b540324910015': AWS Error NETWORK_CONNECTION "
+     "during HeadObject operation: curlCode: 7, Could not connect to server", "the endpoint cannot be reached"),
+    ("Failed to connect to 127.0.0.1:40312 after 401 ms: Could not connect to server", "the endpoint cannot be reached"),
+    ("AWS Error UNKNOWN (HTTP status 403) during HeadObject operation: No response body.", "access denied"),
+    ("Generic S3 error: Error performing GET http://x/b/k in 2ms - Server returned non-2xx status code: 401 Unauthorized",
+     "access denied"),
+])
+def test_a_status_code_is_read_as_a_status_not_as_digits_of_a_name(said: str, why: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    assert f"reading STORE.json failed: {why}" in str(failure("s3://b540324910015/store", OSError(said),
+                                                              "reading STORE.json"))
+
+
 def test_a_damaged_store_json_is_made_again_by_rebuild(tmp_path: Path, unstamped: Path) -> None:
     """One flipped byte in STORE.json made every command, --rebuild included, refuse; what it
     holds is known from the tables, so --rebuild writes it again and every run is there."""

@@ -214,19 +214,19 @@ def test_errors_are_one_line_and_commit_nothing(tmp_path: Path, s3: str, monkeyp
     from bench.ingest.remote_ingest import ingest_into
 
     logs = str(FIXTURE_LOGS / "caffe")
-    closed = socket.socket()  # bound and never listening: the port refuses every connection while it is held
-    closed.bind(("127.0.0.1", 0))
-    cases = {
-        "bucket": (["ingest", logs, "--store", "s3://no-such-bucket/store"], {}, "the bucket no-such-bucket does not exist"),
-        "endpoint": (["ingest", logs, "--store", s3], {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed.getsockname()[1]}"},
-                     "the endpoint cannot be reached"),
-    }
-    for name, (args, env, message) in cases.items():
-        proc = subprocess.run([*BENCH, *args], capture_output=True, text=True,
-                              timeout=120, env={**os.environ, **env})
-        assert proc.returncode == 1 and message in proc.stderr, (name, proc.stderr)
-        assert len(proc.stderr.strip().splitlines()) == 1, (name, proc.stderr)
-    closed.close()
+    with socket.socket() as closed:  # bound and never listening: the port refuses every connection while it is held
+        closed.bind(("127.0.0.1", 0))
+        cases = {
+            "bucket": (["ingest", logs, "--store", "s3://no-such-bucket/store"], {},
+                       "the bucket no-such-bucket does not exist"),
+            "endpoint": (["ingest", logs, "--store", s3],
+                         {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed.getsockname()[1]}"}, "the endpoint cannot be reached"),
+        }
+        for name, (args, env, message) in cases.items():
+            proc = subprocess.run([*BENCH, *args], capture_output=True, text=True,
+                                  timeout=120, env={**os.environ, **env})
+            assert proc.returncode == 1 and message in proc.stderr, (name, proc.stderr)
+            assert len(proc.stderr.strip().splitlines()) == 1, (name, proc.stderr)
     assert not remote.Remote(s3).exists()
 
     ingest_into([str(FIXTURE_LOGS / "tf_cnn")], s3, workers=0)
