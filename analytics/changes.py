@@ -64,7 +64,7 @@ SERIES_COLUMNS = ("model", "batch_size_per_device", "precision", "num_devices", 
                   "num_nodes", "device_type", "throughput_unit")
 
 
-@dataclass
+@dataclass(eq=False)  # one object per run: compared by identity (by value, finding one in 200 costs 200 dict compares)
 class Point:
     run_id: str
     started_at: datetime | None
@@ -131,15 +131,21 @@ def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | Non
     register_views(con, ["run_configs"])
     order = order_by or "started_at"
     # what describes a series is read from its first run only (NULL on the others: a MAP per run is slow to fetch)
-    described = (*(c for c in SERIES_COLUMNS if c != "system"), "series_system", "system_tag", "series_tags")
+    described = (*(c for c in SERIES_COLUMNS if c != "system"), "series_system", "series_tags")
     desc = ", ".join(f"CASE WHEN j._first THEN j.{c} END AS {c}" for c in described)
     within = "order_key NULLS LAST, started_at NULLS LAST, run_id"  # a series' runs in order
+    # by start time and without facts, run_configs alone: each read of the view runs scans every run's details, and
+    # the order is then started_at itself (not fetched twice: a time is the costliest value to fetch)
+    plain = order_by is None and not facts
+    if plain:
+        j = "SELECT c.*, started_at AS order_key, NULL AS details FROM run_configs c"
+    else:
+        j = f"""SELECT c.*, o.order_key, o.details FROM run_configs c JOIN (
+                    SELECT run_id, ({order}) AS order_key, {_FACTS_SQL if facts else 'NULL'} AS details FROM runs
+                ) o USING (run_id)"""
     query = f"""
-        WITH o AS (SELECT run_id, ({order}) AS order_key, framework_version, tags['system'] AS system_tag,
-                          {_FACTS_SQL if facts else 'NULL'} AS details
-                   FROM runs),
-        j AS (SELECT c.*, o.order_key, o.framework_version, o.details, o.system_tag FROM run_configs c JOIN o USING (run_id))
-        SELECT j.series_id, j.run_id, j.status, j.host, j.started_at, j.{metric} AS value, j.order_key,
+        WITH j AS ({j})
+        SELECT j.series_id, j.run_id, j.status, j.host, j.started_at, j.{metric} AS value, {'NULL' if plain else 'j.order_key'},
                j.framework_version, j.details, {desc}
         FROM (SELECT *, row_number() OVER (PARTITION BY series_id ORDER BY {within}) = 1 AS _first FROM j) j
         ORDER BY series_id, {within}"""
@@ -152,12 +158,14 @@ def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | Non
     found: dict[str, Series] = {}
     for row in cur.fetchall():
         series_id, run_id, status, host, started_at, value, order_key, framework_version, details = row[:9]
+        if plain:
+            order_key = started_at
         s = found.get(series_id)
         if s is None:  # the series' first run, which holds its description
             r = dict(zip(described, row[9:], strict=True))
             d = {c: r[c] for c in SERIES_COLUMNS if c != "system" and r[c] is not None}
-            d.update(system=r["series_system"], system_kind="system" if r["system_tag"] else "host",
-                     tags=dict(r["series_tags"] or {}))
+            tags = dict(r["series_tags"] or {})
+            d.update(system=r["series_system"], system_kind="system" if tags.get("system") else "host", tags=tags)
             s = found[series_id] = Series(series_id, d)
         if host:
             s.hosts.add(host)
@@ -201,7 +209,9 @@ _FACTS_SQL = ("map_from_entries([e FOR e IN map_entries(details) IF NOT list_con
 
 
 def _facts(details: Any, framework_version: str | None) -> dict[str, str]:
-    facts = dict(details or {})
+    if details is None:  # load_series(facts=False): 200,000 points on a fleet's store
+        return {} if framework_version is None else {"framework_version": framework_version}
+    facts = dict(details)
     if framework_version is not None:
         facts["framework_version"] = framework_version
     return facts

@@ -42,11 +42,18 @@
 -- at least 3 values on groups of 3 or more runs and a distinct value on at least half of them (a commit, a
 -- date, a build number) says when a run was made, not what ran. config_id keeps such tags as they are.
 -- Reads the view `runs`. No parameters.
-WITH tag_rows AS (
+WITH r AS MATERIALIZED (  -- the runs, read once (the view runs is costly: each mention would read it again)
+    SELECT run_id, tags, format, framework, framework_version, model, dataset, data, mode, precision, data_format,
+           variable_update, all_reduce, batch_size_per_device, throughput_unit, device_type, device_model,
+           num_devices, num_nodes, status, images_per_sec, wall_time_s, status_detail, throughput, time_to_train_s,
+           forward_ms, forward_backward_ms, source, source_sha256, host, started_at
+    FROM runs
+),
+tag_rows AS (
     SELECT unnest(map_entries(tags)) AS e, model, dataset, data, mode, precision, data_format, variable_update,
            all_reduce, batch_size_per_device::VARCHAR AS batch_size_per_device, num_devices::VARCHAR AS num_devices,
            num_nodes::VARCHAR AS num_nodes
-    FROM runs WHERE tags IS NOT NULL
+    FROM r WHERE tags IS NOT NULL
 ),
 tag_pairs AS (
     UNPIVOT tag_rows ON model, dataset, data, mode, precision, data_format, variable_update, all_reduce,
@@ -63,7 +70,7 @@ restating AS (  -- the tag keys that restate a workload column (see the header),
 format_units AS (  -- the unit of each format whose ok runs all count in one
     SELECT format, any_value(coalesce(throughput_unit, CASE WHEN images_per_sec IS NOT NULL THEN 'images/sec' END))
                AS unit
-    FROM runs WHERE status = 'ok'
+    FROM r WHERE status = 'ok'
     GROUP BY format
     HAVING count(DISTINCT coalesce(throughput_unit, CASE WHEN images_per_sec IS NOT NULL THEN 'images/sec' END)) = 1
 ),
@@ -83,7 +90,7 @@ own AS (
            num_devices, num_nodes, status, images_per_sec, wall_time_s, status_detail,
            coalesce(throughput, images_per_sec) AS throughput,
            time_to_train_s, forward_ms, forward_backward_ms, source, source_sha256, host, started_at
-    FROM runs LEFT JOIN format_units fu ON fu.format IS NOT DISTINCT FROM runs.format, restating
+    FROM r LEFT JOIN format_units fu ON fu.format IS NOT DISTINCT FROM r.format, restating
 ),
 tag_values AS (  -- one row per (run, tag), with the run's group of equal factors, host and system
     SELECT e.key AS key, e.value AS value,

@@ -48,7 +48,8 @@ def check_command(
     if not 0 < alpha < 0.5:
         raise UsageError(f"--alpha {alpha}: between 0 and 0.5")
     root = store or default_store()
-    result = check(connect(root), where, threshold, baseline_where, metric.value, order_by, alpha=alpha,
+    reads = " ".join(filter(None, (where, baseline_where, order_by)))  # the curated views they name, no other
+    result = check(connect(root, reads=reads), where, threshold, baseline_where, metric.value, order_by, alpha=alpha,
                    min_runs=min_runs, accepted=decisions.accepted(root), fail_on=fail_on)
     from bench.analytics.changes_text import junit_xml, print_check
 
