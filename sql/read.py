@@ -212,9 +212,9 @@ LEFT JOIN (SELECT s.source, arg_max(h, length(h.folder)) AS f
 #: A ``bench run`` directory's run goes by run.json's ``run_id`` (details['run_id']: the id `bench run` printed)
 #: in every view, where that id names one current run. The tables key a run by its log's SHA-256 prefix and
 #: run index (bench.ingest.table_rows.run_id), which is what every other run goes by.
-_RUN_NAMES = """CREATE VIEW run_names AS SELECT run_id AS key, name FROM (
-    SELECT run_id, details['run_id'] AS name, count(*) OVER (PARTITION BY details['run_id']) AS n
-    FROM all_runs{where}) WHERE name IS NOT NULL AND n = 1"""
+_RUN_NAMES = """CREATE VIEW run_names AS SELECT any_value(run_id) AS key, name FROM (
+    SELECT run_id, details['run_id'] AS name FROM all_runs{where})
+    WHERE name IS NOT NULL GROUP BY name HAVING count(*) = 1"""  # a name one run has (grouped: a window is slower)
 
 
 def _named(select: str) -> str:
