@@ -41,6 +41,7 @@ log means, as a relative change (exp(d) - 1).
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -218,19 +219,12 @@ def _side_medians(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         full = np.median(np.lib.stride_tricks.sliding_window_view(x, w), axis=1)  # full[j]: x[j:j + w]
         before[w:] = full[:n - w]
         after[:n - w] = full[1:]
+    # the few-value medians near the ends without numpy's cost per call (same bits: the middle two's (a + b) / 2)
     for i in range(1, min(w, n)):
-        before[i] = _median(x[:i].tolist())
+        before[i] = statistics.median(x[:i].tolist())
     for i in range(max(0, n - w), n - 1):
-        after[i] = _median(x[i + 1:].tolist())
+        after[i] = statistics.median(x[i + 1:].tolist())
     return before, after
-
-
-def _median(v: list[float]) -> float:
-    """np.median of a few values, to the same bits (the mean of the middle two is (a + b) / 2 in both), without
-    numpy's cost per call: the judgement of 1,000 series calls it 8,000 times."""
-    s = sorted(v)
-    m = len(s) // 2
-    return s[m] if len(s) % 2 else (s[m - 1] + s[m]) / 2
 
 
 def binary_segmentation(x: np.ndarray, penalty: float, min_size: int) -> list[int]:

@@ -150,7 +150,7 @@ def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | Non
                j.framework_version, j.details, {desc}
         FROM (SELECT *, row_number() OVER (PARTITION BY series_id ORDER BY {within}) = 1 AS _first FROM j) j
         ORDER BY series_id, {within}"""
-    (zone,), = con.execute("SELECT current_setting('TimeZone')").fetchall()
+    zone = con.execute("SELECT current_setting('TimeZone')").fetchall()[0][0] if plain else None
     try:
         cur = con.execute(query)
     except duckdb.Error as e:
@@ -158,7 +158,7 @@ def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | Non
             raise UsageError(f"--order-by {order_by!r}: {e}") from e
         raise view_error(e, "run_configs", None) from e
     found: dict[str, Series] = {}
-    for row in _rows(cur, zone) if plain else cur.fetchall():
+    for row in _rows(cur, zone) if zone else cur.fetchall():
         series_id, run_id, status, host, started_at, value, order_key, framework_version, details = row[:9]
         if plain:
             order_key = started_at

@@ -4,6 +4,7 @@ night 90), and on the input that does not fit a series."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import shutil
 import sys
@@ -248,3 +249,26 @@ def test_check_fails_a_series_whose_new_runs_all_failed(tmp_path: Path) -> None:
     assert code == 1 and [(v["status"], v["n_candidates"]) for v in verdicts] == [("failed", 2)]
     code, out = bench("check", "--store", store, "--where", "started_at >= '2026-09-09'")  # one ok, two failed
     assert code == 0 and out.startswith("ok resnet50"), out
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York", "Asia/Kolkata"])
+def test_load_series_fetches_by_column_what_fetchall_gives_in_any_time_zone(nights: Path, zone: str) -> None:
+    """load_series ordered by start time without facts fetches by column through numpy and makes the times aware
+    itself; ordered by an expression it takes fetchall's rows. Both must give the same points, the times in the
+    connection's zone as DuckDB gives them (New York changes its offset in the nights' span; Kolkata is +05:30)."""
+    from bench.analytics.changes import load_series
+    from bench.sql.read import connect
+
+    def points(order_by: str | None) -> list[tuple[object, ...]]:
+        con = connect(nights)
+        con.execute(f"SET TimeZone = '{zone}'")
+        return [(s.series_id, p.run_id, p.started_at, p.started_at.utcoffset(), p.value)
+                for s in load_series(con, "images_per_sec", order_by, facts=False) for p in s.points]
+
+    by_column, by_row = points(None), points("started_at")
+    assert len(by_column) > 200
+    assert by_column == by_row
+    offsets = {o for *_, o, _v in by_column}
+    assert offsets == ({datetime.timedelta(0)} if zone == "UTC" else
+                       {datetime.timedelta(hours=5, minutes=30)} if zone == "Asia/Kolkata" else
+                       {datetime.timedelta(hours=-4), datetime.timedelta(hours=-5)})
