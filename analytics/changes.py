@@ -28,12 +28,16 @@ Rules for what does not fit:
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
+from itertools import accumulate, compress, pairwise
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from bench.analytics.changepoints import ALPHA, MIN_RUNS, Detection, Level, detect_states
@@ -65,13 +69,15 @@ SERIES_COLUMNS = ("model", "batch_size_per_device", "precision", "num_devices", 
                   "num_nodes", "device_type", "throughput_unit")
 
 
-@dataclass(eq=False)  # one object per run: compared by identity (by value, finding one in 200 costs 200 dict compares)
+# one object per run (2 M at 10,000 series: slots, no dict each), compared by identity (by value, finding one in
+# 200 costs 200 dict compares)
+@dataclass(eq=False, slots=True)
 class Point:
     run_id: str
     started_at: datetime | None
     order: Any
     value: float
-    facts: dict[str, str]
+    facts: Mapping[str, str]  # read-only: points may share one
 
 
 @dataclass
@@ -157,42 +163,71 @@ def load_series(con: duckdb.DuckDBPyConnection, metric: str, order_by: str | Non
         if order_by:
             raise UsageError(f"--order-by {order_by!r}: {e}") from e
         raise view_error(e, "run_configs", None) from e
-    found: dict[str, Series] = {}
-    for row in _rows(cur, zone) if zone else cur.fetchall():
-        series_id, run_id, status, host, started_at, value, order_key, framework_version, details = row[:9]
-        if plain:
-            order_key = started_at
-        s = found.get(series_id)
-        if s is None:  # the series' first run, which holds its description
-            r = dict(zip(described, row[9:], strict=True))
-            d = {c: r[c] for c in SERIES_COLUMNS if c != "system" and r[c] is not None}
-            tags = dict(r["series_tags"] or {})
-            d.update(system=r["series_system"], system_kind="system" if tags.get("system") else "host", tags=tags)
-            s = found[series_id] = Series(series_id, d)
-        if host:
-            s.hosts.add(host)
-        reason = None
-        if status != "ok" or value is None or not value > 0:
-            reason = f"status {status}" if status != "ok" else f"no {metric}"
-        elif order_key is None:
-            reason = f"no value of {order}"
-        if reason:
-            s.left_out.append({"run_id": run_id, "status": status, "reason": reason, "started_at": started_at})
-            continue
-        point = Point(run_id, started_at, order_key, float(value), _facts(details, framework_version))
-        if s.points and s.points[-1].order == point.order:
-            s.ties += 1
-        s.points.append(point)
+    with cycles_uncollected():
+        columns = _columns(cur, zone) if zone else [list(c) for c in zip(*cur.fetchall(), strict=True)]
+        found = _series(columns or [[] for _ in range(9 + len(described))], described, plain, metric, order)
     _adopt_pointless(found)
     _label_all(list(found.values()))
     return list(found.values())
 
 
-def _rows(cur: duckdb.DuckDBPyConnection, name: str) -> Iterator[tuple[Any, ...]]:
-    """``cur``'s rows as fetchall() gives them, fetched by column (a third of fetchall's time on 200,000 runs):
-    each column as numpy gives it, made Python values, its times made aware in the connection's time zone
-    ``name`` as DuckDB makes them. Only for columns whose numpy type is exact (text, whole numbers, doubles,
-    MAPs, times in microseconds)."""
+def _series(columns: list[list[Any]], described: tuple[str, ...], plain: bool, metric: str, order: str
+            ) -> dict[str, Series]:
+    """load_series' series from its query's columns (rows in series order, each series' runs in its order): a
+    run with a value and an order is a point, any other left out with why. Built by column, not row by row (2 M
+    runs at 10,000 series): the points in one pass, then each series takes its slice."""
+    run_ids, statuses, hosts, started, values, orders, versions, details = columns[1:9]
+    sids, n = columns[0], len(columns[0])
+    if plain:
+        orders = started
+    keep = [st == "ok" and v is not None and v > 0 and o is not None
+            for st, v, o in zip(statuses, values, orders, strict=True)]
+    if plain:  # facts of the framework version alone: one mapping per version, shared (a point's facts are read-only)
+        one = {fv: MappingProxyType({} if fv is None else {"framework_version": fv}) for fv in set(versions)}
+        facts: list[Mapping[str, str]] = [one[fv] for fv in versions]
+    else:
+        facts = [_facts(d, fv) for d, fv in zip(details, versions, strict=True)]
+    points = list(map(Point, compress(run_ids, keep), compress(started, keep), compress(orders, keep),
+                      map(float, compress(values, keep)), compress(facts, keep)))
+    kept = list(accumulate(keep, initial=0))  # kept[i]: points before row i
+    tied = [p.order == q.order for p, q in pairwise(points)]  # tied[k]: point k + 1 has point k's order
+    firsts = [0, *(i for i in range(1, n) if sids[i] != sids[i - 1])] if n else []
+    found: dict[str, Series] = {}
+    for a, b in zip(firsts, [*firsts[1:], n], strict=True):
+        r = {c: columns[9 + k][a] for k, c in enumerate(described)}  # the series' first run holds its description
+        d = {c: r[c] for c in SERIES_COLUMNS if c != "system" and r[c] is not None}
+        tags = dict(r["series_tags"] or {})
+        d.update(system=r["series_system"], system_kind="system" if tags.get("system") else "host", tags=tags)
+        s = found[sids[a]] = Series(sids[a], d, points[kept[a]:kept[b]], ties=sum(tied[kept[a]:max(kept[b] - 1, 0)]))
+        s.hosts.update(filter(None, hosts[a:b]))
+        for i in (i for i in range(a, b) if not keep[i]):
+            status = statuses[i]
+            reason = (f"status {status}" if status != "ok" else f"no {metric}" if values[i] is None or not values[i] > 0
+                      else f"no value of {order}")
+            s.left_out.append({"run_id": run_ids[i], "status": status, "reason": reason, "started_at": started[i]})
+    return found
+
+
+@contextmanager
+def cycles_uncollected() -> Iterator[None]:
+    """Python's cycle collector off while millions of objects that hold no cycle are made (a fleet's points and
+    verdicts, freed by reference counting as any): each full collection walks every object alive, and 2 M points
+    set off 14 of them (a third of load_series' time at 10,000 series). Back as it was when the block ends, and
+    any cycle made meanwhile is collected then."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _columns(cur: duckdb.DuckDBPyConnection, name: str) -> list[list[Any]]:
+    """``cur``'s columns, each a list of the values fetchall() gives, fetched by column (a third of fetchall's
+    time on 200,000 runs): each column as numpy gives it, made Python values, its times made aware in the
+    connection's time zone ``name`` as DuckDB makes them. Only for columns whose numpy type is exact (text, whole
+    numbers, doubles, MAPs, times in microseconds)."""
     from datetime import UTC
     from zoneinfo import ZoneInfo
 
@@ -203,8 +238,7 @@ def _rows(cur: duckdb.DuckDBPyConnection, name: str) -> Iterator[tuple[Any, ...]
             return [t if t is None else t.replace(tzinfo=zone) for t in values]
         return [t if t is None else t.replace(tzinfo=UTC).astimezone(zone) for t in values]
 
-    columns = [aware(c.tolist()) if c.dtype.kind == "M" else c.tolist() for c in cur.fetchnumpy().values()]
-    return zip(*columns, strict=True)
+    return [aware(c.tolist()) if c.dtype.kind == "M" else c.tolist() for c in cur.fetchnumpy().values()]
 
 
 def _adopt_pointless(found: dict[str, Series]) -> None:
@@ -247,7 +281,7 @@ def load_facts(con: duckdb.DuckDBPyConnection, run_ids: set[str]) -> dict[str, d
     return {r: _facts(d, fv) for r, d, fv in rows}
 
 
-def facts_diff(before: dict[str, str], after: dict[str, str]) -> dict[str, tuple[str | None, str | None]]:
+def facts_diff(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, tuple[str | None, str | None]]:
     """Every fact whose value differs between two runs' facts: name -> (old, new)."""
     keys = sorted(before.keys() | after.keys())
     return {k: (before.get(k), after.get(k)) for k in keys if before.get(k) != after.get(k)}
@@ -298,7 +332,7 @@ class Changes:
     detections: dict[str, tuple[Series, Detection]] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> str:
-        out = asdict(self)
+        out = asdict(replace(self, detections={}))  # the series' points are not copied only to be dropped
         out.pop("detections")
         return json.dumps(out, indent=2, default=str)
 

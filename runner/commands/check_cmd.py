@@ -41,6 +41,7 @@ def check_command(
     Example: bench check --where "started_at >= current_date" --junit bench-check.xml
     """
     from bench.analytics import decisions
+    from bench.analytics.changes import cycles_uncollected
     from bench.analytics.check import check
     from bench.sql.read import connect
     from bench.sql.store import default_store
@@ -48,9 +49,11 @@ def check_command(
     if not 0 < alpha < 0.5:
         raise UsageError(f"--alpha {alpha}: between 0 and 0.5")
     root = store or default_store()
-    reads = " ".join(filter(None, (where, baseline_where, order_by)))  # the curated views they name, no other
-    result = check(connect(root, reads=reads), where, threshold, baseline_where, metric.value, order_by, alpha=alpha,
-                   min_runs=min_runs, accepted=decisions.accepted(root), fail_on=fail_on)
+    # the runs (the candidates, the series, their facts) and the curated views the options name, no other
+    reads = " ".join(filter(None, ("runs", where, baseline_where, order_by)))
+    with cycles_uncollected():  # a fleet's points and verdicts hold no cycle (its docstring)
+        result = check(connect(root, reads=reads), where, threshold, baseline_where, metric.value, order_by,
+                       alpha=alpha, min_runs=min_runs, accepted=decisions.accepted(root), fail_on=fail_on)
     from bench.analytics.changes_text import junit_xml, print_check
 
     emit(result, junit=junit, as_json=as_json, xml=junit_xml, text=print_check)
