@@ -69,7 +69,12 @@ def connect(root: Path, *, reads: str | None = None, confined: bool = False) -> 
             con.execute(f"CREATE VIEW {name} AS SELECT {columns} WHERE false")
     (count,), = con.execute("SELECT count(*) FROM sources WHERE supersedes IS NOT NULL").fetchall()
     superseded = bool(count)
-    con.execute(_RUN_NAMES.format(where=f" WHERE {_CURRENT['runs']}" if superseded else ""))
+    curated = None if reads is None else [n for n in curated_names() if re.search(rf"\b{n}\b", reads, re.I)]
+    # run_names scans every run's details (1 s at 2 M runs): a table once where the queries will read runs (a
+    # view reads it again at every mention), a view where they will not (a query of the problems alone)
+    reads_runs = reads is None or bool(curated) or re.search(r"\b(runs|steps|telemetry\w*)\b", reads, re.I)
+    kind = "TEMP TABLE" if reads_runs else "VIEW"
+    con.execute(_RUN_NAMES.format(kind=kind, where=f" WHERE {_CURRENT['runs']}" if superseded else ""))
     for table, current in _CURRENT.items():
         where = f" WHERE {current}" if superseded else ""
         if table == "runs":
@@ -89,7 +94,7 @@ def connect(root: Path, *, reads: str | None = None, confined: bool = False) -> 
     # what an ingest skipped as a copy of a file stored from another place (bench.ingest.pipeline)
     con.execute("CREATE VIEW duplicates AS SELECT source, message, ingested_at "
                 "FROM all_problems WHERE kind = 'duplicate'")
-    register_views(con, None if reads is None else [n for n in curated_names() if re.search(rf"\b{n}\b", reads, re.I)])
+    register_views(con, curated)
     if confined:
         folders = sorted({str(Path(f).parent) + "/" for files in state.files.values() for f in files})
         con.execute("SET allowed_directories = $1", [folders])
@@ -212,7 +217,7 @@ LEFT JOIN (SELECT s.source, arg_max(h, length(h.folder)) AS f
 #: A ``bench run`` directory's run goes by run.json's ``run_id`` (details['run_id']: the id `bench run` printed)
 #: in every view, where that id names one current run. The tables key a run by its log's SHA-256 prefix and
 #: run index (bench.ingest.table_rows.run_id), which is what every other run goes by.
-_RUN_NAMES = """CREATE VIEW run_names AS SELECT any_value(run_id) AS key, name FROM (
+_RUN_NAMES = """CREATE {kind} run_names AS SELECT any_value(run_id) AS key, name FROM (
     SELECT run_id, details['run_id'] AS name FROM all_runs{where})
     WHERE name IS NOT NULL GROUP BY name HAVING count(*) = 1"""  # a name one run has (grouped: a window is slower)
 
