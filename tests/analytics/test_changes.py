@@ -272,3 +272,27 @@ def test_load_series_fetches_by_column_what_fetchall_gives_in_any_time_zone(nigh
     assert offsets == ({datetime.timedelta(0)} if zone == "UTC" else
                        {datetime.timedelta(hours=5, minutes=30)} if zone == "Asia/Kolkata" else
                        {datetime.timedelta(hours=-4), datetime.timedelta(hours=-5)})
+
+
+def test_ties_count_the_runs_sharing_the_order_value_of_the_run_before(nights: Path) -> None:
+    """Ordered by month, every run after a month's first ties with the one before it: a series' ties are its
+    points less its months (counted here from the start times, not from load_series' own order values)."""
+    import gc
+
+    from bench.analytics.changes import load_series
+    from bench.sql.read import connect
+
+    gc.enable()
+    series = load_series(connect(nights), "images_per_sec", "date_trunc('month', started_at AT TIME ZONE 'UTC')", facts=False)
+    assert gc.isenabled()  # the collector, off while the points are made, is back on
+    assert len(series) >= 2
+    for s in series:
+        months = {(p.started_at.year, p.started_at.month) for p in s.points}
+        assert len(months) >= 3
+        assert s.ties == len(s.points) - len(months) > 0
+    gc.disable()
+    try:
+        load_series(connect(nights), "images_per_sec", None, facts=False)
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()
