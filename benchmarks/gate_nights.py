@@ -20,11 +20,11 @@ morning of 1,000 series. Its goals are printed beside.
 
 At a fleet's size (``at_scale``): SERIES (1,000) quiet series at 1% noise judged together each morning for
 ``--mornings`` (100) mornings after HISTORY (60) nights (red mornings per 100, false failures); a -5% step at 1%
-noise judged as one of them, and at 2% noise on its own (mornings 1, 2, every morning 3-30); noise that grows
-from 0.5% to 2% over 200 nights (5 x N series); Student-t noise (3 degrees of freedom, SD 1%) with 2% of nights 20% slow
-(false failures per ordinary night); a -3% step at 0.6-2% noise (40 mornings: the share of series whose verdict
-never goes from fail back to pass, and the share of mornings failing); two -6% steps 4-6 nights apart (named as
-two by bench changes, each within a night).
+noise judged as one of them, and at 2% noise on its own (mornings 1, 2, every morning 3-30, and every morning
+from its first failure on); noise that grows from 0.5% to 2% over 200 nights (5 x N series); Student-t noise
+(3 degrees of freedom, SD 1%) with 2% of nights 20% slow (false failures per ordinary night); a -3% step at
+0.6-2% noise (40 mornings: the share of series whose verdict never goes from fail back to pass, and the share of
+mornings failing); two -6% steps 4-6 nights apart (named as two by bench changes, each within a night).
 """
 
 from __future__ import annotations
@@ -163,6 +163,7 @@ GOALS = {"noise: false alarms per night": "<= 0.002", "bimodal: false alarms per
          f"{SERIES} quiet series at 1%: false red mornings per 100": "<= 1",
          f"step5 at 1% noise, one of {SERIES} series: fails by morning 2": ">= 0.90",
          f"step5 at 1% noise, one of {SERIES} series: fails every morning 3-30": "1 (until accepted)",
+         f"step5 at 1% noise, one of {SERIES} series: once failing, fails every morning to 30": "1 (until accepted)",
          "growing noise (0.5% to 2%): false failures per night": "<= 0.002",
          "heavy tails (t3, 2% of nights 20% slow): false failures per ordinary night": "<= 0.002",
          "step3 at 0.6-2% noise: same verdict every morning (or passes, then fails on)": "1",
@@ -209,6 +210,10 @@ def at_scale(module: ModuleType, mornings_: int, seed: int = 11) -> dict[str, fl
         rows[f"{name}: fails morning 1"] = float(np.mean([m[0] for m in runs]))
         rows[f"{name}: fails by morning 2"] = float(np.mean([m[0] or m[1] for m in runs]))
         rows[f"{name}: fails every morning 3-30"] = float(np.mean([all(m[2:]) for m in runs]))
+        # what keeps the row above below 1: a first failure after morning 3 (a step read below the threshold on its
+        # first nights), or a failure that lets go (a flap); this row is the second alone
+        rows[f"{name}: once failing, fails every morning to 30"] = float(np.mean(
+            [all(m[m.index(True):]) for m in runs if True in m]))
     nights = 200
     # N * 5 series: at N, the goal of 0.002 is 11 failures in 5,600 nights, and one series' episode moves it by half
     growing = [1000 * np.exp(rng.normal(0, np.linspace(0.005, 0.02, nights))) for _ in range(N * 5)]
