@@ -178,15 +178,14 @@ def _series(columns: list[list[Any]], described: tuple[str, ...], plain: bool, m
     runs at 10,000 series): the points in one pass, then each series takes its slice."""
     run_ids, statuses, hosts, started, values, orders, versions, details = columns[1:9]
     sids, n = columns[0], len(columns[0])
-    if plain:
+    if plain:  # ordered by start; facts of the framework version alone, one read-only mapping per version, shared
         orders = started
-    keep = [st == "ok" and v is not None and v > 0 and o is not None
-            for st, v, o in zip(statuses, values, orders, strict=True)]
-    if plain:  # facts of the framework version alone: one mapping per version, shared (a point's facts are read-only)
         one = {fv: MappingProxyType({} if fv is None else {"framework_version": fv}) for fv in set(versions)}
         facts: list[Mapping[str, str]] = [one[fv] for fv in versions]
     else:
         facts = [_facts(d, fv) for d, fv in zip(details, versions, strict=True)]
+    keep = [st == "ok" and v is not None and v > 0 and o is not None
+            for st, v, o in zip(statuses, values, orders, strict=True)]
     points = list(map(Point, compress(run_ids, keep), compress(started, keep), compress(orders, keep),
                       map(float, compress(values, keep)), compress(facts, keep)))
     kept = list(accumulate(keep, initial=0))  # kept[i]: points before row i

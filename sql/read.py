@@ -72,7 +72,7 @@ def connect(root: Path, *, reads: str | None = None, confined: bool = False) -> 
     curated = None if reads is None else [n for n in curated_names() if re.search(rf"\b{n}\b", reads, re.I)]
     # run_names scans every run's details (1 s at 2 M runs): a table once where the queries will read runs (a
     # view reads it again at every mention), a view where they will not (a query of the problems alone)
-    reads_runs = reads is None or bool(curated) or re.search(r"\b(runs|steps|telemetry\w*)\b", reads, re.I)
+    reads_runs = reads is None or bool(curated) or bool(re.search(r"\b(runs|steps|telemetry\w*)\b", reads, re.I))
     kind = "TEMP TABLE" if reads_runs else "VIEW"
     con.execute(_RUN_NAMES.format(kind=kind, where=f" WHERE {_CURRENT['runs']}" if superseded else ""))
     for table, current in _CURRENT.items():

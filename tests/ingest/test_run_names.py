@@ -73,3 +73,20 @@ def test_a_rewritten_log_keeps_its_name_and_only_its_new_steps(tmp_path: Path) -
     assert _one(con, "SELECT run_id FROM runs") == [(NAME,)]
     assert _one(con, "SELECT count(*) FROM all_runs") == [(2,)]  # the old version is kept, out of the view
     assert _one(con, "SELECT run_id, count(*) FROM steps GROUP BY ALL") == [(NAME, 4)]
+
+
+def test_run_names_is_made_once_where_the_queries_read_runs_and_stays_a_view_where_they_do_not(tmp_path: Path) -> None:
+    """run_names reads every run's details: a temp table once per connection for queries of runs (a view would
+    read them again at each mention), a view for a query of the problems alone (a table there is work wasted).
+    Either way the names are the same."""
+    ingest([str(_run_dir(tmp_path / "r1"))], tmp_path / "st", workers=0)
+    kinds = {}
+    for reads in (None, "SELECT run_id FROM runs", "select count(*) from steps", "SELECT * FROM telemetry_links",
+                  "select count(*) from problems", "SELECT kind FROM problems WHERE line_no > 3"):
+        con = connect(tmp_path / "st", reads=reads)
+        (kind,), = _one(con, "SELECT table_type FROM information_schema.tables WHERE table_name = 'run_names'")
+        kinds[reads] = kind
+        assert _one(con, "SELECT name FROM run_names") == [(NAME,)]
+    assert kinds == {None: "LOCAL TEMPORARY", "SELECT run_id FROM runs": "LOCAL TEMPORARY",
+                     "select count(*) from steps": "LOCAL TEMPORARY", "SELECT * FROM telemetry_links": "LOCAL TEMPORARY",
+                     "select count(*) from problems": "VIEW", "SELECT kind FROM problems WHERE line_no > 3": "VIEW"}
