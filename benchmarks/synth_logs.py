@@ -89,7 +89,7 @@ def _lines(num_steps: int, batch_per_device: int, num_gpus: int, model: str, dis
                 med = statistics.median(recent)
                 jitter = 1.4826 * statistics.median(abs(x - med) for x in recent)
             printed += 1
-            loss = 8.0 - step * 1e-4
+            loss = 8.0 - step % 70_000 * 1e-4  # > 0 however long the log (a loss < 0 is a problem row)
             tail = f"\t{rng.random() / 100:.3f}\t{rng.random() / 20:.3f}" if accuracy else ""
             if epoch_start is not None:
                 tail += f" {epoch_start + int(total_t)}"

@@ -92,6 +92,24 @@ class _Parser(LineFormat[_State]):
             st.error = program_error(st.error, msg)
         return True
 
+    def fast_line(self, no: int, raw: str) -> bool:
+        """A timer line of the open timer run whose rates both read (``_timer`` on the general path)."""
+        st = self.run
+        if st is None or st.profile is not None or "\x1b" in raw or (m := _TIMER.search(raw)) is None:
+            return False
+        try:
+            avg, current = float(m.group(5)), float(m.group(6))
+        except (TypeError, ValueError):  # a rate absent or unreadable: the general path says which
+            return False
+        st.last_line = no
+        if (stamp := _STAMP.match(raw)) is not None and (t := utc_seconds(*stamp.groups())):
+            st.stamps.append(t)
+        st.rate = avg
+        self.result.steps.add(len(self.result.runs), int(m.group(2) or m.group(3)),
+                              timestamp=st.stamps[-1] if st.stamps else None, line_no=no,
+                              metrics={"running_avg_samples_per_sec": avg, "samples_per_sec": current})
+        return True
+
     def _timer(self, line: Line, msg: str) -> bool:
         m = _TIMER.search(msg)
         if m is None:

@@ -14,6 +14,13 @@ A format module then holds only what is its own: ``NAME``, ``DESCRIPTION``, ``sn
     def parse_lines(lines, *, source, result=None):
         return drive(MyFormat, lines, result)
 
+A format whose step line is most of a big log may also define ``fast_line(no, raw)``: it reads such a
+line whole, exactly as the general path would (the same rows, state and problems), and returns True; for any
+other line, or one it is not sure of, it returns False and the line takes the general path. It skips what the
+driver does for every line (the prefixes, the ``Line``, ``starts_run``, the markers) and what a general
+reader does for every field; ``BENCH_PURE_PYTHON=1`` turns it off, and tests/ingest/test_fast_lines.py holds
+every format's to giving what the general path gives.
+
 ``ingest/README.md`` walks through adding one. Two formats keep a loop of their own, because a C scanner
 hands them their lines and that loop is their hot path: tf_cnn (``tf_cnn_scan`` feeds its ``Reader`` the
 lines it does not read itself) and mlperf (it gets ``""`` for each line without an MLPerf marker).
@@ -21,6 +28,7 @@ lines it does not read itself) and mlperf (it gets ``""`` for each line without 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Generic, TypeVar
@@ -107,6 +115,9 @@ class LineFormat(Generic[S]):
     def finish(self) -> None:
         """Called once after the last line and the last run's ``emit``."""
 
+    #: ``fast_line(no, raw) -> bool``: see the module docstring; None for a format without one.
+    fast_line: Callable[[int, str], bool] | None = None
+
     # -- what the driver and the format share --
 
     @property
@@ -145,7 +156,10 @@ def drive(fmt: type[LineFormat[Any]], lines: Iterable[str], result: ParseResult 
     result = result if result is not None else ParseResult()
     p = fmt(result)
     ranks, glog, markers = fmt.RANKS, p.glog, fmt.MUST_READ
+    fast = None if os.environ.get("BENCH_PURE_PYTHON") == "1" else p.fast_line
     for no, raw in enumerate(lines, 1):
+        if fast is not None and fast(no, raw):
+            continue
         rank, msg = split_rank(raw) if ranks else (None, raw)
         if glog is not None and ((got := glog.read(msg)) is not None or (
                 (at := glog_start(msg)) > 0 and (got := glog.read(msg[at:])) is not None)):

@@ -149,6 +149,29 @@ class _Parser(LineFormat[_State]):
             st.out_of_bounds = int(b.group(1))
         return True
 
+    def fast_line(self, no: int, raw: str) -> bool:
+        """A table row of the open run whose numbers all read, without a prefix (``_row`` on the general path)."""
+        st = self.run
+        tokens = raw.split()
+        if st is None or len(tokens) < 11 or not (tokens[0].isdigit() and tokens[1].isdigit()) or \
+                tokens[2][0].isdigit() or "\x1b" in raw:
+            return False
+        try:  # the out-of-place then in-place time, algbw and busbw
+            t, a, b, it, ia, ib = map(float, (*tokens[-8:-5], *tokens[-4:-1]))
+        except ValueError:
+            return False  # the general path names the field
+        st.last_line = no
+        st.dtype = st.dtype or tokens[2]
+        for wrong in (tokens[-5], tokens[-1]):
+            if wrong.isdigit():
+                st.wrong += int(wrong)
+        size = int(tokens[0])
+        st.rows.append(_Row(size, b, ib))
+        self.result.steps.add(len(self.result.runs), len(st.rows) - 1, line_no=no, metrics={
+            "time_us": t, "algbw_gbs": a, "busbw_gbs": b, "in_place_time_us": it, "in_place_algbw_gbs": ia,
+            "in_place_busbw_gbs": ib, "size_bytes": float(size)})
+        return True
+
     def _row(self, line: Line, msg: str) -> bool | None:
         """A table row (True), or None when the line is not one."""
         tokens = msg.split()

@@ -126,6 +126,30 @@ class _Parser(LineFormat[_State]):
         st.last_line = line.no
         return st
 
+    def fast_line(self, no: int, raw: str) -> bool:
+        """A ProgressMeter line of the open run whose figures all read (``_meter`` on the general path)."""
+        st = self.run
+        if st is None or "\x1b" in raw or (m := _METER.search(raw)) is None:
+            return False
+        try:
+            took, mean, data, loss, top1, top5 = map(float, m.group(4, 5, 6, 7, 8, 9))
+        except ValueError:
+            return False  # the general path names the field
+        epoch, i, per_epoch = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        if (epoch, i) in st.seen:
+            return True  # another rank's copy
+        if st.error is not None:  # training went on after an error: the job restarted
+            st.restarts, st.error = st.restarts + 1, None
+        st.seen.add((epoch, i))
+        st.last_line = no
+        if i > 1 and math.isfinite(took) and took > 0:
+            st.times_s.append(took)
+        st.avg_batch_s = mean
+        self.result.steps.add(len(self.result.runs), epoch * per_epoch + i, epoch=epoch, step_time_ms=took * 1e3,
+                              loss=loss, top1_accuracy=top1, top5_accuracy=top5, line_no=no,
+                              metrics={"data_time_ms": data * 1e3})
+        return True
+
     def _meter(self, line: Line, m: re.Match[str]) -> bool:
         epoch, i, per_epoch = int(m.group(1)), int(m.group(2)), int(m.group(3))
         number = self.result.number

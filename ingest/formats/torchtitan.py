@@ -179,6 +179,38 @@ class _Parser(LineFormat[_State]):
             self.run.tflops.append(tflops)
         return ok
 
+    def fast_line(self, no: int, raw: str) -> bool:
+        """A torchtitan step line of the open run whose figures all read (``_titan`` on the general path)."""
+        st = self.run
+        if st is None or "\x1b" in raw or (m := _TITAN.search(raw)) is None:
+            return False
+        pairs = dict(_PAIR.findall(m.group(3)))
+        try:
+            rate, loss = float(pairs["tps"].replace(",", "")), float(m.group(2).rstrip(","))
+            tflops = float(pairs["tflops"].replace(",", "")) if "tflops" in pairs else None
+            mfu = float(pairs["mfu"].replace(",", "")) if pairs.get("mfu") else None
+        except (KeyError, ValueError):
+            return False  # no rate, or a figure that will not read: the general path says which
+        if not all(x is None or (math.isfinite(x) and x > 0) for x in (rate, tflops, mfu)):
+            return False
+        self.titan = self.titan or "[titan]" in raw
+        step = int(m.group(1))
+        if st.steps and step <= st.steps[-1][0]:
+            return True  # another rank's copy of a step already read
+        st.kind, st.last_line = "torchtitan", no
+        if (s := _STAMP.search(raw)) is not None and (t := utc_seconds(*s.groups())) is not None:
+            st.stamps.append(t)
+        st.steps.append((step, rate))
+        metrics = {"rate": rate}
+        if mfu is not None:
+            st.mfu.append(mfu)
+            metrics["mfu_pct"] = mfu
+        self.result.steps.add(len(self.result.runs), step, loss=loss, timestamp=st.stamps[-1] if st.stamps else None,
+                              line_no=no, metrics=metrics)
+        if tflops is not None:
+            st.tflops.append(tflops)
+        return True
+
     def _step(self, line: Line, msg: str, kind: str, step: int, rate: float | None, *, loss: str,
               mfu: str | None, step_ms: str | None) -> bool:
         st = self.current(line.no)

@@ -1,0 +1,103 @@
+"""The line formats' fast path (``fast_line``, bench.ingest.formats.lines) against their general path.
+
+It must be invisible: for every input, the same runs, the same step rows bit for bit and the same problems as
+with ``BENCH_PURE_PYTHON=1``. Checked on every real log of today's formats in the shared corpus, on the
+generated logs ``make bench`` times (benchmarks/format_speed.py), and on those logs damaged line by line the ways
+real logs are (an unreadable or impossible number, a line cut short, a rank or launcher prefix, colours, a line
+printed twice or out of order).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import format_speed
+import pytest
+from logtools import assert_same_parse
+
+from bench.ingest.formats.lines import LineFormat
+from bench.ingest.parse import parse_bytes
+from bench.ingest.records import ParseResult
+
+TODAYS = ("megatron", "deepspeed", "torchtitan", "pytorch_imagenet", "nccl_tests")
+CORPUS_DIRS = {"megatron": "megatron", "deepspeed": "deepspeed", "torchtitan": "torchtitan",
+               "pytorch_imagenet": "imagenet", "nccl_tests": "nccl-tests"}
+
+
+def _both(data: bytes, fmt: str | None, monkeypatch: pytest.MonkeyPatch) -> ParseResult:
+    monkeypatch.setenv("BENCH_PURE_PYTHON", "1")
+    general = parse_bytes(data, source="x", fmt=fmt).result
+    monkeypatch.delenv("BENCH_PURE_PYTHON")
+    fast = parse_bytes(data, source="x", fmt=fmt).result
+    assert_same_parse(general, fast)
+    return fast
+
+
+def _generated(name: str, n: int) -> list[str]:
+    return list(itertools.islice(format_speed.FORMATS[name](random.Random(7)), n))
+
+
+def _damaged(lines: list[str], seed: int) -> list[str]:
+    """``lines`` with one line in 15 damaged: each way keeps the rest of the log as it was."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    for line in lines:
+        if rng.random() > 1 / 15:
+            out.append(line)
+            continue
+        way = rng.randrange(9)
+        tokens = line.split(" ")
+        k = rng.randrange(len(tokens))
+        if way == 0:
+            tokens[k] = "1.2.3"
+        elif way == 1:
+            tokens[k] = rng.choice(["nan", "inf", "0", "-1", "0.0", "1e400"])
+        elif way == 2:
+            line = line[: rng.randrange(len(line) + 1)]
+        elif way == 3:
+            line = rng.choice(["[1,0]<stdout>:", " 3: ", "[2] ", "[0]<stderr>:"]) + line
+        elif way == 4:
+            line = f"\x1b[32m{line}\x1b[0m"
+        elif way == 5:
+            out.append(line)  # printed twice
+        elif way == 6 and out:
+            out[-1], line = line, out[-1]  # out of order
+        elif way == 7:
+            tokens[k] = tokens[k] + "x"
+        else:
+            line = line.replace(" ", "\t", 1)
+        out.append(" ".join(tokens) if way in (0, 1, 7) else line)
+    return out
+
+
+def test_the_fast_formats_have_a_fast_line() -> None:
+    """The formats whose step line has a fast path (the others are checked too: for them both paths are one)."""
+    parsers = {name: __import__(f"bench.ingest.formats.{name}", fromlist=["_Parser"])._Parser for name in TODAYS}
+    assert {name for name, p in parsers.items() if p.fast_line is not LineFormat.fast_line} == {"deepspeed", "nccl_tests", "pytorch_imagenet", "torchtitan"}
+
+
+@pytest.mark.parametrize("name", TODAYS)
+def test_real_logs_parse_identically(name: str, corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = sorted((corpus / "modern" / CORPUS_DIRS[name]).glob("*.log"))
+    assert paths
+    for path in paths:
+        _both(path.read_bytes(), None, monkeypatch)
+
+
+@pytest.mark.parametrize("name", TODAYS)
+def test_generated_logs_parse_identically(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _generated(name, 3000)
+    res = _both(("\n".join(lines) + "\n").encode(), name, monkeypatch)
+    assert res.runs[0].status == "ok" and {r.status for r in res.runs[1:]} <= {"ok", "truncated"}  # the last cut
+    assert not res.problems
+    _both(("\n".join(lines[1:]) + "\n").encode(), name, monkeypatch)  # without its first line (the set-up)
+    assert len(res.steps) > 1000
+
+
+@pytest.mark.parametrize(("name", "seed"), [(n, s) for n in TODAYS for s in range(6)])
+def test_damaged_logs_parse_identically(name: str, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _damaged(_generated(name, 1500), seed)
+    res = _both(("\n".join(lines) + "\n").encode(), name, monkeypatch)
+    assert res.problems  # the damage was seen, the same way on both paths
