@@ -164,6 +164,8 @@ GOALS = {"noise: false alarms per night": "<= 0.002", "bimodal: false alarms per
          f"step5 at 1% noise, one of {SERIES} series: fails by morning 2": ">= 0.90",
          f"step5 at 1% noise, one of {SERIES} series: fails every morning 3-30": "1 (until accepted)",
          f"step5 at 1% noise, one of {SERIES} series: once failing, fails every morning to 30": "1 (until accepted)",
+         f"step5 at 1% noise, one of {SERIES} series: failing by morning 2, fails every morning after to 30":
+             "1 (until accepted)",
          "growing noise (0.5% to 2%): false failures per night": "<= 0.002",
          "heavy tails (t3, 2% of nights 20% slow): false failures per ordinary night": "<= 0.002",
          "step3 at 0.6-2% noise: same verdict every morning (or passes, then fails on)": "1",
@@ -214,6 +216,9 @@ def at_scale(module: ModuleType, mornings_: int, seed: int = 11) -> dict[str, fl
         # first nights), or a failure that lets go (a flap); this row is the second alone
         rows[f"{name}: once failing, fails every morning to 30"] = float(np.mean(
             [all(m[m.index(True):]) for m in runs if True in m]))
+        # the issue's words: the series that fail by morning 2 (>= 0.9 of them) fail every morning after
+        rows[f"{name}: failing by morning 2, fails every morning after to 30"] = float(np.mean(
+            [all(m[m.index(True):]) for m in runs if m[0] or m[1]]))
     nights = 200
     # N * 5 series: at N, the goal of 0.002 is 11 failures in 5,600 nights, and one series' episode moves it by half
     growing = [1000 * np.exp(rng.normal(0, np.linspace(0.005, 0.02, nights))) for _ in range(N * 5)]
@@ -273,11 +278,12 @@ def main() -> None:
     print(f"bench check, morning by morning: {N} series per kind, {NIGHTS} nights, threshold {THRESHOLD:.0%}; "
           f"{SERIES} quiet series over {args.mornings} mornings; "
           f"{platform.node()}, {os.cpu_count()} CPUs, {platform.python_version()}")
-    head = " " * 82 + "".join(f"{n:>10}" for n in columns) + "  goal"
+    width = max(map(len, results["this"])) + 2
+    head = " " * width + "".join(f"{n:>10}" for n in columns) + "  goal"
     print(head)
     for key in results["this"]:
         cells = "".join(f"{results[n].get(key, float('nan')):>10.4f}" for n in columns)
-        print(f"{key:82}{cells}  {GOALS.get(key, '')}")
+        print(f"{key:{width}}{cells}  {GOALS.get(key, '')}")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ A format whose step line is most of a big log may also define ``fast_line(no, ra
 line whole, exactly as the general path would (the same rows, state and problems), and returns True; for any
 other line, or one it is not sure of, it returns False and the line takes the general path. It skips what the
 driver does for every line (the prefixes, the ``Line``, ``starts_run``, the markers) and what a general
-reader does for every field; ``BENCH_PURE_PYTHON=1`` turns it off, and tests/ingest/test_fast_lines.py holds
-every format's to giving what the general path gives.
+reader does for every field. ``BENCH_PURE_PYTHON=1`` turns it off; tests/ingest/test_fast_lines.py holds each
+fast line to the general path's rows and problems.
 
 ``ingest/README.md`` walks through adding one. Two formats keep a loop of their own, because a C scanner
 hands them their lines and that loop is their hot path: tf_cnn (``tf_cnn_scan`` feeds its ``Reader`` the
