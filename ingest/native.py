@@ -4,6 +4,7 @@ compiler: the one place that imports it. Its users fall back to their pure-Pytho
 from __future__ import annotations
 
 import importlib
+import os
 from types import ModuleType
 
 
@@ -15,3 +16,9 @@ def _optional(name: str) -> ModuleType | None:
 
 
 ext = _optional("bench.ingest._native")
+
+
+def pure_python() -> bool:
+    """Whether ``BENCH_PURE_PYTHON=1`` asks for the pure-Python paths only: no C scanner and no format's
+    fast line (the tests compare both paths this way)."""
+    return os.environ.get("BENCH_PURE_PYTHON") == "1"

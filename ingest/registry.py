@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import os
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -11,6 +10,7 @@ from types import ModuleType
 from typing import Any, Protocol, cast
 
 from bench.ingest.native import ext as native_ext
+from bench.ingest.native import pure_python
 from bench.ingest.records import ParseResult, Problem
 
 #: Characters of a file's start that ``sniff`` sees.
@@ -233,7 +233,7 @@ def marked_lines(module: FormatModule, data: bytes) -> list[str] | None:
     one, does nothing in its ``parse_lines``, so both give the same rows; it skips them at the cost of one
     test (tests/ingest/test_mlperf_markers.py checks the promise)."""
     markers = getattr(module, "MARKERS", None)
-    if markers is None or native_ext is None or os.environ.get("BENCH_PURE_PYTHON") == "1":
+    if markers is None or native_ext is None or pure_python():
         return None
     return cast(list[str], native_ext.marked_lines(data, markers))
 
@@ -249,7 +249,7 @@ def whole_parser(module: FormatModule) -> Callable[[bytes, ParseResult], bool] |
 
 
 def _fast(entry: tuple[str, str] | None) -> Any:
-    if entry is None or os.environ.get("BENCH_PURE_PYTHON") == "1":
+    if entry is None or pure_python():
         return None
     name = f"bench.ingest.formats.{entry[0]}"
     found = sys.modules.get(name) or importlib.import_module(name)  # the module's attribute is read each time

@@ -28,11 +28,11 @@ lines it does not read itself) and mlperf (it gets ``""`` for each line without 
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Generic, TypeVar
 
+from bench.ingest.native import pure_python
 from bench.ingest.records import ParseResult
 from bench.ingest.text import GlogTimer, glog_start, split_rank
 
@@ -156,7 +156,7 @@ def drive(fmt: type[LineFormat[Any]], lines: Iterable[str], result: ParseResult 
     result = result if result is not None else ParseResult()
     p = fmt(result)
     ranks, glog, markers = fmt.RANKS, p.glog, fmt.MUST_READ
-    fast = None if os.environ.get("BENCH_PURE_PYTHON") == "1" else p.fast_line
+    fast = None if pure_python() else p.fast_line
     for no, raw in enumerate(lines, 1):
         if fast is not None and fast(no, raw):
             continue

@@ -52,6 +52,9 @@ _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
 _FAILURE = re.compile(r"Test (?:NCCL|CUDA|HIP|RCCL) failure|NCCL error|ncclInternalError|ncclSystemError")
 _OOM = re.compile(r"out of memory", re.IGNORECASE)
+#: The six figures of a table row, out of place then in place: as the log names them, and as step metrics.
+_FIELDS = ("time (us)", "algbw", "busbw", "in-place time (us)", "in-place algbw", "in-place busbw")
+_METRICS = ("time_us", "algbw_gbs", "busbw_gbs", "in_place_time_us", "in_place_algbw_gbs", "in_place_busbw_gbs")
 _DTYPES = {"float": "fp32", "half": "fp16", "bfloat16": "bf16", "double": "fp64", "int8": "int8", "uint8": "uint8",
            "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64", "fp8_e4m3": "fp8",
            "fp8_e5m2": "fp8"}
@@ -160,16 +163,7 @@ class _Parser(LineFormat[_State]):
             t, a, b, it, ia, ib = map(float, (*tokens[-8:-5], *tokens[-4:-1]))
         except ValueError:
             return False  # the general path names the field
-        st.last_line = no
-        st.dtype = st.dtype or tokens[2]
-        for wrong in (tokens[-5], tokens[-1]):
-            if wrong.isdigit():
-                st.wrong += int(wrong)
-        size = int(tokens[0])
-        st.rows.append(_Row(size, b, ib))
-        self.result.steps.add(len(self.result.runs), len(st.rows) - 1, line_no=no, metrics={
-            "time_us": t, "algbw_gbs": a, "busbw_gbs": b, "in_place_time_us": it, "in_place_algbw_gbs": ia,
-            "in_place_busbw_gbs": ib, "size_bytes": float(size)})
+        self._add_row(st, no, None, tokens, [t, a, b, it, ia, ib])
         return True
 
     def _row(self, line: Line, msg: str) -> bool | None:
@@ -177,23 +171,24 @@ class _Parser(LineFormat[_State]):
         tokens = msg.split()
         if len(tokens) < 11 or not (tokens[0].isdigit() and tokens[1].isdigit()) or tokens[2][0].isdigit():
             return None
-        st = self.current(line.no)
-        st.last_line = line.no
-        st.dtype = st.dtype or tokens[2]
-        oop, ip = tokens[-8:-4], tokens[-4:]
         number = self.result.number
-        values = [number(t, name, line.no) for t, name in zip(oop[:3] + ip[:3], (
-            "time (us)", "algbw", "busbw", "in-place time (us)", "in-place algbw", "in-place busbw"), strict=True)]
-        for wrong in (oop[3], ip[3]):
+        values = [number(t, name, line.no) for t, name in zip((*tokens[-8:-5], *tokens[-4:-1]), _FIELDS, strict=True)]
+        self._add_row(self.current(line.no), line.no, line.rank, tokens, values)
+        return True
+
+    def _add_row(self, st: _State, no: int, rank: int | None, tokens: list[str], values: list[float | None]) -> None:
+        """The row of ``tokens`` (a table line's) with its six ``values`` read (None where one would not):
+        the run's size row, its wrong values, and the step row."""
+        st.last_line = no
+        st.dtype = st.dtype or tokens[2]
+        for wrong in (tokens[-5], tokens[-1]):  # the out-of-place and in-place #wrong
             if wrong.isdigit():
                 st.wrong += int(wrong)
         size = int(tokens[0])
         st.rows.append(_Row(size, values[2], values[5]))
-        metrics = {k: v for k, v in zip(("time_us", "algbw_gbs", "busbw_gbs", "in_place_time_us", "in_place_algbw_gbs",
-                                          "in_place_busbw_gbs"), values, strict=True) if v is not None}
+        metrics = {k: v for k, v in zip(_METRICS, values, strict=True) if v is not None}
         metrics["size_bytes"] = float(size)
-        self.step(len(st.rows) - 1, line_no=line.no, rank=line.rank, metrics=metrics)
-        return True
+        self.step(len(st.rows) - 1, line_no=no, rank=rank, metrics=metrics)
 
     def emit(self, st: _State) -> None:
         rows = st.rows

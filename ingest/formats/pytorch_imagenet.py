@@ -115,15 +115,16 @@ class _Parser(LineFormat[_State]):
             st.error = program_error(st.error, msg)
         return True
 
-    def _new_batch(self, line: Line, epoch: int, i: int) -> _State | None:
-        """The open run when batch ``i`` of ``epoch`` is new, else None (another rank's copy)."""
-        st = self.current(line.no)
+    def _new_batch(self, no: int, epoch: int, i: int) -> _State | None:
+        """The open run (opened at line ``no`` if none is) when batch ``i`` of ``epoch`` is new, else None
+        (another rank's copy)."""
+        st = self.current(no)
         if (epoch, i) in st.seen:
             return None
         if st.error is not None:  # training went on after an error: the job restarted
             st.restarts, st.error = st.restarts + 1, None
         st.seen.add((epoch, i))
-        st.last_line = line.no
+        st.last_line = no
         return st
 
     def fast_line(self, no: int, raw: str) -> bool:
@@ -136,12 +137,8 @@ class _Parser(LineFormat[_State]):
         except ValueError:
             return False  # the general path names the field
         epoch, i, per_epoch = int(m.group(1)), int(m.group(2)), int(m.group(3))
-        if (epoch, i) in st.seen:
+        if self._new_batch(no, epoch, i) is None:
             return True  # another rank's copy
-        if st.error is not None:  # training went on after an error: the job restarted
-            st.restarts, st.error = st.restarts + 1, None
-        st.seen.add((epoch, i))
-        st.last_line = no
         if i > 1 and math.isfinite(took) and took > 0:
             st.times_s.append(took)
         st.avg_batch_s = mean
@@ -156,7 +153,7 @@ class _Parser(LineFormat[_State]):
         took = number(m.group(4), "Time", line.no)
         if took is None:
             return True
-        st = self._new_batch(line, epoch, i)
+        st = self._new_batch(line.no, epoch, i)
         if st is None:
             return True
         if i > 1 and math.isfinite(took) and took > 0:
@@ -174,7 +171,7 @@ class _Parser(LineFormat[_State]):
         rate = self.result.number(pairs.get("img/s"), "img/s", line.no)
         if rate is None:
             return False
-        st = self._new_batch(line, epoch, i)
+        st = self._new_batch(line.no, epoch, i)
         if st is None:
             return True
         st.kind = "torchvision"

@@ -9,6 +9,7 @@ printed twice or out of order).
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import random
 from pathlib import Path
@@ -72,10 +73,36 @@ def _damaged(lines: list[str], seed: int) -> list[str]:
     return out
 
 
+FAST = ("deepspeed", "nccl_tests", "pytorch_imagenet", "torchtitan")
+
+
+def _parser(name: str) -> type[LineFormat]:
+    return importlib.import_module(f"bench.ingest.formats.{name}")._Parser  # type: ignore[no-any-return]
+
+
 def test_the_fast_formats_have_a_fast_line() -> None:
     """The formats whose step line has a fast path (the others are checked too: for them both paths are one)."""
-    parsers = {name: __import__(f"bench.ingest.formats.{name}", fromlist=["_Parser"])._Parser for name in TODAYS}
-    assert {name for name, p in parsers.items() if p.fast_line is not LineFormat.fast_line} == {"deepspeed", "nccl_tests", "pytorch_imagenet", "torchtitan"}
+    assert {name for name in TODAYS if _parser(name).fast_line is not LineFormat.fast_line} == set(FAST)
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_the_fast_line_takes_the_step_lines(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a clean generated log every step row but the first of each run comes from the fast line (the
+    equivalence tests above would pass as well if it took none)."""
+    parser, taken = _parser(name), []
+    fast = parser.fast_line
+
+    def counted(self: LineFormat, no: int, raw: str) -> bool:
+        took = fast(self, no, raw)  # type: ignore[misc, call-arg, arg-type]
+        taken.extend([no] if took else [])
+        return took
+
+    monkeypatch.setattr(parser, "fast_line", counted)
+    res = parse_bytes(("\n".join(_generated(name, 3000)) + "\n").encode(), source="x", fmt=name).result
+    steps = res.steps.rows()
+    firsts = {min(s["line_no"] for s in steps if s["run_index"] == r) for r in range(len(res.runs))}
+    rows = [s["line_no"] for s in steps if s["line_no"] not in firsts]
+    assert len(rows) > 1000 and sorted(set(taken) & set(rows)) == rows
 
 
 @pytest.mark.parametrize("name", TODAYS)
