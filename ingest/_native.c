@@ -8,6 +8,7 @@
  *   tar_header  one 512-byte tar header
  *   contains    substring search for the format sniffers
  *   marked_lines  the lines of a file that hold one of a format's markers (MLPerf logs)
+ *   fields      a line format's step lines to columns, by a small line program (fields() below)
  *
  * scan() in detail:
  *
@@ -1183,6 +1184,335 @@ done:
     return result;
 }
 
+/* fields(buf, lines_before, null_bits, program, ncols, stamp) -> (n_lines, line_nos, spans, columns, stamps,
+ * others, all_ascii): a line format's step lines read by a small line program (ingest/formats/line_scan.py
+ * writes the programs and says what each op matches, as the format's regex does). Lines are split as
+ * text.split_lines splits them. A line the program reads whole is a row: its number (int64), its span in
+ * ``buf`` (start, end: int64 pairs), a value per column (``ncols`` bytes objects of 8-byte values: an int64
+ * for 'D', a float64 for the others; NULL = the NaN with payload ``null_bits``, for a pair not in the line) and
+ * its stamp (float64, NULL where it has none or it is no date). Every other line, and every line with a byte
+ * >= 0x80, ESC or another control byte but tab, is returned as (line_no, str) in ``others``: the format reads it
+ * the slow way. A figure is taken only when it converts as float() converts it (Clinger's exact fast path,
+ * else CPython's own); any doubt makes the line an "other". Ops (one byte, then its arguments):
+ *   'f' n lit   the literal, once only in the rest of the line; continue after it
+ *   'F' n lit   the same, with no word character before it (regex \b)
+ *   'L' n lit   the literal, right here
+ *   'w' / 'W'   whitespace, any / at least one
+ *   'D' col     \d+ (at most 18 digits), an int64
+ *   'S' col c   \S+: with c != 0 its last character must be c and is left out; col 255 stores nothing
+ *   'R' col c   \S+ with every trailing c left out
+ *   'N' col     [\d,.eE+-]+ with the commas left out
+ *   'P' n lit col  a pair in the rest: the literal once only, after no [\w/] character (or at the rest's
+ *               start), then whitespace and an 'N' figure; NULL when the literal is not there
+ * stamp: 0 none; 1 "[YYYY-MM-DD hh:mm:ss" at the line's start; 2 the first "YYYY-MM-DD[ T]hh:mm:ss" in it;
+ * read as text.utc_seconds reads it. */
+typedef struct {
+    char *p;
+    Py_ssize_t n, cap;
+} Grow;
+
+static int grow_put(Grow *g, const void *v, Py_ssize_t size) {
+    if (g->n + size > g->cap) {
+        Py_ssize_t cap = g->cap ? g->cap * 2 : 1 << 16;
+        while (cap < g->n + size)
+            cap *= 2;
+        char *q = PyMem_Realloc(g->p, (size_t)cap);
+        if (q == NULL)
+            return -1;
+        g->p = q;
+        g->cap = cap;
+    }
+    memcpy(g->p + g->n, v, (size_t)size);
+    g->n += size;
+    return 0;
+}
+
+static int is_word(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/* The literal [l, l + n) in [p, e) exactly once: where it starts, or NULL. */
+static const char *once(const char *p, const char *e, const char *l, Py_ssize_t n) {
+    const char *at = memmem(p, (size_t)(e - p), l, (size_t)n);
+    if (at == NULL || memmem(at + 1, (size_t)(e - at - 1), l, (size_t)n) != NULL)
+        return NULL;
+    return at;
+}
+
+/* float() of the text [s, e), which holds only [\d.eE+-]: 0, or 1 when it is not a number taken here. */
+static int to_double(const char *s, const char *e, double *out) {
+    const char *p = s;
+    uint64_t m = 0;
+    int nd = 0, frac = 0, neg = 0;
+    if (p < e && (*p == '-' || *p == '+'))
+        neg = *p++ == '-';
+    for (; p < e && is_digit(*p); p++, nd++)
+        m = nd < 19 ? m * 10 + (uint64_t)(*p - '0') : m;
+    if (p < e && *p == '.')
+        for (p++; p < e && is_digit(*p); p++, nd++, frac++)
+            m = nd < 19 ? m * 10 + (uint64_t)(*p - '0') : m;
+    int exp = 0, exp_digits = 0, exp_neg = 0;
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < e && (*p == '-' || *p == '+'))
+            exp_neg = *p++ == '-';
+        for (; p < e && is_digit(*p) && exp_digits < 4; p++, exp_digits++)
+            exp = exp * 10 + (*p - '0');
+        if (exp_digits == 0)
+            return 1;
+    }
+    if (nd == 0 || p != e)
+        return slow_double(s, e, out);
+    int k = (exp_neg ? -exp : exp) - frac;
+    if (nd <= 19 && m <= (1ULL << 53) && k >= -22 && k <= 22) {
+        double v = k < 0 ? (double)m / POW10[-k] : (double)m * POW10[k];
+        *out = neg ? -v : v;
+        return 0;
+    }
+    return slow_double(s, e, out);
+}
+
+/* Days from 1970-01-01 to the first of month mo of year y (proleptic Gregorian). */
+static long long days_to(long long y, int mo) {
+    y -= mo <= 2;
+    long long era = (y >= 0 ? y : y - 399) / 400;
+    long long yoe = y - era * 400;
+    long long doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5;
+    long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int dd(const char *p, int n, int *out) {
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!is_digit(p[i]))
+            return 1;
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* The stamp "YYYY-MM-DD?hh:mm:ss" at p (sep: the characters allowed between date and time): 1 when p holds
+ * none; else 0, with *out the unix seconds or NaN for a date text.utc_seconds refuses. */
+static int stamp_at(const char *p, const char *e, const char *sep, double *out) {
+    int y, mo, d, hh, mi, ss;
+    if (e - p < 19 || dd(p, 4, &y) || p[4] != '-' || dd(p + 5, 2, &mo) || p[7] != '-' || dd(p + 8, 2, &d) ||
+        strchr(sep, p[10]) == NULL || p[10] == '\0' || dd(p + 11, 2, &hh) || p[13] != ':' || dd(p + 14, 2, &mi) ||
+        p[16] != ':' || dd(p + 17, 2, &ss))
+        return 1;
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > 31 || hh > 24 || mi > 59 || ss >= 62) {
+        *out = NAN;
+        return 0;
+    }
+    long long s = (days_to(y, mo) + d - 1) * 86400LL + hh * 3600LL + mi * 60LL;
+    *out = (double)s + (double)ss;
+    return 0;
+}
+
+static double line_stamp(const char *s, const char *e, int mode) {
+    double t = NAN;
+    if (mode == 1) {
+        if (e - s > 0 && *s == '[' && stamp_at(s + 1, e, " ", &t) == 0)
+            return t;
+    } else if (mode == 2) {
+        for (const char *p = s; p + 19 <= e; p++)
+            if (is_digit(*p) && p[4] == '-' && stamp_at(p, e, " T", &t) == 0)
+                return t;
+    }
+    return NAN;
+}
+
+/* Run the program over the line [s, e): 0 with the values in v[], else 1. */
+static int run_program(const char *prog, Py_ssize_t plen, const char *s, const char *e, uint64_t *v,
+                       uint64_t nullb) {
+    const char *cur = s, *pc = prog, *pe = prog + plen;
+    while (pc < pe) {
+        char op = *pc++;
+        if (op == 'f' || op == 'F' || op == 'L') {
+            Py_ssize_t n = (unsigned char)*pc++;
+            const char *at;
+            if (op == 'L')
+                at = e - cur >= n && memcmp(cur, pc, (size_t)n) == 0 ? cur : NULL;
+            else
+                at = once(cur, e, pc, n);
+            if (at == NULL || (op == 'F' && at > s && is_word(at[-1])))
+                return 1;
+            cur = at + n;
+            pc += n;
+        } else if (op == 'w' || op == 'W') {
+            const char *from = cur;
+            while (cur < e && is_space(*cur))
+                cur++;
+            if (op == 'W' && cur == from)
+                return 1;
+        } else if (op == 'D') {
+            int col = (unsigned char)*pc++;
+            long long x = 0;
+            int nd = 0;
+            for (; cur < e && is_digit(*cur); cur++, nd++)
+                x = x * 10 + (*cur - '0');
+            if (nd == 0 || nd > 18)
+                return 1;
+            memcpy(&v[col], &x, sizeof x);
+        } else if (op == 'S' || op == 'R') {
+            int col = (unsigned char)*pc++;
+            char c = *pc++;
+            const char *from = cur;
+            while (cur < e && !is_space(*cur))
+                cur++;
+            const char *end = cur;
+            if (op == 'S' && c != 0) {
+                if (end == from || end[-1] != c)
+                    return 1;
+                end--;
+            } else if (op == 'R') {
+                while (end > from && end[-1] == c)
+                    end--;
+            }
+            if (end == from)
+                return 1;
+            if (col != 255) {
+                for (const char *q = from; q < end; q++)
+                    if (!(is_digit(*q) || *q == '.' || *q == 'e' || *q == 'E' || *q == '+' || *q == '-'))
+                        return 1;
+                double d;
+                if (to_double(from, end, &d))
+                    return 1;
+                v[col] = dbits(d);
+            }
+        } else if (op == 'N' || op == 'P') {
+            const char *from = cur, *at = NULL;
+            int col;
+            if (op == 'P') {
+                Py_ssize_t n = (unsigned char)*pc++;
+                const char *lit = pc;
+                pc += n;
+                col = (unsigned char)*pc++;
+                at = memmem(cur, (size_t)(e - cur), lit, (size_t)n);
+                if (at == NULL) {
+                    v[col] = nullb;
+                    continue;
+                }
+                if (once(cur, e, lit, n) == NULL || (at > cur && (is_word(at[-1]) || at[-1] == '/')))
+                    return 1;
+                from = at + n;
+                while (from < e && is_space(*from))
+                    from++;
+            } else {
+                col = (unsigned char)*pc++;
+            }
+            char tmp[64];
+            int k = 0;
+            const char *q = from;
+            for (; q < e && (is_digit(*q) || *q == ',' || *q == '.' || *q == 'e' || *q == 'E' || *q == '+' || *q == '-'); q++)
+                if (*q != ',') {
+                    if (k == (int)sizeof tmp)
+                        return 1;
+                    tmp[k++] = *q;
+                }
+            if (q == from || k == 0)
+                return 1;
+            double d;
+            if (to_double(tmp, tmp + k, &d))
+                return 1;
+            v[col] = dbits(d);
+            if (op == 'N')
+                cur = q;
+        } else {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *fields(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t before, plen;
+    unsigned long long nullb;
+    const char *prog;
+    int ncols, mode;
+    if (!PyArg_ParseTuple(args, "y*nKy#ii", &buf, &before, &nullb, &prog, &plen, &ncols, &mode))
+        return NULL;
+    PyObject *result = NULL, *others = NULL;
+    Grow nos = {0}, spans = {0}, stamps = {0}, cols[32] = {{0}};
+    uint64_t v[32];
+    if (ncols < 0 || ncols > 32) {
+        PyErr_SetString(PyExc_ValueError, "fields: 0 to 32 columns");
+        goto done;
+    }
+    others = PyList_New(0);
+    if (others == NULL)
+        goto done;
+    const char *s = buf.buf, *end = s + buf.len;
+    Py_ssize_t no = before;
+    int ascii = 1;
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *e = nl ? nl : end;
+        const char *next = nl ? nl + 1 : end;
+        if (e > s && e[-1] == '\r')
+            e--;
+        no++;
+        int plain = 1;
+        for (const char *q = s; q < e; q++) {
+            unsigned char c = (unsigned char)*q;
+            if (c >= 0x80 || (c < 0x20 && c != '\t') || c == 0x7f) {
+                plain = 0;
+                if (c >= 0x80)
+                    ascii = 0;
+            }
+        }
+        for (int i = 0; i < ncols; i++)
+            v[i] = nullb;
+        if (plain && run_program(prog, plen, s, e, v, nullb) == 0) {
+            double t = line_stamp(s, e, mode);
+            uint64_t tb = isnan(t) ? nullb : dbits(t);
+            long long span[2] = {s - (const char *)buf.buf, e - (const char *)buf.buf};
+            long long n64 = no;
+            if (grow_put(&nos, &n64, 8) || grow_put(&spans, span, 16) || grow_put(&stamps, &tb, 8))
+                goto nomem;
+            for (int i = 0; i < ncols; i++)
+                if (grow_put(&cols[i], &v[i], 8))
+                    goto nomem;
+        } else {
+            PyObject *text = PyUnicode_DecodeUTF8(s, e - s, "replace");
+            PyObject *item = text ? Py_BuildValue("(nN)", no, text) : NULL;
+            if (item == NULL || PyList_Append(others, item) < 0) {
+                Py_XDECREF(item);
+                goto done;
+            }
+            Py_DECREF(item);
+        }
+        s = next;
+    }
+    PyObject *tuple = PyTuple_New(ncols);
+    if (tuple == NULL)
+        goto done;
+    for (int i = 0; i < ncols; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(cols[i].p ? cols[i].p : "", cols[i].n);
+        if (b == NULL) {
+            Py_DECREF(tuple);
+            goto done;
+        }
+        PyTuple_SET_ITEM(tuple, i, b);
+    }
+    result = Py_BuildValue("(ny#y#Ny#OO)", no - before, nos.p ? nos.p : "", nos.n, spans.p ? spans.p : "", spans.n,
+                           tuple, stamps.p ? stamps.p : "", stamps.n,
+                           others, ascii ? Py_True : Py_False);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    PyMem_Free(nos.p);
+    PyMem_Free(spans.p);
+    PyMem_Free(stamps.p);
+    for (int i = 0; i < 32; i++)
+        PyMem_Free(cols[i].p);
+    Py_XDECREF(others);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buf, lines_before, null_bits, labels, rare) -> (n_lines, columns, others, all_ascii)"},
@@ -1195,10 +1525,13 @@ static PyMethodDef methods[] = {
      "(rates, last_step, last_t, interval_sum, interval_n, nan_losses, first_stamp, last_stamp)"},
     {"tar_header", tar_header, METH_VARARGS, "tar_header(block) -> None or (type, size, name or None)"},
     {"marked_lines", marked_lines, METH_VARARGS, "marked_lines(buf, marks) -> lines, those without a marker as \"\""},
+    {"fields", fields, METH_VARARGS,
+     "fields(buf, lines_before, null_bits, program, ncols, stamp) -> (n_lines, line_nos, spans, columns, stamps, "
+     "others, all_ascii)"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "the C hot paths of the ingest: tf_cnn scan and advance, thermal files, tar headers, substring search, marked lines", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "the C hot paths of the ingest: tf_cnn scan and advance, thermal files, tar headers, substring search, marked lines, line programs", -1, methods};
 
 PyMODINIT_FUNC PyInit__native(void) {
     mark_set_init(&STDERR_SET, STDERR_MARKS, 0);

@@ -15,11 +15,11 @@ from array import array
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, cast
 
-#: NULL inside array('d'): a NaN with a payload of our own, so that a real NaN (a diverged ``loss = nan``)
-#: stays NaN in the store while a missing value becomes NULL.
-NULL_BITS = 0x7FF8_DEAD_BEEF_0001
-NULL_FLOAT = struct.unpack("<d", struct.pack("<Q", NULL_BITS))[0]
-INT_NULL = -(2**63)  # sentinel for a NULL integer inside array('q'); converted to NULL on write
+from bench.ingest.map_columns import MapBlock
+from bench.ingest.nulls import INT_NULL, NULL_BITS, NULL_FLOAT
+
+__all__ = ["INT_NULL", "NULL_BITS", "NULL_FLOAT", "ColumnBuffer", "Fill", "MapBlock"]
+
 #: A time stamp outside these (unix seconds) is a misprint: 1980-01-01 .. 2100-01-01 UTC.
 MIN_UNIX, MAX_UNIX = 315532800.0, 4102444800.0
 MAX_INT = 2**53  # a step or epoch beyond this is refused (a float, and so DuckDB's DOUBLE, cannot hold it)
@@ -177,15 +177,17 @@ class ColumnBuffer:
 
     def add_block(self, run_index: int, n: int, columns: dict[str, Any]) -> None:
         """``n`` rows of one run at once: ``columns`` maps column names to buffers of n native int64 /
-        float64 values with the NULL sentinels already in place (e.g. numpy arrays); a column not given is
-        NULL (a metrics column is all None). The bulk path of the C step scanner; the same rows as ``n`` calls of
+        float64 values with the NULL sentinels already in place (e.g. numpy arrays), a metrics column a
+        ``MapBlock``; a column not given is NULL. The bulk path of the C step scanner; the same rows as ``n`` calls of
         :meth:`add`."""
         import numpy as np
 
         block: dict[str, Any] = {}
         for name, kind in self.COLUMNS.items():
             if kind == "m":
-                block[name] = Fill(n, None)
+                block[name] = columns.get(name, Fill(n, None))  # a MapBlock (bench.ingest.map_columns)
+                if len(block[name]) != n:
+                    raise ValueError(f"column {name}: {len(block[name])} maps for {n} rows")
             elif name == "run_index":
                 block[name] = Fill(n, run_index)
             elif name in columns:
@@ -247,7 +249,7 @@ class ColumnBuffer:
             if (fill := Fill.joined(buffers)) is not None:
                 out[name] = fill
             elif kind == "m":
-                out[name] = [m for b in buffers for m in b]
+                out[name] = MapBlock.joined(buffers) or [m for b in buffers for m in b]
             else:
                 out[name] = joined_values(buffers, np.int64 if kind == "i" else np.float64)
         return out

@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench.ingest.column_buffers import INT_NULL, NULL_BITS, Fill, joined_values
+from bench.ingest.column_buffers import INT_NULL, NULL_BITS, Fill, MapBlock, joined_values
 from bench.ingest.devices import device_type, devices_to_fill
 from bench.ingest.records import Run, ScoreScale, System
 from bench.sql.columns import STEP_COLUMNS, TELEMETRY_COLUMNS
@@ -81,12 +81,20 @@ def _arrays(parts: list[dict[str, Any]], spec: dict[str, str], types: dict[str, 
             out[name] = pa.nulls(n, arrow_type)
             continue
         if kind == "m":
-            out[name] = _maps([m for b in buffers for m in b], arrow_type)
+            out[name] = _map_column(buffers, arrow_type)
             continue
         values = joined_values(buffers, np.int64 if kind == "i" else np.float64)
         mask = _null_mask(values, kind)
         out[name] = pa.array(values, type=arrow_type, mask=mask if mask.any() else None)
     return out
+
+
+def _map_column(buffers: list[Any], arrow_type: pa.MapType) -> pa.Array:
+    """A MAP column from buffered metrics: lists of dicts, Fills of NULL and blocks given as columns (MapBlock)."""
+    if not any(isinstance(b, MapBlock) for b in buffers):
+        return _maps([m for b in buffers for m in b], arrow_type)
+    return pa.concat_arrays([b.arrow(arrow_type) if isinstance(b, MapBlock) else _maps(list(b), arrow_type)
+                             for b in buffers])
 
 
 def _maps(maps: list[dict[str, float] | None], arrow_type: pa.MapType) -> pa.Array:

@@ -151,16 +151,21 @@ class LineFormat(Generic[S]):
         self.result.steps.add(self.index, step, **values)
 
 
-def drive(fmt: type[LineFormat[Any]], lines: Iterable[str], result: ParseResult | None = None) -> ParseResult:
-    """Run the line format ``fmt`` over ``lines`` into ``result`` (a new one if None) and return it."""
-    result = result if result is not None else ParseResult()
-    p = fmt(result)
-    ranks, glog, markers = fmt.RANKS, p.glog, fmt.MUST_READ
-    fast = None if pure_python() else p.fast_line
-    for no, raw in enumerate(lines, 1):
-        if fast is not None and fast(no, raw):
-            continue
-        rank, msg = split_rank(raw) if ranks else (None, raw)
+class Driver:
+    """Feeds one format's parser the lines of a file, one at a time (``feed``), then ends it (``end``)."""
+
+    def __init__(self, fmt: type[LineFormat[Any]], result: ParseResult):
+        self.result = result
+        self.p = p = fmt(result)
+        self.ranks, self.glog, self.markers = fmt.RANKS, p.glog, fmt.MUST_READ
+        self.fast = None if pure_python() else p.fast_line
+
+    def feed(self, no: int, raw: str) -> None:
+        """Line ``no`` (from 1), ``raw`` as the file holds it without its line end."""
+        p, glog = self.p, self.glog
+        if self.fast is not None and self.fast(no, raw):
+            return
+        rank, msg = split_rank(raw) if self.ranks else (None, raw)
         if glog is not None and ((got := glog.read(msg)) is not None or (
                 (at := glog_start(msg)) > 0 and (got := glog.read(msg[at:])) is not None)):
             g = got[0]
@@ -171,10 +176,21 @@ def drive(fmt: type[LineFormat[Any]], lines: Iterable[str], result: ParseResult 
             p.followed = True
             p.close()
         try:
-            if not p.read(line) and markers and any(m in msg for m in markers):
+            if not p.read(line) and self.markers and any(m in msg for m in self.markers):
                 p.bad_line(line)
         except (ValueError, OverflowError) as e:  # a field that will not convert (``1.2.3``): never the run
-            result.unreadable_line(no, raw, e)
-    p.close()
-    p.finish()
-    return result
+            self.result.unreadable_line(no, raw, e)
+
+    def end(self) -> ParseResult:
+        """Close the last run and finish the parse."""
+        self.p.close()
+        self.p.finish()
+        return self.result
+
+
+def drive(fmt: type[LineFormat[Any]], lines: Iterable[str], result: ParseResult | None = None) -> ParseResult:
+    """Run the line format ``fmt`` over ``lines`` into ``result`` (a new one if None) and return it."""
+    d = Driver(fmt, result if result is not None else ParseResult())
+    for no, raw in enumerate(lines, 1):
+        d.feed(no, raw)
+    return d.end()

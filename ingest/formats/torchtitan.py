@@ -39,12 +39,15 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any
 
-from bench.ingest.formats.lines import Line, LineFormat, drive, error_status, program_error
+from bench.ingest.column_buffers import MAX_INT, NULL_FLOAT, MapBlock
+from bench.ingest.formats import line_scan
+from bench.ingest.formats.line_scan import STAMP_ANYWHERE, FastRows, Program, Rows
+from bench.ingest.formats.lines import Line, drive, error_status, program_error
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import WORLD_SIZE, contains, strip_ansi, utc_seconds
 
@@ -81,7 +84,8 @@ class _State:
     first_line: int
     last_line: int = 0
     kind: str = "torchtitan"
-    steps: list[tuple[int, float]] = field(default_factory=list)  # (step, rate) of each logged step
+    steps: array[int] = field(default_factory=lambda: array("q"))  # each logged step with a rate ...
+    rates: array[float] = field(default_factory=lambda: array("d"))  # ... and that rate
     mfu: list[float] = field(default_factory=list)
     tflops: list[float] = field(default_factory=list)
     stamps: list[float] = field(default_factory=list)
@@ -91,7 +95,10 @@ class _State:
     summary: dict[str, float] = field(default_factory=dict)
 
 
-class _Parser(LineFormat[_State]):
+class _Parser(FastRows):
+    #: ``_TITAN`` and the three pairs ``fast_line`` reads, for the C path (line_scan)
+    PROGRAM = (Program(stamp=STAMP_ANYWHERE).find("step:", word=True).ws().digits("step").ws(least=1).lit("loss:")
+               .ws().token_rstrip("loss", ",").pair("tps:", "tps").pair("tflops:", "tflops").pair("mfu:", "mfu"))
     MUST_READ = ("tps: ", "| tok/sec: ", "completed step: ")
     BAD_LINE = "a step line whose step number or rate cannot be read"
     STATE = _State
@@ -171,7 +178,7 @@ class _Parser(LineFormat[_State]):
         rate = self._number(pairs["tps"], "tps", line)
         tflops = self._number(pairs.get("tflops"), "tflops", line)
         st = self.run
-        if st is not None and st.steps and int(m.group(1)) <= st.steps[-1][0]:
+        if st is not None and st.steps and int(m.group(1)) <= st.steps[-1]:
             return True  # another rank's copy of a step already read (or an earlier one: a restart is not told)
         ok = self._step(line, msg, "torchtitan", int(m.group(1)), rate, loss=m.group(2),
                         mfu=pairs.get("mfu", "").rstrip("%") or None, step_ms=None)
@@ -195,12 +202,13 @@ class _Parser(LineFormat[_State]):
             return False
         self.titan = self.titan or "[titan]" in raw
         step = int(m.group(1))
-        if st.steps and step <= st.steps[-1][0]:
+        if st.steps and step <= st.steps[-1]:
             return True  # another rank's copy of a step already read
         st.kind, st.last_line = "torchtitan", no
         if (s := _STAMP.search(raw)) is not None and (t := utc_seconds(*s.groups())) is not None:
             st.stamps.append(t)
-        st.steps.append((step, rate))
+        st.steps.append(step)
+        st.rates.append(rate)
         metrics = {"rate": rate}
         if mfu is not None:
             st.mfu.append(mfu)
@@ -211,16 +219,52 @@ class _Parser(LineFormat[_State]):
             st.tflops.append(tflops)
         return True
 
+    def fast_rows(self, rows: Rows, lo: int, hi: int) -> int:
+        """``fast_line`` over rows lo.. of the open run, for as long as each would take its line and add a step."""
+        import numpy as np
+
+        st = self.run
+        assert st is not None
+        step, tps, loss = rows.col["step"][lo:hi], rows.col["tps"][lo:hi], rows.col["loss"][lo:hi]
+        tflops, mfu = rows.col["tflops"][lo:hi], rows.col["mfu"][lo:hi]
+        no_tflops, no_mfu = rows.null("tflops", lo, hi), rows.null("mfu", lo, hi)
+        with np.errstate(invalid="ignore"):
+            good = ~rows.null("tps", lo, hi) & np.isfinite(tps) & (tps > 0) & (step <= MAX_INT)
+            good &= (no_tflops | (np.isfinite(tflops) & (tflops > 0))) & (no_mfu | (np.isfinite(mfu) & (mfu > 0)))
+        good[1:] &= step[1:] > step[:-1]
+        good[0] &= not st.steps or int(step[0]) > st.steps[-1]
+        k = hi - lo if good.all() else int(np.argmin(good))
+        if k == 0:
+            return 0
+        step, tps, loss, tflops, mfu, no_tflops, no_mfu = (a[:k] for a in (step, tps, loss, tflops, mfu, no_tflops, no_mfu))
+        self.titan = self.titan or rows.holds(b"[titan]", lo, lo + k)
+        st.kind, st.last_line = "torchtitan", int(rows.no[lo + k - 1])
+        timestamps = np.full(k, st.stamps[-1] if st.stamps else NULL_FLOAT)
+        stamped = ~rows.null_stamp(lo, lo + k)
+        latest = np.maximum.accumulate(np.where(stamped, np.arange(k), -1))
+        stamps = rows.stamp[lo:lo + k]
+        timestamps[latest >= 0] = stamps[latest[latest >= 0]]
+        st.stamps.extend(stamps[stamped].tolist())
+        st.steps.frombytes(step.tobytes())
+        st.rates.frombytes(tps.tobytes())
+        st.mfu.extend(mfu[~no_mfu].tolist())
+        st.tflops.extend(tflops[~no_tflops].tolist())
+        self.result.steps.add_block(len(self.result.runs), k, {
+            "step": step, "loss": loss, "timestamp": timestamps, "line_no": rows.no[lo:lo + k],
+            "metrics": MapBlock(k, {"rate": tps, "mfu_pct": mfu})})
+        return k
+
     def _step(self, line: Line, msg: str, kind: str, step: int, rate: float | None, *, loss: str,
               mfu: str | None, step_ms: str | None) -> bool:
         st = self.current(line.no)
-        if st.steps and step <= st.steps[-1][0]:
+        if st.steps and step <= st.steps[-1]:
             return True
         st.kind, st.last_line = kind, line.no
         if (s := _STAMP.search(msg)) is not None and (t := utc_seconds(*s.groups())) is not None:
             st.stamps.append(t)
         if rate is not None:
-            st.steps.append((step, rate))
+            st.steps.append(step)
+            st.rates.append(rate)
         loss_value = self.result.number(loss.rstrip(","), "loss", line.no)
         mfu_value = self._number(mfu, "mfu", line) if mfu else None
         if mfu_value is not None:
@@ -262,8 +306,8 @@ class _Parser(LineFormat[_State]):
             batch_size_per_device=f.get("local_batch"), global_batch_size=f.get("global_batch"),
             num_devices=world, num_ranks=world, num_gpus=world if device else None, gpu_model=device,
             device_model=device, device_type="gpu" if device else None,
-            num_steps=st.steps[-1][0] if st.steps else None,
-            warmup_steps=st.steps[0][0] if len(st.steps) > 1 else None,
+            num_steps=st.steps[-1] if st.steps else None,
+            warmup_steps=st.steps[0] if len(st.steps) > 1 else None,
             started_at=st.stamps[0] if st.stamps else None, ended_at=st.stamps[-1] if st.stamps else None,
             status=status, status_detail=st.error, first_line=st.first_line, last_line=st.last_line,
             tags={"seq_length": str(f["seq_length"])} if "seq_length" in f else {}, details=details, **kw))
@@ -273,16 +317,30 @@ class _Parser(LineFormat[_State]):
         """The run's rate, its unit and whether it is computed (see the module docstring)."""
         if st.kind == "litgpt":
             return st.summary.get("Tok/sec"), "tokens/sec", False
-        measured = [*pairwise(st.steps)] or [((s - 1, r), (s, r)) for s, r in st.steps]
-        if not measured:
+        import numpy as np
+
+        if not st.steps:
             return None, "", True
+        # Each logged step after the first covers the steps since the one before (one step when the first is
+        # the only one), at its rate. Sums in order (cumsum), as Python's sum adds.
+        steps, rates = np.frombuffer(st.steps, np.int64), np.frombuffer(st.rates, np.float64)
+        covered = np.maximum(np.diff(steps), 1) if len(steps) > 1 else np.ones(1, np.int64)
+        rates = rates[1:] if len(steps) > 1 else rates
         if st.kind == "maxtext":
-            return sum(r for _, (_, r) in measured) / len(measured), "TFLOP/s/device", True
-        steps = sum(max(b[0] - a[0], 1) for a, b in measured)
-        mean = steps / sum(max(b[0] - a[0], 1) / b[1] for a, b in measured)
+            return float(np.cumsum(rates)[-1]) / len(rates), "TFLOP/s/device", True
+        mean = int(covered.sum()) / float(np.cumsum(covered / rates)[-1])
         if st.kind == "nanochat":
             return mean, "tokens/sec", True
         return (mean * world, "tokens/sec", True) if world else (mean, "tokens/sec/device", True)
+
+
+AVAILABLE = line_scan.AVAILABLE
+
+
+def parse_chunks(chunks: Iterable[bytes | memoryview], *, source: str, result: ParseResult | None = None,
+                 check_utf8: bool = False) -> ParseResult:
+    """``parse_lines`` for byte chunks that end at line ends, through the C path (line_scan)."""
+    return line_scan.parse_chunks(_Parser, chunks, result=result, check_utf8=check_utf8)
 
 
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:

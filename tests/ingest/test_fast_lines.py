@@ -18,8 +18,9 @@ import format_speed
 import pytest
 from logtools import assert_same_parse
 
+from bench.ingest.formats.line_scan import Rows
 from bench.ingest.formats.lines import LineFormat
-from bench.ingest.parse import parse_bytes
+from bench.ingest.parse import parse_bytes, parse_stream
 from bench.ingest.records import ParseResult
 
 TODAYS = ("megatron", "deepspeed", "torchtitan", "pytorch_imagenet", "nccl_tests")
@@ -32,6 +33,20 @@ def _both(data: bytes, fmt: str | None, monkeypatch: pytest.MonkeyPatch) -> Pars
     general = parse_bytes(data, source="x", fmt=fmt).result
     monkeypatch.delenv("BENCH_PURE_PYTHON")
     fast = parse_bytes(data, source="x", fmt=fmt).result
+    assert_same_parse(general, fast)
+    return fast
+
+
+def _streamed(data: bytes, fmt: str, monkeypatch: pytest.MonkeyPatch) -> ParseResult:
+    """``_both`` for the big-file path: the log streamed in 4 KiB chunks after a 16 KiB head."""
+    def parse() -> ParseResult:
+        chunks = iter([data[i:i + 4096] for i in range(16384, len(data), 4096)])
+        return parse_stream(data[:16384], chunks, source="x", fmt=fmt, result=ParseResult()).result
+
+    monkeypatch.setenv("BENCH_PURE_PYTHON", "1")
+    general = parse()
+    monkeypatch.delenv("BENCH_PURE_PYTHON")
+    fast = parse()
     assert_same_parse(general, fast)
     return fast
 
@@ -86,18 +101,26 @@ def test_the_fast_formats_have_a_fast_line() -> None:
 
 
 @pytest.mark.parametrize("name", FAST)
-def test_the_fast_line_takes_the_step_lines(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a clean generated log every step row but the first of each run comes from the fast line (the
-    equivalence tests above would pass as well if it took none)."""
+def test_the_fast_paths_take_the_step_lines(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a clean generated log every step row but the first of each run comes from the fast line or, where
+    the format has one, its C path's ``fast_rows`` (the equivalence tests above would pass as well if they
+    took none)."""
     parser, taken = _parser(name), []
-    fast = parser.fast_line
+    fast, rows_at_once = parser.fast_line, getattr(parser, "fast_rows", None)
 
     def counted(self: LineFormat, no: int, raw: str) -> bool:
         took = fast(self, no, raw)  # type: ignore[misc, call-arg, arg-type]
         taken.extend([no] if took else [])
         return took
 
+    def counted_rows(self: LineFormat, rows: Rows, lo: int, hi: int) -> int:
+        k: int = rows_at_once(self, rows, lo, hi)  # type: ignore[misc]
+        taken.extend(rows.no[lo:lo + k].tolist())
+        return k
+
     monkeypatch.setattr(parser, "fast_line", counted)
+    if rows_at_once is not None:
+        monkeypatch.setattr(parser, "fast_rows", counted_rows)
     res = parse_bytes(("\n".join(_generated(name, 3000)) + "\n").encode(), source="x", fmt=name).result
     steps = res.steps.rows()
     firsts = {min(s["line_no"] for s in steps if s["run_index"] == r) for r in range(len(res.runs))}
@@ -128,3 +151,11 @@ def test_damaged_logs_parse_identically(name: str, seed: int, monkeypatch: pytes
     lines = _damaged(_generated(name, 1500), seed)
     res = _both(("\n".join(lines) + "\n").encode(), name, monkeypatch)
     assert res.problems  # the damage was seen, the same way on both paths
+
+
+@pytest.mark.parametrize(("name", "seed"), [(n, s) for n in TODAYS for s in range(2)])
+def test_streamed_logs_parse_identically(name: str, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log too big to hold is read in chunks: a run, and a stretch of step rows, go on across them."""
+    clean = _streamed(("\n".join(_generated(name, 1500)) + "\n").encode(), name, monkeypatch)
+    assert len(clean.steps) > 800 and not clean.problems
+    assert _streamed(("\n".join(_damaged(_generated(name, 1500), seed)) + "\n").encode(), name, monkeypatch).problems

@@ -1,0 +1,200 @@
+"""The C path of the line formats: a format's commonest step line read by a line program in C, its rows handed
+to the format a stretch at a time.
+
+A format (a ``LineFormat``) that defines ``PROGRAM`` and ``fast_rows`` is parsed by :func:`parse_chunks` (the
+registry's chunk parser for it) when the C extension is built:
+
+- ``_native.fields`` reads each chunk's lines: a line the program reads whole (``Program``: what it matches is
+  what the format's step regex matches, and every figure converts as ``float()`` converts it) becomes a row of
+  columns; every other line, and every line it is not sure of (non-ASCII, colours, control bytes, a label
+  printed twice, a figure that will not convert), comes back as text;
+- the text lines go through the format's line driver (``lines.Driver``: its fast line, then its general path),
+  and between two of them the rows go to ``fast_rows(rows, lo, hi)``, which applies as many from ``lo`` as it
+  can at once, exactly as that many calls of its fast line would, and returns how many; 0 sends row ``lo``
+  through the driver as text.
+
+So what a format's general path says about a line it still says: tests/ingest/test_fast_lines.py holds every
+format to the same runs, step rows and problems as ``BENCH_PURE_PYTHON=1`` on the real corpus and on damaged
+logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from bench.ingest.formats.lines import Driver, LineFormat
+from bench.ingest.native import ext as _native
+from bench.ingest.nulls import INT_NULL, NULL_BITS
+from bench.ingest.records import ParseResult
+from bench.ingest.text import utf8_problem
+
+AVAILABLE = _native is not None
+
+#: Where a row's stamp is read (``Program.stamp``): none, ``[YYYY-MM-DD hh:mm:ss`` at the line's start, or the
+#: first ``YYYY-MM-DD hh:mm:ss`` (or ``T`` between) anywhere in it.
+NO_STAMP, STAMP_AT_START, STAMP_ANYWHERE = 0, 1, 2
+_NUMBER_CHARS = set("0123456789,.eE+-")
+
+
+class Program:
+    """A line program for ``_native.fields`` (its comment in ingest/_native.c defines each op), written as the
+    format's regex reads: ``Program().find("step:", word=True).ws().digits("step")...``. Each method adds one
+    op and returns the program; ``columns`` names the values in order."""
+
+    def __init__(self, stamp: int = NO_STAMP):
+        self.ops = b""
+        self.columns: list[str] = []
+        self.ints: set[str] = set()
+        self.stamp = stamp
+
+    def _col(self, name: str | None) -> bytes:
+        if name is None:
+            return bytes([255])
+        self.columns.append(name)
+        return bytes([len(self.columns) - 1])
+
+    def _lit(self, text: str) -> bytes:
+        raw = text.encode("ascii")
+        assert 0 < len(raw) < 256
+        return bytes([len(raw)]) + raw
+
+    def find(self, text: str, *, word: bool = False) -> Program:
+        """The literal ``text``, printed once only in the rest of the line (after no word character: ``word``)."""
+        self.ops += (b"F" if word else b"f") + self._lit(text)
+        return self
+
+    def lit(self, text: str) -> Program:
+        """The literal ``text`` right here."""
+        self.ops += b"L" + self._lit(text)
+        return self
+
+    def ws(self, *, least: int = 0) -> Program:
+        """``\\s*`` (``least=1``: ``\\s+``)."""
+        self.ops += b"W" if least else b"w"
+        return self
+
+    def digits(self, name: str) -> Program:
+        """``(\\d+)``, an int column."""
+        self.ops += b"D" + self._col(name)
+        self.ints.add(name)
+        return self
+
+    def token(self, name: str | None, *, ends: str = "") -> Program:
+        """``(\\S+)``, a float (None: read past, not stored); with ``ends`` the token's last character, left out
+        (``(\\S+)\\)`` before whitespace)."""
+        self.ops += b"S" + self._col(name) + (ends.encode("ascii") or b"\0")
+        return self
+
+    def token_rstrip(self, name: str, chars: str) -> Program:
+        """``(\\S+)`` read as ``float(token.rstrip(chars))`` (one character)."""
+        self.ops += b"R" + self._col(name) + chars.encode("ascii")
+        return self
+
+    def number(self, name: str) -> Program:
+        """``([\\d,.eE+-]+)`` read as ``float(token.replace(",", ""))``."""
+        self.ops += b"N" + self._col(name)
+        return self
+
+    def pair(self, key: str, name: str) -> Program:
+        """``key`` (``tps:``) anywhere in the rest, as a ``(\\w+):\\s*([\\d,.eE+-]+)`` findall finds it, its
+        figure read as ``number``; NULL when the key is not printed. A key that starts with a figure's character
+        could be eaten by the figure before it, so none may."""
+        assert key[0] not in _NUMBER_CHARS
+        self.ops += b"P" + self._lit(key) + self._col(name)
+        return self
+
+
+class Rows:
+    """One chunk's rows: ``no`` (line numbers), each column by name (numpy int64 / float64, NULL sentinels),
+    ``stamp`` (float64), and each row's text on demand."""
+
+    def __init__(self, data: bytes, program: Program, nos: bytes, spans: bytes, cols: tuple[bytes, ...],
+                 stamps: bytes):
+        import numpy as np
+
+        self.data = data
+        self.no = np.frombuffer(nos, np.int64)
+        self.n = len(self.no)
+        self.spans = np.frombuffer(spans, np.int64).reshape(-1, 2)
+        self.col = {name: np.frombuffer(c, np.int64 if name in program.ints else np.float64)
+                    for name, c in zip(program.columns, cols, strict=True)}
+        self.stamp = np.frombuffer(stamps, np.float64)
+
+    def text(self, i: int) -> str:
+        start, end = self.spans[i].tolist()
+        return self.data[start:end].decode("ascii")
+
+    def holds(self, needle: bytes, lo: int, hi: int) -> bool:
+        """Whether the lines of rows lo..hi (consecutive lines) hold ``needle``."""
+        return self.data.find(needle, int(self.spans[lo, 0]), int(self.spans[hi - 1, 1])) >= 0
+
+    def null_stamp(self, lo: int, hi: int) -> Any:
+        """Where rows lo..hi have no stamp (a bool array)."""
+        import numpy as np
+
+        return self.stamp[lo:hi].view(np.uint64) == NULL_BITS
+
+    def null(self, name: str, lo: int, hi: int) -> Any:
+        """Where column ``name`` is NULL in rows lo..hi (a bool array)."""
+        import numpy as np
+
+        values = self.col[name][lo:hi]
+        return values == INT_NULL if values.dtype == np.int64 else values.view(np.uint64) == NULL_BITS
+
+
+class FastRows(LineFormat[Any]):
+    """What a format with a C path defines (besides ``fast_line``)."""
+
+    PROGRAM: Program
+
+    def fast_rows(self, rows: Rows, lo: int, hi: int) -> int:
+        """Apply rows ``lo``.. (at most ``hi``) of the open run as their fast lines would; how many (0: none)."""
+        raise NotImplementedError
+
+
+def parse_chunks(fmt: type[FastRows], chunks: Iterable[bytes | memoryview], *, result: ParseResult | None = None,
+                 check_utf8: bool = False) -> ParseResult:
+    """Parse a line format's log given as byte chunks that each end at a line end (the last may not). Invalid
+    UTF-8 is replaced in the lines that hold it; with ``check_utf8`` the first is reported as an ``encoding``
+    problem."""
+    import numpy as np
+
+    if _native is None:
+        raise RuntimeError("bench.ingest._native is not built")
+    result = result if result is not None else ParseResult()
+    d = Driver(fmt, result)
+    p = d.p
+    assert isinstance(p, FastRows)
+    program = fmt.PROGRAM
+    before = 0
+    for chunk in chunks:
+        data = bytes(chunk)
+        n, nos, spans, cols, stamps, others, ascii_only = _native.fields(
+            data, before, NULL_BITS, program.ops, len(program.columns), program.stamp)
+        if check_utf8 and not ascii_only and (problem := utf8_problem(data, before)) is not None:
+            result.problems.append(problem)
+            check_utf8 = False
+        before += n
+        rows = Rows(data, program, nos, spans, cols, stamps)
+        i = 0
+        for (no, text), j in zip(others, np.searchsorted(rows.no, [no for no, _ in others]).tolist(), strict=True):
+            if j > i:
+                _apply(d, p, rows, i, j)
+                i = j
+            d.feed(no, text)
+        if i < rows.n:
+            _apply(d, p, rows, i, rows.n)
+    d.end()
+    result.lines_read = before
+    return result
+
+
+def _apply(d: Driver, p: FastRows, rows: Rows, lo: int, hi: int) -> None:
+    """Rows lo..hi (consecutive lines): in stretches the format applies at once, each other row as text."""
+    while lo < hi:
+        k = p.fast_rows(rows, lo, hi) if p.run is not None and d.fast is not None else 0
+        if k == 0:
+            d.feed(int(rows.no[lo]), rows.text(lo))
+            k = 1
+        lo += k
