@@ -1197,10 +1197,12 @@ done:
  *   'f' n lit   the literal, once only in the rest of the line; continue after it
  *   'F' n lit   the same, with no word character before it (regex \b)
  *   'L' n lit   the literal, right here
+ *   'K' n lit k the literal exactly k times in the whole line (where the program is: unchanged)
  *   'w' / 'W'   whitespace, any / at least one
  *   'D' col     \d+ (at most 18 digits), an int64
  *   'S' col c   \S+: with c != 0 its last character must be c and is left out; col 255 stores nothing
  *   'R' col c   \S+ with every trailing c left out
+ *   'T' col c   [^c\s]+
  *   'N' col     [\d,.eE+-]+ with the commas left out
  *   'P' n lit col  a pair in the rest: the literal once only, after no [\w/] character (or at the rest's
  *               start), then whitespace and an 'N' figure; NULL when the literal is not there
@@ -1339,6 +1341,14 @@ static int run_program(const char *prog, Py_ssize_t plen, const char *s, const c
                 return 1;
             cur = at + n;
             pc += n;
+        } else if (op == 'K') {
+            Py_ssize_t n = (unsigned char)*pc++;
+            int want = (unsigned char)pc[n], seen = 0;
+            for (const char *q = s; (q = memmem(q, (size_t)(e - q), pc, (size_t)n)) != NULL; q++)
+                seen++;
+            if (seen != want)
+                return 1;
+            pc += n + 1;
         } else if (op == 'w' || op == 'W') {
             const char *from = cur;
             while (cur < e && is_space(*cur))
@@ -1354,11 +1364,11 @@ static int run_program(const char *prog, Py_ssize_t plen, const char *s, const c
             if (nd == 0 || nd > 18)
                 return 1;
             memcpy(&v[col], &x, sizeof x);
-        } else if (op == 'S' || op == 'R') {
+        } else if (op == 'S' || op == 'R' || op == 'T') {
             int col = (unsigned char)*pc++;
             char c = *pc++;
             const char *from = cur;
-            while (cur < e && !is_space(*cur))
+            while (cur < e && !is_space(*cur) && !(op == 'T' && *cur == c))
                 cur++;
             const char *end = cur;
             if (op == 'S' && c != 0) {

@@ -325,13 +325,14 @@ class ColumnBuffer:
 
     def columns(self) -> dict[str, Any]:
         """The buffered (unspilled) rows as columns (read-only when blocks were added), a Fill made into
-        values (numpy, or a list of metrics)."""
+        values (numpy), the metrics a list."""
         import numpy as np
 
         cols = self._consolidated()
         kinds = self.COLUMNS
-        return {name: (list(c) if kinds[name] == "m" else joined_values([c], np.int64 if kinds[name] == "i" else np.float64))
-                if isinstance(c, Fill) else c for name, c in cols.items()}
+        return {name: list(c) if kinds[name] == "m" and not isinstance(c, list) else
+                joined_values([c], np.int64 if kinds[name] == "i" else np.float64) if isinstance(c, Fill) else c
+                for name, c in cols.items()}
 
     def take(self) -> dict[str, Any]:
         """The buffered rows as columns, emptying the buffer (``total_rows`` keeps counting)."""

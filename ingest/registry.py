@@ -223,7 +223,8 @@ def detect_beyond_head(data: bytes) -> FormatModule | None:
 #: at once, or returns False having added nothing (the lines are then parsed). Both need the optional C
 #: extension (``module.AVAILABLE``) and are off with ``BENCH_PURE_PYTHON=1``.
 CHUNK_PARSERS: dict[str, tuple[str, str]] = {"tf_cnn": ("tf_cnn_scan", "parse_chunks"),
-                                             "torchtitan": ("torchtitan", "parse_chunks")}
+                                             "torchtitan": ("torchtitan", "parse_chunks"),
+                                             "deepspeed": ("deepspeed", "parse_chunks")}
 WHOLE_PARSERS: dict[str, tuple[str, str]] = {"telemetry": ("telemetry", "parse_thermal_bytes")}
 
 

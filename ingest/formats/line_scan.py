@@ -25,7 +25,7 @@ from typing import Any
 
 from bench.ingest.formats.lines import Driver, LineFormat
 from bench.ingest.native import ext as _native
-from bench.ingest.nulls import INT_NULL, NULL_BITS
+from bench.ingest.nulls import INT_NULL, NULL_BITS, NULL_FLOAT
 from bench.ingest.records import ParseResult
 from bench.ingest.text import utf8_problem
 
@@ -64,6 +64,12 @@ class Program:
         self.ops += (b"F" if word else b"f") + self._lit(text)
         return self
 
+    def count(self, text: str, times: int) -> Program:
+        """The literal ``text`` exactly ``times`` times in the whole line (so that a regex search could match
+        nowhere else)."""
+        self.ops += b"K" + self._lit(text) + bytes([times])
+        return self
+
     def lit(self, text: str) -> Program:
         """The literal ``text`` right here."""
         self.ops += b"L" + self._lit(text)
@@ -84,6 +90,11 @@ class Program:
         """``(\\S+)``, a float (None: read past, not stored); with ``ends`` the token's last character, left out
         (``(\\S+)\\)`` before whitespace)."""
         self.ops += b"S" + self._col(name) + (ends.encode("ascii") or b"\0")
+        return self
+
+    def token_until(self, name: str, char: str) -> Program:
+        """``([^c\\s]+)`` for ``c`` = ``char``, a float."""
+        self.ops += b"T" + self._col(name) + char.encode("ascii")
         return self
 
     def token_rstrip(self, name: str, chars: str) -> Program:
@@ -129,11 +140,18 @@ class Rows:
         """Whether the lines of rows lo..hi (consecutive lines) hold ``needle``."""
         return self.data.find(needle, int(self.spans[lo, 0]), int(self.spans[hi - 1, 1])) >= 0
 
-    def null_stamp(self, lo: int, hi: int) -> Any:
-        """Where rows lo..hi have no stamp (a bool array)."""
+    def timestamps(self, lo: int, hi: int, stamps: list[float]) -> Any:
+        """Each of rows lo..hi's latest stamp (its own, or the last before it: ``stamps[-1]``, else NULL), as a
+        parser that appends each line's stamp to ``stamps`` gives it; ``stamps`` is extended."""
         import numpy as np
 
-        return self.stamp[lo:hi].view(np.uint64) == NULL_BITS
+        own = self.stamp[lo:hi]
+        stamped = own.view(np.uint64) != NULL_BITS
+        latest = np.maximum.accumulate(np.where(stamped, np.arange(hi - lo), -1))
+        out = np.full(hi - lo, stamps[-1] if stamps else NULL_FLOAT)
+        out[latest >= 0] = own[latest[latest >= 0]]
+        stamps.extend(own[stamped].tolist())
+        return out
 
     def null(self, name: str, lo: int, hi: int) -> Any:
         """Where column ``name`` is NULL in rows lo..hi (a bool array)."""

@@ -44,7 +44,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.ingest.column_buffers import MAX_INT, NULL_FLOAT, MapBlock
+from bench.ingest.column_buffers import MAX_INT, MapBlock
 from bench.ingest.formats import line_scan
 from bench.ingest.formats.line_scan import STAMP_ANYWHERE, FastRows, Program, Rows
 from bench.ingest.formats.lines import Line, drive, error_status, program_error
@@ -239,12 +239,7 @@ class _Parser(FastRows):
         step, tps, loss, tflops, mfu, no_tflops, no_mfu = (a[:k] for a in (step, tps, loss, tflops, mfu, no_tflops, no_mfu))
         self.titan = self.titan or rows.holds(b"[titan]", lo, lo + k)
         st.kind, st.last_line = "torchtitan", int(rows.no[lo + k - 1])
-        timestamps = np.full(k, st.stamps[-1] if st.stamps else NULL_FLOAT)
-        stamped = ~rows.null_stamp(lo, lo + k)
-        latest = np.maximum.accumulate(np.where(stamped, np.arange(k), -1))
-        stamps = rows.stamp[lo:lo + k]
-        timestamps[latest >= 0] = stamps[latest[latest >= 0]]
-        st.stamps.extend(stamps[stamped].tolist())
+        timestamps = rows.timestamps(lo, lo + k, st.stamps)
         st.steps.frombytes(step.tobytes())
         st.rates.frombytes(tps.tobytes())
         st.mfu.extend(mfu[~no_mfu].tolist())
