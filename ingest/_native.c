@@ -1196,9 +1196,11 @@ done:
  * else CPython's own); any doubt makes the line an "other". Ops (one byte, then its arguments):
  *   'f' n lit   the literal, once only in the rest of the line; continue after it
  *   'F' n lit   the same, with no word character before it (regex \b)
+ *   'G' n lit   the literal's first place in the rest with no word character before it; continue after it
  *   'L' n lit   the literal, right here
  *   'K' n lit k the literal exactly k times in the whole line (where the program is: unchanged)
  *   'w' / 'W'   whitespace, any / at least one
+ *   'E'         nothing but whitespace to the line's end
  *   'D' col     \d+ (at most 18 digits), an int64
  *   'S' col c   \S+: with c != 0 its last character must be c and is left out; col 255 stores nothing
  *   'R' col c   \S+ with every trailing c left out
@@ -1341,6 +1343,20 @@ static int run_program(const char *prog, Py_ssize_t plen, const char *s, const c
                 return 1;
             cur = at + n;
             pc += n;
+        } else if (op == 'G') {
+            Py_ssize_t n = (unsigned char)*pc++;
+            const char *at = cur;
+            while ((at = memmem(at, (size_t)(e - at), pc, (size_t)n)) != NULL && at > s && is_word(at[-1]))
+                at++;
+            if (at == NULL)
+                return 1;
+            cur = at + n;
+            pc += n;
+        } else if (op == 'E') {
+            while (cur < e && is_space(*cur))
+                cur++;
+            if (cur != e)
+                return 1;
         } else if (op == 'K') {
             Py_ssize_t n = (unsigned char)*pc++;
             int want = (unsigned char)pc[n], seen = 0;

@@ -249,7 +249,8 @@ class ColumnBuffer:
             if (fill := Fill.joined(buffers)) is not None:
                 out[name] = fill
             elif kind == "m":
-                out[name] = MapBlock.joined(buffers) or [m for b in buffers for m in b]
+                blocks = any(isinstance(b, MapBlock) for b in buffers)
+                out[name] = (MapBlock.joined(buffers) if blocks else None) or [m for b in buffers for m in b]
             else:
                 out[name] = joined_values(buffers, np.int64 if kind == "i" else np.float64)
         return out

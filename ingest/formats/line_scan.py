@@ -64,6 +64,18 @@ class Program:
         self.ops += (b"F" if word else b"f") + self._lit(text)
         return self
 
+    def first(self, text: str, *, word: bool = True) -> Program:
+        """The first ``text`` in the rest with no word character before it (a regex search for ``\\btext...``
+        matches there or nowhere)."""
+        assert word
+        self.ops += b"G" + self._lit(text)
+        return self
+
+    def end(self) -> Program:
+        """Nothing but whitespace to the line's end."""
+        self.ops += b"E"
+        return self
+
     def count(self, text: str, times: int) -> Program:
         """The literal ``text`` exactly ``times`` times in the whole line (so that a regex search could match
         nowhere else)."""
