@@ -224,7 +224,9 @@ def detect_beyond_head(data: bytes) -> FormatModule | None:
 #: extension (``module.AVAILABLE``) and are off with ``BENCH_PURE_PYTHON=1``.
 CHUNK_PARSERS: dict[str, tuple[str, str]] = {"tf_cnn": ("tf_cnn_scan", "parse_chunks"),
                                              "torchtitan": ("torchtitan", "parse_chunks"),
-                                             "deepspeed": ("deepspeed", "parse_chunks")}
+                                             "deepspeed": ("deepspeed", "parse_chunks"),
+                                             "pytorch_imagenet": ("pytorch_imagenet", "parse_chunks"),
+                                             "megatron": ("megatron", "parse_chunks")}
 WHOLE_PARSERS: dict[str, tuple[str, str]] = {"telemetry": ("telemetry", "parse_thermal_bytes")}
 
 

@@ -223,7 +223,7 @@ def parse_chunks(fmt: type[FastRows], chunks: Iterable[bytes | memoryview], *, r
 def _apply(d: Driver, p: FastRows, rows: Rows, lo: int, hi: int) -> None:
     """Rows lo..hi (consecutive lines): in stretches the format applies at once, each other row as text."""
     while lo < hi:
-        k = p.fast_rows(rows, lo, hi) if p.run is not None and d.fast is not None else 0
+        k = p.fast_rows(rows, lo, hi) if p.run is not None else 0
         if k == 0:
             d.feed(int(rows.no[lo]), rows.text(lo))
             k = 1

@@ -48,10 +48,13 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any
 
-from bench.ingest.formats.lines import Line, LineFormat, drive, error_status, program_error
+from bench.ingest.column_buffers import MAX_INT, NULL_FLOAT, MapBlock
+from bench.ingest.formats import line_scan
+from bench.ingest.formats.line_scan import STAMP_ANYWHERE, FastRows, Program, Rows
+from bench.ingest.formats.lines import Line, drive, error_status, program_error
+from bench.ingest.formats.megatron_intervals import Intervals
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import WORLD_SIZE, contains, strip_ansi, utc_seconds
 
@@ -111,25 +114,32 @@ def _name(head: str) -> str | None:
         return name
 
 
+#: The fields of Megatron-LM's iteration line, in the order it prints them (``training_log``).
+_LINE_FIELDS = ("consumed samples", "elapsed time per iteration (ms)", "throughput per GPU (TFLOP/s/GPU)", "learning rate",
+                "global batch size", "lm loss", "loss scale", "grad norm", "number of skipped iterations",
+                "number of nan iterations")
+
+
+def _program() -> Program:
+    """``_ITERATION`` (its first match, no other ``|`` in the line) and then every field of ``_LINE_FIELDS``, each
+    ``label: figure |``, to the line's end; each figure's column is its field's name (``_name``)."""
+    program = (Program(stamp=STAMP_ANYWHERE).count("|", len(_LINE_FIELDS) + 1).first("iteration", word=True).lit(" ")
+               .ws().digits("iteration").ws().lit("/").ws().digits("total").ws().lit("|"))
+    for label in _LINE_FIELDS:
+        program.ws().lit(f"{label}:").ws().token(_name(label)).ws().lit("|")
+    return program.ws().end()
+
+
 def sniff(head: str) -> bool:
     """An iteration line's timing field, in any of its eras' spellings."""
     return any(contains(head, m) for m in _MARKERS)
 
 
 @dataclass
-class _Interval:
-    iteration: int
-    elapsed_ms: float | None
-    global_batch: int | None
-    tflops: float | None
-    tokens_per_device: float | None
-
-
-@dataclass
 class _State:
     first_line: int
     last_line: int = 0
-    intervals: list[_Interval] = field(default_factory=list)
+    intervals: Intervals = field(default_factory=Intervals)
     stamps: list[float] = field(default_factory=list)
     total_iterations: int | None = None
     skipped: int = 0
@@ -142,7 +152,10 @@ class _State:
     bars: int = 0  # the field separators of the run's last whole iteration line
 
 
-class _Parser(LineFormat[_State]):
+class _Parser(FastRows):
+    #: Megatron-LM's iteration line as training_log prints it today, every field in its order, for the C path
+    #: (line_scan); any other layout is read the slow way
+    PROGRAM = _program()
     MUST_READ = _MARKERS
     BAD_LINE = "an iteration line whose iteration number or time per iteration cannot be read"
     STATE = _State
@@ -170,6 +183,39 @@ class _Parser(LineFormat[_State]):
             else:
                 self._other(self.run, msg)
         return True
+
+    def fast_rows(self, rows: Rows, lo: int, hi: int) -> int:
+        """``_iteration`` over rows lo.. of the open run (their layout is the program's), for as long as each is a
+        later iteration whose time and TFLOP/s are > 0, after no line cut short."""
+        import numpy as np
+
+        st = self.run
+        bars = len(_LINE_FIELDS) + 1
+        if st is None or st.partial is not None or bars < st.bars:
+            return 0
+        col = rows.col
+        n, elapsed, tflops, skipped = (col[k][lo:hi] for k in ("iteration", "elapsed_ms", "tflops", "skipped"))
+        with np.errstate(invalid="ignore"):
+            good = (n <= MAX_INT) & np.isfinite(elapsed) & (elapsed > 0) & np.isfinite(tflops) & (tflops > 0)
+            good &= (skipped >= 0) & (skipped < 1 << 31)  # int() of it as the slow way takes it
+        good[1:] &= n[1:] > n[:-1]
+        good[0] &= not st.intervals or int(n[0]) > st.intervals.iteration[-1]
+        k = hi - lo if good.all() else int(np.argmin(good))
+        if k == 0:
+            return 0
+        n, elapsed, tflops, skipped = n[:k], elapsed[:k], tflops[:k], skipped[:k]
+        gbs = col["global_batch"][lo:lo + k]
+        gbs = np.where((gbs > 0) & (gbs < 1 << 62), gbs, 0).astype(np.int64)  # as _iteration: 0 for none
+        st.last_line, st.total_iterations, st.bars = int(rows.no[lo + k - 1]), int(col["total"][lo + k - 1]), bars
+        timestamps = rows.timestamps(lo, lo + k, st.stamps)
+        st.intervals.extend(n, elapsed, gbs, tflops, np.full(k, NULL_FLOAT))
+        st.skipped += int(np.trunc(skipped).astype(np.int64).sum())
+        self.result.steps.add_block(len(self.result.runs), k, {
+            "step": n, "loss": col["loss"][lo:lo + k], "step_time_ms": elapsed, "timestamp": timestamps,
+            "line_no": rows.no[lo:lo + k], "metrics": MapBlock(k, {
+                "learning_rate": col["learning_rate"][lo:lo + k], "grad_norm": col["grad_norm"][lo:lo + k],
+                "loss_scale": col["loss_scale"][lo:lo + k], "tflops_per_device": tflops})})
+        return k
 
     def _other(self, st: _State, msg: str) -> None:
         if (d := _DS_TIMER.search(msg)) is not None:
@@ -200,16 +246,16 @@ class _Parser(LineFormat[_State]):
             return False
         n, total = int(it.group(1)), int(it.group(2))
         st = self.run
-        if st is not None and st.intervals and n <= st.intervals[-1].iteration:
-            if n == st.intervals[-1].iteration or any(i.iteration == n for i in st.intervals):
+        if st is not None and st.intervals and n <= st.intervals.iteration[-1]:
+            if st.intervals.holds(n):
                 return True  # the same iteration printed again (a second call site, another rank)
             st = None  # an earlier iteration: the training started again
         if st is None:
             st = self.open(no)
         if st.partial is not None:  # an unreadable line within the run: its iterations count in no interval
             self.bad_line(st.partial)
-            if st.intervals and st.intervals[-1].iteration < st.partial_at < n:
-                st.intervals.append(_Interval(st.partial_at, None, None, None, None))
+            if st.intervals and st.intervals.iteration[-1] < st.partial_at < n:
+                st.intervals.append(st.partial_at, None, None, None, None)
             st.partial = None
         st.last_line, st.total_iterations, st.bars = no, total, msg.count("|")
         if (stamp := _STAMP.search(msg[:it.start()])) is not None and (t := utc_seconds(*stamp.groups())):
@@ -222,7 +268,8 @@ class _Parser(LineFormat[_State]):
         tokens = self._positive(number(values.get("tokens_per_device"), "tokens/s per GPU", no),
                                 "tokens/s per GPU", line)
         elapsed = self._positive(elapsed, "elapsed time per iteration (ms)", line)
-        st.intervals.append(_Interval(n, elapsed, int(gbs) if gbs and gbs > 0 else None, tflops, tokens))
+        if n <= MAX_INT:  # a larger one is a misprint: its row is refused (StepTable.add)
+            st.intervals.append(n, elapsed, int(gbs) if gbs and 0 < gbs < 1 << 62 else None, tflops, tokens)
         loss = number(values.get("loss"), "lm loss", no)
         if loss is not None and math.isnan(loss):
             st.nan_loss += 1
@@ -249,20 +296,7 @@ class _Parser(LineFormat[_State]):
         a = self.args
         seq = st.seq_length or _int(a.get("seq_length"))
         # intervals after the first (warm-up), each weighted by the iterations it covers
-        pairs: list[tuple[_Interval | None, _Interval]] = [*pairwise(st.intervals)] or [(None, i) for i in st.intervals]
-        samples = seconds = flop_s = flop_seconds = 0.0
-        tflops_everywhere = True
-        for before, i in pairs:
-            k = max(i.iteration - before.iteration, 1) if before is not None else 1
-            if i.elapsed_ms is None:
-                continue
-            took = i.elapsed_ms * k / 1e3
-            if i.global_batch is not None:
-                samples, seconds = samples + i.global_batch * k, seconds + took
-            if i.tflops is None:
-                tflops_everywhere = False
-            else:
-                flop_s, flop_seconds = flop_s + i.tflops * took, flop_seconds + took
+        samples, seconds, flop_s, flop_seconds, tflops_everywhere = st.intervals.sums()
         rate = samples / seconds if samples and seconds else None
         details: dict[str, str] = {k: a[k] for k in (*_LAYOUT, "num_layers", "hidden_size", "num_attention_heads",
                                                     "num_experts") if a.get(k) not in (None, "None")}
@@ -286,12 +320,12 @@ class _Parser(LineFormat[_State]):
         if status == "ok" and rate is not None:
             kw = {"throughput": rate * seq if seq else rate, "throughput_unit": unit, "throughput_derived": True}
         world = _int(a.get("world_size"))
-        gbs = next((i.global_batch for i in reversed(st.intervals) if i.global_batch), _int(a.get("global_batch")))
+        gbs = st.intervals.last_global_batch() or _int(a.get("global_batch"))
         self.result.runs.append(Run(
             run_index=self.index, format=NAME, framework="megatron", mode="train", precision=_precision(a),
             batch_size_per_device=_int(a.get("micro_batch")), global_batch_size=gbs,
-            num_devices=world, num_ranks=world, num_steps=st.intervals[-1].iteration if st.intervals else None,
-            warmup_steps=st.intervals[0].iteration if len(st.intervals) > 1 else None,
+            num_devices=world, num_ranks=world, num_steps=st.intervals.iteration[-1] if st.intervals else None,
+            warmup_steps=st.intervals.iteration[0] if len(st.intervals) > 1 else None,
             started_at=st.stamps[0] if st.stamps else None, ended_at=st.stamps[-1] if st.stamps else None,
             status=status, status_detail=st.error, first_line=st.first_line, last_line=st.last_line,
             tags={"seq_length": str(seq)} if seq else {}, details=details, **kw))
@@ -309,6 +343,15 @@ def _precision(args: dict[str, str]) -> str | None:
         if args.get(name) == "True":
             return name
     return "fp32" if args.get("fp16") == "False" and args.get("bf16") == "False" else None
+
+
+AVAILABLE = line_scan.AVAILABLE
+
+
+def parse_chunks(chunks: Iterable[bytes | memoryview], *, source: str, result: ParseResult | None = None,
+                 check_utf8: bool = False) -> ParseResult:
+    """``parse_lines`` for byte chunks that end at line ends, through the C path (line_scan)."""
+    return line_scan.parse_chunks(_Parser, chunks, result=result, check_utf8=check_utf8)
 
 
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:

@@ -36,7 +36,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.ingest.formats.lines import Line, LineFormat, drive, error_status, program_error
+from bench.ingest.column_buffers import MAX_INT, MapBlock
+from bench.ingest.formats import line_scan
+from bench.ingest.formats.line_scan import FastRows, Program, Rows
+from bench.ingest.formats.lines import Line, drive, error_status, program_error
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import WORLD_SIZE, contains, strip_ansi
 
@@ -66,7 +69,7 @@ class _State:
     first_line: int
     last_line: int = 0
     kind: str = "imagenet"
-    seen: set[tuple[int, int]] = field(default_factory=set)
+    seen: set[int | tuple[int, int]] = field(default_factory=set)  # the batches read (_batch)
     times_s: list[float] = field(default_factory=list)  # batch times, each epoch's first batch left out
     rates: list[float] = field(default_factory=list)  # torchvision img/s, each epoch's first batch left out
     epoch_rates: list[float] = field(default_factory=list)  # a per-epoch "Avg img/s" summary, where printed
@@ -76,7 +79,14 @@ class _State:
     avg_batch_s: float | None = None
 
 
-class _Parser(LineFormat[_State]):
+class _Parser(FastRows):
+    #: ``_METER`` in its ``Acc@`` spelling (the one the example prints today), for the C path (line_scan)
+    PROGRAM = (Program().find("Epoch: [").digits("epoch").lit("][").ws().digits("batch").lit("/").digits("batches")
+               .lit("]").ws(least=1).lit("Time").ws(least=1).token("took").ws(least=1).lit("(").ws()
+               .token("mean", ends=")").ws(least=1).lit("Data").ws(least=1).token("data").ws(least=1).lit("(").ws()
+               .token(None, ends=")").ws(least=1).lit("Loss").ws(least=1).token("loss").ws(least=1).lit("(").ws()
+               .token(None, ends=")").ws(least=1).lit("Acc@1").ws(least=1).token("top1").ws(least=1).lit("(").ws()
+               .token(None, ends=")").ws(least=1).lit("Acc@5").ws(least=1).token("top5"))
     MUST_READ = ("img/s: ",)
     BAD_LINE = "a training line whose step or time cannot be read"
     STATE = _State
@@ -115,15 +125,52 @@ class _Parser(LineFormat[_State]):
             st.error = program_error(st.error, msg)
         return True
 
+    def fast_rows(self, rows: Rows, lo: int, hi: int) -> int:
+        """``fast_line`` over rows lo.. of the open run, for as long as each is a new batch after no error."""
+        import numpy as np
+
+        st = self.run
+        if st is None or st.error is not None:
+            return 0
+        epoch, i, per_epoch = (rows.col[k][lo:hi] for k in ("epoch", "batch", "batches"))
+        small = (epoch < 1 << 31) & (i < 1 << 31) & (per_epoch < 1 << 31)  # so that the step fits an int64
+        good = small & (np.where(small, epoch * per_epoch + i, 0) <= MAX_INT)
+        k = hi - lo if good.all() else int(np.argmin(good))
+        batches = (epoch[:k] * (1 << 32) + i[:k]).tolist()  # _batch's keys: both are < 2**31 here
+        if len(set(batches)) < k or not st.seen.isdisjoint(batches):  # up to another rank's copy of a batch
+            new: set[int] = set()
+            for j, b in enumerate(batches):
+                if b in st.seen or b in new:
+                    k = j
+                    break
+                new.add(b)
+            batches = batches[:k]
+        if k == 0:
+            return 0
+        epoch, i, per_epoch = epoch[:k], i[:k], per_epoch[:k]
+        took, mean, data = (rows.col[c][lo:lo + k] for c in ("took", "mean", "data"))
+        st.seen.update(batches)
+        st.last_line = int(rows.no[lo + k - 1])
+        with np.errstate(invalid="ignore"):
+            timed = (i > 1) & np.isfinite(took) & (took > 0)
+        st.times_s.extend(took[timed].tolist())
+        st.avg_batch_s = float(mean[-1])
+        self.result.steps.add_block(len(self.result.runs), k, {
+            "step": epoch * per_epoch + i, "epoch": epoch, "step_time_ms": took * 1e3,
+            "loss": rows.col["loss"][lo:lo + k], "top1_accuracy": rows.col["top1"][lo:lo + k],
+            "top5_accuracy": rows.col["top5"][lo:lo + k], "line_no": rows.no[lo:lo + k],
+            "metrics": MapBlock(k, {"data_time_ms": data * 1e3})})
+        return k
+
     def _new_batch(self, no: int, epoch: int, i: int) -> _State | None:
         """The open run (opened at line ``no`` if none is) when batch ``i`` of ``epoch`` is new, else None
         (another rank's copy)."""
         st = self.current(no)
-        if (epoch, i) in st.seen:
+        if (key := _batch(epoch, i)) in st.seen:
             return None
         if st.error is not None:  # training went on after an error: the job restarted
             st.restarts, st.error = st.restarts + 1, None
-        st.seen.add((epoch, i))
+        st.seen.add(key)
         st.last_line = no
         return st
 
@@ -216,6 +263,21 @@ class _Parser(LineFormat[_State]):
             model=self.model, mode="train", num_devices=world, num_ranks=world,
             status=status, status_detail=st.error, first_line=st.first_line,
             last_line=st.last_line, details=details, **kw))
+
+
+AVAILABLE = line_scan.AVAILABLE
+
+
+def parse_chunks(chunks: Iterable[bytes | memoryview], *, source: str, result: ParseResult | None = None,
+                 check_utf8: bool = False) -> ParseResult:
+    """``parse_lines`` for byte chunks that end at line ends, through the C path (line_scan)."""
+    return line_scan.parse_chunks(_Parser, chunks, result=result, check_utf8=check_utf8)
+
+
+def _batch(epoch: int, i: int) -> int | tuple[int, int]:
+    """A key for batch ``i`` of ``epoch``: an int where ``i`` fits in 32 bits (cheaper to hold and compare by the
+    hundred thousand), else the pair; two batches have the same key only if they are the same batch."""
+    return epoch * (1 << 32) + i if 0 <= i < 1 << 32 else (epoch, i)
 
 
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:

@@ -202,6 +202,8 @@ class _Parser(FastRows):
             return False
         self.titan = self.titan or "[titan]" in raw
         step = int(m.group(1))
+        if step > MAX_INT:
+            return False
         if st.steps and step <= st.steps[-1]:
             return True  # another rank's copy of a step already read
         st.kind, st.last_line = "torchtitan", no
@@ -257,7 +259,7 @@ class _Parser(FastRows):
         st.kind, st.last_line = kind, line.no
         if (s := _STAMP.search(msg)) is not None and (t := utc_seconds(*s.groups())) is not None:
             st.stamps.append(t)
-        if rate is not None:
+        if rate is not None and step <= MAX_INT:  # a larger one is a misprint: its row is refused (StepTable.add)
             st.steps.append(step)
             st.rates.append(rate)
         loss_value = self.result.number(loss.rstrip(","), "loss", line.no)

@@ -12,12 +12,14 @@ from __future__ import annotations
 import importlib
 import itertools
 import random
+import re
 from pathlib import Path
 
 import format_speed
 import pytest
 from logtools import assert_same_parse
 
+from bench.ingest import registry
 from bench.ingest.formats.line_scan import Rows
 from bench.ingest.formats.lines import LineFormat
 from bench.ingest.parse import parse_bytes, parse_stream
@@ -88,7 +90,8 @@ def _damaged(lines: list[str], seed: int) -> list[str]:
     return out
 
 
-FAST = ("deepspeed", "nccl_tests", "pytorch_imagenet", "torchtitan")
+FAST = ("deepspeed", "nccl_tests", "pytorch_imagenet", "torchtitan")  # a fast line
+C_PATH = ("deepspeed", "megatron", "pytorch_imagenet", "torchtitan")  # a line program and fast_rows
 
 
 def _parser(name: str) -> type[LineFormat]:
@@ -98,9 +101,11 @@ def _parser(name: str) -> type[LineFormat]:
 def test_the_fast_formats_have_a_fast_line() -> None:
     """The formats whose step line has a fast path (the others are checked too: for them both paths are one)."""
     assert {name for name in TODAYS if _parser(name).fast_line is not LineFormat.fast_line} == set(FAST)
+    assert {name for name in TODAYS if hasattr(_parser(name), "PROGRAM")} == set(C_PATH)
+    assert {name for name in TODAYS if registry.chunk_parser(registry.load(name)) is not None} == set(C_PATH)
 
 
-@pytest.mark.parametrize("name", FAST)
+@pytest.mark.parametrize("name", sorted({*FAST, *C_PATH}))
 def test_the_fast_paths_take_the_step_lines(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a clean generated log every step row but the first of each run comes from the fast line or, where
     the format has one, its C path's ``fast_rows`` (the equivalence tests above would pass as well if they
@@ -118,7 +123,8 @@ def test_the_fast_paths_take_the_step_lines(name: str, monkeypatch: pytest.Monke
         taken.extend(rows.no[lo:lo + k].tolist())
         return k
 
-    monkeypatch.setattr(parser, "fast_line", counted)
+    if fast is not None:
+        monkeypatch.setattr(parser, "fast_line", counted)
     if rows_at_once is not None:
         monkeypatch.setattr(parser, "fast_rows", counted_rows)
     res = parse_bytes(("\n".join(_generated(name, 3000)) + "\n").encode(), source="x", fmt=name).result
@@ -159,3 +165,22 @@ def test_streamed_logs_parse_identically(name: str, seed: int, monkeypatch: pyte
     clean = _streamed(("\n".join(_generated(name, 1500)) + "\n").encode(), name, monkeypatch)
     assert len(clean.steps) > 800 and not clean.problems
     assert _streamed(("\n".join(_damaged(_generated(name, 1500), seed)) + "\n").encode(), name, monkeypatch).problems
+
+
+EDGE = ("0", "-1", "1.5", "2.7", "-0", "1e400", "1e40", "nan", "99999999999999999999", "0x10", "1_0", ".5", "5.")
+
+
+@pytest.mark.parametrize("name", C_PATH)
+def test_every_figure_at_its_edges_parses_identically(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each figure of one step line in turn set to each edge value (0, negative, fractional where an integer
+    is printed, too large for an int64 or a float, nan, forms float() reads and the line program does not),
+    and the line after it printed again: both paths give the same runs, rows and problems."""
+    lines = _generated(name, 40)
+    at = 20
+    figures = [m.span() for m in re.finditer(r"\d[\d.,eE+-]*", lines[at])]
+    assert len(figures) >= 5
+    for start, end in figures:
+        for value in EDGE:
+            damaged = lines[at][:start] + value + lines[at][end:]
+            log = [*lines[:at], damaged, *lines[at + 1:at + 3], lines[at + 1], *lines[at + 3:]]
+            _both(("\n".join(log) + "\n").encode(), name, monkeypatch)
