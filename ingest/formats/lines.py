@@ -21,6 +21,10 @@ driver does for every line (the prefixes, the ``Line``, ``starts_run``, the mark
 reader does for every field. ``BENCH_PURE_PYTHON=1`` turns it off; tests/ingest/test_fast_lines.py holds each
 fast line to the general path's rows and problems.
 
+Where a fast line is not fast enough, a format can also be read through a C path (``line_scan``): a line
+program reads its step lines into columns and ``fast_rows`` applies them a stretch at a time, the other
+lines going through a :class:`Driver` as here.
+
 ``ingest/README.md`` walks through adding one. Two formats keep a loop of their own, because a C scanner
 hands them their lines and that loop is their hot path: tf_cnn (``tf_cnn_scan`` feeds its ``Reader`` the
 lines it does not read itself) and mlperf (it gets ``""`` for each line without an MLPerf marker).
