@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,12 +66,41 @@ def sniff(head: str) -> bool:
     return contains(head, "Epoch: [") and _SNIFF.search(head) is not None
 
 
+class _Batches:
+    """The batches of a run read so far, by key (``_batch``): those read one at a time in a set, those read a
+    stretch at a time (``fast_rows``: each above every key before it) appended to a sorted array, which costs
+    less than hashing them by the hundred thousand."""
+
+    def __init__(self) -> None:
+        self.keys: set[int | tuple[int, int]] = set()
+        self.ordered = array("q")
+        self.high = -1  # the largest int key read
+
+    def __contains__(self, key: int | tuple[int, int]) -> bool:
+        if key in self.keys:
+            return True
+        if not isinstance(key, int) or not self.ordered or key > self.ordered[-1]:
+            return False
+        at = bisect_left(self.ordered, key)
+        return self.ordered[at] == key
+
+    def add(self, key: int | tuple[int, int]) -> None:
+        self.keys.add(key)
+        if isinstance(key, int):
+            self.high = max(self.high, key)
+
+    def extend_above(self, keys: Any) -> None:
+        """Keys (an int64 array) rising, the first above ``high``."""
+        self.ordered.frombytes(keys.tobytes())
+        self.high = int(keys[-1])
+
+
 @dataclass
 class _State:
     first_line: int
     last_line: int = 0
     kind: str = "imagenet"
-    seen: set[int | tuple[int, int]] = field(default_factory=set)  # the batches read (_batch)
+    seen: _Batches = field(default_factory=lambda: _Batches())
     times_s: list[float] = field(default_factory=list)  # batch times, each epoch's first batch left out
     rates: list[float] = field(default_factory=list)  # torchvision img/s, each epoch's first batch left out
     epoch_rates: list[float] = field(default_factory=list)  # a per-epoch "Avg img/s" summary, where printed
@@ -135,21 +166,15 @@ class _Parser(FastRows):
         epoch, i, per_epoch = (rows.col[k][lo:hi] for k in ("epoch", "batch", "batches"))
         small = (epoch < 1 << 31) & (i < 1 << 31) & (per_epoch < 1 << 31)  # so that the step fits an int64
         good = small & (np.where(small, epoch * per_epoch + i, 0) <= MAX_INT)
+        keys = np.where(small, epoch * (1 << 32) + i, 0)  # _batch's keys
+        good[1:] &= keys[1:] > keys[:-1]  # rising from above every batch before: new, none another rank's copy
+        good[0] &= int(keys[0]) > st.seen.high
         k = hi - lo if good.all() else int(np.argmin(good))
-        batches = (epoch[:k] * (1 << 32) + i[:k]).tolist()  # _batch's keys: both are < 2**31 here
-        if len(set(batches)) < k or not st.seen.isdisjoint(batches):  # up to another rank's copy of a batch
-            new: set[int] = set()
-            for j, b in enumerate(batches):
-                if b in st.seen or b in new:
-                    k = j
-                    break
-                new.add(b)
-            batches = batches[:k]
         if k == 0:
             return 0
         epoch, i, per_epoch = epoch[:k], i[:k], per_epoch[:k]
         took, mean, data = (rows.col[c][lo:lo + k] for c in ("took", "mean", "data"))
-        st.seen.update(batches)
+        st.seen.extend_above(keys[:k])
         st.last_line = int(rows.no[lo + k - 1])
         with np.errstate(invalid="ignore"):
             timed = (i > 1) & np.isfinite(took) & (took > 0)
