@@ -1205,9 +1205,9 @@ done:
  *   'S' col c   \S+: with c != 0 its last character must be c and is left out; col 255 stores nothing
  *   'R' col c   \S+ with every trailing c left out
  *   'T' col c   [^c\s]+
- *   'N' col     [\d,.eE+-]+ with the commas left out
  *   'P' n lit col  a pair in the rest: the literal once only, after no [\w/] character (or at the rest's
- *               start), then whitespace and an 'N' figure; NULL when the literal is not there
+ *               start), then whitespace and a figure [\d,.eE+-]+ read with its commas left out; NULL when the literal
+ *               is not there
  * stamp: 0 none; 1 "[YYYY-MM-DD hh:mm:ss" at the line's start; 2 the first "YYYY-MM-DD[ T]hh:mm:ss" in it;
  * read as text.utc_seconds reads it. */
 typedef struct {
@@ -1406,27 +1406,21 @@ static int run_program(const char *prog, Py_ssize_t plen, const char *s, const c
                     return 1;
                 v[col] = dbits(d);
             }
-        } else if (op == 'N' || op == 'P') {
-            const char *from = cur, *at = NULL;
-            int col;
-            if (op == 'P') {
-                Py_ssize_t n = (unsigned char)*pc++;
-                const char *lit = pc;
-                pc += n;
-                col = (unsigned char)*pc++;
-                at = memmem(cur, (size_t)(e - cur), lit, (size_t)n);
-                if (at == NULL) {
-                    v[col] = nullb;
-                    continue;
-                }
-                if (once(cur, e, lit, n) == NULL || (at > cur && (is_word(at[-1]) || at[-1] == '/')))
-                    return 1;
-                from = at + n;
-                while (from < e && is_space(*from))
-                    from++;
-            } else {
-                col = (unsigned char)*pc++;
+        } else if (op == 'P') {
+            Py_ssize_t n = (unsigned char)*pc++;
+            const char *lit = pc;
+            pc += n;
+            int col = (unsigned char)*pc++;
+            const char *at = memmem(cur, (size_t)(e - cur), lit, (size_t)n);
+            if (at == NULL) {
+                v[col] = nullb;
+                continue;
             }
+            if (once(cur, e, lit, n) == NULL || (at > cur && (is_word(at[-1]) || at[-1] == '/')))
+                return 1;
+            const char *from = at + n;
+            while (from < e && is_space(*from))
+                from++;
             char tmp[64];
             int k = 0;
             const char *q = from;
@@ -1442,8 +1436,6 @@ static int run_program(const char *prog, Py_ssize_t plen, const char *s, const c
             if (to_double(tmp, tmp + k, &d))
                 return 1;
             v[col] = dbits(d);
-            if (op == 'N')
-                cur = q;
         } else {
             return 1;
         }

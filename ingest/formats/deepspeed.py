@@ -66,8 +66,9 @@ class _State:
 class _Parser(FastRows):
     #: ``_TIMER``'s newer form, both rates printed (the form ``fast_line`` reads), for the C path (line_scan);
     #: with no other ``SamplesPerSec=`` in the line, the regex can match nowhere else
-    PROGRAM = (Program(stamp=STAMP_AT_START).count("SamplesPerSec=", 2).find("global_step=").digits("step").lit(", RunningAvgSamplesPerSec=")
-               .token_until("avg", ",").lit(", CurrSamplesPerSec=").token_until("current", ","))
+    PROGRAM = (Program(stamp=STAMP_AT_START).count("SamplesPerSec=", 2).find("global_step=").digits("step")
+               .lit(", RunningAvgSamplesPerSec=").token_until("avg", ",").lit(", CurrSamplesPerSec=")
+               .token_until("current", ","))
     MUST_READ = ("SamplesPerSec=",)
     BAD_LINE = "a DeepSpeed timer line whose rate cannot be read"
     STATE = _State

@@ -64,10 +64,9 @@ class Program:
         self.ops += (b"F" if word else b"f") + self._lit(text)
         return self
 
-    def first(self, text: str, *, word: bool = True) -> Program:
+    def first(self, text: str) -> Program:
         """The first ``text`` in the rest with no word character before it (a regex search for ``\\btext...``
         matches there or nowhere)."""
-        assert word
         self.ops += b"G" + self._lit(text)
         return self
 
@@ -114,14 +113,9 @@ class Program:
         self.ops += b"R" + self._col(name) + chars.encode("ascii")
         return self
 
-    def number(self, name: str) -> Program:
-        """``([\\d,.eE+-]+)`` read as ``float(token.replace(",", ""))``."""
-        self.ops += b"N" + self._col(name)
-        return self
-
     def pair(self, key: str, name: str) -> Program:
         """``key`` (``tps:``) anywhere in the rest, as a ``(\\w+):\\s*([\\d,.eE+-]+)`` findall finds it, its
-        figure read as ``number``; NULL when the key is not printed. A key that starts with a figure's character
+        figure read as ``float(figure.replace(",", ""))``; NULL when the key is not printed. A key that starts with a figure's character
         could be eaten by the figure before it, so none may."""
         assert key[0] not in _NUMBER_CHARS
         self.ops += b"P" + self._lit(key) + self._col(name)

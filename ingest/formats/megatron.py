@@ -115,15 +115,15 @@ def _name(head: str) -> str | None:
 
 
 #: The fields of Megatron-LM's iteration line, in the order it prints them (``training_log``).
-_LINE_FIELDS = ("consumed samples", "elapsed time per iteration (ms)", "throughput per GPU (TFLOP/s/GPU)", "learning rate",
-                "global batch size", "lm loss", "loss scale", "grad norm", "number of skipped iterations",
-                "number of nan iterations")
+_LINE_FIELDS = ("consumed samples", "elapsed time per iteration (ms)", "throughput per GPU (TFLOP/s/GPU)",
+                "learning rate", "global batch size", "lm loss", "loss scale", "grad norm",
+                "number of skipped iterations", "number of nan iterations")
 
 
 def _program() -> Program:
     """``_ITERATION`` (its first match, no other ``|`` in the line) and then every field of ``_LINE_FIELDS``, each
     ``label: figure |``, to the line's end; each figure's column is its field's name (``_name``)."""
-    program = (Program(stamp=STAMP_ANYWHERE).count("|", len(_LINE_FIELDS) + 1).first("iteration", word=True).lit(" ")
+    program = (Program(stamp=STAMP_ANYWHERE).count("|", len(_LINE_FIELDS) + 1).first("iteration").lit(" ")
                .ws().digits("iteration").ws().lit("/").ws().digits("total").ws().lit("|"))
     for label in _LINE_FIELDS:
         program.ws().lit(f"{label}:").ws().token(_name(label)).ws().lit("|")
@@ -254,7 +254,7 @@ class _Parser(FastRows):
             st = self.open(no)
         if st.partial is not None:  # an unreadable line within the run: its iterations count in no interval
             self.bad_line(st.partial)
-            if st.intervals and st.intervals.iteration[-1] < st.partial_at < n:
+            if st.intervals and st.intervals.iteration[-1] < st.partial_at < min(n, MAX_INT + 1):
                 st.intervals.append(st.partial_at, None, None, None, None)
             st.partial = None
         st.last_line, st.total_iterations, st.bars = no, total, msg.count("|")

@@ -184,3 +184,15 @@ def test_every_figure_at_its_edges_parses_identically(name: str, monkeypatch: py
             damaged = lines[at][:start] + value + lines[at][end:]
             log = [*lines[:at], damaged, *lines[at + 1:at + 3], lines[at + 1], *lines[at + 3:]]
             _both(("\n".join(log) + "\n").encode(), name, monkeypatch)
+
+
+@pytest.mark.parametrize("name", C_PATH)
+def test_lines_that_are_not_ascii_parse_identically(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step line with a non-ASCII character, one with a byte that is not UTF-8 and one with a control byte
+    go the slow way; the rest of the log still the C path."""
+    lines = [line.encode() for line in _generated(name, 60)]
+    lines[20] = lines[20].replace(b" ", " \u00e9 ".encode(), 1)
+    lines[30] = lines[30][:10] + b"\xff" + lines[30][10:]
+    lines[40] = lines[40][:10] + b"\x0b" + lines[40][10:]
+    res = _both(b"\n".join(lines) + b"\n", name, monkeypatch)
+    assert [p.kind for p in res.problems][:1] == ["encoding"]
