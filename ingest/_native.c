@@ -1184,13 +1184,16 @@ done:
     return result;
 }
 
-/* fields(buf, lines_before, null_bits, program, ncols, stamp) -> (n_lines, line_nos, spans, columns, stamps,
- * others, all_ascii): a line format's step lines read by a small line program (ingest/formats/line_scan.py
+/* fields(buf, lines_before, null_bits, programs, ncols, int_cols, stamp) -> (n_lines, line_nos, spans, columns, stamps,
+ * kinds, others, all_ascii): a line format's commonest lines read by small line programs (ingest/formats/line_scan.py
  * writes the programs and says what each op matches, as the format's regex does). Lines are split as
- * text.split_lines splits them. A line the program reads whole is a row: its number (int64), its span in
- * ``buf`` (start, end: int64 pairs), a value per column (``ncols`` bytes objects of 8-byte values: an int64
- * for 'D', a float64 for the others; NULL = the NaN with payload ``null_bits``, for a pair not in the line) and
- * its stamp (float64, NULL where it has none or it is no date). Every other line, and every line with a byte
+ * text.split_lines splits them. ``programs`` is a tuple of 1 to 16 programs (one per kind of line), tried in
+ * order. A line a program reads whole is a row: its number (int64), its span in ``buf`` (start, end: int64
+ * pairs), a value per column (``ncols`` bytes objects of 8-byte values: an int64 for 'D', 'N', 'Z' and 'z', a
+ * float64 for the others, as the bit mask ``int_cols`` says; NULL = the NaN with payload ``null_bits``, or
+ * -2^63 for an int, for a column
+ * its program does not set or a pair not in the line), its stamp (float64, NULL where it has none or it is no
+ * date) and its kind (one byte: the index of the program that read it). Every other line, and every line with a byte
  * >= 0x80, ESC or another control byte but tab, is returned as (line_no, str) in ``others``: the format reads it
  * the slow way. A figure is taken only when it converts as float() converts it (Clinger's exact fast path,
  * else CPython's own); any doubt makes the line an "other". Ops (one byte, then its arguments):
@@ -1200,8 +1203,18 @@ done:
  *   'L' n lit   the literal, right here
  *   'K' n lit k the literal exactly k times in the whole line (where the program is: unchanged)
  *   'w' / 'W'   whitespace, any / at least one
- *   'E'         nothing but whitespace to the line's end
- *   'D' col     \d+ (at most 18 digits), an int64
+ *   'M' b n {len lit col}*  the rest of the line (to its end, or to a last '|' where it says "elapsed"), as
+ *               fields between bars ("head: value" or
+ *               "head=value", a regex findall of ([^|:=]*)[:=]([^|]*)): each head, stripped, one of the n labels
+ *               (col 255: a field read past), each stored value a figure, no column twice; column b gets the
+ *               line's number of '|'
+ *   'D' col     \d+ (at most 18 digits), an int64 (col 255: not stored)
+ *   'N' col     \S+: an int64 when it is \d+ (at most 18 digits), else NULL
+ *   'Q'         \S+ whose first character is not a digit, not stored
+ *   'E' n       on to the last n whitespace-separated tokens of the line (they begin here or after)
+ *   'Z' a b     \S+, its span in buf as two int64 columns (start, end)
+ *   'z' a b     the rest of the line, trailing whitespace left out, not empty: its span as for 'Z'
+ *   'U' c       on past the first c
  *   'S' col c   \S+: with c != 0 its last character must be c and is left out; col 255 stores nothing
  *   'R' col c   \S+ with every trailing c left out
  *   'T' col c   [^c\s]+
@@ -1233,6 +1246,19 @@ static int grow_put(Grow *g, const void *v, Py_ssize_t size) {
 
 static int is_word(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/* The first place of the literal [l, l + n) in [p, e), or NULL: memchr for its first byte, then a compare
+ * (on a log line, where the first byte is rare, this is several times faster than glibc's memmem). */
+static const char *find_lit(const char *p, const char *e, const char *l, Py_ssize_t n) {
+    for (const char *last = e - n; p <= last; p++) {
+        p = memchr(p, l[0], (size_t)(last - p + 1));
+        if (p == NULL)
+            return NULL;
+        if (memcmp(p + 1, l + 1, (size_t)n - 1) == 0)
+            return p;
+    }
+    return NULL;
+}
 
 /* The literal [l, l + n) in [p, e) exactly once: where it starts, or NULL. */
 static const char *once(const char *p, const char *e, const char *l, Py_ssize_t n) {
@@ -1327,7 +1353,7 @@ static double line_stamp(const char *s, const char *e, int mode) {
 }
 
 /* Run the program over the line [s, e): 0 with the values in v[], else 1. */
-static int run_program(const char *prog, Py_ssize_t plen, const char *s, const char *e, uint64_t *v,
+static int run_program(const char *prog, Py_ssize_t plen, const char *base, const char *s, const char *e, uint64_t *v,
                        uint64_t nullb) {
     const char *cur = s, *pc = prog, *pe = prog + plen;
     while (pc < pe) {
@@ -1352,15 +1378,71 @@ static int run_program(const char *prog, Py_ssize_t plen, const char *s, const c
                 return 1;
             cur = at + n;
             pc += n;
-        } else if (op == 'E') {
-            while (cur < e && is_space(*cur))
-                cur++;
-            if (cur != e)
-                return 1;
+        } else if (op == 'M') {
+            /* 'M' bars_col count {len lit col}*: the rest, to a last '|', as fields "head: value" or "head=value"
+             * between bars; each head (stripped) one of the labels, each value (stripped) a figure, no column twice */
+            int bars_col = (unsigned char)*pc++, count = (unsigned char)*pc++;
+            const char *labels = pc;
+            for (int j = 0; j < count; j++)
+                pc += 1 + (unsigned char)pc[0] + 1;
+            const char *last = e; /* where the fields end: after the last '|', or the line's end (below) */
+            while (last > cur && is_space(last[-1]))
+                last--;
+            int open_end = last > cur && last[-1] != '|';
+            if (last == cur || (open_end && memmem(s, (size_t)(e - s), "elapsed", 7) != NULL))
+                return 1; /* megatron.py drops the text after the last bar of such a line (it may be cut) */
+            long long bars = 0;
+            for (const char *q = s; q < e; q++)
+                bars += *q == '|';
+            memcpy(&v[bars_col], &bars, sizeof bars);
+            uint32_t set = 0;
+            for (const char *seg = cur; seg < last;) {
+                const char *bar = memchr(seg, '|', (size_t)(last - seg));
+                if (bar == NULL)
+                    bar = last; /* the open end's last field */
+                const char *sep = seg;
+                while (sep < bar && *sep != ':' && *sep != '=')
+                    sep++;
+                if (sep < bar) {
+                    const char *h = seg, *he = sep, *val = sep + 1, *ve = bar;
+                    while (h < he && is_space(*h))
+                        h++;
+                    while (he > h && is_space(he[-1]))
+                        he--;
+                    while (val < ve && is_space(*val))
+                        val++;
+                    while (ve > val && is_space(ve[-1]))
+                        ve--;
+                    const char *l = labels;
+                    int col = -1;
+                    for (int j = 0; j < count && col < 0; j++) {
+                        int n = (unsigned char)l[0];
+                        if (n == he - h && memcmp(l + 1, h, (size_t)n) == 0)
+                            col = (unsigned char)l[1 + n];
+                        l += 1 + n + 1;
+                    }
+                    if (col < 0)
+                        return 1;
+                    if (col != 255) {
+                        if (ve == val || (set >> col) & 1)
+                            return 1;
+                        for (const char *q = val; q < ve; q++)
+                            if (!(is_digit(*q) || *q == '.' || *q == 'e' || *q == 'E' || *q == '+' || *q == '-'))
+                                return 1;
+                        double d;
+                        if (to_double(val, ve, &d))
+                            return 1;
+                        v[col] = dbits(d);
+                        set |= 1u << col;
+                    }
+                }
+                seg = bar + 1;
+            }
+            cur = e;
         } else if (op == 'K') {
             Py_ssize_t n = (unsigned char)*pc++;
             int want = (unsigned char)pc[n], seen = 0;
-            for (const char *q = s; (q = memmem(q, (size_t)(e - q), pc, (size_t)n)) != NULL; q++)
+            for (const char *q = s; (q = find_lit(q, e, pc, n)) != NULL; q++)
                 seen++;
             if (seen != want)
                 return 1;
@@ -1376,10 +1458,67 @@ static int run_program(const char *prog, Py_ssize_t plen, const char *s, const c
             long long x = 0;
             int nd = 0;
             for (; cur < e && is_digit(*cur); cur++, nd++)
-                x = x * 10 + (*cur - '0');
+                if (nd < 18) /* no overflow: a 19th digit is refused below */
+                    x = x * 10 + (*cur - '0');
             if (nd == 0 || nd > 18)
                 return 1;
-            memcpy(&v[col], &x, sizeof x);
+            if (col != 255)
+                memcpy(&v[col], &x, sizeof x);
+        } else if (op == 'N') {
+            int col = (unsigned char)*pc++;
+            const char *from = cur;
+            int all = 1;
+            long long x = 0;
+            for (; cur < e && !is_space(*cur); cur++)
+                if (!is_digit(*cur))
+                    all = 0;
+                else if (cur - from < 18) /* no overflow: a 19th digit is refused below */
+                    x = x * 10 + (*cur - '0');
+            if (cur == from || (all && cur - from > 18))
+                return 1;
+            if (all)
+                memcpy(&v[col], &x, sizeof x);
+        } else if (op == 'Q') {
+            const char *from = cur;
+            while (cur < e && !is_space(*cur))
+                cur++;
+            if (cur == from || is_digit(*from))
+                return 1;
+        } else if (op == 'E') {
+            int n = (unsigned char)*pc++;
+            const char *q = e;
+            for (int k = 0; k < n; k++) {
+                while (q > cur && is_space(q[-1]))
+                    q--;
+                if (q == cur)
+                    return 1;
+                while (q > cur && !is_space(q[-1]))
+                    q--;
+            }
+            cur = q;
+        } else if (op == 'Z' || op == 'z') {
+            int c0 = (unsigned char)*pc++, c1 = (unsigned char)*pc++;
+            const char *from = cur, *end;
+            if (op == 'Z') {
+                while (cur < e && !is_space(*cur))
+                    cur++;
+                end = cur;
+            } else {
+                end = e;
+                while (end > from && is_space(end[-1]))
+                    end--;
+                cur = e;
+            }
+            if (end == from)
+                return 1;
+            long long a = from - base, b = end - base;
+            memcpy(&v[c0], &a, sizeof a);
+            memcpy(&v[c1], &b, sizeof b);
+        } else if (op == 'U') {
+            const char *at = memchr(cur, *pc++, (size_t)(e - cur));
+            if (at == NULL)
+                return 1;
+            cur = at + 1;
         } else if (op == 'S' || op == 'R' || op == 'T') {
             int col = (unsigned char)*pc++;
             char c = *pc++;
@@ -1445,18 +1584,29 @@ static int run_program(const char *prog, Py_ssize_t plen, const char *s, const c
 
 static PyObject *fields(PyObject *self, PyObject *args) {
     Py_buffer buf;
-    Py_ssize_t before, plen;
+    Py_ssize_t before;
     unsigned long long nullb;
-    const char *prog;
+    PyObject *progs;
     int ncols, mode;
-    if (!PyArg_ParseTuple(args, "y*nKy#ii", &buf, &before, &nullb, &prog, &plen, &ncols, &mode))
+    unsigned int int_cols;
+    if (!PyArg_ParseTuple(args, "y*nKO!iIi", &buf, &before, &nullb, &PyTuple_Type, &progs, &ncols, &int_cols, &mode))
         return NULL;
     PyObject *result = NULL, *others = NULL;
-    Grow nos = {0}, spans = {0}, stamps = {0}, cols[32] = {{0}};
+    Grow nos = {0}, spans = {0}, stamps = {0}, kinds = {0}, cols[32] = {{0}};
     uint64_t v[32];
-    if (ncols < 0 || ncols > 32) {
-        PyErr_SetString(PyExc_ValueError, "fields: 0 to 32 columns");
+    const char *prog[16];
+    Py_ssize_t plen[16], nprog = PyTuple_GET_SIZE(progs);
+    if (ncols < 0 || ncols > 32 || nprog < 1 || nprog > 16) {
+        PyErr_SetString(PyExc_ValueError, "fields: 0 to 32 columns, 1 to 16 programs");
         goto done;
+    }
+    for (Py_ssize_t k = 0; k < nprog; k++) {
+        PyObject *b = PyTuple_GET_ITEM(progs, k);
+        if (!PyBytes_Check(b)) {
+            PyErr_SetString(PyExc_TypeError, "fields: each program is bytes");
+            goto done;
+        }
+        prog[k] = PyBytes_AS_STRING(b), plen[k] = PyBytes_GET_SIZE(b);
     }
     others = PyList_New(0);
     if (others == NULL)
@@ -1471,23 +1621,28 @@ static PyObject *fields(PyObject *self, PyObject *args) {
         if (e > s && e[-1] == '\r')
             e--;
         no++;
-        int plain = 1;
-        for (const char *q = s; q < e; q++) {
-            unsigned char c = (unsigned char)*q;
-            if (c >= 0x80 || (c < 0x20 && c != '\t') || c == 0x7f) {
-                plain = 0;
-                if (c >= 0x80)
-                    ascii = 0;
-            }
+        unsigned char high = 0, control = 0; /* without a branch, so that the compiler vectorises it */
+        for (const unsigned char *q = (const unsigned char *)s; q < (const unsigned char *)e; q++) {
+            high |= *q & 0x80;
+            control |= (*q < 0x20) & (*q != '\t');
+            control |= *q == 0x7f;
         }
-        for (int i = 0; i < ncols; i++)
-            v[i] = nullb;
-        if (plain && run_program(prog, plen, s, e, v, nullb) == 0) {
+        int plain = !high && !control;
+        ascii &= !high;
+        unsigned char kind = 0;
+        int taken = 0;
+        for (; plain && !taken && kind < nprog; kind += !taken) {
+            for (int i = 0; i < ncols; i++)
+                v[i] = (int_cols >> i) & 1 ? (uint64_t)1 << 63 : nullb;
+            taken = run_program(prog[kind], plen[kind], buf.buf, s, e, v, nullb) == 0;
+        }
+        if (taken) {
             double t = line_stamp(s, e, mode);
             uint64_t tb = isnan(t) ? nullb : dbits(t);
             long long span[2] = {s - (const char *)buf.buf, e - (const char *)buf.buf};
             long long n64 = no;
-            if (grow_put(&nos, &n64, 8) || grow_put(&spans, span, 16) || grow_put(&stamps, &tb, 8))
+            if (grow_put(&nos, &n64, 8) || grow_put(&spans, span, 16) || grow_put(&stamps, &tb, 8) ||
+                grow_put(&kinds, &kind, 1))
                 goto nomem;
             for (int i = 0; i < ncols; i++)
                 if (grow_put(&cols[i], &v[i], 8))
@@ -1514,8 +1669,8 @@ static PyObject *fields(PyObject *self, PyObject *args) {
         }
         PyTuple_SET_ITEM(tuple, i, b);
     }
-    result = Py_BuildValue("(ny#y#Ny#OO)", no - before, nos.p ? nos.p : "", nos.n, spans.p ? spans.p : "", spans.n,
-                           tuple, stamps.p ? stamps.p : "", stamps.n,
+    result = Py_BuildValue("(ny#y#Ny#y#OO)", no - before, nos.p ? nos.p : "", nos.n, spans.p ? spans.p : "", spans.n,
+                           tuple, stamps.p ? stamps.p : "", stamps.n, kinds.p ? kinds.p : "", kinds.n,
                            others, ascii ? Py_True : Py_False);
     goto done;
 nomem:
@@ -1524,6 +1679,7 @@ done:
     PyMem_Free(nos.p);
     PyMem_Free(spans.p);
     PyMem_Free(stamps.p);
+    PyMem_Free(kinds.p);
     for (int i = 0; i < 32; i++)
         PyMem_Free(cols[i].p);
     Py_XDECREF(others);

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -143,6 +144,11 @@ def _storable_text(record: Run | System) -> dict[str, Any]:
             if type(value) is str and storable(value) != value:
                 fixed[name] = storable(value)
         else:
+            try:
+                if "".join(value).isascii() and "".join(value.values()).isascii():
+                    continue  # (the common case, at a join's cost)
+            except TypeError:  # a value that is not text
+                pass
             text = {storable(k): storable(v) if type(v) is str else v for k, v in value.items()}
             if text != value:
                 fixed[name] = text
@@ -191,7 +197,8 @@ def collapse_repeats(result: ParseResult) -> None:
         return
     groups: dict[tuple[Any, ...], list[Run]] = {}
     for run in result.runs:
-        key = tuple(_hashable(getattr(run, f.name)) for f in dataclasses.fields(run) if f.name not in _POSITION)
+        values = _KEY_VALUES(run)
+        key = (*values[:_DICTS_FROM], *map(_hashable, values[_DICTS_FROM:]))
         groups.setdefault(key, []).append(run)
     repeats = [g for g in groups.values() if len(g) > MAX_IDENTICAL_RUNS]
     drop = {r.run_index for g in repeats for r in g[1:]}
@@ -203,6 +210,13 @@ def collapse_repeats(result: ParseResult) -> None:
             "invalid_value", f"{len(g) - 1} more runs identical to run {g[0].run_index} (lines {g[1].first_line}-"
             f"{g[-1].last_line}) were not stored: more than {MAX_IDENTICAL_RUNS} copies of one run are a log "
             "repeating itself, not measurements", g[0].first_line))
+
+
+#: A run's values but for its position, in an order that puts the fields that may hold a dict last.
+_KEYS = sorted((f.name for f in dataclasses.fields(Run) if f.name not in _POSITION),
+               key=lambda name: name in ("tags", "details"))
+_KEY_VALUES = operator.attrgetter(*_KEYS)
+_DICTS_FROM = len(_KEYS) - 2
 
 
 def _hashable(value: Any) -> Any:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, cast
 
 from bench.ingest.map_columns import MapBlock
-from bench.ingest.nulls import INT_NULL, NULL_BITS, NULL_FLOAT
+from bench.ingest.nulls import INT_NULL, NULL_BITS, NULL_FLOAT, null_mask
 
 __all__ = ["INT_NULL", "NULL_BITS", "NULL_FLOAT", "ColumnBuffer", "Fill", "MapBlock"]
 
@@ -175,8 +175,9 @@ class ColumnBuffer:
         if self._spill is not None and self._n >= self._spill_rows:
             self.flush()
 
-    def add_block(self, run_index: int, n: int, columns: dict[str, Any]) -> None:
-        """``n`` rows of one run at once: ``columns`` maps column names to buffers of n native int64 /
+    def add_block(self, run_index: Any, n: int, columns: dict[str, Any]) -> None:
+        """``n`` rows of one run (or of the runs ``run_index`` gives row by row, an int64 array) at once:
+        ``columns`` maps column names to buffers of n native int64 /
         float64 values with the NULL sentinels already in place (e.g. numpy arrays), a metrics column a
         ``MapBlock``; a column not given is NULL. The bulk path of the C step scanner; the same rows as ``n`` calls of
         :meth:`add`."""
@@ -189,7 +190,9 @@ class ColumnBuffer:
                 if len(block[name]) != n:
                     raise ValueError(f"column {name}: {len(block[name])} maps for {n} rows")
             elif name == "run_index":
-                block[name] = Fill(n, run_index)
+                block[name] = Fill(n, run_index) if isinstance(run_index, int) else np.asarray(run_index, np.int64)
+                if len(block[name]) != n:
+                    raise ValueError(f"{len(block[name])} run indexes for {n} rows")
             elif name in columns:
                 values = np.frombuffer(columns[name], np.int64 if kind == "i" else np.float64)
                 if len(values) != n:
@@ -277,7 +280,7 @@ class ColumnBuffer:
             values = np.array([col.value]) if isinstance(col, Fill) else np.frombuffer(col, np.float64)
             with np.errstate(invalid="ignore"):
                 above = values >= low if closed else values > low
-                bad = ~(above & (values <= high)) & (values.view(np.uint64) != NULL_BITS)
+                bad = ~(above & (values <= high) | null_mask(values))
             if not bad.any():
                 continue
             first = int(np.argmax(bad))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench.ingest.nulls import NULL_BITS, NULL_FLOAT
+from bench.ingest.nulls import NULL_FLOAT, null_mask
 
 
 class MapBlock:
@@ -25,7 +25,7 @@ class MapBlock:
             np.zeros((n, 0))
         if self.values.shape[0] != n:
             raise ValueError(f"{self.values.shape[0]} values for {n} maps")
-        self.present = self.values.view(np.uint64) != NULL_BITS
+        self.present = ~null_mask(self.values)
 
     def __len__(self) -> int:
         return self.n
@@ -59,10 +59,6 @@ class MapBlock:
                 return None
         values = np.concatenate(parts)
         return MapBlock(len(values), dict(zip(keys, values.T, strict=True)))
-
-    def count(self, value: object) -> int:
-        """As ``list.count``: a MapBlock holds no NULL map."""
-        return sum(1 for m in self if m == value) if value is not None else 0
 
     def arrow(self, arrow_type: pa.MapType) -> pa.Array:
         """The maps as an Arrow MAP column: the same array as ``table_rows`` makes of the dicts."""

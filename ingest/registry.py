@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 import sys
@@ -222,11 +223,10 @@ def detect_beyond_head(data: bytes) -> FormatModule | None:
 #: blocks of a whole or streamed file; a whole-file entry ``(data, result) -> bool`` reads an ASCII file
 #: at once, or returns False having added nothing (the lines are then parsed). Both need the optional C
 #: extension (``module.AVAILABLE``) and are off with ``BENCH_PURE_PYTHON=1``.
-CHUNK_PARSERS: dict[str, tuple[str, str]] = {"tf_cnn": ("tf_cnn_scan", "parse_chunks"),
-                                             "torchtitan": ("torchtitan", "parse_chunks"),
-                                             "deepspeed": ("deepspeed", "parse_chunks"),
-                                             "pytorch_imagenet": ("pytorch_imagenet", "parse_chunks"),
-                                             "megatron": ("megatron", "parse_chunks")}
+CHUNK_PARSERS: dict[str, tuple[str, str]] = {"tf_cnn": ("tf_cnn_scan", "parse_chunks")}
+#: The line formats read through a line program in C (formats/line_scan.py): each module's ``C_PATH`` is its
+#: parser class, with a ``PROGRAM`` and ``fast_rows``; ``line_scan.parse_chunks`` is their chunk parser.
+LINE_SCANNED = ("torchtitan", "deepspeed", "pytorch_imagenet", "megatron", "nccl_tests")
 WHOLE_PARSERS: dict[str, tuple[str, str]] = {"telemetry": ("telemetry", "parse_thermal_bytes")}
 
 
@@ -244,6 +244,9 @@ def marked_lines(module: FormatModule, data: bytes) -> list[str] | None:
 
 def chunk_parser(module: FormatModule) -> Callable[..., ParseResult] | None:
     """The format's ``parse_chunks`` fast path, or None to parse decoded lines."""
+    if module.NAME in LINE_SCANNED:
+        scan = _fast(("line_scan", "parse_chunks"))
+        return None if scan is None else functools.partial(scan, module.C_PATH)  # type: ignore[attr-defined]
     return _fast(CHUNK_PARSERS.get(module.NAME))
 
 

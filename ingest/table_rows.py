@@ -8,8 +8,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from bench.ingest.column_buffers import INT_NULL, NULL_BITS, Fill, MapBlock, joined_values
+from bench.ingest.column_buffers import Fill, MapBlock, joined_values
 from bench.ingest.devices import device_type, devices_to_fill
+from bench.ingest.nulls import INT_NULL, null_mask
 from bench.ingest.records import Run, ScoreScale, System
 from bench.sql.columns import STEP_COLUMNS, TELEMETRY_COLUMNS
 from bench.sql.schema import STEPS, TAGS, TELEMETRY, TS, step_types
@@ -62,12 +63,6 @@ def run_id(sha: str, run_index: int) -> str:
     return f"{sha[:16]}-{run_index}"
 
 
-def _null_mask(values: Any, kind: str) -> Any:
-    import numpy as np
-
-    return values == INT_NULL if kind == "i" else values.view(np.uint64) == NULL_BITS
-
-
 def _arrays(parts: list[dict[str, Any]], spec: dict[str, str], types: dict[str, pa.DataType]) -> dict[str, pa.Array]:
     """Concatenate the buffered columns of several files into Arrow arrays (sentinels -> NULL)."""
     import numpy as np
@@ -84,7 +79,7 @@ def _arrays(parts: list[dict[str, Any]], spec: dict[str, str], types: dict[str, 
             out[name] = _map_column(buffers, arrow_type)
             continue
         values = joined_values(buffers, np.int64 if kind == "i" else np.float64)
-        mask = _null_mask(values, kind)
+        mask = null_mask(values)
         out[name] = pa.array(values, type=arrow_type, mask=mask if mask.any() else None)
     return out
 
@@ -118,7 +113,7 @@ def _all_null(buffer: Any, kind: str) -> bool:
     NULL, or a metrics list of None (counted in C)."""
     if isinstance(buffer, Fill):
         return buffer.is_null()
-    return kind == "m" and buffer.count(None) == len(buffer)
+    return kind == "m" and not isinstance(buffer, MapBlock) and buffer.count(None) == len(buffer)
 
 
 def _run_ids(parts: list[tuple[dict[str, Any], str]]) -> pa.Array:
@@ -197,7 +192,7 @@ def telemetry_table(parts: list[tuple[dict[str, Any], str, str, dict[str, str]]]
     stamps = joined_values([c["timestamp"] for c, *_ in parts], np.float64)
     with np.errstate(invalid="ignore"):  # NULL / NaN stamps cast to garbage, masked below
         micros = np.round(stamps * 1e6).astype(np.int64, copy=False) if len(stamps) else stamps.astype(np.int64)
-    arrays["timestamp"] = pa.array(micros, TS, mask=_null_mask(stamps, "d") | np.isnan(stamps))
+    arrays["timestamp"] = pa.array(micros, TS, mask=null_mask(stamps) | np.isnan(stamps))
     arrays["run_id"] = _run_ids([(c, sha) for c, sha, *_ in parts])
     if any(owners):
         pieces, pos = [], 0

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.ingest.column_buffers import MAX_INT, MapBlock
-from bench.ingest.formats import line_scan
 from bench.ingest.formats.line_scan import STAMP_AT_START, FastRows, Program, Rows
 from bench.ingest.formats.lines import Line, drive, error_status, program_error
 from bench.ingest.records import ParseResult, Run
@@ -123,7 +122,8 @@ class _Parser(FastRows):
         import numpy as np
 
         st = self.run
-        if st is None or st.profile is not None:
+        assert st is not None  # (line_scan calls it for an open run only)
+        if st.profile is not None:
             return 0
         step = rows.col["step"][lo:hi]
         good = step <= MAX_INT  # add refuses a larger one: the row goes the slow way, which says so
@@ -205,13 +205,8 @@ def _number(text: str | None) -> float | None:
         return None
 
 
-AVAILABLE = line_scan.AVAILABLE
-
-
-def parse_chunks(chunks: Iterable[bytes | memoryview], *, source: str, result: ParseResult | None = None,
-                 check_utf8: bool = False) -> ParseResult:
-    """``parse_lines`` for byte chunks that end at line ends, through the C path (line_scan)."""
-    return line_scan.parse_chunks(_Parser, chunks, result=result, check_utf8=check_utf8)
+#: Read through the line program in C when it is built (registry.LINE_SCANNED).
+C_PATH = _Parser
 
 
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:

@@ -1,8 +1,8 @@
-"""The C path of the line formats: a format's commonest step line read by a line program in C, its rows handed
-to the format a stretch at a time.
+"""The C path of the line formats: a format's commonest lines (its step line; for nccl-tests each kind of line
+a run holds) read by a line program in C, its rows handed to the format a stretch at a time.
 
 A format (a ``LineFormat``) that defines ``PROGRAM`` and ``fast_rows`` is parsed by :func:`parse_chunks` (the
-registry's chunk parser for it) when the C extension is built:
+registry's chunk parser for the formats in ``registry.LINE_SCANNED``) when the C extension is built:
 
 - ``_native.fields`` reads each chunk's lines: a line the program reads whole (``Program``: what it matches is
   what the format's step regex matches, and every figure converts as ``float()`` converts it) becomes a row of
@@ -25,7 +25,7 @@ from typing import Any
 
 from bench.ingest.formats.lines import Driver, LineFormat
 from bench.ingest.native import ext as _native
-from bench.ingest.nulls import INT_NULL, NULL_BITS, NULL_FLOAT
+from bench.ingest.nulls import NULL_BITS, NULL_FLOAT, null_mask
 from bench.ingest.records import ParseResult
 from bench.ingest.text import utf8_problem
 
@@ -40,19 +40,43 @@ _NUMBER_CHARS = set("0123456789,.eE+-")
 class Program:
     """A line program for ``_native.fields`` (its comment in ingest/_native.c defines each op), written as the
     format's regex reads: ``Program().find("step:", word=True).ws().digits("step")...``. Each method adds one
-    op and returns the program; ``columns`` names the values in order."""
+    op and returns the program; ``columns`` names the values in order. A program may read several kinds of
+    line: ``otherwise()`` starts the next kind's, tried when the ones before do not read the line (``Rows.kind``
+    says which did); the kinds share the columns, NULL where a kind does not set one."""
 
     def __init__(self, stamp: int = NO_STAMP):
-        self.ops = b""
+        self.kinds: list[bytes] = [b""]
         self.columns: list[str] = []
         self.ints: set[str] = set()
         self.stamp = stamp
 
-    def _col(self, name: str | None) -> bytes:
+    @property
+    def ops(self) -> bytes:
+        """The ops of the kind being written."""
+        return self.kinds[-1]
+
+    @ops.setter
+    def ops(self, ops: bytes) -> None:
+        self.kinds[-1] = ops
+
+    def otherwise(self) -> Program:
+        """Start the next kind of line."""
+        self.kinds.append(b"")
+        return self
+
+    @property
+    def int_mask(self) -> int:
+        """The int64 columns, as ``_native.fields`` takes them (a bit per column)."""
+        return sum(1 << i for i, name in enumerate(self.columns) if name in self.ints)
+
+    def _col(self, name: str | None, *, integer: bool = False) -> bytes:
         if name is None:
             return bytes([255])
-        self.columns.append(name)
-        return bytes([len(self.columns) - 1])
+        if name not in self.columns:  # a column another kind named too is the same column
+            self.columns.append(name)
+        if integer:
+            self.ints.add(name)
+        return bytes([self.columns.index(name)])
 
     def _lit(self, text: str) -> bytes:
         raw = text.encode("ascii")
@@ -70,9 +94,15 @@ class Program:
         self.ops += b"G" + self._lit(text)
         return self
 
-    def end(self) -> Program:
-        """Nothing but whitespace to the line's end."""
-        self.ops += b"E"
+    def fields(self, labels: dict[str, str | None], bars: str) -> Program:
+        """The rest of the line (to its end, or to a last ``|`` where it says ``elapsed``, as megatron.py reads
+        it) as ``head: value`` fields between bars (a findall of
+        ``([^|:=]*)[:=]([^|]*)``): each head, stripped, one of ``labels`` (label -> its column, None: read past),
+        each value of a column a figure, no column twice; ``bars`` (an int column) counts the line's ``|``."""
+        assert len(labels) < 256
+        self.ops += b"M" + self._col(bars, integer=True) + bytes([len(labels)])
+        for label, name in labels.items():  # two labels of one name share its column: printed both, the line is not taken
+            self.ops += self._lit(label) + self._col(name)
         return self
 
     def count(self, text: str, times: int) -> Program:
@@ -91,10 +121,40 @@ class Program:
         self.ops += b"W" if least else b"w"
         return self
 
-    def digits(self, name: str) -> Program:
-        """``(\\d+)``, an int column."""
-        self.ops += b"D" + self._col(name)
-        self.ints.add(name)
+    def digits(self, name: str | None) -> Program:
+        """``(\\d+)``, an int column (None: read past)."""
+        self.ops += b"D" + self._col(name, integer=True)
+        return self
+
+    def digits_or_null(self, name: str) -> Program:
+        """``(\\S+)``, an int column when it is ``\\d+`` (``token.isdigit()``), else NULL."""
+        self.ops += b"N" + self._col(name, integer=True)
+        return self
+
+    def word(self) -> Program:
+        """``\\S+`` that does not start with a digit, not stored."""
+        self.ops += b"Q"
+        return self
+
+    def last_tokens(self, n: int) -> Program:
+        """On to the line's last ``n`` whitespace-separated tokens (``line.split()[-n:]``), which must begin
+        here or after."""
+        self.ops += b"E" + bytes([n])
+        return self
+
+    def span(self, name: str) -> Program:
+        """``(\\S+)``, kept as text: ``Rows.texts_of(name, rows)``."""
+        self.ops += b"Z" + self._col(name + ".start", integer=True) + self._col(name + ".end", integer=True)
+        return self
+
+    def rest(self, name: str) -> Program:
+        """``(.+?)\\s*$``: the rest of the line without its trailing whitespace, not empty, kept as text."""
+        self.ops += b"z" + self._col(name + ".start", integer=True) + self._col(name + ".end", integer=True)
+        return self
+
+    def past(self, char: str) -> Program:
+        """``[^c]*c``: on past the first ``char``."""
+        self.ops += b"U" + char.encode("ascii")
         return self
 
     def token(self, name: str | None, *, ends: str = "") -> Program:
@@ -127,7 +187,7 @@ class Rows:
     ``stamp`` (float64), and each row's text on demand."""
 
     def __init__(self, data: bytes, program: Program, nos: bytes, spans: bytes, cols: tuple[bytes, ...],
-                 stamps: bytes):
+                 stamps: bytes, kinds: bytes):
         import numpy as np
 
         self.data = data
@@ -137,10 +197,17 @@ class Rows:
         self.col = {name: np.frombuffer(c, np.int64 if name in program.ints else np.float64)
                     for name, c in zip(program.columns, cols, strict=True)}
         self.stamp = np.frombuffer(stamps, np.float64)
+        self.kind = np.frombuffer(kinds, np.uint8)
 
     def text(self, i: int) -> str:
         start, end = self.spans[i].tolist()
         return self.data[start:end].decode("ascii")
+
+    def texts_of(self, name: str, rows: Any) -> list[str]:
+        """The text that ``span(name)`` or ``rest(name)`` kept, of each of ``rows`` (indices)."""
+        data = self.data
+        return [data[a:b].decode("ascii") for a, b in zip(self.col[name + ".start"][rows].tolist(),
+                                                          self.col[name + ".end"][rows].tolist(), strict=True)]
 
     def holds(self, needle: bytes, lo: int, hi: int) -> bool:
         """Whether the lines of rows lo..hi (consecutive lines) hold ``needle``."""
@@ -152,7 +219,7 @@ class Rows:
         import numpy as np
 
         own = self.stamp[lo:hi]
-        stamped = own.view(np.uint64) != NULL_BITS
+        stamped = ~null_mask(own)
         latest = np.maximum.accumulate(np.where(stamped, np.arange(hi - lo), -1))
         out = np.full(hi - lo, stamps[-1] if stamps else NULL_FLOAT)
         out[latest >= 0] = own[latest[latest >= 0]]
@@ -161,10 +228,7 @@ class Rows:
 
     def null(self, name: str, lo: int, hi: int) -> Any:
         """Where column ``name`` is NULL in rows lo..hi (a bool array)."""
-        import numpy as np
-
-        values = self.col[name][lo:hi]
-        return values == INT_NULL if values.dtype == np.int64 else values.view(np.uint64) == NULL_BITS
+        return null_mask(self.col[name][lo:hi])
 
 
 class FastRows(LineFormat[Any]):
@@ -173,15 +237,23 @@ class FastRows(LineFormat[Any]):
     PROGRAM: Program
 
     def fast_rows(self, rows: Rows, lo: int, hi: int) -> int:
-        """Apply rows ``lo``.. (at most ``hi``) of the open run as their fast lines would; how many (0: none)."""
+        """Apply rows ``lo``.. (at most ``hi``) of the open run (``self.run`` is never None here) as their fast
+        lines would; how many (0: none)."""
         raise NotImplementedError
 
+    def flush(self) -> None:
+        """What ``fast_rows`` held back of its rows (step rows it adds as one block) goes out."""
 
-def parse_chunks(fmt: type[FastRows], chunks: Iterable[bytes | memoryview], *, result: ParseResult | None = None,
-                 check_utf8: bool = False) -> ParseResult:
-    """Parse a line format's log given as byte chunks that each end at a line end (the last may not). Invalid
-    UTF-8 is replaced in the lines that hold it; with ``check_utf8`` the first is reported as an ``encoding``
-    problem."""
+    def chunk_done(self) -> None:
+        """Called after each chunk: ``flush``, and let go of what was kept of the chunk's rows."""
+        self.flush()
+
+
+def parse_chunks(fmt: type[FastRows], chunks: Iterable[bytes | memoryview], *, source: str | None = None,
+                 result: ParseResult | None = None, check_utf8: bool = False) -> ParseResult:
+    """Parse a line format's log given as byte chunks that each end at a line end (the last may not): the
+    registry's chunk parser of the formats it names in LINE_SCANNED (``source`` is not used). Invalid UTF-8 is
+    replaced in the lines that hold it; with ``check_utf8`` the first is reported as an ``encoding`` problem."""
     import numpy as np
 
     if _native is None:
@@ -194,13 +266,13 @@ def parse_chunks(fmt: type[FastRows], chunks: Iterable[bytes | memoryview], *, r
     before = 0
     for chunk in chunks:
         data = bytes(chunk)
-        n, nos, spans, cols, stamps, others, ascii_only = _native.fields(
-            data, before, NULL_BITS, program.ops, len(program.columns), program.stamp)
+        n, nos, spans, cols, stamps, kinds, others, ascii_only = _native.fields(
+            data, before, NULL_BITS, tuple(program.kinds), len(program.columns), program.int_mask, program.stamp)
         if check_utf8 and not ascii_only and (problem := utf8_problem(data, before)) is not None:
             result.problems.append(problem)
             check_utf8 = False
         before += n
-        rows = Rows(data, program, nos, spans, cols, stamps)
+        rows = Rows(data, program, nos, spans, cols, stamps, kinds)
         i = 0
         for (no, text), j in zip(others, np.searchsorted(rows.no, [no for no, _ in others]).tolist(), strict=True):
             if j > i:
@@ -209,6 +281,7 @@ def parse_chunks(fmt: type[FastRows], chunks: Iterable[bytes | memoryview], *, r
             d.feed(no, text)
         if i < rows.n:
             _apply(d, p, rows, i, rows.n)
+        p.chunk_done()
     d.end()
     result.lines_read = before
     return result

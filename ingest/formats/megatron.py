@@ -50,8 +50,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.ingest.column_buffers import MAX_INT, NULL_FLOAT, MapBlock
-from bench.ingest.formats import line_scan
+from bench.ingest.column_buffers import MAX_INT, MapBlock
 from bench.ingest.formats.line_scan import STAMP_ANYWHERE, FastRows, Program, Rows
 from bench.ingest.formats.lines import Line, drive, error_status, program_error
 from bench.ingest.formats.megatron_intervals import Intervals
@@ -114,20 +113,21 @@ def _name(head: str) -> str | None:
         return name
 
 
-#: The fields of Megatron-LM's iteration line, in the order it prints them (``training_log``).
-_LINE_FIELDS = ("consumed samples", "elapsed time per iteration (ms)", "throughput per GPU (TFLOP/s/GPU)",
-                "learning rate", "global batch size", "lm loss", "loss scale", "grad norm",
-                "number of skipped iterations", "number of nan iterations")
+#: The fields an iteration line prints, as printed (Megatron-LM, Megatron-Core, Megatron-DeepSpeed, NeMo); those
+#: ``_name`` does not know are read past. A line with a field not here is read the slow way.
+_PRINTED = (
+    "consumed samples", "consumed_samples", "elapsed time per iteration (ms)", "train_step_timing in s",
+    "throughput per GPU (TFLOP/s/GPU)", "tokens per GPU (tokens/s/GPU)", "TFLOPs", "samples per second",
+    "learning rate", "lr", "global batch size", "global_batch_size", "lm loss", "reduced_train_loss", "loss scale",
+    "grad norm", "num zeros", "params norm", "number of skipped iterations", "number of nan iterations",
+    "actual seqlen", "load_balancing_loss", "seq_load_balancing_loss", "global_step", "val_loss", "epoch")
 
 
 def _program() -> Program:
-    """``_ITERATION`` (its first match, no other ``|`` in the line) and then every field of ``_LINE_FIELDS``, each
-    ``label: figure |``, to the line's end; each figure's column is its field's name (``_name``)."""
-    program = (Program(stamp=STAMP_ANYWHERE).count("|", len(_LINE_FIELDS) + 1).first("iteration").lit(" ")
-               .ws().digits("iteration").ws().lit("/").ws().digits("total").ws().lit("|"))
-    for label in _LINE_FIELDS:
-        program.ws().lit(f"{label}:").ws().token(_name(label)).ws().lit("|")
-    return program.ws().end()
+    """``_ITERATION`` (its first match) and then every field to the line's last ``|``, each figure in the
+    column of its field's name (``_name``)."""
+    return (Program(stamp=STAMP_ANYWHERE).first("iteration").lit(" ").ws().digits("iteration").ws().lit("/").ws()
+            .digits("total").fields({label: _name(label) for label in _PRINTED}, "bars"))
 
 
 def sniff(head: str) -> bool:
@@ -153,8 +153,7 @@ class _State:
 
 
 class _Parser(FastRows):
-    #: Megatron-LM's iteration line as training_log prints it today, every field in its order, for the C path
-    #: (line_scan); any other layout is read the slow way
+    #: The iteration line, its fields by name, for the C path (line_scan)
     PROGRAM = _program()
     MUST_READ = _MARKERS
     BAD_LINE = "an iteration line whose iteration number or time per iteration cannot be read"
@@ -185,36 +184,45 @@ class _Parser(FastRows):
         return True
 
     def fast_rows(self, rows: Rows, lo: int, hi: int) -> int:
-        """``_iteration`` over rows lo.. of the open run (their layout is the program's), for as long as each is a
-        later iteration whose time and TFLOP/s are > 0, after no line cut short."""
+        """``_iteration`` over rows lo.. of the open run, for as long as each is a later iteration with a time,
+        none cut short (fewer bars than the line before), every rate it prints > 0."""
         import numpy as np
 
         st = self.run
-        bars = len(_LINE_FIELDS) + 1
-        if st is None or st.partial is not None or bars < st.bars:
+        assert st is not None  # (line_scan calls it for an open run only)
+        if st.partial is not None:
             return 0
-        col = rows.col
-        n, elapsed, tflops, skipped = (col[k][lo:hi] for k in ("iteration", "elapsed_ms", "tflops", "skipped"))
+        col = {name: values[lo:hi] for name, values in rows.col.items()}
+        null = {name: rows.null(name, lo, hi) for name in rows.col}
+        n, bars = col["iteration"], col["bars"]
+        elapsed = np.where(null["elapsed_ms"], col["step_s"] * 1e3, col["elapsed_ms"])
+        metrics = ("learning_rate", "grad_norm", "loss_scale", "samples_per_sec", "tflops", "tokens_per_device")
         with np.errstate(invalid="ignore"):
-            good = (n <= MAX_INT) & np.isfinite(elapsed) & (elapsed > 0) & np.isfinite(tflops) & (tflops > 0)
-            good &= (skipped >= 0) & (skipped < 1 << 31)  # int() of it as the slow way takes it
-        good[1:] &= n[1:] > n[:-1]
-        good[0] &= not st.intervals or int(n[0]) > st.intervals.iteration[-1]
+            good = (n <= MAX_INT) & np.isfinite(elapsed) & (elapsed > 0)  # no time at all: NaN
+            for name in ("tflops", "tokens_per_device"):
+                good &= null[name] | (np.isfinite(col[name]) & (col[name] > 0))
+            good &= null["skipped"] | ((col["skipped"] >= 0) & (col["skipped"] < 1 << 31))
+        good &= ~np.logical_and.reduce([null[m] for m in metrics])  # a step's metrics are never none
+        good[1:] &= (n[1:] > n[:-1]) & (bars[1:] >= bars[:-1])
+        good[0] &= (not st.intervals or int(n[0]) > st.intervals.iteration[-1]) and int(bars[0]) >= st.bars
         k = hi - lo if good.all() else int(np.argmin(good))
         if k == 0:
             return 0
-        n, elapsed, tflops, skipped = n[:k], elapsed[:k], tflops[:k], skipped[:k]
-        gbs = col["global_batch"][lo:lo + k]
-        gbs = np.where((gbs > 0) & (gbs < 1 << 62), gbs, 0).astype(np.int64)  # as _iteration: 0 for none
-        st.last_line, st.total_iterations, st.bars = int(rows.no[lo + k - 1]), int(col["total"][lo + k - 1]), bars
+        col, null, elapsed = {a: v[:k] for a, v in col.items()}, {a: v[:k] for a, v in null.items()}, elapsed[:k]
+        gbs = np.where(~null["global_batch"] & (col["global_batch"] > 0) & (col["global_batch"] < 1 << 62),
+                       col["global_batch"], 0).astype(np.int64)  # as _iteration: 0 for none
+        seq = col["seq_length"][~null["seq_length"] & (col["seq_length"] > 0)]
+        if len(seq):
+            st.seq_length = int(seq[-1])
+        st.last_line, st.total_iterations, st.bars = int(rows.no[lo + k - 1]), int(col["total"][-1]), int(bars[k - 1])
         timestamps = rows.timestamps(lo, lo + k, st.stamps)
-        st.intervals.extend(n, elapsed, gbs, tflops, np.full(k, NULL_FLOAT))
-        st.skipped += int(np.trunc(skipped).astype(np.int64).sum())
+        st.intervals.extend(n[:k], elapsed, gbs, col["tflops"], col["tokens_per_device"])
+        st.skipped += int(np.trunc(col["skipped"][~null["skipped"]]).astype(np.int64).sum())
         self.result.steps.add_block(len(self.result.runs), k, {
-            "step": n, "loss": col["loss"][lo:lo + k], "step_time_ms": elapsed, "timestamp": timestamps,
+            "step": n[:k], "loss": col["loss"], "step_time_ms": elapsed, "timestamp": timestamps,
             "line_no": rows.no[lo:lo + k], "metrics": MapBlock(k, {
-                "learning_rate": col["learning_rate"][lo:lo + k], "grad_norm": col["grad_norm"][lo:lo + k],
-                "loss_scale": col["loss_scale"][lo:lo + k], "tflops_per_device": tflops})})
+                **{m: col[m] for m in metrics[:4]}, "tflops_per_device": col["tflops"],
+                "tokens_per_sec_per_device": col["tokens_per_device"]})})
         return k
 
     def _other(self, st: _State, msg: str) -> None:
@@ -345,13 +353,8 @@ def _precision(args: dict[str, str]) -> str | None:
     return "fp32" if args.get("fp16") == "False" and args.get("bf16") == "False" else None
 
 
-AVAILABLE = line_scan.AVAILABLE
-
-
-def parse_chunks(chunks: Iterable[bytes | memoryview], *, source: str, result: ParseResult | None = None,
-                 check_utf8: bool = False) -> ParseResult:
-    """``parse_lines`` for byte chunks that end at line ends, through the C path (line_scan)."""
-    return line_scan.parse_chunks(_Parser, chunks, result=result, check_utf8=check_utf8)
+#: Read through the line program in C when it is built (registry.LINE_SCANNED).
+C_PATH = _Parser
 
 
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:

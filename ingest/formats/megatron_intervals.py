@@ -6,7 +6,7 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
-from bench.ingest.nulls import NULL_BITS, NULL_FLOAT
+from bench.ingest.nulls import NULL_FLOAT, null_mask
 
 
 class Intervals:
@@ -57,11 +57,11 @@ class Intervals:
         start = 1 if len(its) > 1 else 0
         covered = np.maximum(np.diff(its), 1) if start else np.ones(len(its), np.int64)
         elapsed = np.frombuffer(self.elapsed_ms, np.float64)[start:]
-        timed = elapsed.view(np.uint64) != NULL_BITS
+        timed = ~null_mask(elapsed)
         took = elapsed * covered / 1e3
         batch = np.frombuffer(self.global_batch, np.int64)[start:]
         tflops = np.frombuffer(self.tflops, np.float64)[start:]
-        with_batch, with_tflops = timed & (batch != 0), timed & (tflops.view(np.uint64) != NULL_BITS)
+        with_batch, with_tflops = timed & (batch != 0), timed & ~null_mask(tflops)
 
         def total(values: Any) -> float:
             return float(np.cumsum(values)[-1]) if len(values) else 0.0

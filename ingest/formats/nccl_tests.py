@@ -31,12 +31,16 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from bench.ingest.formats.lines import Line, LineFormat, drive
+from bench.ingest.formats.line_scan import FastRows, Program, Rows
+from bench.ingest.formats.lines import Line, drive
+from bench.ingest.map_columns import MapBlock
+from bench.ingest.nulls import INT_NULL
 from bench.ingest.records import ParseResult, Run
 from bench.ingest.text import contains, strip_ansi
 
@@ -55,6 +59,7 @@ _OOM = re.compile(r"out of memory", re.IGNORECASE)
 #: The six figures of a table row, out of place then in place: as the log names them, and as step metrics.
 _FIELDS = ("time (us)", "algbw", "busbw", "in-place time (us)", "in-place algbw", "in-place busbw")
 _METRICS = ("time_us", "algbw_gbs", "busbw_gbs", "in_place_time_us", "in_place_algbw_gbs", "in_place_busbw_gbs")
+_COLUMNS = ("time", "algbw", "busbw", "in_place_time", "in_place_algbw", "in_place_busbw")  # the C path's
 _DTYPES = {"float": "fp32", "half": "fp16", "bfloat16": "bf16", "double": "fp64", "int8": "int8", "uint8": "uint8",
            "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64", "fp8_e4m3": "fp8",
            "fp8_e5m2": "fp8"}
@@ -66,13 +71,6 @@ def sniff(head: str) -> bool:
 
 
 @dataclass
-class _Row:
-    size: int
-    busbw: float | None
-    in_place_busbw: float | None
-
-
-@dataclass
 class _State:
     first_line: int
     last_line: int = 0
@@ -80,7 +78,10 @@ class _State:
     dtype: str | None = None
     header: dict[str, int] = field(default_factory=dict)
     ranks: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (host, device)
-    rows: list[_Row] = field(default_factory=list)
+    # the size table's rows: each one's size and its out-of-place and in-place busbw (None where it would not read)
+    sizes: list[int] = field(default_factory=list)
+    busbw: list[float | None] = field(default_factory=list)
+    in_place_busbw: list[float | None] = field(default_factory=list)
     wrong: int = 0
     out_of_bounds: int = 0
     avg: float | None = None
@@ -89,21 +90,93 @@ class _State:
     error: str | None = None
 
 
-class _Parser(LineFormat[_State]):
+class _Kind:
+    """The rows of one kind of a chunk's rows: ``index`` (numpy, and ``at``, a list) their places in it."""
+
+    def __init__(self, index: Any):
+        self.index, self.at = index, index.tolist()
+
+    def between(self, lo: int, hi: int) -> range:
+        """Those of rows lo..hi, as places in ``at``."""
+        return range(bisect_left(self.at, lo), bisect_left(self.at, hi))
+
+
+class _Chunk:
+    """A chunk's rows (line_scan.Rows) read once by kind, as lists, so that each run takes its slices."""
+
+    def __init__(self, rows: Rows):
+        import numpy as np
+
+        self.rows, col, kind = rows, rows.col, rows.kind
+        self.nos = rows.no.tolist()
+        self.table = t = _Kind(np.flatnonzero(kind == _ROW_LINE))
+        self.size = col["size"][t.index].tolist()
+        self.busbw, self.in_place_busbw = col["busbw"][t.index].tolist(), col["in_place_busbw"][t.index].tolist()
+        wrong = np.stack([col["wrong"][t.index], col["in_place_wrong"][t.index]])
+        self.wrong = np.where(wrong == INT_NULL, 0, wrong).sum(axis=0).tolist()  # two values < 10^18 each
+        self.rank = r = _Kind(np.flatnonzero((kind == _RANK_LINE) | (kind == _RANK_LINE_2019)))
+        self.rank_of = col["rank"][r.index].tolist()
+        self.where = list(zip(rows.texts_of("host", r.index), rows.texts_of("device", r.index), strict=True))
+        self.bounds = b = _Kind(np.flatnonzero(kind == _BOUNDS_LINE))
+        self.bounds_value = col["out_of_bounds"][b.index].tolist()
+        self.avg = a = _Kind(np.flatnonzero(kind == _AVG_LINE))
+        avg = col["avg"][a.index]
+        self.avg_value = avg.tolist()
+        with np.errstate(invalid="ignore"):
+            self.avg_good = (np.isfinite(avg) & (avg > 0)).tolist()
+
+
+#: The kinds of line the C path reads (``PROGRAM``), in its order.
+_ROW_LINE, _RANK_LINE, _RANK_LINE_2019, _BOUNDS_LINE, _AVG_LINE, _PLAIN_COMMENT = range(6)
+_TEST_WORDS = "Collective test "  # what _TEST searches for: a line without it is no test line
+
+
+def _program() -> Program:
+    """The lines the C path reads, each exactly as the general path's regex does: a table row with its six
+    figures (the last eight tokens: ``_row``), a rank line (``_RANK``, with and without ``Group``), the out of
+    bounds and Avg bus bandwidth lines, and a comment line that holds none of what ``_comment`` looks for."""
+    program = Program().ws().digits("size").ws(least=1).digits(None).ws(least=1).word().last_tokens(8)
+    for prefix in ("", "in_place_"):
+        program.token(f"{prefix}time").ws(least=1).token(f"{prefix}algbw").ws(least=1).token(f"{prefix}busbw")
+        program.ws(least=1).digits_or_null(f"{prefix}wrong").ws()
+    program.count("Collective test starting", 0)  # (such a line would start a run: starts_run)
+    for group in (True, False):
+        program.otherwise().lit("#").ws(least=1).lit("Rank").ws(least=1).digits("rank")
+        if group:
+            program.ws(least=1).lit("Group").ws(least=1).digits(None)
+        (program.ws(least=1).lit("Pid").ws(least=1).digits(None).ws(least=1).lit("on").ws(least=1).span("host")
+         .ws(least=1).lit("device").ws(least=1).digits(None).ws(least=1).lit("[").past("]").ws(least=1)
+         .rest("device").count(_TEST_WORDS, 0))
+    (program.otherwise().lit("#").ws().lit("Out of bounds values").ws().lit(":").ws().digits("out_of_bounds")
+     .count(_TEST_WORDS, 0))
+    program.otherwise().lit("#").ws().lit("Avg bus bandwidth").ws().lit(":").ws().token("avg").count(_TEST_WORDS, 0)
+    program.otherwise().lit("#")
+    for word in ("nThread", _TEST_WORDS, "Rank", "Avg bus bandwidth", "Out of bounds values"):
+        program.count(word, 0)
+    return program
+
+
+class _Parser(FastRows):
     RANKS = True
     MUST_READ = ("Avg bus bandwidth",)
     BAD_LINE = "an Avg bus bandwidth line whose value cannot be read"
     STATE = _State
+    PROGRAM = _program()
 
     def __init__(self, result: ParseResult):
         super().__init__(result)
         self.collective: str | None = None  # named before its run opens (the command line)
+        self.chunk: _Chunk | None = None  # the C path's rows of the chunk being read, by kind
+        #: Table rows the C path read, not yet step rows: (run index, the first's place in the chunk's table rows,
+        #: how many, the first's step).
+        self.pending: list[tuple[int, int, int, int]] = []
+        self.pending_rows: _Chunk | None = None
 
     def starts_run(self, run: _State, line: Line) -> bool:
         """A new header, or a test that starts after the open one concluded or filled its table."""
         msg = line.msg
         return (msg.startswith("# nThread") or "Collective test starting" in msg) and bool(
-            run.rows or run.concluded)
+            run.sizes or run.concluded)
 
     def read(self, line: Line) -> bool:
         msg = strip_ansi(line.msg).rstrip()
@@ -123,7 +196,7 @@ class _Parser(LineFormat[_State]):
     def _comment(self, line: Line, msg: str) -> bool:
         if (h := _HEADER.match(msg)) is not None:
             st = self.run  # a header after "Collective test starting" belongs to that test
-            if st is None or st.rows or st.header:
+            if st is None or st.sizes or st.header:
                 st = self.open(line.no)
             st.header = {"threads": int(h.group(1)), "gpus_per_thread": int(h.group(2)), "min_bytes": int(h.group(3)),
                          "max_bytes": int(h.group(4))}
@@ -157,8 +230,8 @@ class _Parser(LineFormat[_State]):
         st = self.run
         tokens = raw.split()
         if st is None or len(tokens) < 11 or not (tokens[0].isdigit() and tokens[1].isdigit()) or \
-                tokens[2][0].isdigit() or "\x1b" in raw:
-            return False
+                tokens[2][0].isdigit() or "\x1b" in raw or "Collective test starting" in raw:
+            return False  # (the last may start a run: starts_run)
         try:  # the out-of-place then in-place time, algbw and busbw
             t, a, b, it, ia, ib = map(float, (*tokens[-8:-5], *tokens[-4:-1]))
         except ValueError:
@@ -185,24 +258,97 @@ class _Parser(LineFormat[_State]):
             if wrong.isdigit():
                 st.wrong += int(wrong)
         size = int(tokens[0])
-        st.rows.append(_Row(size, values[2], values[5]))
+        st.sizes.append(size)
+        st.busbw.append(values[2])
+        st.in_place_busbw.append(values[5])
         metrics = {k: v for k, v in zip(_METRICS, values, strict=True) if v is not None}
         metrics["size_bytes"] = float(size)
-        self.step(len(st.rows) - 1, line_no=no, rank=rank, metrics=metrics)
+        self.step(len(st.sizes) - 1, line_no=no, rank=rank, metrics=metrics)
+
+    def step(self, step: int | None, **values: Any) -> None:
+        self.flush()  # the C path's rows before it come first
+        super().step(step, **values)
+
+    def fast_rows(self, rows: Rows, lo: int, hi: int) -> int:
+        """Rows lo.. of the open run (none of them starts a run) as ``read`` would take their lines, up to an
+        Avg bus bandwidth that is not a rate > 0 (the general path names it)."""
+        st = self.run
+        assert st is not None
+        c = self.chunk if self.chunk is not None and self.chunk.rows is rows else self._read_chunk(rows)
+        avg = c.avg.between(lo, hi)
+        if avg.stop > avg.start and (bad := next((i for i in avg if not c.avg_good[i]), None)) is not None:
+            hi, avg = c.avg.at[bad], range(avg.start, bad)
+            if hi == lo:
+                return 0
+        st.last_line = c.nos[hi - 1]
+        ranks = c.rank.between(lo, hi)
+        if ranks.stop > ranks.start:
+            st.ranks.update(zip(c.rank_of[ranks.start:ranks.stop], c.where[ranks.start:ranks.stop], strict=True))
+        table = c.table.between(lo, hi)
+        if (n := table.stop - table.start) > 0:
+            if st.dtype is None:
+                st.dtype = rows.text(c.table.at[table.start]).split()[2]
+            st.wrong += sum(c.wrong[table.start:table.stop])
+            if self.pending_rows is not c:
+                self.flush()
+                self.pending_rows = c
+            self.pending.append((self.index, table.start, n, len(st.sizes)))
+            st.sizes.extend(c.size[table.start:table.stop])
+            st.busbw.extend(c.busbw[table.start:table.stop])
+            st.in_place_busbw.extend(c.in_place_busbw[table.start:table.stop])
+        bounds = c.bounds.between(lo, hi)
+        if bounds.stop > bounds.start:
+            st.out_of_bounds = c.bounds_value[bounds.stop - 1]
+        if avg.stop > avg.start:
+            st.avg, st.concluded = c.avg_value[avg.stop - 1], True
+        return hi - lo
+
+    def _read_chunk(self, rows: Rows) -> _Chunk:
+        self.chunk = _Chunk(rows)
+        return self.chunk
+
+    def chunk_done(self) -> None:
+        self.flush()
+        self.chunk = None
+
+    def flush(self) -> None:
+        """The pending table rows' step rows, as one block."""
+        import numpy as np
+
+        if not self.pending:
+            return
+        c, pending = self.pending_rows, self.pending
+        assert c is not None
+        self.pending, self.pending_rows = [], None
+        starts = np.array([start for _, start, _, _ in pending])
+        counts = np.array([n for _, _, n, _ in pending])
+        within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)  # 0.. within each stretch
+        at = c.table.index[np.repeat(starts, counts) + within]
+        step = np.repeat([first for _, _, _, first in pending], counts) + within
+        col = c.rows.col
+        metrics = {name: col[column][at] for name, column in zip(_METRICS, _COLUMNS, strict=True)}
+        metrics["size_bytes"] = col["size"][at].astype(np.float64)
+        self.result.steps.add_block(np.repeat([run for run, _, _, _ in pending], counts), len(at), {
+            "step": step, "line_no": c.rows.no[at], "metrics": MapBlock(len(at), metrics)})
 
     def emit(self, st: _State) -> None:
-        rows = st.rows
-        last = rows[-1] if rows else None
+        n_rows = len(st.sizes)
+        last_size = st.sizes[-1] if n_rows else None
+        last_busbw = st.busbw[-1] if n_rows else None
         hosts = sorted({host for host, _ in st.ranks.values()})
-        devices = Counter(device for _, device in st.ranks.values())
+        devices = {device for _, device in st.ranks.values()}
         details: dict[str, str] = {k: str(v) for k, v in st.header.items()}
         if st.avg is not None:
             details["avg_busbw"] = f"{st.avg:g}"
-        peak = max((r for r in rows if r.busbw is not None), key=lambda r: r.busbw or 0.0, default=None)
+        busbw = st.busbw
+        if None in busbw:
+            peak = max((i for i, b in enumerate(busbw) if b is not None), key=lambda i: busbw[i] or 0.0, default=None)
+        else:  # the same place: max keeps the first of equal values, and index finds it (a NaN by identity)
+            peak = busbw.index(max(cast("list[float]", busbw))) if busbw else None
         if peak is not None:
-            details["peak_busbw"], details["peak_busbw_bytes"] = f"{peak.busbw:g}", str(peak.size)
-        if last is not None and last.in_place_busbw is not None:
-            details["in_place_busbw"] = f"{last.in_place_busbw:g}"
+            details["peak_busbw"], details["peak_busbw_bytes"] = f"{busbw[peak]:g}", str(st.sizes[peak])
+        if n_rows and (in_place := st.in_place_busbw[-1]) is not None:
+            details["in_place_busbw"] = f"{in_place:g}"
         if len(hosts) > 1:
             details["hosts"] = ",".join(hosts)
         if st.warnings:
@@ -213,18 +359,22 @@ class _Parser(LineFormat[_State]):
             status = "oom" if _OOM.search(st.error) else "failed"
         elif st.wrong or st.out_of_bounds:
             status, why = "failed", f"{st.wrong or st.out_of_bounds} wrong values: the collective gave wrong data"
-        elif last is None:
+        elif last_size is None:
             status, why = "no_result", "no row of the size table"
-        elif not st.concluded and maximum is not None and last.size < maximum:
-            status, why = "truncated", f"the table stops at {last.size} of {maximum} bytes"
+        elif not st.concluded and maximum is not None and last_size < maximum:
+            status, why = "truncated", f"the table stops at {last_size} of {maximum} bytes"
         kw: dict[str, Any] = {}
-        if status == "ok" and last is not None:
-            if last.busbw is None or not (math.isfinite(last.busbw) and last.busbw > 0):
-                status, why = "no_result", f"the busbw at {last.size} bytes reads {last.busbw}: no rate"
+        if status == "ok" and last_size is not None:
+            if last_busbw is None or not (math.isfinite(last_busbw) and last_busbw > 0):
+                status, why = "no_result", f"the busbw at {last_size} bytes reads {last_busbw}: no rate"
             else:
-                kw = {"throughput": last.busbw, "throughput_unit": "busbw GB/s", "throughput_derived": False}
-        tags = {"message_bytes": str(last.size)} if last is not None else {}
-        model = devices.most_common(1)[0][0] if devices else None
+                kw = {"throughput": last_busbw, "throughput_unit": "busbw GB/s", "throughput_derived": False}
+        tags = {"message_bytes": str(last_size)} if last_size is not None else {}
+        model: str | None = None
+        if len(devices) > 1:  # the commonest, the first listed of equals
+            model = Counter(device for _, device in st.ranks.values()).most_common(1)[0][0]
+        else:
+            model = next(iter(devices), None)
         n = max(st.ranks) + 1 if st.ranks else None  # a listing cut in the middle still names its last rank
         self.result.runs.append(Run(
             run_index=self.index, format=NAME, framework="nccl-tests", model=st.collective,
@@ -233,6 +383,10 @@ class _Parser(LineFormat[_State]):
             gpu_model=model, device_model=model, device_type="gpu" if model else None,
             status=status, status_detail=why, first_line=st.first_line, last_line=st.last_line or st.first_line,
             tags=tags, details=details, **kw))
+
+
+#: Read through the line program in C when it is built (registry.LINE_SCANNED).
+C_PATH = _Parser
 
 
 def parse_lines(lines: Iterable[str], *, source: str, result: ParseResult | None = None) -> ParseResult:

@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.ingest.column_buffers import MAX_INT, MapBlock
-from bench.ingest.formats import line_scan
 from bench.ingest.formats.line_scan import FastRows, Program, Rows
 from bench.ingest.formats.lines import Line, drive, error_status, program_error
 from bench.ingest.records import ParseResult, Run
@@ -161,7 +160,8 @@ class _Parser(FastRows):
         import numpy as np
 
         st = self.run
-        if st is None or st.error is not None:
+        assert st is not None  # (line_scan calls it for an open run only)
+        if st.error is not None:
             return 0
         epoch, i, per_epoch = (rows.col[k][lo:hi] for k in ("epoch", "batch", "batches"))
         small = (epoch < 1 << 31) & (i < 1 << 31) & (per_epoch < 1 << 31)  # so that the step fits an int64
@@ -290,13 +290,8 @@ class _Parser(FastRows):
             last_line=st.last_line, details=details, **kw))
 
 
-AVAILABLE = line_scan.AVAILABLE
-
-
-def parse_chunks(chunks: Iterable[bytes | memoryview], *, source: str, result: ParseResult | None = None,
-                 check_utf8: bool = False) -> ParseResult:
-    """``parse_lines`` for byte chunks that end at line ends, through the C path (line_scan)."""
-    return line_scan.parse_chunks(_Parser, chunks, result=result, check_utf8=check_utf8)
+#: Read through the line program in C when it is built (registry.LINE_SCANNED).
+C_PATH = _Parser
 
 
 def _batch(epoch: int, i: int) -> int | tuple[int, int]:

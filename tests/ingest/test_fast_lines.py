@@ -14,6 +14,7 @@ import itertools
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import format_speed
 import pytest
@@ -21,7 +22,7 @@ from logtools import assert_same_parse
 
 from bench.ingest import registry
 from bench.ingest.formats.line_scan import Rows
-from bench.ingest.formats.lines import LineFormat
+from bench.ingest.formats.lines import Driver, LineFormat
 from bench.ingest.parse import parse_bytes, parse_stream
 from bench.ingest.records import ParseResult
 
@@ -91,7 +92,7 @@ def _damaged(lines: list[str], seed: int) -> list[str]:
 
 
 FAST = ("deepspeed", "nccl_tests", "pytorch_imagenet", "torchtitan")  # a fast line
-C_PATH = ("deepspeed", "megatron", "pytorch_imagenet", "torchtitan")  # a line program and fast_rows
+C_PATH = ("deepspeed", "megatron", "nccl_tests", "pytorch_imagenet", "torchtitan")  # a line program and fast_rows
 
 
 def _parser(name: str) -> type[LineFormat]:
@@ -196,3 +197,125 @@ def test_lines_that_are_not_ascii_parse_identically(name: str, monkeypatch: pyte
     lines[40] = lines[40][:10] + b"\x0b" + lines[40][10:]
     res = _both(b"\n".join(lines) + b"\n", name, monkeypatch)
     assert [p.kind for p in res.problems][:1] == ["encoding"]
+
+
+@pytest.mark.parametrize(("change", "taken"), [
+    (lambda fields: fields[::-1], True),  # another order
+    (lambda fields: [f for f in fields if "TFLOP" not in f], True),  # a version without throughput
+    (lambda fields: [*fields[:3], " num zeros: 57219176.0 ", " params norm: 315.023 ", *fields[3:]], True),
+    (lambda fields: [f.replace(": ", "=", 1) for f in fields], True),
+    (lambda fields: [*fields, " lr: 1.0E-05 "], False),  # learning rate printed twice under two names
+    (lambda fields: [*fields, " an unknown field: 7 "], False),
+    (lambda fields: [*fields, " grad norm:  "], False),  # an empty value
+    (lambda fields: [*fields, " no separator here "], True),
+    (lambda fields: [f.replace("lm loss: ", "lm loss: nan") if "lm loss" in f else f for f in fields], False),
+])
+def test_megatron_lines_of_every_layout_parse_identically(change: Any, taken: bool,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Megatron's line program reads the fields by name in any order and layout; a field it does not know, a
+    name printed twice or a value that is no figure sends the line the slow way."""
+    lines = []
+    for line in _generated("megatron", 200):
+        head, bar, rest = line.partition(" |")
+        lines.append(head + bar + "|".join(change(rest.split("|")[:-1])) + "|" if bar else line)
+    parser, rows_at_once, fast = _parser("megatron"), [], _parser("megatron").fast_rows  # type: ignore[attr-defined]
+
+    def counted(self: LineFormat, rows: Rows, lo: int, hi: int) -> int:
+        k: int = fast(self, rows, lo, hi)
+        rows_at_once.append(k)
+        return k
+
+    monkeypatch.setattr(parser, "fast_rows", counted)
+    assert len(_both(("\n".join(lines) + "\n").encode(), "megatron", monkeypatch).steps) > 150
+    assert (sum(rows_at_once) > 150) == taken
+
+
+@pytest.mark.parametrize(("tail", "taken"), [("", True), (" | elapsed note: 3", False)])
+def test_nemo_lines_without_a_closing_bar_parse_identically(tail: str, taken: bool,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """NeMo's line ends without a bar: its last field is read to the line's end, unless the line says
+    ``elapsed`` (megatron.py then drops the text after the last bar, which may be cut): that line goes slow."""
+    rng = random.Random(3)
+    lines = [f"Training epoch 0, iteration {i}/1000 | lr: 3e-05 | consumed_samples: {i * 8} | global_batch_size: 8 | "
+             f"global_step: {i} | reduced_train_loss: {rng.uniform(1, 2):.3f} | train_step_timing in s: "
+             f"{rng.uniform(0.02, 0.04):.5f} | val_loss: 4.106{tail}" for i in range(1, 201)]
+    parser, seen = _parser("megatron"), []
+    fast = parser.fast_rows  # type: ignore[attr-defined]
+
+    def counted(self: LineFormat, rows: Rows, lo: int, hi: int) -> int:
+        k: int = fast(self, rows, lo, hi)
+        seen.append(k)
+        return k
+
+    monkeypatch.setattr(parser, "fast_rows", counted)
+    res = _both(("\n".join(lines) + "\n").encode(), "megatron", monkeypatch)
+    assert len(res.steps) == 200 and res.runs[0].status == "ok"
+    assert (sum(seen) == 199) == taken
+
+
+def _nccl_runs(n: int) -> list[str]:
+    """The first ``n`` runs of the generated nccl-tests log."""
+    lines = _generated("nccl_tests", 55 * n)
+    assert sum(line.startswith("# nThread") for line in lines) == n
+    return lines
+
+
+_NCCL_FORMS: dict[str, Any] = {
+    # the 2019 rank line (no Group), device names with spaces and trailing blanks, CRLF line ends
+    "2019 ranks": lambda line: line.replace(" Group  0", "") if "Rank" in line else line,
+    "spaces": lambda line: line.replace("NVIDIA H100", "NVIDIA  H100 \t") + "  " if "Rank" in line else line,
+    "crlf": lambda line: line + "\r",
+    # rank lines that are not quite rank lines: no closing bracket, nothing after it, a second Rank word
+    "no bracket": lambda line: line.replace("]", "") if "Rank  3" in line else line,
+    "no device": lambda line: line.split("]")[0] + "]" if "Rank  4" in line else line,
+    "rank twice": lambda line: line.replace("node0", "Rank 2") if "Rank  5" in line else line,
+    "same rank": lambda line: line.replace("Rank  6", "Rank  1") if "Rank  6" in line else line,
+    "huge pid": lambda line: line.replace("Pid 1007", "Pid 12345678901234567890") if "Rank  7" in line else line,
+    # tables of other eras: no root (before 2.13), a float error column, N/A where validation was off,
+    # alltoall's blank redop, a size beyond int64, a row that names a test starting
+    "no root": lambda line: re.sub(r"     sum      -1", "     sum", line),
+    "error floats": lambda line: re.sub(r" {5}0(?= |$)", " 0e+00", line),
+    "n/a": lambda line: re.sub(r" {5}0(?= |$)", "   N/A", line),
+    "blank redop": lambda line: line.replace("     sum  ", "          "),
+    "huge size": lambda line: line.replace("        1024  ", " 99999999999999999999  ", 1),
+    "starting row": lambda line: line.replace(" sum ", " Collective test starting: sum ") if "  2048 " in line
+    else line,
+    "wrong": lambda line: re.sub(r"      0$", "      3", line) if "  4096 " in line else line,
+    # the closing lines: failed checks, an average that is no rate or will not read
+    "out of bounds": lambda line: line.replace("values : 0 OK", "values : 2 FAILED"),
+    "avg 0": lambda line: line.replace(": 150.12", ": 0"),
+    "avg nan": lambda line: line.replace(": 150.12", ": nan"),
+    "avg bad": lambda line: line.replace(": 150.12", ": 1.2.3"),
+    "avg -1": lambda line: line.replace(": 150.12", ": -1"),
+    # comments that are not plain: a word the general path looks for, a test's start and end
+    "comment words": lambda line: "# Ranks: 16 nThreads" if line == "# Using devices" else line,
+    "tests": lambda line: (f"# Collective test starting: all_reduce_perf\n{line}" if line.startswith("# nThread")
+                           else "# Collective test concluded: all_reduce_perf" if line == "#" else line),
+}
+
+
+@pytest.mark.parametrize("form", sorted(_NCCL_FORMS))
+def test_nccl_lines_of_every_form_parse_identically(form: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nccl-tests' rank lines, table rows and closing lines in the forms real logs print them (and ones a
+    line program could misread): both paths give the same runs, rows and problems, as one log and streamed."""
+    log = ("\n".join(_NCCL_FORMS[form](line) for line in _nccl_runs(3)) + "\n").encode()
+    res = _both(log, "nccl_tests", monkeypatch)
+    assert len(res.runs) >= 3 and len(res.steps) >= 90
+    _streamed(log * 40, "nccl_tests", monkeypatch)
+
+
+def test_nccl_c_path_leaves_only_the_headers_to_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a clean log every line but each run's header line is read by the C path (rank lines, the table and
+    the closing lines included): the equivalence tests would pass as well if it read none."""
+    fed: list[str] = []
+    feed = Driver.feed
+
+    def counted(self: Driver, no: int, raw: str) -> None:
+        fed.append(raw)
+        feed(self, no, raw)
+
+    monkeypatch.setattr(Driver, "feed", counted)
+    res = parse_bytes(("\n".join(_nccl_runs(20)) + "\n").encode(), source="x", fmt="nccl_tests").result
+    assert [r.status for r in res.runs] == ["ok"] * 20 and len(res.steps) == 20 * 32
+    assert len(fed) == 20 and all(line.startswith("# nThread") for line in fed)
+    assert res.runs[0].num_nodes == 2 and res.runs[0].gpu_model == "NVIDIA H100 80GB HBM3"
