@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
 _URL = re.compile(r"^(s3|gs|az|abfss?):/+(.+)$")
 #: Files up- or downloaded at once.
 TRANSFERS = 8
+#: Tries of one read of a whole object, and the wait before the second (doubled each time): the SDK retries a
+#: request that fails, not a response cut off while its body is read ("Failed to flush response stream",
+#: a connection reset), which S3 and its look-alikes do under load.
+READ_TRIES = 4
+READ_WAIT_S = 0.2
 
 
 def url_of(store: os.PathLike[str] | str) -> str | None:
@@ -84,8 +90,7 @@ def failure(url: str, e: BaseException, doing: str) -> BenchError:
     low = text.lower()
     if "nosuchbucket" in low or "bucket does not exist" in low or "bucket not found" in low:
         why = "the bucket does not exist"
-    elif any(s in low for s in ("accessdenied", "access denied", "access_denied", "invalidaccesskeyid", "signaturedoesnotmatch",
-                                "forbidden", "unauthorized")) or _DENIED_STATUS.search(low):
+    elif _denied(low):
         why = "access denied: check the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the profile)"
     elif any(s in low for s in ("connection refused", "connect error", "couldn't connect", "could not connect",
                                 "network_connection", "timed out", "timeout",
@@ -102,6 +107,12 @@ def failure(url: str, e: BaseException, doing: str) -> BenchError:
 #: an HTTP status 401 or 403 on its own: not the digits of a bucket, key, port or address that hold them, nor a
 #: time (a bucket ``b540324910015`` read as "access denied" when its endpoint could not be reached)
 _DENIED_STATUS = re.compile(r"(?<![\w.:/-])40[13](?![\w.:/-]|\s*ms\b)")
+
+
+def _denied(low: str) -> bool:
+    """Whether an error's text (lower case) says the credentials may not do it."""
+    return any(s in low for s in ("accessdenied", "access denied", "access_denied", "invalidaccesskeyid",
+                                  "signaturedoesnotmatch", "forbidden", "unauthorized")) or bool(_DENIED_STATUS.search(low))
 
 
 def _aws_credentials() -> bool:
@@ -126,6 +137,29 @@ def cached(sha: str) -> Path:
     return cache_dir() / sha[:2] / f"{sha}.parquet"
 
 
+def read_all(fs: pafs.FileSystem, path: str, out: Any = None) -> bytes:
+    """The bytes of the object ``path`` (or, with ``out``, written to that binary file, emptied before each
+    try, and b"" returned), read again when the read fails on the way: an object that is not there, or may
+    not be read, fails at once."""
+    for attempt in range(READ_TRIES):
+        try:
+            with fs.open_input_stream(path) as src:
+                if out is None:
+                    return bytes(src.read())
+                out.seek(0)
+                out.truncate()
+                while chunk := src.read(1 << 22):
+                    out.write(chunk)
+                return b""
+        except (FileNotFoundError, PermissionError):
+            raise
+        except OSError as e:
+            if attempt + 1 == READ_TRIES or _denied(one_line(e).lower()):
+                raise
+            time.sleep(READ_WAIT_S * 2 ** attempt)
+    raise AssertionError("unreachable")
+
+
 def fetch(fs: pafs.FileSystem, path: str, sha: str) -> Path:
     """The local copy of the object ``path`` whose recorded SHA-256 is ``sha``: from the cache, else
     downloaded and checked. Raises ValueError when the bytes are not those recorded (not cached)."""
@@ -134,12 +168,11 @@ def fetch(fs: pafs.FileSystem, path: str, sha: str) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}")
-    h = hashlib.sha256()
     try:
-        with fs.open_input_stream(path) as src, open(part, "wb") as out:
-            while chunk := src.read(1 << 22):
-                h.update(chunk)
-                out.write(chunk)
+        with open(part, "w+b") as out:
+            read_all(fs, path, out)
+            out.seek(0)
+            h = hashlib.file_digest(out, "sha256")
         if h.hexdigest() != sha:
             raise ValueError(f"its SHA-256 is {h.hexdigest()[:12]}..., not the {sha[:12]}... recorded when it was committed")
         os.replace(part, target)

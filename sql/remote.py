@@ -124,8 +124,7 @@ class Remote:
         if info.type == pafs.FileType.NotFound:
             return False
         try:
-            with self.fs.open_input_stream(f"{self.root}/STORE.json") as fh:
-                version = json.loads(fh.read())["schema_version"]
+            version = json.loads(objstore.read_all(self.fs, f"{self.root}/STORE.json"))["schema_version"]
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise BenchError(f"store {self.url}: STORE.json is unreadable ({one_line(e)})") from e
         if version != SCHEMA_VERSION:
@@ -191,8 +190,7 @@ class Remote:
             local.parent.mkdir(parents=True, exist_ok=True)
             part = local.with_name(f".{name}.{uuid.uuid4().hex[:8]}")
             try:
-                with self.fs.open_input_stream(self.path(f"{delta.COMMITS}/{name}")) as src:
-                    part.write_bytes(src.read())
+                part.write_bytes(objstore.read_all(self.fs, self.path(f"{delta.COMMITS}/{name}")))
                 delta.read_commit_file(part)  # whole, or not cached
                 part.replace(local)
             except OSError as e:

@@ -126,18 +126,25 @@ def test_eight_writers_and_compactions_at_once_end_as_one_serial_ingest(tmp_path
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, s3, *dirs[i::8]], stderr=logs[i]) for i in range(8)]
     compactions = seen = 0
     states = set()
-    while any(w.poll() is None for w in writers):
-        if remote.Remote(s3).exists():
-            runs, steps, telemetry, sources, _ = state = _state(s3)  # a committed state: whole ingests only
-            assert runs % 15 == 0 and [steps, telemetry, sources] == [runs * n for n in per_run]
-            states.add(state)
-            seen += 1
-            if seen % 3 == 0:
-                done = _bench("ingest", "--compact", "--store", s3)
-                assert done.returncode == 0, done.stderr
-                compactions += "files merged" in done.stdout
+    try:
+        while any(w.poll() is None for w in writers):
+            if remote.Remote(s3).exists():
+                runs, steps, telemetry, sources, _ = state = _state(s3)  # a committed state: whole ingests only
+                assert runs % 15 == 0 and [steps, telemetry, sources] == [runs * n for n in per_run]
+                states.add(state)
+                seen += 1
+                if seen % 3 == 0:
+                    done = _bench("ingest", "--compact", "--store", s3)
+                    assert done.returncode == 0, done.stderr
+                    compactions += "files merged" in done.stdout
+    finally:  # a failed check leaves no writer running into the next test
+        for w in writers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+        for log in logs:
+            log.close()
     for i, w in enumerate(writers):
-        logs[i].close()
         assert w.wait() == 0, (tmp_path / f"writer-{i}.err").read_text()
     assert _bench("ingest", "--compact", "--store", s3).returncode == 0
     assert _state(s3) == serial
