@@ -129,6 +129,9 @@ def _text_fields(cls: type) -> tuple[tuple[str, bool], ...]:
 
 
 _TEXT_FIELDS = {Run: _text_fields(Run), System: _text_fields(System)}
+#: Each record class's text fields that are not mappings, read at once.
+_SCALAR_TEXTS = {cls: operator.attrgetter(*(name for name, mapping in fields if not mapping))
+                 for cls, fields in _TEXT_FIELDS.items()}
 
 
 def _storable_text(record: Run | System) -> dict[str, Any]:
@@ -136,7 +139,13 @@ def _storable_text(record: Run | System) -> dict[str, Any]:
     strings may hold what UTF-8 cannot: JSON's ``"\\ud800"`` escape gives a lone surrogate, which Arrow refuses
     (the whole ingest raised at its commit)."""
     fixed: dict[str, Any] = {}
+    try:  # (the common case: every text that is not a mapping ASCII, at a join's cost)
+        ascii_scalars = "".join(filter(None, _SCALAR_TEXTS[type(record)](record))).isascii()
+    except TypeError:  # a value that is not text
+        ascii_scalars = False
     for name, mapping in _TEXT_FIELDS[type(record)]:
+        if ascii_scalars and not mapping:
+            continue
         value = getattr(record, name)
         if not value:
             continue

@@ -221,3 +221,18 @@ def test_spilled_step_values_are_checked() -> None:
     values = [v for cols in spilled for v in np.frombuffer(cols["images_per_sec"], np.float64)]
     assert [v for v in values if v == v] == [1.0, 3.0]  # the two bad ones are the NULL NaN
     assert [r["images_per_sec"] for r in table.rows()] == [5.0]
+
+
+def test_a_lone_surrogate_in_any_text_of_a_run_is_escaped_and_named() -> None:
+    """The ASCII fast path (one join over a run's texts that are not mappings) must not pass a lone surrogate
+    in a plain text field: a model name, beside ASCII ones and a field that is not text at all."""
+    from bench.ingest.checks import check_result
+    from bench.ingest.records import ParseResult, Run
+    from bench.ingest.parse import RESULT_METRICS
+
+    result = ParseResult()
+    result.runs += [Run(0, format="x", model="res\ud800net", status="ok"), Run(1, format="x", model="resnet50"),
+                    Run(2, format="x", model=50, status="ok")]  # type: ignore[arg-type]
+    check_result(result, RESULT_METRICS)
+    assert [r.model for r in result.runs] == ["res\\ud800net", "resnet50", 50]
+    assert [(p.kind, p.message.split(":")[0]) for p in result.problems] == [("encoding", "model")]

@@ -287,6 +287,11 @@ _NCCL_FORMS: dict[str, Any] = {
     "avg nan": lambda line: line.replace(": 150.12", ": nan"),
     "avg bad": lambda line: line.replace(": 150.12", ": 1.2.3"),
     "avg -1": lambda line: line.replace(": 150.12", ": -1"),
+    # headers: without the iterations, with nothing after maxBytes, spaced otherwise, a figure beyond int64
+    "header no iters": lambda line: line.split(" step:")[0] + " step: 2(factor)" if line.startswith("# nThread") else line,
+    "header ends": lambda line: line.split(" step:")[0] if line.startswith("# nThread") else line,
+    "header spacing": lambda line: line.replace("# nThread", "#  nThread"),
+    "header huge": lambda line: line.replace("maxBytes 17179869184", "maxBytes 171798691840000000000"),
     # comments that are not plain: a word the general path looks for, a test's start and end
     "comment words": lambda line: "# Ranks: 16 nThreads" if line == "# Using devices" else line,
     "tests": lambda line: (f"# Collective test starting: all_reduce_perf\n{line}" if line.startswith("# nThread")
