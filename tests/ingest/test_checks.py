@@ -227,8 +227,8 @@ def test_a_lone_surrogate_in_any_text_of_a_run_is_escaped_and_named() -> None:
     """The ASCII fast path (one join over a run's texts that are not mappings) must not pass a lone surrogate
     in a plain text field: a model name, beside ASCII ones and a field that is not text at all."""
     from bench.ingest.checks import check_result
-    from bench.ingest.records import ParseResult, Run
     from bench.ingest.parse import RESULT_METRICS
+    from bench.ingest.records import ParseResult, Run
 
     result = ParseResult()
     result.runs += [Run(0, format="x", model="res\ud800net", status="ok"), Run(1, format="x", model="resnet50"),
