@@ -143,7 +143,7 @@ class Program:
         return self
 
     def span(self, name: str) -> Program:
-        """``(\\S+)``, kept as text: ``Rows.texts_of(name, rows)``."""
+        """``(\\S+)``, kept as text: ``Rows.pairs_of``."""
         self.ops += b"Z" + self._col(name + ".start", integer=True) + self._col(name + ".end", integer=True)
         return self
 
@@ -203,11 +203,20 @@ class Rows:
         start, end = self.spans[i].tolist()
         return self.data[start:end].decode("ascii")
 
-    def texts_of(self, name: str, rows: Any) -> list[str]:
-        """The text that ``span(name)`` or ``rest(name)`` kept, of each of ``rows`` (indices)."""
-        data = self.data
-        return [data[a:b].decode("ascii") for a, b in zip(self.col[name + ".start"][rows].tolist(),
-                                                          self.col[name + ".end"][rows].tolist(), strict=True)]
+    def pairs_of(self, first: str, second: str, rows: Any) -> list[tuple[str, str]]:
+        """(``first``'s text, ``second``'s text) of each of ``rows``, as ``span`` or ``rest`` kept them (``second``
+        after ``first`` in the line), one tuple for the rows whose bytes from one's start to the other's end are
+        the same: lines that repeat their texts (nccl-tests' rank lines, a host and a device each) decode each once."""
+        col, data = self.col, self.data
+        seen: dict[bytes, tuple[str, str]] = {}
+        out = []
+        for a, b, c, d in zip(*(col[f"{name}.{end}"][rows].tolist() for name in (first, second) for end in ("start", "end")),
+                              strict=True):
+            key = data[a:d]
+            if (pair := seen.get(key)) is None:
+                pair = seen[key] = (data[a:b].decode("ascii"), data[c:d].decode("ascii"))
+            out.append(pair)
+        return out
 
     def holds(self, needle: bytes, lo: int, hi: int) -> bool:
         """Whether the lines of rows lo..hi (consecutive lines) hold ``needle``."""

@@ -116,7 +116,7 @@ class _Chunk:
         self.wrong = np.where(wrong == INT_NULL, 0, wrong).sum(axis=0).tolist()  # two values < 10^18 each
         self.rank = r = _Kind(np.flatnonzero((kind == _RANK_LINE) | (kind == _RANK_LINE_2019)))
         self.rank_of = col["rank"][r.index].tolist()
-        self.where = list(zip(rows.texts_of("host", r.index), rows.texts_of("device", r.index), strict=True))
+        self.where = rows.pairs_of("host", "device", r.index)
         self.bounds = b = _Kind(np.flatnonzero(kind == _BOUNDS_LINE))
         self.bounds_value = col["out_of_bounds"][b.index].tolist()
         self.avg = a = _Kind(np.flatnonzero(kind == _AVG_LINE))
