@@ -1223,25 +1223,33 @@ done:
  *               is not there
  * stamp: 0 none; 1 "[YYYY-MM-DD hh:mm:ss" at the line's start; 2 the first "YYYY-MM-DD[ T]hh:mm:ss" in it;
  * read as text.utc_seconds reads it. */
+/* An output column of fields: a bytes object made at its largest (a value for every line of the chunk), filled
+ * in place and cut to what was written (no growing, no copy). */
 typedef struct {
+    PyObject *b;
     char *p;
-    Py_ssize_t n, cap;
-} Grow;
+    Py_ssize_t n;
+} Column;
 
-static int grow_put(Grow *g, const void *v, Py_ssize_t size) {
-    if (g->n + size > g->cap) {
-        Py_ssize_t cap = g->cap ? g->cap * 2 : 1 << 16;
-        while (cap < g->n + size)
-            cap *= 2;
-        char *q = PyMem_Realloc(g->p, (size_t)cap);
-        if (q == NULL)
-            return -1;
-        g->p = q;
-        g->cap = cap;
-    }
-    memcpy(g->p + g->n, v, (size_t)size);
-    g->n += size;
-    return 0;
+static int column_new(Column *o, Py_ssize_t cap) {
+    o->b = PyBytes_FromStringAndSize(NULL, cap);
+    o->p = o->b ? PyBytes_AS_STRING(o->b) : NULL;
+    o->n = 0;
+    return o->b ? 0 : -1;
+}
+
+static void column_put(Column *o, const void *v, Py_ssize_t size) {
+    memcpy(o->p + o->n, v, (size_t)size);
+    o->n += size;
+}
+
+/* The column cut to its values (a new reference; NULL on failure, the column let go either way). */
+static PyObject *column_take(Column *o) {
+    PyObject *b = o->b;
+    o->b = NULL;
+    if (b != NULL && _PyBytes_Resize(&b, o->n) < 0)
+        return NULL;
+    return b;
 }
 
 static int is_word(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
@@ -1591,8 +1599,8 @@ static PyObject *fields(PyObject *self, PyObject *args) {
     unsigned int int_cols;
     if (!PyArg_ParseTuple(args, "y*nKO!iIi", &buf, &before, &nullb, &PyTuple_Type, &progs, &ncols, &int_cols, &mode))
         return NULL;
-    PyObject *result = NULL, *others = NULL;
-    Grow nos = {0}, spans = {0}, stamps = {0}, kinds = {0}, cols[32] = {{0}};
+    PyObject *result = NULL, *others = NULL, *tuple = NULL;
+    Column nos = {0}, spans = {0}, stamps = {0}, kinds = {0}, cols[32] = {{0}};
     uint64_t v[32];
     const char *prog[16];
     Py_ssize_t plen[16], nprog = PyTuple_GET_SIZE(progs);
@@ -1608,10 +1616,19 @@ static PyObject *fields(PyObject *self, PyObject *args) {
         }
         prog[k] = PyBytes_AS_STRING(b), plen[k] = PyBytes_GET_SIZE(b);
     }
+    const char *s = buf.buf, *end = s + buf.len;
+    Py_ssize_t lines = 1; /* at most: a line per line end, and one after the last */
+    for (const char *q = s; q < end && (q = memchr(q, '\n', (size_t)(end - q))) != NULL; q++)
+        lines++;
+    if (column_new(&nos, 8 * lines) || column_new(&spans, 16 * lines) || column_new(&stamps, 8 * lines) ||
+        column_new(&kinds, lines))
+        goto done;
+    for (int i = 0; i < ncols; i++)
+        if (column_new(&cols[i], 8 * lines))
+            goto done;
     others = PyList_New(0);
     if (others == NULL)
         goto done;
-    const char *s = buf.buf, *end = s + buf.len;
     Py_ssize_t no = before;
     int ascii = 1;
     while (s < end) {
@@ -1641,12 +1658,12 @@ static PyObject *fields(PyObject *self, PyObject *args) {
             uint64_t tb = isnan(t) ? nullb : dbits(t);
             long long span[2] = {s - (const char *)buf.buf, e - (const char *)buf.buf};
             long long n64 = no;
-            if (grow_put(&nos, &n64, 8) || grow_put(&spans, span, 16) || grow_put(&stamps, &tb, 8) ||
-                grow_put(&kinds, &kind, 1))
-                goto nomem;
+            column_put(&nos, &n64, 8);
+            column_put(&spans, span, 16);
+            column_put(&stamps, &tb, 8);
+            column_put(&kinds, &kind, 1);
             for (int i = 0; i < ncols; i++)
-                if (grow_put(&cols[i], &v[i], 8))
-                    goto nomem;
+                column_put(&cols[i], &v[i], 8);
         } else {
             PyObject *text = PyUnicode_DecodeUTF8(s, e - s, "replace");
             PyObject *item = text ? Py_BuildValue("(nN)", no, text) : NULL;
@@ -1658,30 +1675,34 @@ static PyObject *fields(PyObject *self, PyObject *args) {
         }
         s = next;
     }
-    PyObject *tuple = PyTuple_New(ncols);
+    tuple = PyTuple_New(ncols);
     if (tuple == NULL)
         goto done;
     for (int i = 0; i < ncols; i++) {
-        PyObject *b = PyBytes_FromStringAndSize(cols[i].p ? cols[i].p : "", cols[i].n);
-        if (b == NULL) {
-            Py_DECREF(tuple);
+        PyObject *b = column_take(&cols[i]);
+        if (b == NULL)
             goto done;
-        }
         PyTuple_SET_ITEM(tuple, i, b);
     }
-    result = Py_BuildValue("(ny#y#Ny#y#OO)", no - before, nos.p ? nos.p : "", nos.n, spans.p ? spans.p : "", spans.n,
-                           tuple, stamps.p ? stamps.p : "", stamps.n, kinds.p ? kinds.p : "", kinds.n,
-                           others, ascii ? Py_True : Py_False);
-    goto done;
-nomem:
-    PyErr_NoMemory();
+    PyObject *nos_b = column_take(&nos), *spans_b = column_take(&spans), *stamps_b = column_take(&stamps),
+             *kinds_b = column_take(&kinds);
+    if (nos_b && spans_b && stamps_b && kinds_b)
+        result = Py_BuildValue("(nNNONNOO)", no - before, nos_b, spans_b, tuple, stamps_b, kinds_b, others,
+                               ascii ? Py_True : Py_False);
+    else {
+        Py_XDECREF(nos_b);
+        Py_XDECREF(spans_b);
+        Py_XDECREF(stamps_b);
+        Py_XDECREF(kinds_b);
+    }
 done:
-    PyMem_Free(nos.p);
-    PyMem_Free(spans.p);
-    PyMem_Free(stamps.p);
-    PyMem_Free(kinds.p);
+    Py_XDECREF(nos.b);
+    Py_XDECREF(spans.b);
+    Py_XDECREF(stamps.b);
+    Py_XDECREF(kinds.b);
     for (int i = 0; i < 32; i++)
-        PyMem_Free(cols[i].p);
+        Py_XDECREF(cols[i].b);
+    Py_XDECREF(tuple);
     Py_XDECREF(others);
     PyBuffer_Release(&buf);
     return result;

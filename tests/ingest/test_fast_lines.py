@@ -324,3 +324,27 @@ def test_nccl_c_path_leaves_only_the_headers_to_python(monkeypatch: pytest.Monke
     assert [r.status for r in res.runs] == ["ok"] * 20 and len(res.steps) == 20 * 32
     assert len(fed) == 20 and all(line.startswith("# nThread") for line in fed)
     assert res.runs[0].num_nodes == 2 and res.runs[0].gpu_model == "NVIDIA H100 80GB HBM3"
+
+
+@pytest.mark.parametrize("name", ["nccl_tests", "megatron"])
+def test_the_line_programs_columns_are_owned_by_their_result_alone(name: str) -> None:
+    """_native.fields makes each column at its largest and cuts it to what it wrote: each object it returns is
+    held once, by the result (a reference too few frees a column numpy still reads; one too many leaks every
+    chunk), and the columns are as long as the rows it took."""
+    import sys
+
+    from bench.ingest import _native
+    from bench.ingest.nulls import NULL_BITS
+
+    if _native is None:
+        pytest.skip("the C extension is not built")
+    program = importlib.import_module(f"bench.ingest.formats.{name}").C_PATH.PROGRAM
+    data = ("\n".join(_generated(name, 2000)) + "\nnot a line of it\n").encode()
+    out = _native.fields(data, 0, NULL_BITS, tuple(program.kinds), len(program.columns), program.int_mask,
+                         program.stamp)
+    assert [sys.getrefcount(out[i]) for i in range(1, 7)] == [2] * 6
+    assert {sys.getrefcount(out[3][i]) for i in range(len(out[3]))} == {2}
+    rows = len(out[1]) // 8
+    assert out[0] == 2001 and rows + len(out[6]) == 2001 and out[6][-1] == (2001, "not a line of it") and rows > 1900
+    assert [len(column) for column in out[3]] == [8 * rows] * len(program.columns)
+    assert (len(out[2]), len(out[4]), len(out[5])) == (16 * rows, 8 * rows, rows)
