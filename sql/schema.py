@@ -271,6 +271,13 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+def rows_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """The table of ``rows`` (dicts; a key a row lacks is NULL), as ``pa.Table.from_pylist`` makes it, built a
+    column at a time: pyarrow's from_pylist reads row by row in Python, 3x the time for the runs table of a log
+    of 18,571 nccl-tests runs (0.25 s against 0.88 s)."""
+    return pa.Table.from_pydict({name: [row.get(name) for row in rows] for name in schema.names}, schema=schema)
+
+
 def write_part(table: pa.Table, path: Path, *, required: bool = False, sync: bool = False) -> None:
     """One Parquet file of a store table: the schema version in its metadata, the table's write options.
 

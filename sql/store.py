@@ -369,11 +369,11 @@ class StoreWriter:
         """Write ``rows`` as one file of ``table`` and commit it (as ``add``); nothing when there are none."""
         import pyarrow as pa
 
-        from bench.sql.schema import TABLES, write_part
+        from bench.sql.schema import TABLES, rows_table, write_part
 
         if len(rows):
             path = self.root / "_tmp" / f"{table}-{uuid.uuid4().hex[:12]}.parquet"
-            data = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema=TABLES[table])
+            data = rows if isinstance(rows, pa.Table) else rows_table(rows, TABLES[table])
             write_part(data, path, sync=True)
             self.add(table, [path])
 
@@ -417,15 +417,13 @@ class Batch:
     def commit(self) -> list[Path]:
         """Write the row tables and commit every table's new files (not yet published); returns the runs
         files it committed."""
-        import pyarrow as pa
-
-        from bench.sql.schema import TABLES, write_part
+        from bench.sql.schema import TABLES, rows_table, write_part
 
         files = {name: list(parts) for name, parts in self.parts.items() if parts}
         for table, rows in self.rows.items():
             if rows:
                 path = self.dir / f"{table}-{self.batch_id}.parquet"
-                write_part(pa.Table.from_pylist(rows, schema=TABLES[table]), path)
+                write_part(rows_table(rows, TABLES[table]), path)
                 files[table] = [path]
         for paths in files.values():
             for path in paths:

@@ -72,3 +72,32 @@ def test_the_whole_number_columns_a_user_fills_are_the_runs_schemas_integers() -
     pattern = PathPattern.compile("{model}-{num_gpus}gpu")
     assert pattern.match("a/resnet50-8gpu") == {"model": "resnet50", "num_gpus": "8"}
     assert pattern.match("a/resnet50-eightgpu") is None
+
+
+def test_row_tables_are_built_a_column_at_a_time_as_from_pylist_builds_them() -> None:
+    """bench.sql.schema.rows_table (the store's runs and systems tables) against pyarrow's own from_pylist, on the
+    runs of every fixture log, on systems, and on rows that lack keys or hold NULLs."""
+    from pathlib import Path
+
+    import pyarrow as pa
+
+    from bench.ingest.parse import parse_bytes
+    from bench.ingest.records import System
+    from bench.ingest.table_rows import run_row, system_row
+    from bench.sql.schema import TABLES, rows_table
+
+    runs, systems = [], []
+    for path in sorted((Path(__file__).resolve().parents[2] / "fixtures" / "logs").rglob("*")):
+        if path.is_file():
+            result = parse_bytes(path.read_bytes(), source=str(path)).result
+            runs += [run_row(r, source=str(path), sha="0" * 64, ingested_at=1.7e9) for r in result.runs]
+            systems += [system_row(s, source=str(path), sha="0" * 64, place={}, ingested_at=1.7e9)
+                        for s in result.systems]
+    systems += [system_row(s, source="x", sha="0" * 64, place={"round": "v1.0"}, ingested_at=1.7e9) for s in (
+        System(system_name="box", device_model="A100", num_nodes=2, accelerators_per_node=8, details={"k": "v"}),
+        System())]
+    assert len(runs) > 50
+    runs += [{"run_id": "x"}, {**runs[0], "tags": [], "details": None, "throughput": None}]
+    for rows, schema in ((runs, TABLES["runs"]), (systems, TABLES["systems"])):
+        built = rows_table(rows, schema)
+        assert built.schema == schema and built.equals(pa.Table.from_pylist(rows, schema=schema))
