@@ -236,3 +236,22 @@ def test_a_lone_surrogate_in_any_text_of_a_run_is_escaped_and_named() -> None:
     check_result(result, RESULT_METRICS)
     assert [r.model for r in result.runs] == ["res\\ud800net", "resnet50", 50]
     assert [(p.kind, p.message.split(":")[0]) for p in result.problems] == [("encoding", "model")]
+
+
+def test_groups_of_identical_runs_that_share_their_rates_are_told_apart_by_the_rest() -> None:
+    """Three interleaved groups of more than MAX_IDENTICAL_RUNS runs, two of them with the same status, rate and
+    model as each other and as a run of its own before them (what collapse_repeats groups by first) but other
+    details, then a group of exactly MAX_IDENTICAL_RUNS: each big group keeps its first run and is one problem,
+    in the order of its first run; the rest are all kept."""
+    from bench.ingest.checks import MAX_IDENTICAL_RUNS, collapse_repeats
+    from bench.ingest.records import ParseResult, Run
+
+    result = ParseResult()
+    kinds = ["own", *(["d", "a", "b"] * 1300), *["c"] * MAX_IDENTICAL_RUNS]
+    for i, kind in enumerate(kinds):
+        result.runs.append(Run(i, format="x", model="resnet50", status="ok", throughput=200.0 if kind == "d" else 100.0,
+                               first_line=i, last_line=i, details={"kind": kind}))
+    collapse_repeats(result)
+    assert [r.run_index for r in result.runs] == [0, 1, 2, 3, *range(3901, 3901 + MAX_IDENTICAL_RUNS)]
+    assert [p.message.split(" (")[0] for p in result.problems] == [
+        f"1299 more runs identical to run {i}" for i in (1, 2, 3)]
