@@ -40,12 +40,13 @@
   night before, by 4.5 (one night of 2% noise on a 3% level is often below a third of what its first nights
   read). Within a level, it fails from the first of its mornings on which it failed with the runs it had
   then (its first run alone, its first two, ... all of them). So that a false failure does not stay red, the
-  morning remembered must have failed on a level of min_runs runs or more, or tonight and the night before
-  must be slower together at the corrected alpha, or tonight be on or after a slower level bench changes
-  confirmed; the runs since the regression began, tonight's with them, must still be slower than the
-  reference at that alpha; and the runs after those it failed on, once two or more, must be slower at all. Rule for a step below the threshold (a -3% step at up to 2% noise, threshold 5%):
-  it passes until a morning's looks fail it (its runs read beyond the threshold, by the rule above), and
-  fails from then on until accepted or back; it never goes from fail back to pass while it stays.
+  runs the morning remembered failed on and tonight's must be min_runs or more, or tonight and the night
+  before must be slower together at the corrected alpha, or tonight be on or after a slower level bench
+  changes confirmed; the runs since the regression began, tonight's with them, must still be slower than the
+  reference at that alpha; and the runs after those it failed on, once two or more, must be slower at all.
+  Rule for a step below the threshold (a -3% step at up to 2% noise, threshold 5%): it passes until a
+  morning's looks fail it (its runs read beyond the threshold, by the rule above), and fails from then on
+  until accepted or back; it never goes from fail back to pass while it stays.
 - **Other verdicts**: ``failed`` when every candidate failed (a benchmark that stopped running is a
   regression too); ``suspect`` when fewer than ``min_runs`` candidates (not yet a level) are more than
   OUTLIER_Z sigma off the reference either way without being a regression (it fails with
@@ -137,8 +138,7 @@ class CheckResult:
         return [v for v in self.verdicts if v.status == "missing"]
 
     @property
-    def judged(self) -> int:
-        """Series judged (a verdict other than missing)."""
+    def judged(self) -> int:  # series judged (a verdict other than missing)
         return len(self.verdicts) - len(self.missing)
 
     @property
@@ -258,9 +258,8 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
             return v
     if v.status != "regression" and memory and first > 0 and s.points[first - 1].run_id not in cand:
         recent = earlier[-RECENT:]  # not only those after the reference: it holds a level bench changes lost
-        # a failure of a level's runs (min_runs or more) can be remembered, one of a night or two only where tonight
-        # and the night before are slower together, or on a confirmed slower level: either needs runs ending
-        # tonight slower at the corrected alpha
+        # a failure remembered (_remembers) needs runs ending tonight slower at the corrected alpha: tonight's and
+        # min_runs before them, or tonight's alone where paired (with the night before, or on a confirmed level)
         shortest = len(c) + (0 if paired else min_runs)
         if slower(np.concatenate((np.log([p.value for p in recent]), c)), shortest, b, noise, lower, a):
             _remembers(v, s, first, threshold, lower, alpha, min_runs, accepted, memory, family, earlier, c, b, noise,
@@ -297,11 +296,12 @@ def _remembers(v: Verdict, s: Series, first: int, threshold: float, lower: bool,
     level then) and in tonight's clock state, its runs from the first slower one through tonight's are still
     slower than the reference together at the morning's corrected alpha, and tonight is not back from it
     (gate_back.returned), nor are the runs after those it failed on (two or more, tonight's with them) not
-    slower at all (a short failure at high noise, which returned cannot tell from 2% nights). So that a false failure does not stay red, the morning before's must be of a level
-    (min_runs runs or more), unless tonight and the night before are slower together at the corrected alpha,
-    or tonight is on or after a slower level bench changes confirmed (``paired``). ``earlier``: the runs before
-    tonight (of tonight's clock state); ``c``, ``b``: tonight's and the reference's log values; ``noise``:
-    gate_back.noise_of's (sigma, degrees of freedom)."""
+    slower at all (a short failure at high noise, which returned cannot tell from 2% nights). So that a false
+    failure does not stay red, the morning before's runs and tonight's must be min_runs or more (a failure on a
+    -3% step's two slow nights stays red on the third), unless tonight and the night before are slower together
+    at the corrected alpha, or tonight is on or after a slower level bench changes confirmed (``paired``).
+    ``earlier``: the runs before tonight (of tonight's clock state); ``c``, ``b``: tonight's and the reference's
+    log values; ``noise``: gate_back.noise_of's (sigma, degrees of freedom)."""
     prev = s.points[first - 1]
     before = _morning_before(v, s, first, threshold, lower, alpha, min_runs, accepted, memory, family)
     if before is None or v.change is None:
@@ -309,7 +309,7 @@ def _remembers(v: Verdict, s: Series, first: int, threshold: float, lower: bool,
     since = before.since or {"run_id": prev.run_id, "change": before.change, "n": 1,
                              "from": prev.started_at.isoformat() if prev.started_at else None}
     start = next((k for k, p in enumerate(s.points[:first]) if p.run_id == since["run_id"]), None)
-    if start is None or since["change"] is None or (since["n"] < min_runs and not paired):
+    if start is None or since["change"] is None or (since["n"] + len(c) < min_runs and not paired):
         return
     ids = {id(p) for p in s.points[start:first]}
     runs = np.log([p.value for p in earlier if id(p) in ids])
