@@ -1309,6 +1309,18 @@ static int to_double(const char *s, const char *e, double *out) {
     return slow_double(s, e, out);
 }
 
+/* A figure's 8 bytes into *out when [s, e) holds only [\d.eE+-] and reads as a number: 0, else 1. */
+static int figure(const char *s, const char *e, uint64_t *out) {
+    for (const char *q = s; q < e; q++)
+        if (!(is_digit(*q) || *q == '.' || *q == 'e' || *q == 'E' || *q == '+' || *q == '-'))
+            return 1;
+    double d;
+    if (to_double(s, e, &d))
+        return 1;
+    *out = dbits(d);
+    return 0;
+}
+
 /* Days from 1970-01-01 to the first of month mo of year y (proleptic Gregorian). */
 static long long days_to(long long y, int mo) {
     y -= mo <= 2;
@@ -1432,15 +1444,8 @@ static int run_program(const char *prog, Py_ssize_t plen, const char *base, cons
                     if (col < 0)
                         return 1;
                     if (col != 255) {
-                        if (ve == val || (set >> col) & 1)
+                        if (ve == val || (set >> col) & 1 || figure(val, ve, &v[col]))
                             return 1;
-                        for (const char *q = val; q < ve; q++)
-                            if (!(is_digit(*q) || *q == '.' || *q == 'e' || *q == 'E' || *q == '+' || *q == '-'))
-                                return 1;
-                        double d;
-                        if (to_double(val, ve, &d))
-                            return 1;
-                        v[col] = dbits(d);
                         set |= 1u << col;
                     }
                 }
@@ -1544,15 +1549,8 @@ static int run_program(const char *prog, Py_ssize_t plen, const char *base, cons
             }
             if (end == from)
                 return 1;
-            if (col != 255) {
-                for (const char *q = from; q < end; q++)
-                    if (!(is_digit(*q) || *q == '.' || *q == 'e' || *q == 'E' || *q == '+' || *q == '-'))
-                        return 1;
-                double d;
-                if (to_double(from, end, &d))
-                    return 1;
-                v[col] = dbits(d);
-            }
+            if (col != 255 && figure(from, end, &v[col]))
+                return 1;
         } else if (op == 'P') {
             Py_ssize_t n = (unsigned char)*pc++;
             const char *lit = pc;
