@@ -84,6 +84,8 @@ class IngestSummary:
     runs_by_format: dict[str, int] = field(default_factory=dict)
     #: Files that compaction after the ingest merged (bench.sql.compact); 0 when it did not run.
     compacted_files: int = 0
+    #: A store on object storage: why its tables' Delta logs were not brought to this ingest (bench.sql.projection).
+    logs_behind: str | None = None
 
     @property
     def mb_per_s(self) -> float | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.ingest import pipeline
 from bench.ingest.pipeline import IngestSummary
-from bench.sql import delta, objstore, remote
+from bench.sql import delta, objstore, projection, remote
 from bench.sql.compact import AUTO_FILES
 from bench.sql.errors import BenchError
 from bench.sql.store import StoreWriter
@@ -63,9 +63,14 @@ def ingest_remote(paths: Sequence[str], url: str, **options: Any) -> IngestSumma
             summary.runs_files = [str(objstore.cached(added[k])) for k in added if k.startswith("runs/")]
     summary.store = url
     now = store.state()
-    if max((len(now.files(t)) for t in delta.TABLE_NAMES), default=0) > AUTO_FILES:
-        with tempfile.TemporaryDirectory(prefix="bench-compact-") as tmp:
-            summary.compacted_files = remote.compact(store, Path(tmp))
+    try:  # each table's Delta log to the state just committed (bench.sql.projection), by compaction or alone
+        if max((len(now.files(t)) for t in delta.TABLE_NAMES), default=0) > AUTO_FILES:
+            with tempfile.TemporaryDirectory(prefix="bench-compact-") as tmp:
+                summary.compacted_files = remote.compact(store, Path(tmp))
+        else:
+            projection.project(store, now)
+    except projection.Behind as e:  # committed all the same: the next writer brings the logs up
+        summary.logs_behind = str(e)
     return summary
 
 

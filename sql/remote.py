@@ -26,7 +26,8 @@ writers and compactions; it keeps a checked copy of each file in the local cache
 Compaction merges each table's files into one and commits that as one row, then merges the commits table's
 own files (rows and their ``seq`` unchanged); ``vacuum`` deletes, after
 ``VACUUM_HOURS``, the objects no state needs: a writer must finish within that time (a day).
-Readers other than bench find the committed files in the commits table's rows.
+Readers other than bench read each data table as a Delta table: its log follows the commits table
+(bench.sql.projection).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.sql import delta, objstore
+from bench.sql import delta, objstore, projection
 from bench.sql.errors import BenchError, UsageError, one_line
 from bench.sql.health import SAID, Health
 from bench.sql.layout import SCHEMA_VERSION, TABLE_NAMES
@@ -316,7 +317,7 @@ class Remote:
             table, _, name = key.partition("/")
             if info.type != pafs.FileType.File or not name.endswith(".parquet") or key in state.live:
                 continue
-            if table == delta.COMMITS and ("/" in name or name in logged):
+            if "/" in name or (table == delta.COMMITS and name in logged):  # a Delta log's own files: Delta's
                 continue
             if info.mtime is not None and info.mtime.timestamp() < cutoff and state.removed_at.get(key, 0) < cutoff:
                 self._delete(info.path)
@@ -380,7 +381,9 @@ def compact(remote: Remote, scratch: Path, *, retention_hours: float = VACUUM_HO
         except Superseded:
             return 0
     _merge_commit_rows(remote)
-    remote.vacuum(remote.state(), retention_hours)
+    state = remote.state()
+    projection.project(remote, state)  # before vacuum: no table's latest version may name a file it deletes
+    remote.vacuum(state, retention_hours)
     return len(removed)
 
 

@@ -126,6 +126,9 @@ def ingest_command(
                    err=True)
     if summary.recovered:
         typer.echo(f"store {root}: {summary.recovered}", err=True)
+    if summary.logs_behind:
+        typer.echo(f"{summary.logs_behind}. The ingest is committed; readers without bench see the tables as before it "
+                   "until the next ingest or `bench ingest --compact` brings their Delta logs up", err=True)
     for source in summary.lost:
         typer.echo(f"not restored: {source}: its file cannot be read and the store holds no readable rows of it",
                    err=True)
@@ -148,6 +151,7 @@ def _on_object_storage(url: str, *, check: bool, rebuild: bool) -> None:
     import tempfile
 
     from bench.sql.health import SAID
+    from bench.sql.projection import projected
     from bench.sql.remote import Remote, compact
 
     if rebuild:
@@ -162,6 +166,11 @@ def _on_object_storage(url: str, *, check: bool, rebuild: bool) -> None:
         if damaged or state.missing:
             raise typer.Exit(1)
         typer.echo(f"store {url}: every file matches its recorded checksum (commits version {state.version})")
+        if (logs := projected(store)) < state.version:
+            typer.echo(f"store {url}: the tables' Delta logs hold commits version {logs} at the newest, not "
+                       f"{state.version} (a writer stopped before it brought them up, or a store written before "
+                       "they existed): readers without bench see the older state until the next ingest or "
+                       "`bench ingest --compact` brings them up")
         return
     with tempfile.TemporaryDirectory(prefix="bench-compact-") as tmp:
         n = compact(store, Path(tmp))

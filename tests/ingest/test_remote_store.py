@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import fleet_sim  # benchmarks/ (tests/conftest.py)
@@ -26,28 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_LOGS = ROOT / "fixtures" / "logs"
 STATE = ("SELECT count(*), (SELECT count(*) FROM steps), (SELECT count(*) FROM telemetry), "
          "(SELECT count(*) FROM sources), round(sum(images_per_sec), 6) FROM runs")
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[str]:
-    """The endpoint of a moto server in its own process (benchmarks/moto_server.py)."""
-    pytest.importorskip("moto.server", reason="moto (the dev extra) is not installed")
-    with moto_server() as endpoint:
-        yield endpoint
-
-
-@pytest.fixture
-def s3(moto: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> str:
-    """A new bucket on the server, the AWS variables bench reads set for it (and for child processes), a
-    cache of this test's own; returns the store's URL."""
-    import boto3
-
-    for key, value in {"AWS_ENDPOINT_URL": moto, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                       "AWS_REGION": "us-east-1", "BENCH_CACHE": str(tmp_path / "cache")}.items():
-        monkeypatch.setenv(key, value)
-    bucket = "b" + str(abs(hash(request.node.name)))[:12]
-    boto3.client("s3").create_bucket(Bucket=bucket)
-    return f"s3://{bucket}/store"
 
 
 def _state(store: str | Path) -> tuple[int, ...]:

@@ -1,0 +1,141 @@
+"""A store on object storage read without bench (bench.sql.projection): each data table is a Delta Lake table
+whose log follows the commits table, read by deltalake, Polars and DuckDB (through the file list) with the
+counts bench sql gives; a writer stopped before its projection, and a store written before the projection
+existed, are brought up by the next write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.analytics.query import run_sql
+from bench.ingest.remote_ingest import ingest_into
+from bench.sql import projection, remote
+from bench.sql.layout import TABLE_NAMES
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGS = ROOT / "fixtures" / "logs"
+SKIP = ("*.json",)
+
+
+def _bench_counts(store: str) -> dict[str, int]:
+    sql = " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t}" for t in TABLE_NAMES)
+    return {name: int(n) for name, n in run_sql(Path(store), sql)[1]}  # type: ignore[arg-type]
+
+
+def _delta_counts(store: str, version_of: dict[str, int] | None = None) -> dict[str, int]:
+    """Each table's rows as deltalake reads its log (the latest version, or ``version_of``'s)."""
+    from deltalake import DeltaTable
+
+    opts = remote.Remote(store).options
+    out = {}
+    for table in TABLE_NAMES:
+        dt = DeltaTable(f"{store}/tables/{table}", storage_options=opts,
+                        version=None if version_of is None else version_of[table])
+        out[table] = dt.to_pyarrow_dataset().count_rows()
+    return out
+
+
+def _seqs(store: str, table: str) -> list[int]:
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(f"{store}/tables/{table}", storage_options=remote.Remote(store).options)
+    return sorted(projection.seq_of(h) for h in dt.history())
+
+
+def test_each_table_on_s3_is_a_delta_table_with_the_rows_bench_reads(s3: str, tmp_path: Path) -> None:
+    import pyarrow.fs as pafs
+    from deltalake import DeltaTable
+
+    from bench.sql.remote import compact
+
+    ingest_into([str(LOGS / "tf_cnn")], s3, workers=0, skip_globs=SKIP)
+    ingest_into([str(LOGS / "caffe")], s3, workers=0, skip_globs=SKIP)
+    counts = _bench_counts(s3)
+    assert counts["runs"] == 29 and counts["steps"] > 0 and counts["sources"] > 0  # 20 tf_cnn runs, 9 caffe
+    assert _delta_counts(s3) == counts
+    store = remote.Remote(s3)
+    assert projection.projected(store) == store.state().version == 2
+    assert _seqs(s3, "runs") == [-1, 1, 2]  # made, then one log version per ingest
+
+    assert compact(store, tmp_path) > 0
+    state = store.state()
+    assert len(state.files("runs")) == 1 and _bench_counts(s3) == counts
+    assert _delta_counts(s3) == counts  # compacted: no version counts a row twice
+    # versions 3 and 4 of the commits table: the compaction's row, then its merge of the commits files
+    assert state.version == 4 and _seqs(s3, "runs") == [-1, 1, 2, 4] and projection.projected(store) == 4
+    # the replaced files are still in the folder (until vacuum), the log no longer names them
+    listed = store.fs.get_file_info(pafs.FileSelector(store.path("runs")))
+    assert sum(i.base_name.endswith(".parquet") for i in listed) == 3
+
+    # every table at one committed state: the version that held commits version 2, before the compaction
+    before = {t: projection.version_at(DeltaTable(f"{s3}/tables/{t}", storage_options=store.options), 2)
+              for t in TABLE_NAMES}
+    assert None not in before.values() and before["runs"] == 2
+    assert _delta_counts(s3, before) == counts  # type: ignore[arg-type]
+
+
+def test_polars_and_duckdb_read_the_tables_as_bench_does(s3: str) -> None:
+    pl = pytest.importorskip("polars", reason="polars (the dev extra) is not installed")
+    import duckdb
+    from deltalake import DeltaTable
+
+    ingest_into([str(LOGS / "tf_cnn"), str(LOGS / "caffe")], s3, workers=0, skip_globs=SKIP)
+    counts = _bench_counts(s3)
+    opts = remote.Remote(s3).options
+    for table in TABLE_NAMES:
+        uri = f"{s3}/tables/{table}"
+        assert pl.scan_delta(uri, storage_options=opts).select(pl.len()).collect().item() == counts[table], table
+        dataset = DeltaTable(uri, storage_options=opts).to_pyarrow_dataset()  # DuckDB scans the log's files
+        con = duckdb.connect()
+        con.register("t", dataset)
+        assert con.execute("SELECT count(*) FROM t").fetchone() == (counts[table],), table
+    ids = pl.scan_delta(f"{s3}/tables/runs", storage_options=opts).select("run_id").collect()["run_id"].sort()
+    assert ids.to_list() == sorted(r[0] for r in run_sql(Path(s3), "SELECT run_id FROM runs")[1])
+
+
+def test_a_writer_stopped_before_its_projection_is_caught_up_by_the_next(s3: str, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    ingest_into([str(LOGS / "tf_cnn")], s3, workers=0, skip_globs=SKIP)
+    with monkeypatch.context() as m:  # the second writer stops right after its commit point
+        m.setattr(projection, "project", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+        with pytest.raises(KeyboardInterrupt):
+            ingest_into([str(LOGS / "caffe")], s3, workers=0, skip_globs=SKIP)
+    store = remote.Remote(s3)
+    assert store.state().version == 2 and projection.projected(store) == 1
+    assert _bench_counts(s3)["runs"] == 29 and _delta_counts(s3)["runs"] == 20  # a committed state, one behind
+
+    from typer.testing import CliRunner
+
+    from bench.runner.cli import app
+
+    out = CliRunner().invoke(app, ["ingest", "--check", "--store", s3])
+    assert out.exit_code == 0 and "Delta logs hold commits version 1 at the newest, not 2" in out.output
+
+    ingest_into([str(LOGS / "mxnet")], s3, workers=0, skip_globs=SKIP)  # the next writer
+    assert projection.projected(store) == store.state().version == 3
+    assert _delta_counts(s3) == _bench_counts(s3)
+
+
+def test_a_store_without_logs_gets_them_on_its_first_write_and_late_projectors_change_nothing(s3: str) -> None:
+    ingest_into([str(LOGS / "tf_cnn")], s3, workers=0, skip_globs=SKIP)
+    store = remote.Remote(s3)
+    old = store.state()
+    for table in TABLE_NAMES:  # as the layout before the projection left it: plain Parquet folders
+        store.fs.delete_dir_contents(store.path(f"{table}/_delta_log"), missing_dir_ok=True)
+    store.fs.delete_dir_contents(store.path(projection.PROJECTED), missing_dir_ok=True)
+    assert projection.projected(store) == -1 and _bench_counts(s3)["runs"] == 20  # read in place until then
+
+    ingest_into([str(LOGS / "caffe")], s3, workers=0, skip_globs=SKIP)  # the first write converts it
+    new = store.state()
+    assert projection.projected(store) == new.version == 2
+    assert _seqs(s3, "runs") == [-1, 2] and _delta_counts(s3) == _bench_counts(s3)
+    # a writer that read its state before (the older one) or as the last one did, and projects late: nothing
+    first = projection.project(store, new)
+    assert projection.project(store, old) == first == projection.project(store, new)
+    assert _seqs(s3, "runs") == [-1, 2]
+    from deltalake import DeltaTable
+
+    runs = DeltaTable(f"{s3}/tables/runs", storage_options=store.options)
+    assert projection.version_at(runs, 2) == 1 and projection.version_at(runs, 1) is None  # its log begins at 2
