@@ -28,7 +28,7 @@ from bench.sql.layout import TABLE_NAMES
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from deltalake.transaction import RemoveAction  # deltalake 1.6.0 (the floor) has none at run time
+    from deltalake.transaction import RemoveAction
 
 TABLES_DIR = "tables"
 COMMITS = "commits"

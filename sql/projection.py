@@ -3,8 +3,8 @@ whose log follows the commits table (bench.sql.remote's commit point).
 
 After a writer's conditional commit of commits version V, it brings every data table's log to V: one Delta
 commit per table whose files differ from those state V names, adding the files V added and removing those it
-removed (a compaction's: Delta's overwrite of the table with its merged file, so that no version of the table
-counts a row twice). Each such commit carries ``bench_seq`` = V in its commitInfo. A table's log is thus
+removed (a compaction's: in the same log version as its merged file, so that no version of the table counts a
+row twice). Each such commit carries ``bench_seq`` = V in its commitInfo. A table's log is thus
 always a committed state of the store (never a file a killed writer left, nor one a compaction replaced and
 kept as well), and a table whose files V did not change keeps its version (its ``bench_seq`` older).
 
@@ -139,12 +139,9 @@ def _project_table(remote: Remote, table: str, state: State) -> int:
         have = {uri_.rsplit("/", 1)[-1] for uri_ in dt.file_uris()}
         if want == have:
             return dt.version()  # this state changed none of the table's files
-        if not have <= want and want & have:  # not from bench's writers: a compaction replaces all of a table's files
-            raise objstore.failure(remote.url, RuntimeError(f"{len(want & have)} of its files both stay and would be "
-                                                            "rewritten"), f"bringing table {table}'s Delta log up")
-        actions = _adds(remote, table, sorted(want - have))
-        try:  # a removal is an overwrite: the table's files become exactly ``want``, in one version
-            dt.create_write_transaction(actions, mode="append" if have <= want else "overwrite", schema=TABLES[table],
+        actions = _adds(remote, table, sorted(want - have)) + _removes(sorted(have - want))
+        try:  # adds and removes in one version: the table's files become exactly ``want``
+            dt.create_write_transaction(actions, mode="append", schema=TABLES[table],
                                         commit_properties=CommitProperties(custom_metadata={SEQ_KEY: str(state.version)},
                                                                            max_commit_retries=0))
             return int(history[0]["version"]) + 1 if history else dt.version() + 1
@@ -178,6 +175,14 @@ def _table(remote: Remote, uri: str, table: str, since: int) -> DeltaTable:
             return DeltaTable(uri, storage_options=remote.options)
         except Exception:  # deltalake's own errors
             raise objstore.failure(remote.url, e, f"making table {table}'s Delta log") from e
+
+
+def _removes(names: list[str]) -> list[Any]:
+    """Delta remove actions of the files ``names`` (a compaction merged them: deltalake 1.6.6 has them)."""
+    from deltalake.transaction import RemoveAction
+
+    now = int(time.time() * 1000)
+    return [RemoveAction(name, True, now) for name in names]
 
 
 def _adds(remote: Remote, table: str, names: list[str]) -> list[Any]:
