@@ -12,9 +12,9 @@ kept as well), and a table whose files V did not change keeps its version (its `
   conditional write, as the commits table's); one that loses reads the log again and stops when the winner
   already brought the table to V or later.
 - **A writer killed** between its commit and its projection, or one that could not reach the service then,
-  leaves the tables one commit behind the commits table: the next writer, compaction or
-  ``bench ingest --check --store URL`` brings them up (a projection is computed from the committed state, not
-  from what the killed writer meant to do). A store written before this projection existed (plain Parquet
+  leaves the tables one commit behind the commits table: the next writer or compaction (``bench ingest
+  --compact``) brings them up (a projection is computed from the committed state, not from what the killed
+  writer meant to do), and ``bench ingest --check`` says they are behind. A store written before this projection existed (plain Parquet
   folders) gets its logs the same way, on its first write: until then it is read as before, by bench.
 - **What a reader that takes each table's latest version sees** (Spark's, Polars' and deltalake's default):
   each table at a committed state, but while an ingest is between its commit and its last table's projection
@@ -22,8 +22,9 @@ kept as well), and a table whose files V did not change keeps its version (its `
   an empty object written once every table was brought to V) names the newest state every table holds, and
   ``version_at`` the table version that holds state V (the newest with ``bench_seq`` <= V). The README shows
   both reads.
-- **Vacuum** (bench.sql.remote.vacuum) deletes a replaced file only after VACUUM_HOURS, as before, and brings
-  the logs up first: the table versions of that long ago may then name files gone (Delta's own VACUUM rule).
+- **Vacuum** (bench.sql.remote.vacuum) deletes a replaced file only after VACUUM_HOURS, as before; compaction
+  brings the logs up before it vacuums, and vacuum leaves the logs' own files alone. Table versions older than
+  that may then name files gone (Delta's own VACUUM rule).
 """
 
 from __future__ import annotations
