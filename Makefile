@@ -113,11 +113,11 @@ bench: $(VENV)/.installed-dev bytecode .venv-otava/.installed
 	.venv-otava/bin/pip install --quiet apache-otava==0.8.0 ruptures==1.1.10
 	touch $@
 
-# requirements.lock: every package of the dev and train extras, pinned (pip-tools). Run after changing the
+# requirements.lock: every package of the dev, train and engines extras, pinned (pip-tools). Run after changing the
 # dependencies in pyproject.toml; .ci/run also tests the unpinned resolve and the declared floors.
 lock: | $(BIN)/python
 	$(BIN)/pip install --quiet pip-tools
-	$(BIN)/pip-compile --quiet --extra dev --extra train --strip-extras --no-emit-index-url \
+	$(BIN)/pip-compile --quiet --extra dev --extra train --extra engines --strip-extras --no-emit-index-url \
 		--no-emit-trusted-host --no-emit-find-links -o requirements.lock pyproject.toml
 
 # The wheels a lent GPU machine lacks (CPython 3.12, no network), for runner/gpu-check.sh: see runner/README.md.

@@ -1,10 +1,11 @@
 """A store on object storage read without bench (bench.sql.projection): each data table is a Delta Lake table
-whose log follows the commits table, read by deltalake, Polars and DuckDB (through the file list) with the
-counts bench sql gives; a writer stopped before its projection, and a store written before the projection
-existed, are brought up by the next write."""
+whose log follows the commits table, read by deltalake, Polars, DuckDB (through the file list) and Daft with the
+counts bench sql gives, and the README's recipe exits cleanly in fresh interpreters; a writer stopped before its
+projection, and a store written before the projection existed, are brought up by the next write."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,86 @@ def test_polars_and_duckdb_read_the_tables_as_bench_does(s3: str) -> None:
         assert got == (counts[table],), table
     ids = pl.scan_delta(f"{s3}/tables/runs", storage_options=opts).select("run_id").collect()["run_id"].sort()
     assert ids.to_list() == sorted(r[0] for r in run_sql(Path(s3), "SELECT run_id FROM runs")[1])
+
+
+def test_daft_reads_every_table_as_bench_does(s3: str, moto: str, tmp_path: Path) -> None:
+    """Daft (the engines extra), an engine that spreads a query over a cluster, reads each table's latest version
+    and a table at an older one; in a process of its own, as Daft's threads outlive a query (the README says
+    what that needs at exit)."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("daft", reason="daft (the engines extra, in make test's lock) is not installed")
+    from bench.sql.remote import compact
+
+    ingest_into([str(LOGS / "tf_cnn")], s3, workers=0, skip_globs=SKIP)
+    ingest_into([str(LOGS / "caffe")], s3, workers=0, skip_globs=SKIP)
+    assert compact(remote.Remote(s3), tmp_path) > 0
+    code = f"""
+import gc, json, daft
+from daft.io import IOConfig, S3Config
+io = IOConfig(s3=S3Config(endpoint_url={moto!r}, region_name="us-east-1", use_ssl=False, key_id="test", access_key="test"))
+counts = {{t: daft.read_deltalake(f"{s3}/tables/{{t}}", io_config=io).count_rows() for t in {list(TABLE_NAMES)!r}}}
+counts["runs at version 1"] = daft.read_deltalake("{s3}/tables/runs", io_config=io, version=1).count_rows()
+gc.collect()
+print(json.dumps(counts))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    counts = _bench_counts(s3)
+    assert json.loads(done.stdout) == {**counts, "runs at version 1": 20} and counts["runs"] == 29  # version 1: tf_cnn
+
+
+def _recipe(readme: str) -> list[str]:
+    """The README's recipe for a store on object storage: the committed state, then each read (a paragraph
+    that begins with a comment)."""
+    part = readme.split("**Reading a store on object storage without bench.**")[1]
+    return re.split(r"\n\n(?=# )", part.split("```python\n")[1].split("```")[0].strip())
+
+
+def test_each_paragraph_of_the_s3_recipe_exits_cleanly_in_a_fresh_interpreter(s3: str, moto: str) -> None:
+    """The README's S3 recipe, as a user copies it: its first paragraph (the committed state) with each read
+    after it on its own, and the whole, 20 times each in a fresh interpreter whose environment holds only the
+    keys: every run exits 0 and prints the counts bench sql gives."""
+    import os
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bench.sql.remote import compact
+
+    ingest_into([str(LOGS / "tf_cnn")], s3, workers=0, skip_globs=SKIP)
+    ingest_into([str(LOGS / "caffe")], s3, workers=0, skip_globs=SKIP)
+    compact(remote.Remote(s3), Path(os.environ["BENCH_CACHE"]))
+    readme = (ROOT / "README.md").read_text().replace("http://127.0.0.1:9000", moto)
+    readme = readme.replace("127.0.0.1:9000", moto.removeprefix("http://")).replace("bucket/prefix", s3.removeprefix("s3://"))
+    state, pyarrow_read, duckdb_read, polars_read, daft_read = _recipe(readme)
+    runs, steps = (_bench_counts(s3)[t] for t in ("runs", "steps"))
+    per_model = run_sql(Path(s3), "SELECT model, count(*) AS runs FROM runs GROUP BY model ORDER BY model")[1]
+    scripts = {"pyarrow": ([pyarrow_read], "runs.num_rows", runs),
+               "duckdb": ([pyarrow_read, duckdb_read], "per_model", [tuple(r) for r in per_model]),
+               "polars": ([polars_read], "steps", steps),
+               "daft": ([daft_read], "daft_runs", runs),
+               "whole": ([pyarrow_read, duckdb_read, polars_read, daft_read], "(runs.num_rows, steps, daft_runs)",
+                         (runs, steps, runs))}
+    try:
+        import daft  # noqa: F401
+    except ImportError:  # the engines extra (make test's lock); the other sets run the rest
+        scripts = {k: v for k, v in scripts.items() if k not in ("daft", "whole")}
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION")}
+
+    def run(name: str) -> tuple[str, int, str]:
+        reads, show, _ = scripts[name]
+        code = "\n\n".join([state, *reads]) + f"\nprint(repr({show}))\n"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+        return name, done.returncode, done.stdout.strip() or done.stderr[-500:]
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(run, [name for name in scripts for _ in range(20)]))
+    assert [(name, code) for name, code, _ in results if code != 0] == []
+    for name, _, out in results:
+        assert out == repr(scripts[name][2]), name
 
 
 def test_a_writer_stopped_before_its_projection_is_caught_up_by_the_next(s3: str, tmp_path: Path,
