@@ -1,6 +1,12 @@
 """A local S3-compatible server for the object-storage tests and benchmark: moto in server mode, on 127.0.0.1,
 in a process of its own (deltalake's calls hold the GIL while they wait for a reply, so a server thread in
-the calling process would never answer them). moto is in the dev extra; bench never imports it."""
+the calling process would never answer them). moto is in the dev extra; bench never imports it.
+
+moto checks a conditional write's condition (``If-None-Match: *``, ``If-Match``) and then writes, in two steps
+on its request threads: two writers racing for one key can both succeed, which S3 never allows, and which is
+the very race a store's commits and Delta logs rest on. The server here runs moto with one lock around each
+object write (a PUT, and the completion of a multipart upload), so that a conditional write is atomic, as on
+S3 (``ATOMIC_WRITES``)."""
 
 from __future__ import annotations
 
@@ -10,6 +16,25 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+
+#: moto's server, its object writes each under one lock.
+ATOMIC_WRITES = """
+import sys, threading
+from moto.s3.responses import S3Response
+
+lock = threading.Lock()
+
+def atomic(write):
+    def locked(*args, **kwargs):
+        with lock:
+            return write(*args, **kwargs)
+    return locked
+
+S3Response.put_object = atomic(S3Response.put_object)
+S3Response._key_response_post = atomic(S3Response._key_response_post)  # CompleteMultipartUpload
+from moto.server import main
+main(sys.argv[1:])
+"""
 
 
 def free_port() -> int:
@@ -24,7 +49,7 @@ def moto_server(env: Mapping[str, str] | None = None, timeout_s: float = 60.0) -
     """The endpoint (``http://127.0.0.1:PORT``) of a moto server started with ``env`` (None: this
     process's), once it accepts connections; stopped on exit. RuntimeError when it does not start."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+    proc = subprocess.Popen([sys.executable, "-c", ATOMIC_WRITES, "-H", "127.0.0.1", "-p", str(port)],
                             env=None if env is None else dict(env), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:

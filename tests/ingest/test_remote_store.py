@@ -1,7 +1,8 @@
 """A store on object storage (bench.sql.remote) against a local S3-compatible server (moto in server mode,
 from the dev extra, in a process of its own on 127.0.0.1): what it holds equals a local ingest of the same
 logs; eight writers and a compaction at once end as one serial ingest, with readers seeing committed states
-only; a writer killed at ten points leaves the store as before or as after; S3's errors are one line each."""
+only, through bench and through each table's Delta log; a writer killed at ten points leaves the store and
+its Delta logs as before or as after; S3's errors are one line each."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from moto_server import moto_server  # benchmarks/
 
 from bench.analytics.query import run_sql
 from bench.ingest.pipeline import ingest
-from bench.sql import remote
+from bench.sql import projection, remote
 from bench.sql.errors import BenchError
+from bench.sql.layout import TABLE_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_LOGS = ROOT / "fixtures" / "logs"
@@ -29,6 +31,35 @@ STATE = ("SELECT count(*), (SELECT count(*) FROM steps), (SELECT count(*) FROM t
 
 def _state(store: str | Path) -> tuple[int, ...]:
     return tuple(run_sql(Path(store), STATE)[1][0])  # type: ignore[arg-type]
+
+
+def _delta_rows(store: str, tables: tuple[str, ...] = TABLE_NAMES) -> dict[str, int]:
+    """Each table's rows in its Delta log's latest version (what Spark reads by default), from the files'
+    footers."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    r = remote.Remote(store)
+    return {t: sum(pq.read_metadata(u.removeprefix("s3://"), filesystem=r.fs).num_rows
+                   for u in DeltaTable(f"{store}/tables/{t}", storage_options=r.options).file_uris()) for t in tables}
+
+
+def _bench_rows(store: str) -> dict[str, int]:
+    sql = " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t}" for t in TABLE_NAMES)
+    return {name: int(n) for name, n in run_sql(Path(store), sql)[1]}  # type: ignore[arg-type]
+
+
+def _logs_follow_the_commits(store: str) -> None:
+    """Every table's Delta log holds the committed state, each commits version once at most, in order."""
+    from deltalake import DeltaTable
+
+    r = remote.Remote(store)
+    assert projection.projected(r) == r.state().version
+    assert _delta_rows(store) == _bench_rows(store)
+    for t in TABLE_NAMES:
+        history = DeltaTable(f"{store}/tables/{t}", storage_options=r.options).history()
+        seqs = [projection.seq_of(h) for h in sorted(history, key=lambda h: int(h["version"]))]
+        assert seqs == sorted(set(seqs)), (t, seqs)
 
 
 BENCH = [sys.executable, "-c", "import sys; from bench.runner.cli import main; sys.argv[0] = 'bench'; main()"]
@@ -90,6 +121,37 @@ WRITER = "import sys; from bench.ingest.remote_ingest import ingest_into; ingest
 
 
 @pytest.mark.slow
+def test_the_servers_conditional_writes_are_atomic_as_on_s3(s3: str) -> None:
+    """Eight writers racing to create one key on the tests' S3 (benchmarks/moto_server.py): one wins, seven are
+    refused with PreconditionFailed, in each of 20 rounds. The store's commits and Delta logs rest on that race;
+    moto alone checks and then writes, so nothing else here would show an unrefereed one."""
+    import threading
+
+    import boto3
+    from botocore.exceptions import ClientError
+
+    client, bucket = boto3.client("s3"), s3.removeprefix("s3://").split("/")[0]
+
+    def put(i: int, key: str, start: threading.Barrier, won: list[int], refused: list[str]) -> None:
+        start.wait()
+        try:
+            client.put_object(Bucket=bucket, Key=key, Body=str(i).encode() * 100_000, IfNoneMatch="*")
+            won.append(i)
+        except ClientError as e:
+            refused.append(e.response["Error"]["Code"])
+
+    for r in range(20):
+        start, won, refused = threading.Barrier(8), list[int](), list[str]()
+        threads = [threading.Thread(target=put, args=(i, f"race/{r}", start, won, refused)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(won) == 1 and refused == ["PreconditionFailed"] * 7, (r, won, refused)
+        body = client.get_object(Bucket=bucket, Key=f"race/{r}")["Body"].read()
+        assert body == str(won[0]).encode() * 100_000  # the winner's bytes
+
+
 def test_eight_writers_and_compactions_at_once_end_as_one_serial_ingest(tmp_path: Path, s3: str) -> None:
     fleet_sim.generate(tmp_path / "runs", hosts=40, runs=3, faults=0)
     dirs = sorted(str(d) for d in (tmp_path / "runs").iterdir())
@@ -109,6 +171,10 @@ def test_eight_writers_and_compactions_at_once_end_as_one_serial_ingest(tmp_path
                 runs, steps, telemetry, sources, _ = state = _state(s3)  # a committed state: whole ingests only
                 assert runs % 15 == 0 and [steps, telemetry, sources] == [runs * n for n in per_run]
                 states.add(state)
+                if projection.projected(remote.Remote(s3)) >= 0:  # each Delta table: whole ingests only
+                    delta = _delta_rows(s3, ("runs", "steps", "telemetry"))
+                    assert delta["runs"] % 15 == 0 and delta["steps"] % per_run[0] == 0, delta
+                    assert delta["telemetry"] % per_run[1] == 0, delta
                 seen += 1
                 if seen % 3 == 0:
                     done = _bench("ingest", "--compact", "--store", s3)
@@ -125,6 +191,7 @@ def test_eight_writers_and_compactions_at_once_end_as_one_serial_ingest(tmp_path
         assert w.wait() == 0, (tmp_path / f"writer-{i}.err").read_text()
     assert _bench("ingest", "--compact", "--store", s3).returncode == 0
     assert _state(s3) == serial
+    _logs_follow_the_commits(s3)  # eight projectors raced on each table's log (the server's writes atomic, as S3's)
     assert len(states) >= 2 and compactions >= 1, (states, compactions)  # readers and compactions met the writers
     ids = "SELECT run_id, images_per_sec FROM runs ORDER BY ALL"
     assert run_sql(Path(s3), ids)[1] == run_sql(tmp_path / "serial", ids)[1]
@@ -188,8 +255,10 @@ def test_a_writer_killed_at_ten_points_leaves_the_store_as_before_or_after(tmp_p
             ingest_into(logs[:1], store, workers=0)
         _killed_at(n, store, logs if op == "ingest" else [], tmp_path)
         assert _state(store) in (before, after), f"killed at event {n} of {events}"
+        assert _delta_rows(store, ("runs",))["runs"] in (before[0], after[0]), f"killed at event {n} of {events}"
         _killed_at(0, store, logs if op == "ingest" else [], tmp_path)  # run again: the store ends as after
         assert _state(store) == after, f"killed at event {n} of {events}"
+        _logs_follow_the_commits(store)
 
 
 def test_errors_are_one_line_and_commit_nothing(tmp_path: Path, s3: str, monkeypatch: pytest.MonkeyPatch) -> None:
