@@ -70,7 +70,7 @@ def ingest_remote(paths: Sequence[str], url: str, **options: Any) -> IngestSumma
         else:
             projection.project(store, now)
     except projection.Behind as e:  # committed all the same: the next writer brings the logs up
-        summary.logs_behind = str(e)
+        summary.logs_behind = f"{e}. The ingest is committed; readers without bench see the tables as before it until {e.remedy}"
     return summary
 
 

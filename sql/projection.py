@@ -22,6 +22,10 @@ kept as well), and a table whose files V did not change keeps its version (its `
   an empty object written once every table was brought to V) names the newest state every table holds, and
   ``version_at`` the table version that holds state V (the newest with ``bench_seq`` <= V). The README shows
   both reads.
+- **A damaged log** (an object of ``_delta_log/`` cut or changed: deltalake cannot read it, the service
+  answers): the projection stops at it and the ingest, committed, says so (``DamagedLog``); ``bench ingest
+  --check`` names it (``damaged_logs``); ``bench ingest --compact`` copies it aside to ``DAMAGED`` and deletes
+  it, newest object first, then makes it again from the committed state (``remake_log``).
 - **Vacuum** (bench.sql.remote.vacuum) deletes a replaced file only after VACUUM_HOURS, as before; compaction
   brings the logs up before it vacuums, and vacuum leaves the logs' own files alone. Table versions older than
   that may then name files gone (Delta's own VACUUM rule).
@@ -33,7 +37,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bench.sql import delta, objstore
-from bench.sql.errors import BenchError
+from bench.sql.errors import BenchError, one_line
 from bench.sql.layout import TABLE_NAMES
 
 if TYPE_CHECKING:
@@ -61,7 +65,17 @@ class Remote(Protocol):
     def state(self, version: int | None = None) -> State: ...
 
 class Behind(BenchError):
-    """The tables' Delta logs could not be brought to a committed state (the state itself is committed)."""
+    """The tables' Delta logs could not be brought to a committed state (the state itself is committed);
+    ``remedy`` says what brings them up."""
+
+    def __init__(self, text: str, *, damaged: bool = False) -> None:
+        super().__init__(text)
+        self.remedy = ("`bench ingest --compact` sets the damaged log aside and makes it again" if damaged
+                       else "the next ingest or `bench ingest --compact` brings their Delta logs up")
+
+
+class DamagedLog(BenchError):
+    """A table's Delta log is there but cannot be read (``damaged_logs``, ``remake_log``)."""
 
 
 #: The commitInfo key naming the commits version a table's log version brings it to.
@@ -71,6 +85,8 @@ SEQ_KEY = "bench_seq"
 FROM_KEY = "bench_from"
 #: Marks of the states every table was brought to: ``tables/_projected/<V, ten digits>``.
 PROJECTED = "_projected"
+#: Where a damaged table log is set aside: ``tables/_damaged/<table>-<UTC>/``.
+DAMAGED = "_damaged"
 #: Times a projector reads a table's log again after another writer took the version it tried.
 ATTEMPTS = 20
 
@@ -88,7 +104,7 @@ def project(remote: Remote, state: State | None = None) -> dict[str, int]:
         except OSError as e:
             raise objstore.failure(remote.url, e, "marking the tables' logs brought up") from e
     except BenchError as e:
-        raise Behind(str(e)) from e
+        raise Behind(str(e), damaged=isinstance(e, DamagedLog)) from e
     return versions
 
 
@@ -120,6 +136,49 @@ def version_at(table: DeltaTable, seq: int) -> int | None:
     if seq < int(made.get(FROM_KEY, 0)):
         return None
     return max((int(h["version"]) for h in history if seq_of(h) <= seq), default=None)
+
+
+def damaged_logs(remote: Remote) -> dict[str, str]:
+    """The tables whose Delta log is there but cannot be read (a cut or changed log object): each with
+    deltalake's words. A table without a log yet is not damaged (the next write makes it); a service failure
+    raises."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    out = {}
+    for table in TABLE_NAMES:
+        try:
+            DeltaTable(f"{remote.url}/{delta.TABLES_DIR}/{table}", storage_options=remote.options).history()
+        except TableNotFoundError:
+            continue
+        except OSError as e:
+            raise objstore.failure(remote.url, e, f"reading table {table}'s Delta log") from e
+        except Exception as e:  # deltalake's own errors: the log's objects do not read as a Delta log
+            out[table] = one_line(e)[:200]
+    return out
+
+
+def remake_log(remote: Remote, table: str, state: State) -> str:
+    """Set ``table``'s damaged Delta log aside (``tables/_damaged/<table>-<UTC>/``, each object copied, then deleted,
+    the newest first) and make it again from committed ``state``: its rows are the state's, its versions
+    before it are given up (time travel to them reads the copy by hand). Killed midway, it leaves the copy
+    and an older prefix of the log or none, which the next projection brings to the committed state. Returns
+    where the copy is."""
+    import pyarrow.fs as pafs
+
+    log = remote.path(f"{table}/_delta_log")
+    aside = f"{DAMAGED}/{table}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    try:
+        while objects := sorted((i.path for i in remote.fs.get_file_info(pafs.FileSelector(log, recursive=True,
+                                                                                            allow_not_found=True))
+                                 if i.type == pafs.FileType.File), reverse=True):
+            for path in objects:  # "_last_checkpoint" sorts after the versions: gone first
+                remote.fs.copy_file(path, remote.path(f"{aside}/{path.removeprefix(log + '/')}"))
+                remote.fs.delete_file(path)
+    except OSError as e:
+        raise objstore.failure(remote.url, e, f"setting table {table}'s damaged Delta log aside") from e
+    _project_table(remote, table, state)
+    return remote.path(aside)
 
 
 def _project_table(remote: Remote, table: str, state: State) -> int:
@@ -159,13 +218,16 @@ def _table(remote: Remote, uri: str, table: str, since: int) -> DeltaTable:
     """The table's log, made (empty, bench_seq -1, holding the states from commits version ``since`` on) where
     there is none yet: several writers may race to make it, and the losers open the winner's."""
     from deltalake import CommitProperties, DeltaTable
+    from deltalake.exceptions import TableNotFoundError
 
     from bench.sql.schema import TABLES
 
     try:
         return DeltaTable(uri, storage_options=remote.options)
-    except Exception:  # deltalake's own errors: no log yet (or the service; create says which)
+    except (TableNotFoundError, OSError):  # no log yet, or the service (create says which)
         pass
+    except Exception as e:  # deltalake's own errors: the log's objects do not read as a Delta log
+        raise DamagedLog(f"store {remote.url}: table {table}'s Delta log cannot be read ({one_line(e)})") from e
     try:
         return DeltaTable.create(uri, schema=TABLES[table], mode="ignore", name=table, configuration=delta.CONFIG,
                                  storage_options=remote.options,

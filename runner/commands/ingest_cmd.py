@@ -127,8 +127,7 @@ def ingest_command(
     if summary.recovered:
         typer.echo(f"store {root}: {summary.recovered}", err=True)
     if summary.logs_behind:
-        typer.echo(f"{summary.logs_behind}. The ingest is committed; readers without bench see the tables as before it "
-                   "until the next ingest or `bench ingest --compact` brings their Delta logs up", err=True)
+        typer.echo(summary.logs_behind, err=True)
     for source in summary.lost:
         typer.echo(f"not restored: {source}: its file cannot be read and the store holds no readable rows of it",
                    err=True)
@@ -151,7 +150,7 @@ def _on_object_storage(url: str, *, check: bool, rebuild: bool) -> None:
     import tempfile
 
     from bench.sql.health import SAID
-    from bench.sql.projection import projected
+    from bench.sql.projection import damaged_logs, projected, remake_log
     from bench.sql.remote import Remote, compact
 
     if rebuild:
@@ -166,12 +165,23 @@ def _on_object_storage(url: str, *, check: bool, rebuild: bool) -> None:
         if damaged or state.missing:
             raise typer.Exit(1)
         typer.echo(f"store {url}: every file matches its recorded checksum (commits version {state.version})")
+        if bad := damaged_logs(store):
+            for table, why in bad.items():
+                typer.echo(f"store {url}: table {table}'s Delta log cannot be read ({why}): readers without bench "
+                           "cannot open the table; `bench ingest --compact` sets the log aside and makes it again "
+                           "from the committed state", err=True)
+            raise typer.Exit(1)
         if (logs := projected(store)) < state.version:
             typer.echo(f"store {url}: the tables' Delta logs hold commits version {logs} at the newest, not "
                        f"{state.version} (a writer stopped before it brought them up, or a store written before "
                        "they existed): readers without bench see the older state until the next ingest or "
                        "`bench ingest --compact` brings them up")
         return
+    state = store.state()
+    for table, why in damaged_logs(store).items():  # before the compaction's own projection needs the logs
+        aside = remake_log(store, table, state)
+        typer.echo(f"store {url}: table {table}'s Delta log could not be read ({why}): set aside under {aside}, "
+                   f"made again at commits version {state.version} (its earlier versions are in the copy only)")
     with tempfile.TemporaryDirectory(prefix="bench-compact-") as tmp:
         n = compact(store, Path(tmp))
     typer.echo(f"store {url}: {n} files merged, replaced files vacuumed" if n

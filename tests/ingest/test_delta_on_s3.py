@@ -224,3 +224,40 @@ def test_a_store_without_logs_gets_them_on_its_first_write_and_late_projectors_c
 
     runs = DeltaTable(f"{s3}/tables/runs", storage_options=store.options)
     assert projection.version_at(runs, 2) == 1 and projection.version_at(runs, 1) is None  # its log begins at 2
+
+
+def test_a_damaged_table_log_is_named_by_check_and_made_again_by_compact(s3: str) -> None:
+    """A cut object of one table's Delta log (the data, the commits table and bench's reads unharmed): the next
+    ingest commits and says the log cannot be read and what mends it, `--check` exits 1 naming the table, and
+    `--compact` sets the log aside and makes it again at the committed state."""
+    import boto3
+    import pyarrow.fs as pafs
+    from typer.testing import CliRunner
+
+    from bench.runner.cli import app
+
+    ingest_into([str(LOGS / "tf_cnn")], s3, workers=0, skip_globs=SKIP)
+    bucket, prefix = s3.removeprefix("s3://").split("/", 1)
+    client = boto3.client("s3")
+    log = sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/tables/runs/_delta_log/")["Contents"])
+    client.put_object(Bucket=bucket, Key=log[-1], Body=b'{"add": {"path": "runs-')  # its newest version, cut
+    cli = CliRunner()
+    out = cli.invoke(app, ["ingest", str(LOGS / "caffe"), "--store", s3, "--exclude", "*.json"])
+    assert out.exit_code == 0, out.output
+    assert "table runs's Delta log cannot be read (DeltaError: " in out.output
+    assert "The ingest is committed" in out.output and "`bench ingest --compact` sets the damaged log aside" in out.output
+    assert _bench_counts(s3)["runs"] == 29  # bench reads through the commits table
+
+    out = cli.invoke(app, ["ingest", "--check", "--store", s3])
+    assert out.exit_code == 1 and "table runs's Delta log cannot be read (DeltaError: " in out.output, out.output
+    assert len([line for line in out.output.splitlines() if "Delta log cannot be read" in line]) == 1
+
+    out = cli.invoke(app, ["ingest", "--compact", "--store", s3])
+    assert out.exit_code == 0 and "table runs's Delta log could not be read" in out.output, out.output
+    assert "made again at commits version 2" in out.output
+    store = remote.Remote(s3)
+    assert _delta_counts(s3) == _bench_counts(s3) and projection.projected(store) == store.state().version
+    assert projection.damaged_logs(store) == {}
+    aside = store.fs.get_file_info(pafs.FileSelector(store.path(projection.DAMAGED), recursive=True))
+    assert sorted(i.base_name for i in aside if i.type == pafs.FileType.File) == [k.rsplit("/", 1)[-1] for k in log]
+    assert cli.invoke(app, ["ingest", "--check", "--store", s3]).exit_code == 0
