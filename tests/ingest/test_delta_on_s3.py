@@ -1,7 +1,8 @@
 """A store on object storage read without bench (bench.sql.projection): each data table is a Delta Lake table
 whose log follows the commits table, read by deltalake, Polars, DuckDB (through the file list) and Daft with the
 counts bench sql gives, and the README's recipe exits cleanly in fresh interpreters; a writer stopped before its
-projection, and a store written before the projection existed, are brought up by the next write."""
+projection, a store written before the projection existed (also when its conversion is killed) and a damaged
+table log are brought up by the next write or by --compact."""
 
 from __future__ import annotations
 
@@ -261,3 +262,81 @@ def test_a_damaged_table_log_is_named_by_check_and_made_again_by_compact(s3: str
     aside = store.fs.get_file_info(pafs.FileSelector(store.path(projection.DAMAGED), recursive=True))
     assert sorted(i.base_name for i in aside if i.type == pafs.FileType.File) == [k.rsplit("/", 1)[-1] for k in log]
     assert cli.invoke(app, ["ingest", "--check", "--store", s3]).exit_code == 0
+
+
+#: An ingest into the store at argv[3] of argv[4:], SIGKILLed at the argv[2]th table its projection brings up
+#: (argv[1] "table": before it; "made": right after the table's empty log is made on S3, before its files are
+#: added).
+CONVERSION_KILLER = """
+import os, signal, sys
+from deltalake import DeltaTable
+from bench.sql import projection
+where, n, count = sys.argv[1], int(sys.argv[2]), [0]
+
+def killed(call, after):
+    def hooked(*args, **kwargs):
+        if after and not str(args[0]).startswith("s3://"):  # the writer's local staging store
+            return call(*args, **kwargs)
+        count[0] += 1
+        if count[0] == n and not after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        out = call(*args, **kwargs)
+        if count[0] == n and after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return out
+    return hooked
+
+if where == "table":
+    projection._project_table = killed(projection._project_table, False)
+else:
+    DeltaTable.create = killed(DeltaTable.create, True)
+from bench.ingest.remote_ingest import ingest_into
+ingest_into(sys.argv[4:], sys.argv[3], workers=0, skip_globs=("*.json",))
+"""
+
+
+@pytest.mark.slow
+def test_a_conversion_killed_midway_leaves_committed_logs_and_the_next_write_ends_it(s3: str, tmp_path: Path) -> None:
+    """A store of the layout before the logs, converted by an ingest SIGKILLed while it makes the tables' logs:
+    the ingest is committed, each table's log is its committed state or empty (made, not yet brought up) or
+    absent, and the next write brings every table to the committed state."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    last = len(TABLE_NAMES)
+    for i, (where, n) in enumerate((("table", 1), ("table", 5), ("table", last), ("made", 1), ("made", last))):
+        url = f"{s3}{i}"
+        ingest_into([str(LOGS / "tf_cnn")], url, workers=0, skip_globs=SKIP)
+        store = remote.Remote(url)
+        for table in TABLE_NAMES:  # as the layout before the projection left it
+            store.fs.delete_dir_contents(store.path(f"{table}/_delta_log"), missing_dir_ok=True)
+        store.fs.delete_dir_contents(store.path(projection.PROJECTED), missing_dir_ok=True)
+        proc = subprocess.run([sys.executable, "-c", CONVERSION_KILLER, where, str(n), url, str(LOGS / "caffe")],
+                              capture_output=True, text=True, timeout=300, env={**os.environ, "TMPDIR": str(tmp_path)})
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        counts = _bench_counts(url)
+        assert counts["runs"] == 29 and projection.projected(store) == -1, (where, n)  # committed, not yet marked
+        made = 0
+        for table in TABLE_NAMES:
+            try:
+                dt = DeltaTable(f"{url}/tables/{table}", storage_options=store.options)
+            except TableNotFoundError:
+                continue
+            made += 1
+            rows = _delta_counts_of(url, table, dt)
+            assert rows in (counts[table], 0), (where, n, table, rows)
+        assert made == (n - 1 if where == "table" else n), (where, n, made)
+        ingest_into([str(LOGS / "mxnet")], url, workers=0, skip_globs=SKIP)  # the next write
+        assert projection.projected(store) == store.state().version and _delta_counts(url) == _bench_counts(url)
+
+
+def _delta_counts_of(store: str, table: str, dt: object) -> int:
+    import pyarrow.parquet as pq
+
+    fs = remote.Remote(store).fs
+    return sum(pq.read_metadata(u.removeprefix("s3://"), filesystem=fs).num_rows for u in dt.file_uris())  # type: ignore[attr-defined]
