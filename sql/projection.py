@@ -4,7 +4,9 @@ whose log follows the commits table (bench.sql.remote's commit point).
 After a writer's conditional commit of commits version V, it brings every data table's log to V: one Delta
 commit per table whose files differ from those state V names, adding the files V added and removing those it
 removed (a compaction's: in the same log version as its merged file, so that no version of the table counts a
-row twice). Each such commit carries ``bench_seq`` = V in its commitInfo. A table's log is thus
+row twice). A version whose files hold the rows of those it removes, no more (a compaction whose every input
+the log held), says ``dataChange: false`` on each action, as Delta's OPTIMIZE does: a streaming reader (Spark's
+``readStream``) skips it rather than failing on, or reading again, rows it already read. Each such commit carries ``bench_seq`` = V in its commitInfo. A table's log is thus
 always a committed state of the store (never a file a killed writer left, nor one a compaction replaced and
 kept as well), and a table whose files V did not change keeps its version (its ``bench_seq`` older).
 
@@ -199,7 +201,9 @@ def _project_table(remote: Remote, table: str, state: State) -> int:
         have = {uri_.rsplit("/", 1)[-1] for uri_ in dt.file_uris()}
         if want == have:
             return dt.version()  # this state changed none of the table's files
-        actions = _adds(remote, table, sorted(want - have)) + _removes(sorted(have - want))
+        added, removed = sorted(want - have), sorted(have - want)
+        change = not removed or _rows(remote, table, added) != _rows(remote, table, removed)
+        actions = _adds(remote, table, added, change) + _removes(removed, change)
         try:  # adds and removes in one version: the table's files become exactly ``want``
             dt.create_write_transaction(actions, mode="append", schema=TABLES[table],
                                         commit_properties=CommitProperties(custom_metadata={SEQ_KEY: str(state.version)},
@@ -240,15 +244,25 @@ def _table(remote: Remote, uri: str, table: str, since: int) -> DeltaTable:
             raise objstore.failure(remote.url, e, f"making table {table}'s Delta log") from e
 
 
-def _removes(names: list[str]) -> list[Any]:
+def _rows(remote: Remote, table: str, names: list[str]) -> int:
+    """The rows of the table's files ``names``, from their footers."""
+    import pyarrow.parquet as pq
+
+    try:
+        return sum(pq.read_metadata(remote.path(f"{table}/{name}"), filesystem=remote.fs).num_rows for name in names)
+    except OSError as e:
+        raise objstore.failure(remote.url, e, f"reading the footers of table {table}'s files") from e
+
+
+def _removes(names: list[str], change: bool) -> list[Any]:
     """Delta remove actions of the files ``names`` (a compaction merged them: deltalake 1.6.6 has them)."""
     from deltalake.transaction import RemoveAction
 
     now = int(time.time() * 1000)
-    return [RemoveAction(name, True, now) for name in names]
+    return [RemoveAction(name, change, now) for name in names]
 
 
-def _adds(remote: Remote, table: str, names: list[str]) -> list[Any]:
+def _adds(remote: Remote, table: str, names: list[str], change: bool) -> list[Any]:
     """Delta add actions of the table's committed files ``names`` (their sizes asked of the service)."""
     from deltalake.transaction import AddAction
 
@@ -264,5 +278,5 @@ def _adds(remote: Remote, table: str, names: list[str]) -> list[Any]:
         if info.size is None:
             raise objstore.failure(remote.url, FileNotFoundError(name), f"reading table {table}'s file {name}")
         mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
-        out.append(AddAction(name, int(info.size), {}, mtime, True, None))  # type: ignore[arg-type]
+        out.append(AddAction(name, int(info.size), {}, mtime, change, None))  # type: ignore[arg-type]
     return out

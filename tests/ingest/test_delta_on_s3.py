@@ -6,6 +6,7 @@ table log are brought up by the next write or by --compact."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -69,6 +70,14 @@ def test_each_table_on_s3_is_a_delta_table_with_the_rows_bench_reads(s3: str, tm
     assert _delta_counts(s3) == counts  # compacted: no version counts a row twice
     # versions 3 and 4 of the commits table: the compaction's row, then its merge of the commits files
     assert state.version == 4 and _seqs(s3, "runs") == [-1, 1, 2, 4] and projection.projected(store) == 4
+    # as Delta's OPTIMIZE says it, for a streaming reader: the compaction changed no row, the ingests did
+    def data_change(version: int) -> set[tuple[str, bool]]:
+        with store.fs.open_input_stream(store.path(f"runs/_delta_log/{version:020d}.json")) as f:
+            lines = [json.loads(line) for line in f.read().decode().splitlines()]
+        return {(kind, a[kind]["dataChange"]) for a in lines for kind in ("add", "remove") if kind in a}
+
+    assert data_change(1) == data_change(2) == {("add", True)}
+    assert data_change(3) == {("add", False), ("remove", False)}
     # the replaced files are still in the folder (until vacuum), the log no longer names them
     listed = store.fs.get_file_info(pafs.FileSelector(store.path("runs")))
     assert sum(i.base_name.endswith(".parquet") for i in listed) == 3
