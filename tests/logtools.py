@@ -274,3 +274,37 @@ def figure_problems(store: Path) -> dict[str, list[str]]:
     finally:
         drawing.svg_bytes = save  # type: ignore[assignment]
     return found
+
+
+def bench_counts(store: str) -> dict[str, int]:
+    """Each table's rows as `bench sql` counts them (through the commits table)."""
+    from bench.analytics.query import run_sql
+    from bench.sql.layout import TABLE_NAMES
+
+    sql = " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t}" for t in TABLE_NAMES)
+    return {name: int(n) for name, n in run_sql(Path(store), sql)[1]}  # type: ignore[arg-type]
+
+
+def delta_rows_of(store: str, dt: Any) -> int:
+    """The rows in the files a deltalake DeltaTable of a store on object storage names, from their footers."""
+    import pyarrow.parquet as pq
+
+    from bench.sql import remote
+
+    fs = remote.Remote(store).fs
+    return sum(pq.read_metadata(u.removeprefix("s3://"), filesystem=fs).num_rows for u in dt.file_uris())
+
+
+def delta_counts(store: str, tables: tuple[str, ...] | None = None,
+                 version_of: dict[str, int] | None = None) -> dict[str, int]:
+    """Each table's rows in its Delta log's latest version (what Spark reads by default), or ``version_of``'s,
+    read with pyarrow as the README's recipe reads them."""
+    from deltalake import DeltaTable
+
+    from bench.sql import remote
+    from bench.sql.layout import TABLE_NAMES
+
+    options = remote.Remote(store).options
+    return {t: delta_rows_of(store, DeltaTable(f"{store}/tables/{t}", storage_options=options,
+                                               version=None if version_of is None else version_of[t]))
+            for t in tables or TABLE_NAMES}

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from logtools import bench_counts, delta_counts, delta_rows_of
 
 from bench.analytics.query import run_sql
 from bench.ingest.remote_ingest import ingest_into
@@ -20,26 +21,6 @@ from bench.sql.layout import TABLE_NAMES
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "fixtures" / "logs"
 SKIP = ("*.json",)
-
-
-def _bench_counts(store: str) -> dict[str, int]:
-    sql = " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t}" for t in TABLE_NAMES)
-    return {name: int(n) for name, n in run_sql(Path(store), sql)[1]}  # type: ignore[arg-type]
-
-
-def _delta_counts(store: str, version_of: dict[str, int] | None = None) -> dict[str, int]:
-    """Each table's rows in the files deltalake names for its log's latest version (or ``version_of``'s), read
-    with pyarrow, as the README's local recipe reads them."""
-    import pyarrow.parquet as pq
-    from deltalake import DeltaTable
-
-    r = remote.Remote(store)
-    out = {}
-    for table in TABLE_NAMES:
-        dt = DeltaTable(f"{store}/tables/{table}", storage_options=r.options,
-                        version=None if version_of is None else version_of[table])
-        out[table] = sum(pq.read_metadata(u.removeprefix("s3://"), filesystem=r.fs).num_rows for u in dt.file_uris())
-    return out
 
 
 def _seqs(store: str, table: str) -> list[int]:
@@ -57,17 +38,17 @@ def test_each_table_on_s3_is_a_delta_table_with_the_rows_bench_reads(s3: str, tm
 
     ingest_into([str(LOGS / "tf_cnn")], s3, workers=0, skip_globs=SKIP)
     ingest_into([str(LOGS / "caffe")], s3, workers=0, skip_globs=SKIP)
-    counts = _bench_counts(s3)
+    counts = bench_counts(s3)
     assert counts["runs"] == 29 and counts["steps"] > 0 and counts["sources"] > 0  # 20 tf_cnn runs, 9 caffe
-    assert _delta_counts(s3) == counts
+    assert delta_counts(s3) == counts
     store = remote.Remote(s3)
     assert projection.projected(store) == store.state().version == 2
     assert _seqs(s3, "runs") == [-1, 1, 2]  # made, then one log version per ingest
 
     assert compact(store, tmp_path) > 0
     state = store.state()
-    assert len(state.files("runs")) == 1 and _bench_counts(s3) == counts
-    assert _delta_counts(s3) == counts  # compacted: no version counts a row twice
+    assert len(state.files("runs")) == 1 and bench_counts(s3) == counts
+    assert delta_counts(s3) == counts  # compacted: no version counts a row twice
     # versions 3 and 4 of the commits table: the compaction's row, then its merge of the commits files
     assert state.version == 4 and _seqs(s3, "runs") == [-1, 1, 2, 4] and projection.projected(store) == 4
     # as Delta's OPTIMIZE says it, for a streaming reader: the compaction changed no row, the ingests did
@@ -86,7 +67,7 @@ def test_each_table_on_s3_is_a_delta_table_with_the_rows_bench_reads(s3: str, tm
     before = {t: projection.version_at(DeltaTable(f"{s3}/tables/{t}", storage_options=store.options), 2)
               for t in TABLE_NAMES}
     assert None not in before.values() and before["runs"] == 2
-    assert _delta_counts(s3, before) == counts  # type: ignore[arg-type]
+    assert delta_counts(s3, version_of=before) == counts  # type: ignore[arg-type]
 
 
 def test_polars_and_duckdb_read_the_tables_as_bench_does(s3: str) -> None:
@@ -96,7 +77,7 @@ def test_polars_and_duckdb_read_the_tables_as_bench_does(s3: str) -> None:
     from deltalake import DeltaTable
 
     ingest_into([str(LOGS / "tf_cnn"), str(LOGS / "caffe")], s3, workers=0, skip_globs=SKIP)
-    counts = _bench_counts(s3)
+    counts = bench_counts(s3)
     opts = remote.Remote(s3).options
     for table in TABLE_NAMES:
         uri = f"{s3}/tables/{table}"
@@ -135,7 +116,7 @@ print(json.dumps(counts))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    counts = _bench_counts(s3)
+    counts = bench_counts(s3)
     assert json.loads(done.stdout) == {**counts, "runs at version 1": 20} and counts["runs"] == 29  # version 1: tf_cnn
 
 
@@ -163,7 +144,7 @@ def test_each_paragraph_of_the_s3_recipe_exits_cleanly_in_a_fresh_interpreter(s3
     readme = (ROOT / "README.md").read_text().replace("http://127.0.0.1:9000", moto)
     readme = readme.replace("127.0.0.1:9000", moto.removeprefix("http://")).replace("bucket/prefix", s3.removeprefix("s3://"))
     state, pyarrow_read, duckdb_read, polars_read, daft_read = _recipe(readme)
-    runs, steps = (_bench_counts(s3)[t] for t in ("runs", "steps"))
+    runs, steps = (bench_counts(s3)[t] for t in ("runs", "steps"))
     per_model = run_sql(Path(s3), "SELECT model, count(*) AS runs FROM runs GROUP BY model ORDER BY model")[1]
     scripts = {"pyarrow": ([pyarrow_read], "runs.num_rows", runs),
                "duckdb": ([pyarrow_read, duckdb_read], "per_model", [tuple(r) for r in per_model]),
@@ -199,7 +180,7 @@ def test_a_writer_stopped_before_its_projection_is_caught_up_by_the_next(s3: str
             ingest_into([str(LOGS / "caffe")], s3, workers=0, skip_globs=SKIP)
     store = remote.Remote(s3)
     assert store.state().version == 2 and projection.projected(store) == 1
-    assert _bench_counts(s3)["runs"] == 29 and _delta_counts(s3)["runs"] == 20  # a committed state, one behind
+    assert bench_counts(s3)["runs"] == 29 and delta_counts(s3)["runs"] == 20  # a committed state, one behind
 
     from typer.testing import CliRunner
 
@@ -210,7 +191,7 @@ def test_a_writer_stopped_before_its_projection_is_caught_up_by_the_next(s3: str
 
     ingest_into([str(LOGS / "mxnet")], s3, workers=0, skip_globs=SKIP)  # the next writer
     assert projection.projected(store) == store.state().version == 3
-    assert _delta_counts(s3) == _bench_counts(s3)
+    assert delta_counts(s3) == bench_counts(s3)
 
 
 def test_a_store_without_logs_gets_them_on_its_first_write_and_late_projectors_change_nothing(s3: str) -> None:
@@ -220,12 +201,12 @@ def test_a_store_without_logs_gets_them_on_its_first_write_and_late_projectors_c
     for table in TABLE_NAMES:  # as the layout before the projection left it: plain Parquet folders
         store.fs.delete_dir_contents(store.path(f"{table}/_delta_log"), missing_dir_ok=True)
     store.fs.delete_dir_contents(store.path(projection.PROJECTED), missing_dir_ok=True)
-    assert projection.projected(store) == -1 and _bench_counts(s3)["runs"] == 20  # read in place until then
+    assert projection.projected(store) == -1 and bench_counts(s3)["runs"] == 20  # read in place until then
 
     ingest_into([str(LOGS / "caffe")], s3, workers=0, skip_globs=SKIP)  # the first write converts it
     new = store.state()
     assert projection.projected(store) == new.version == 2
-    assert _seqs(s3, "runs") == [-1, 2] and _delta_counts(s3) == _bench_counts(s3)
+    assert _seqs(s3, "runs") == [-1, 2] and delta_counts(s3) == bench_counts(s3)
     # a writer that read its state before (the older one) or as the last one did, and projects late: nothing
     first = projection.project(store, new)
     assert projection.project(store, old) == first == projection.project(store, new)
@@ -256,7 +237,7 @@ def test_a_damaged_table_log_is_named_by_check_and_made_again_by_compact(s3: str
     assert out.exit_code == 0, out.output
     assert "table runs's Delta log cannot be read (DeltaError: " in out.output
     assert "The ingest is committed" in out.output and "`bench ingest --compact` sets the damaged log aside" in out.output
-    assert _bench_counts(s3)["runs"] == 29  # bench reads through the commits table
+    assert bench_counts(s3)["runs"] == 29  # bench reads through the commits table
 
     out = cli.invoke(app, ["ingest", "--check", "--store", s3])
     assert out.exit_code == 1 and "table runs's Delta log cannot be read (DeltaError: " in out.output, out.output
@@ -266,7 +247,7 @@ def test_a_damaged_table_log_is_named_by_check_and_made_again_by_compact(s3: str
     assert out.exit_code == 0 and "table runs's Delta log could not be read" in out.output, out.output
     assert "made again at commits version 2" in out.output
     store = remote.Remote(s3)
-    assert _delta_counts(s3) == _bench_counts(s3) and projection.projected(store) == store.state().version
+    assert delta_counts(s3) == bench_counts(s3) and projection.projected(store) == store.state().version
     assert projection.damaged_logs(store) == {}
     aside = store.fs.get_file_info(pafs.FileSelector(store.path(projection.DAMAGED), recursive=True))
     assert sorted(i.base_name for i in aside if i.type == pafs.FileType.File) == [k.rsplit("/", 1)[-1] for k in log]
@@ -328,7 +309,7 @@ def test_a_conversion_killed_midway_leaves_committed_logs_and_the_next_write_end
         proc = subprocess.run([sys.executable, "-c", CONVERSION_KILLER, where, str(n), url, str(LOGS / "caffe")],
                               capture_output=True, text=True, timeout=300, env={**os.environ, "TMPDIR": str(tmp_path)})
         assert proc.returncode == -signal.SIGKILL, proc.stderr
-        counts = _bench_counts(url)
+        counts = bench_counts(url)
         assert counts["runs"] == 29 and projection.projected(store) == -1, (where, n)  # committed, not yet marked
         made = 0
         for table in TABLE_NAMES:
@@ -337,15 +318,8 @@ def test_a_conversion_killed_midway_leaves_committed_logs_and_the_next_write_end
             except TableNotFoundError:
                 continue
             made += 1
-            rows = _delta_counts_of(url, table, dt)
+            rows = delta_rows_of(url, dt)
             assert rows in (counts[table], 0), (where, n, table, rows)
         assert made == (n - 1 if where == "table" else n), (where, n, made)
         ingest_into([str(LOGS / "mxnet")], url, workers=0, skip_globs=SKIP)  # the next write
-        assert projection.projected(store) == store.state().version and _delta_counts(url) == _bench_counts(url)
-
-
-def _delta_counts_of(store: str, table: str, dt: object) -> int:
-    import pyarrow.parquet as pq
-
-    fs = remote.Remote(store).fs
-    return sum(pq.read_metadata(u.removeprefix("s3://"), filesystem=fs).num_rows for u in dt.file_uris())  # type: ignore[attr-defined]
+        assert projection.projected(store) == store.state().version and delta_counts(url) == bench_counts(url)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import fleet_sim  # benchmarks/ (tests/conftest.py)
 import pytest
-from logtools import KILL_AT_EVENT
+from logtools import KILL_AT_EVENT, bench_counts, delta_counts
 from moto_server import moto_server  # benchmarks/
 
 from bench.analytics.query import run_sql
@@ -33,30 +33,14 @@ def _state(store: str | Path) -> tuple[int, ...]:
     return tuple(run_sql(Path(store), STATE)[1][0])  # type: ignore[arg-type]
 
 
-def _delta_rows(store: str, tables: tuple[str, ...] = TABLE_NAMES) -> dict[str, int]:
-    """Each table's rows in its Delta log's latest version (what Spark reads by default), from the files'
-    footers."""
-    import pyarrow.parquet as pq
-    from deltalake import DeltaTable
-
-    r = remote.Remote(store)
-    return {t: sum(pq.read_metadata(u.removeprefix("s3://"), filesystem=r.fs).num_rows
-                   for u in DeltaTable(f"{store}/tables/{t}", storage_options=r.options).file_uris()) for t in tables}
-
-
-def _bench_rows(store: str) -> dict[str, int]:
-    sql = " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t}" for t in TABLE_NAMES)
-    return {name: int(n) for name, n in run_sql(Path(store), sql)[1]}  # type: ignore[arg-type]
-
-
 def _logs_follow_the_commits(store: str) -> None:
     """Every table's Delta log holds the committed state, each commits version once at most, in order."""
     from deltalake import DeltaTable
 
     r = remote.Remote(store)
     assert projection.projected(r) == r.state().version
-    counts = _bench_rows(store)
-    assert _delta_rows(store) == counts
+    counts = bench_counts(store)
+    assert delta_counts(store) == counts
     try:
         import polars as pl
     except ImportError:  # the dev extra's
@@ -180,7 +164,7 @@ def test_eight_writers_and_compactions_at_once_end_as_one_serial_ingest(tmp_path
                 assert runs % 15 == 0 and [steps, telemetry, sources] == [runs * n for n in per_run]
                 states.add(state)
                 if projection.projected(remote.Remote(s3)) >= 0:  # each Delta table: whole ingests only
-                    delta = _delta_rows(s3, ("runs", "steps", "telemetry"))
+                    delta = delta_counts(s3, ("runs", "steps", "telemetry"))
                     assert delta["runs"] % 15 == 0 and delta["steps"] % per_run[0] == 0, delta
                     assert delta["telemetry"] % per_run[1] == 0, delta
                 seen += 1
@@ -263,7 +247,7 @@ def test_a_writer_killed_at_ten_points_leaves_the_store_as_before_or_after(tmp_p
             ingest_into(logs[:1], store, workers=0)
         _killed_at(n, store, logs if op == "ingest" else [], tmp_path)
         assert _state(store) in (before, after), f"killed at event {n} of {events}"
-        assert _delta_rows(store, ("runs",))["runs"] in (before[0], after[0]), f"killed at event {n} of {events}"
+        assert delta_counts(store, ("runs",))["runs"] in (before[0], after[0]), f"killed at event {n} of {events}"
         _killed_at(0, store, logs if op == "ingest" else [], tmp_path)  # run again: the store ends as after
         assert _state(store) == after, f"killed at event {n} of {events}"
         _logs_follow_the_commits(store)
