@@ -27,8 +27,9 @@ kept as well), and a table whose files V did not change keeps its version (its `
   both reads.
 - **A damaged log** (an object of ``_delta_log/`` cut or changed: deltalake cannot read it, the service
   answers): the projection stops at it and the ingest, committed, says so (``DamagedLog``); ``bench ingest
-  --check`` names it (``damaged_logs``); ``bench ingest --compact`` copies it aside to ``DAMAGED`` and deletes
-  it, newest object first, then makes it again from the committed state (``remake_log``).
+  --check`` names it (``damaged_logs``); ``bench ingest --compact``'s projection (``project`` with ``remake``)
+  copies it aside to ``DAMAGED`` and deletes it, newest object first, then makes it again from the committed
+  state.
 - **Vacuum** (bench.sql.remote.vacuum) deletes a replaced file only after VACUUM_HOURS, as before; compaction
   brings the logs up before it vacuums, and vacuum leaves the logs' own files alone. Table versions older than
   that may then name files gone (Delta's own VACUUM rule).
@@ -37,13 +38,15 @@ kept as well), and a table whose files V did not change keeps its version (its `
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from bench.sql import delta, objstore
 from bench.sql.errors import BenchError, one_line
 from bench.sql.layout import TABLE_NAMES
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from deltalake import DeltaTable
     from pyarrow.fs import FileSystem
 
@@ -78,7 +81,22 @@ class Behind(BenchError):
 
 
 class DamagedLog(BenchError):
-    """A table's Delta log is there but cannot be read (``damaged_logs``, ``remake_log``)."""
+    """A table's Delta log is there but cannot be read: its objects do not read as a Delta log (``why``:
+    deltalake's words)."""
+
+    def __init__(self, url: str, table: str, why: str) -> None:
+        super().__init__(f"store {url}: table {table}'s Delta log cannot be read ({why})")
+        self.table, self.why = table, why
+
+
+class Remade(NamedTuple):
+    """A damaged table log set aside (``aside``: where its objects were copied) and made again at commits
+    version ``seq``."""
+
+    table: str
+    why: str
+    aside: str
+    seq: int
 
 
 #: The commitInfo key naming the commits version a table's log version brings it to.
@@ -94,13 +112,24 @@ DAMAGED = "_damaged"
 ATTEMPTS = 20
 
 
-def project(remote: Remote, state: State | None = None) -> dict[str, int]:
+def project(remote: Remote, state: State | None = None, *, remake: Callable[[Remade], None] | None = None
+            ) -> dict[str, int]:
     """Bring every data table's Delta log to ``state`` (the newest committed one: None); returns each table's
-    log version that holds it. Raises Behind when the service fails (the store's committed state is unchanged:
-    the next writer brings the logs up)."""
+    log version that holds it. Raises Behind when the service fails or a log is damaged (the store's committed
+    state is unchanged: the next writer brings the logs up). With ``remake`` (``bench ingest --compact``), a
+    damaged log is set aside and made again from ``state`` instead, and ``remake`` told of it."""
     state = state if state is not None else remote.state()
     try:
-        versions = {table: _project_table(remote, table, state) for table in TABLE_NAMES}
+        versions = {}
+        for table in TABLE_NAMES:
+            try:
+                versions[table] = _project_table(remote, table, state, whole=remake is not None)
+            except DamagedLog as e:
+                if remake is None:
+                    raise
+                aside = _set_aside(remote, table)
+                versions[table] = _project_table(remote, table, state)
+                remake(Remade(table, e.why, aside, state.version))
         try:
             with remote.fs.open_output_stream(remote.path(f"{PROJECTED}/{state.version:010d}")):
                 pass
@@ -142,31 +171,24 @@ def version_at(table: DeltaTable, seq: int) -> int | None:
 
 
 def damaged_logs(remote: Remote) -> dict[str, str]:
-    """The tables whose Delta log is there but cannot be read (a cut or changed log object): each with
-    deltalake's words. A table without a log yet is not damaged (the next write makes it); a service failure
-    raises."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
+    """The tables whose Delta log is there but cannot be read (a cut or changed log object, any of its
+    versions): each with deltalake's words. A table without a log yet is not damaged (the next write makes
+    it); a service failure raises."""
     out = {}
     for table in TABLE_NAMES:
         try:
-            DeltaTable(f"{remote.url}/{delta.TABLES_DIR}/{table}", storage_options=remote.options).history()
-        except TableNotFoundError:
-            continue
-        except OSError as e:
-            raise objstore.failure(remote.url, e, f"reading table {table}'s Delta log") from e
-        except Exception as e:  # deltalake's own errors: the log's objects do not read as a Delta log
-            out[table] = one_line(e)[:200]
+            _open(remote, table, whole=True)
+        except DamagedLog as e:
+            out[table] = e.why
     return out
 
 
-def remake_log(remote: Remote, table: str, state: State) -> str:
-    """Set ``table``'s damaged Delta log aside (``tables/_damaged/<table>-<UTC>/``, each object copied, then deleted,
-    the newest first) and make it again from committed ``state``: its rows are the state's, its versions
-    before it are given up (time travel to them reads the copy by hand). Killed midway, it leaves the copy
-    and an older prefix of the log or none, which the next projection brings to the committed state. Returns
-    where the copy is."""
+def _set_aside(remote: Remote, table: str) -> str:
+    """Copy ``table``'s damaged Delta log to ``tables/_damaged/<table>-<UTC>/``, deleting each object once
+    copied, the newest first, so that the next projection makes it again from the committed state: the log's
+    versions before it are given up (time travel to them reads the copy by hand). Killed midway, it leaves the
+    copy and an older prefix of the log or none, which the next projection brings to the committed state.
+    Returns where the copy is."""
     import pyarrow.fs as pafs
 
     log = remote.path(f"{table}/_delta_log")
@@ -180,11 +202,12 @@ def remake_log(remote: Remote, table: str, state: State) -> str:
                 remote.fs.delete_file(path)
     except OSError as e:
         raise objstore.failure(remote.url, e, f"setting table {table}'s damaged Delta log aside") from e
-    _project_table(remote, table, state)
     return remote.path(aside)
 
 
-def _project_table(remote: Remote, table: str, state: State) -> int:
+def _project_table(remote: Remote, table: str, state: State, *, whole: bool = False) -> int:
+    """Bring ``table``'s log to ``state``; ``whole``: a damaged version anywhere in it raises DamagedLog, not only
+    one its latest state is read from."""
     from deltalake import CommitProperties
     from deltalake.exceptions import CommitFailedError
 
@@ -192,7 +215,7 @@ def _project_table(remote: Remote, table: str, state: State) -> int:
 
     uri = f"{remote.url}/{delta.TABLES_DIR}/{table}"
     for _ in range(ATTEMPTS):
-        dt = _table(remote, uri, table, state.version)
+        dt = _table(remote, uri, table, state.version, whole=whole)
         history = dt.history(1)
         if history and int(history[0]["version"]) != dt.version():
             continue  # the log moved on between the two reads
@@ -219,20 +242,34 @@ def _project_table(remote: Remote, table: str, state: State) -> int:
                            f"bringing table {table}'s Delta log to commits version {state.version}")
 
 
-def _table(remote: Remote, uri: str, table: str, since: int) -> DeltaTable:
+def _open(remote: Remote, table: str, *, whole: bool = False) -> DeltaTable | None:
+    """The table's Delta log (``whole``: every version's commitInfo read too); None where there is none yet.
+    The service's failure raises as the service's; a log whose objects do not read as one raises DamagedLog."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        dt = DeltaTable(f"{remote.url}/{delta.TABLES_DIR}/{table}", storage_options=remote.options)
+        if whole:
+            dt.history()
+        return dt
+    except TableNotFoundError:
+        return None
+    except OSError as e:
+        raise objstore.failure(remote.url, e, f"reading table {table}'s Delta log") from e
+    except Exception as e:  # deltalake's own errors: the log's objects do not read as a Delta log
+        raise DamagedLog(remote.url, table, one_line(e)[:200]) from e
+
+
+def _table(remote: Remote, uri: str, table: str, since: int, *, whole: bool = False) -> DeltaTable:
     """The table's log, made (empty, bench_seq -1, holding the states from commits version ``since`` on) where
     there is none yet: several writers may race to make it, and the losers open the winner's."""
     from deltalake import CommitProperties, DeltaTable
-    from deltalake.exceptions import TableNotFoundError
 
     from bench.sql.schema import TABLES
 
-    try:
-        return DeltaTable(uri, storage_options=remote.options)
-    except (TableNotFoundError, OSError):  # no log yet, or the service (create says which)
-        pass
-    except Exception as e:  # deltalake's own errors: the log's objects do not read as a Delta log
-        raise DamagedLog(f"store {remote.url}: table {table}'s Delta log cannot be read ({one_line(e)})") from e
+    if (dt := _open(remote, table, whole=whole)) is not None:
+        return dt
     try:
         return DeltaTable.create(uri, schema=TABLES[table], mode="ignore", name=table, configuration=delta.CONFIG,
                                  storage_options=remote.options,

@@ -47,6 +47,8 @@ from bench.sql.health import SAID, Health
 from bench.sql.layout import SCHEMA_VERSION, TABLE_NAMES
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pyarrow as pa
 
 #: Times a writer tries to commit before it gives up (another writer committed first each time).
@@ -350,9 +352,11 @@ def _row_names(uri: str, options: dict[str, str]) -> set[str]:
     return {u.rsplit("/", 1)[-1] for u in DeltaTable(uri, storage_options=options).file_uris()}
 
 
-def compact(remote: Remote, scratch: Path, *, retention_hours: float = VACUUM_HOURS) -> int:
+def compact(remote: Remote, scratch: Path, *, retention_hours: float = VACUUM_HOURS,
+            remake: Callable[[projection.Remade], None] | None = None) -> int:
     """Merge each table's files into one file, commit that as one row (given up, returning 0, when another
-    compaction removed one of the files first), then ``vacuum``. Returns how many files were merged."""
+    compaction removed one of the files first), bring the tables' logs up (``remake``: see
+    ``projection.project``), then ``vacuum``. Returns how many files were merged."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -382,7 +386,7 @@ def compact(remote: Remote, scratch: Path, *, retention_hours: float = VACUUM_HO
             return 0
     _merge_commit_rows(remote)
     state = remote.state()
-    projection.project(remote, state)  # before vacuum: no table's latest version may name a file it deletes
+    projection.project(remote, state, remake=remake)  # before vacuum: no table's latest version may name a file it deletes
     remote.vacuum(state, retention_hours)
     return len(removed)
 

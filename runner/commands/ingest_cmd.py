@@ -150,7 +150,7 @@ def _on_object_storage(url: str, *, check: bool, rebuild: bool) -> None:
     import tempfile
 
     from bench.sql.health import SAID
-    from bench.sql.projection import damaged_logs, projected, remake_log
+    from bench.sql.projection import Remade, damaged_logs, projected
     from bench.sql.remote import Remote, compact
 
     if rebuild:
@@ -177,13 +177,13 @@ def _on_object_storage(url: str, *, check: bool, rebuild: bool) -> None:
                        "they existed): readers without bench see the older state until the next ingest or "
                        "`bench ingest --compact` brings them up")
         return
-    state = store.state()
-    for table, why in damaged_logs(store).items():  # before the compaction's own projection needs the logs
-        aside = remake_log(store, table, state)
-        typer.echo(f"store {url}: table {table}'s Delta log could not be read ({why}): set aside under {aside}, "
-                   f"made again at commits version {state.version} (its earlier versions are in the copy only)")
+
+    def remade(r: Remade) -> None:
+        typer.echo(f"store {url}: table {r.table}'s Delta log could not be read ({r.why}): set aside under "
+                   f"{r.aside}, made again at commits version {r.seq} (its earlier versions are in the copy only)")
+
     with tempfile.TemporaryDirectory(prefix="bench-compact-") as tmp:
-        n = compact(store, Path(tmp))
+        n = compact(store, Path(tmp), remake=remade)
     typer.echo(f"store {url}: {n} files merged, replaced files vacuumed" if n
                else f"store {url}: nothing to merge; replaced files vacuumed")
 
