@@ -285,13 +285,11 @@ def bench_counts(store: str) -> dict[str, int]:
     return {name: int(n) for name, n in run_sql(Path(store), sql)[1]}  # type: ignore[arg-type]
 
 
-def delta_rows_of(store: str, dt: Any) -> int:
-    """The rows in the files a deltalake DeltaTable of a store on object storage names, from their footers."""
+def delta_rows_of(fs: Any, dt: Any) -> int:
+    """The rows in the files a deltalake DeltaTable of a store on object storage names, from their footers read
+    through ``fs`` (the store's pyarrow filesystem: bench.sql.remote.Remote's ``fs``)."""
     import pyarrow.parquet as pq
 
-    from bench.sql import remote
-
-    fs = remote.Remote(store).fs
     return sum(pq.read_metadata(u.removeprefix("s3://"), filesystem=fs).num_rows for u in dt.file_uris())
 
 
@@ -304,7 +302,7 @@ def delta_counts(store: str, tables: tuple[str, ...] | None = None,
     from bench.sql import remote
     from bench.sql.layout import TABLE_NAMES
 
-    options = remote.Remote(store).options
-    return {t: delta_rows_of(store, DeltaTable(f"{store}/tables/{t}", storage_options=options,
-                                               version=None if version_of is None else version_of[t]))
+    r = remote.Remote(store)
+    return {t: delta_rows_of(r.fs, DeltaTable(f"{store}/tables/{t}", storage_options=r.options,
+                                              version=None if version_of is None else version_of[t]))
             for t in tables or TABLE_NAMES}

@@ -318,7 +318,7 @@ def test_a_conversion_killed_midway_leaves_committed_logs_and_the_next_write_end
             except TableNotFoundError:
                 continue
             made += 1
-            rows = delta_rows_of(url, dt)
+            rows = delta_rows_of(store.fs, dt)
             assert rows in (counts[table], 0), (where, n, table, rows)
         assert made == (n - 1 if where == "table" else n), (where, n, made)
         ingest_into([str(LOGS / "mxnet")], url, workers=0, skip_globs=SKIP)  # the next write
