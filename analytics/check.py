@@ -234,8 +234,8 @@ def judge(s: Series, cand: set[str], base_ids: set[str] | None, threshold: float
     paired = False
     if on is not None and len(after[0]) >= min_runs:  # tonight is on, or after, a slower level nobody accepted
         ahead = {p.run_id for p in s.points[:s.points.index(after[0][0])]}  # its noise: of the runs before it
-        h = np.log([p.value for p in earlier if p.run_id in ahead])
-        noise = noise_of(h, b)
+        if len(ahead_h := np.log([p.value for p in earlier if p.run_id in ahead])) >= 2 * min_runs:  # (else the
+            h, noise = ahead_h, noise_of(ahead_h, b)  # recent runs': 3 runs, two differences, tell no noise)
         failing = _level(v, after[:on + 1], c, np.log([p.value for p in before_level]), h, threshold, lower, a,
                          min_runs, picked, earlier[-1] if earlier else None)  # the night before, in tonight's state
         if failing:
