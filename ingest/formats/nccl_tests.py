@@ -82,6 +82,7 @@ class _State:
     sizes: list[int] = field(default_factory=list)
     busbw: list[float | None] = field(default_factory=list)
     in_place_busbw: list[float | None] = field(default_factory=list)
+    holes: bool = False  # a None in busbw (a figure the general path could not read; the C path reads all)
     wrong: int = 0
     out_of_bounds: int = 0
     avg: float | None = None
@@ -124,17 +125,23 @@ class _Chunk:
         self.avg_value = avg.tolist()
         with np.errstate(invalid="ignore"):
             self.avg_good = (np.isfinite(avg) & (avg > 0)).tolist()
+        self.header = h = _Kind(np.flatnonzero((kind == _HEADER_LINE) | (kind == _HEADER_LINE_NO_ITERS)))
+        self.header_values = list(zip(*(col[name][h.index].tolist() for name in _HEADER_COLUMNS), strict=True))
 
 
 #: The kinds of line the C path reads (``PROGRAM``), in its order.
-_ROW_LINE, _RANK_LINE, _RANK_LINE_2019, _BOUNDS_LINE, _AVG_LINE, _PLAIN_COMMENT = range(6)
+_ROW_LINE, _RANK_LINE, _RANK_LINE_2019, _BOUNDS_LINE, _AVG_LINE, _HEADER_LINE, _HEADER_LINE_NO_ITERS, _PLAIN_COMMENT = (
+    range(8))
+#: A header line's figures, as the C path's columns and as ``_State.header`` names them.
+_HEADER_COLUMNS = ("threads", "gpus_per_thread", "min_bytes", "max_bytes", "warmup_iters", "iters")
 _TEST_WORDS = "Collective test "  # what _TEST searches for: a line without it is no test line
 
 
 def _program() -> Program:
     """The lines the C path reads, each exactly as the general path's regex does: a table row with its six
     figures (the last eight tokens: ``_row``), a rank line (``_RANK``, with and without ``Group``), the out of
-    bounds and Avg bus bandwidth lines, and a comment line that holds none of what ``_comment`` looks for."""
+    bounds and Avg bus bandwidth lines, a header line that starts with ``# nThread`` (as ``starts_run`` reads
+    it), and a comment line that holds none of what ``_comment`` looks for."""
     program = Program().ws().digits("size").ws(least=1).digits(None).ws(least=1).word().last_tokens(8)
     for prefix in ("", "in_place_"):
         program.token(f"{prefix}time").ws(least=1).token(f"{prefix}algbw").ws(least=1).token(f"{prefix}busbw")
@@ -150,6 +157,14 @@ def _program() -> Program:
     (program.otherwise().lit("#").ws().lit("Out of bounds values").ws().lit(":").ws().digits("out_of_bounds")
      .count(_TEST_WORDS, 0))
     program.otherwise().lit("#").ws().lit("Avg bus bandwidth").ws().lit(":").ws().token("avg").count(_TEST_WORDS, 0)
+    for iters in (True, False):  # a header as it starts a run (starts_run), with or without its iterations
+        program.otherwise().lit("# nThread ").digits("threads").lit(" nGpus ").digits("gpus_per_thread")
+        program.lit(" minBytes ").digits("min_bytes").lit(" maxBytes ").digits("max_bytes")
+        if iters:  # _ITERS's search in the rest: its words there once, or the line is left to it
+            program.find("warmup iters: ").digits("warmup_iters").lit(" iters: ").digits("iters")
+        else:
+            program.count("warmup iters: ", 0)
+        program.count(_TEST_WORDS, 0)
     program.otherwise().lit("#")
     for word in ("nThread", _TEST_WORDS, "Rank", "Avg bus bandwidth", "Out of bounds values"):
         program.count(word, 0)
@@ -260,6 +275,7 @@ class _Parser(FastRows):
         size = int(tokens[0])
         st.sizes.append(size)
         st.busbw.append(values[2])
+        st.holes = st.holes or values[2] is None
         st.in_place_busbw.append(values[5])
         metrics = {k: v for k, v in zip(_METRICS, values, strict=True) if v is not None}
         metrics["size_bytes"] = float(size)
@@ -270,16 +286,37 @@ class _Parser(FastRows):
         super().step(step, **values)
 
     def fast_rows(self, rows: Rows, lo: int, hi: int) -> int:
-        """Rows lo.. of the open run (none of them starts a run) as ``read`` would take their lines, up to an
-        Avg bus bandwidth that is not a rate > 0 (the general path names it)."""
-        st = self.run
-        assert st is not None
+        """Rows lo.. as ``read`` would take their lines, up to an Avg bus bandwidth that is not a rate > 0 (the
+        general path names it): a header row closes the open run and opens the next where ``starts_run`` and
+        ``_comment`` would, so that a chunk's runs are read here one after another."""
         c = self.chunk if self.chunk is not None and self.chunk.rows is rows else self._read_chunk(rows)
         avg = c.avg.between(lo, hi)
         if avg.stop > avg.start and (bad := next((i for i in avg if not c.avg_good[i]), None)) is not None:
-            hi, avg = c.avg.at[bad], range(avg.start, bad)
+            hi = c.avg.at[bad]
             if hi == lo:
                 return 0
+        start = lo
+        for k in c.header.between(lo, hi):
+            if (at := c.header.at[k]) > start:
+                self._run_rows(c, start, at)
+            st = self.run
+            assert st is not None
+            if st.sizes or st.concluded or st.header:  # (starts_run's, then _comment's test)
+                st = self.open(c.nos[at])
+            *figures, warmup, iters = c.header_values[k]
+            st.header = dict(zip(_HEADER_COLUMNS[:4], figures, strict=True))
+            if iters != INT_NULL:
+                st.header.update(warmup_iters=warmup, iters=iters)
+            st.collective = st.collective or self.collective
+            start = at + 1
+        if hi > start:
+            self._run_rows(c, start, hi)
+        return hi - lo
+
+    def _run_rows(self, c: _Chunk, lo: int, hi: int) -> None:
+        """Rows lo..hi of the chunk, none of them a header, into the open run."""
+        st = self.run
+        assert st is not None
         st.last_line = c.nos[hi - 1]
         ranks = c.rank.between(lo, hi)
         if ranks.stop > ranks.start:
@@ -287,7 +324,7 @@ class _Parser(FastRows):
         table = c.table.between(lo, hi)
         if (n := table.stop - table.start) > 0:
             if st.dtype is None:
-                st.dtype = rows.text(c.table.at[table.start]).split()[2]
+                st.dtype = c.rows.text(c.table.at[table.start]).split()[2]
             st.wrong += sum(c.wrong[table.start:table.stop])
             if self.pending_rows is not c:
                 self.flush()
@@ -299,9 +336,9 @@ class _Parser(FastRows):
         bounds = c.bounds.between(lo, hi)
         if bounds.stop > bounds.start:
             st.out_of_bounds = c.bounds_value[bounds.stop - 1]
+        avg = c.avg.between(lo, hi)
         if avg.stop > avg.start:
             st.avg, st.concluded = c.avg_value[avg.stop - 1], True
-        return hi - lo
 
     def _read_chunk(self, rows: Rows) -> _Chunk:
         self.chunk = _Chunk(rows)
@@ -335,13 +372,14 @@ class _Parser(FastRows):
         n_rows = len(st.sizes)
         last_size = st.sizes[-1] if n_rows else None
         last_busbw = st.busbw[-1] if n_rows else None
-        hosts = sorted({host for host, _ in st.ranks.values()})
-        devices = {device for _, device in st.ranks.values()}
+        where = set(st.ranks.values())  # (host, device): the ranks' few pairs (one tuple per pair: Rows.pairs_of)
+        hosts = sorted({host for host, _ in where})
+        devices = {device for _, device in where}
         details: dict[str, str] = {k: str(v) for k, v in st.header.items()}
         if st.avg is not None:
             details["avg_busbw"] = f"{st.avg:g}"
         busbw = st.busbw
-        if None in busbw:
+        if st.holes:
             peak = max((i for i, b in enumerate(busbw) if b is not None), key=lambda i: busbw[i] or 0.0, default=None)
         else:  # the same place: max keeps the first of equal values, and index finds it (a NaN by identity)
             peak = busbw.index(max(cast("list[float]", busbw))) if busbw else None
