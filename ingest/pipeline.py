@@ -267,15 +267,21 @@ def _record(item: Item, sha: str, size: int, file: FileRows, ctx: _Context, cont
     """Add one file's rows and its sources row to the current batch, and count them."""
     assert ctx.ids is not None
     batch, now, where = ctx.batch, time.time(), ctx.ids.place(item)
-    batch.rows["runs"].extend(file.runs)
+    runs = file.runs
+    if isinstance(runs, list):
+        batch.rows["runs"].extend(runs)
+        statuses, run_ids = [run["status"] for run in runs], [run["run_id"] for run in runs]
+    else:  # a file of many runs: their table (rows.RUNS_AS_TABLE)
+        batch.rows["runs"].append(runs)
+        statuses, run_ids = runs.column("status").to_pylist(), runs.column("run_id").to_pylist()
     batch.rows["problems"].extend(file.problems)
     batch.rows["systems"].extend(file.systems)
     batch.rows["score_scales"].extend(file.score_scales)
     batch.rows["telemetry_links"].extend(file.telemetry_links)
-    for run in file.runs:
-        ctx.counters["status"][run["status"]] += 1
-        ctx.counters["format"][file.format or "?"] += 1
-        ctx.summary.run_ids.append(run["run_id"])
+    ctx.counters["status"].update(statuses)
+    if runs:
+        ctx.counters["format"][file.format or "?"] += len(runs)
+    ctx.summary.run_ids.extend(run_ids)
     for p in file.problems:
         ctx.counters["problems"][p["kind"]] += 1
     if ctx.patterns and file.runs and not pat.match_first(ctx.patterns, item.match_path):

@@ -3,6 +3,7 @@ system and score-scale rows, run ids, and the step and telemetry tables of many 
 
 from __future__ import annotations
 
+import operator
 from itertools import chain
 from typing import Any
 
@@ -13,7 +14,7 @@ from bench.ingest.devices import device_type, devices_to_fill
 from bench.ingest.nulls import INT_NULL, null_mask
 from bench.ingest.records import Run, ScoreScale, System
 from bench.sql.columns import STEP_COLUMNS, TELEMETRY_COLUMNS
-from bench.sql.schema import STEPS, TAGS, TELEMETRY, TS, step_types
+from bench.sql.schema import RUNS, STEPS, TAGS, TELEMETRY, TS, step_types
 
 
 def _ts(x: float | None) -> int | None:
@@ -32,6 +33,29 @@ def run_row(run: Run, *, source: str, sha: str, ingested_at: float) -> dict[str,
     if run.images_per_sec_ranks is not None:
         row["images_per_sec_ranks"] = list(run.images_per_sec_ranks)
     return row
+
+
+#: A Run's fields in order, and all of them read at once.
+_RUN_FIELDS = tuple(Run.__dataclass_fields__)
+_RUN_VALUES = operator.attrgetter(*_RUN_FIELDS)
+
+
+def runs_table(runs: list[Run], *, source: str, sha: str, ingested_at: float) -> pa.Table:
+    """The runs table of ``runs`` (RUNS), built a column at a time: what ``rows_table`` makes of their
+    ``run_row`` dicts, without a dict per run (18,571 nccl-tests runs: 0.22 s as dicts, of it 0.1 s walking
+    them back into columns)."""
+    n = len(runs)
+    cols: dict[str, Any] = dict(zip(_RUN_FIELDS, map(list, zip(*map(_RUN_VALUES, runs), strict=True)), strict=True))
+    for i, run in enumerate(runs):
+        if run.device_type is None:
+            for name, value in devices_to_fill(run).items():
+                cols[name][i] = value
+    cols["run_id"] = [f"{sha[:16]}-{i}" for i in cols["run_index"]]
+    cols["source"], cols["source_sha256"], cols["ingested_at"] = [source] * n, [sha] * n, [_ts(ingested_at)] * n
+    cols["started_at"], cols["ended_at"] = ([_ts(x) for x in cols[name]] for name in ("started_at", "ended_at"))
+    cols["tags"], cols["details"] = ([list(d.items()) for d in cols[name]] for name in ("tags", "details"))
+    cols["images_per_sec_ranks"] = [None if r is None else list(r) for r in cols["images_per_sec_ranks"]]
+    return pa.Table.from_pydict({name: cols.get(name, [None] * n) for name in RUNS.names}, schema=RUNS)
 
 
 def system_row(system: System, *, source: str, sha: str, place: dict[str, str], ingested_at: float

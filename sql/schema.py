@@ -278,6 +278,24 @@ def rows_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pydict({name: [row.get(name) for row in rows] for name in schema.names}, schema=schema)
 
 
+def rows_in_order(rows: list[dict[str, Any] | pa.Table], schema: pa.Schema) -> pa.Table:
+    """One table of ``rows``: row dicts (``rows_table``) and tables of ``schema`` among them (a file of many runs
+    gives its runs as one: bench.ingest.rows.RUNS_AS_TABLE), in their order."""
+    pieces: list[pa.Table] = []
+    dicts: list[dict[str, Any]] = []
+    for row in rows:
+        if isinstance(row, pa.Table):
+            if dicts:
+                pieces.append(rows_table(dicts, schema))
+                dicts = []
+            pieces.append(row)
+        else:
+            dicts.append(row)
+    if dicts or not pieces:
+        pieces.append(rows_table(dicts, schema))
+    return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+
+
 def write_part(table: pa.Table, path: Path, *, required: bool = False, sync: bool = False) -> None:
     """One Parquet file of a store table: the schema version in its metadata, the table's write options.
 

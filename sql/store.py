@@ -396,14 +396,15 @@ class StoreWriter:
 
 class Batch:
     """Rows of one batch, staged in ``_tmp/<id>`` and committed to the tables together. The steps and
-    telemetry rows come as finished part files (``adopt``); runs, problems and sources as row dicts."""
+    telemetry rows come as finished part files (``adopt``); runs, problems and sources as row dicts (runs also
+    as a table per file, for a file of many: bench.ingest.rows.RUNS_AS_TABLE)."""
 
     def __init__(self, writer: StoreWriter, batch_id: str):
         self.writer, self.batch_id = writer, batch_id
         self.dir = writer.root / "_tmp" / batch_id
         self.dir.mkdir(parents=True)
-        self.rows: dict[str, list[dict[str, Any]]] = {t: [] for t in ("runs", "problems", "sources", "systems",
-                                                                        "score_scales", "telemetry_links")}
+        tables = ("runs", "problems", "sources", "systems", "score_scales", "telemetry_links")
+        self.rows: dict[str, list[dict[str, Any] | pa.Table]] = {t: [] for t in tables}
         self.parts: dict[str, list[Path]] = {"steps": [], "telemetry": []}
         self.n_sources = 0
 
@@ -417,13 +418,13 @@ class Batch:
     def commit(self) -> list[Path]:
         """Write the row tables and commit every table's new files (not yet published); returns the runs
         files it committed."""
-        from bench.sql.schema import TABLES, rows_table, write_part
+        from bench.sql.schema import TABLES, rows_in_order, write_part
 
         files = {name: list(parts) for name, parts in self.parts.items() if parts}
         for table, rows in self.rows.items():
             if rows:
                 path = self.dir / f"{table}-{self.batch_id}.parquet"
-                write_part(rows_table(rows, TABLES[table]), path)
+                write_part(rows_in_order(rows, TABLES[table]), path)
                 files[table] = [path]
         for paths in files.values():
             for path in paths:

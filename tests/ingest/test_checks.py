@@ -90,6 +90,45 @@ def test_one_file_whose_rows_cannot_be_made_does_not_take_its_chunk_down(tmp_pat
     assert {r["images_per_sec"] for r in _read(tmp_path / "st", "runs")} == {1248.31, 1250.0, 1300.5}
 
 
+def _nccl_log(runs: int, wrong_every: int) -> bytes:
+    """nccl-tests output of ``runs`` all_reduce runs on 2 ranks, three sizes each; every ``wrong_every``-th run
+    has a wrong value at its last size (a failed run)."""
+    out = []
+    for k in range(runs):
+        out += ["# nThread 1 nGpus 1 minBytes 8 maxBytes 32 step: 2(factor) warmup iters: 5 iters: 20",
+                *(f"#  Rank {r} Group  0 Pid {100 + r} on box device  {r} [0x1b] NVIDIA H100 80GB HBM3" for r in (0, 1)),
+                "#       size  count  type  redop  root  time  algbw  busbw #wrong  time  algbw  busbw #wrong"]
+        for size in (8, 16, 32):
+            wrong = 1 if size == 32 and k % wrong_every == 0 else 0
+            out.append(f"{size:12d} {size // 4:6d} float sum -1 20.{k % 10} 0.{size} {k + 1}.5 {wrong} 20.0 0.1 1.5 0")
+        out += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 1.5", "#"]
+    return ("\n".join(out) + "\n").encode()
+
+
+def test_a_file_of_many_runs_and_small_files_share_a_batch_in_order(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file of rows.RUNS_AS_TABLE runs or more gives its runs as one table, the small files' runs are dicts: in
+    one batch (one parse chunk) every run is stored once, in the files' order, with the summary's counts."""
+    from bench.ingest.rows import RUNS_AS_TABLE
+
+    (tmp_path / "a.log").write_bytes(LOG)
+    (tmp_path / "b.log").write_bytes(_nccl_log(RUNS_AS_TABLE + 20, 10))
+    (tmp_path / "c.log").write_bytes(LOG.replace(TOTAL, b"total images/sec: 1300.50"))
+    monkeypatch.setattr(pool.ParserPool, "CHUNK_BYTES", 1 << 20)  # all three in one chunk
+    summary = ingest([str(tmp_path / n) for n in ("a.log", "b.log", "c.log")], tmp_path / "st", workers=0)
+    runs = _read(tmp_path / "st", "runs")
+    assert [Path(r["source"]).name for r in runs] == ["a.log"] + ["b.log"] * (RUNS_AS_TABLE + 20) + ["c.log"]
+    nccl = [r for r in runs if r["format"] == "nccl_tests"]
+    assert [r["run_index"] for r in nccl] == list(range(RUNS_AS_TABLE + 20))
+    assert [r["status"] for r in nccl] == ["failed" if k % 10 == 0 else "ok" for k in range(RUNS_AS_TABLE + 20)]
+    assert [r["throughput"] for r in nccl[:3]] == [None, 2.5, 3.5]  # the busbw at 32 bytes; none where it failed
+    assert nccl[1]["num_gpus"] == 2 and nccl[1]["tags"] == [("message_bytes", "32")]
+    assert summary.runs_by_status == {"ok": 2 + 108, "failed": 12}
+    assert summary.runs_by_format == {"tf_cnn": 2, "nccl_tests": RUNS_AS_TABLE + 20}
+    assert summary.run_ids == [r["run_id"] for r in runs]
+    sources = {Path(r["source"]).name: r["n_runs"] for r in _read(tmp_path / "st", "sources")}
+    assert sources == {"a.log": 1, "b.log": RUNS_AS_TABLE + 20, "c.log": 1}
+
 def test_thousands_of_identical_runs_are_stored_once_with_one_problem(tmp_path: Path) -> None:
     """A log of one repeated step line: the fixture's header and its step 1, then 3000 lines of step 10.
     The first joins run 0 (10 > 1); tf_cnn starts a run at each of the other 2999 (the step does not

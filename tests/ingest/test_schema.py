@@ -101,3 +101,31 @@ def test_row_tables_are_built_a_column_at_a_time_as_from_pylist_builds_them() ->
     for rows, schema in ((runs, TABLES["runs"]), (systems, TABLES["systems"])):
         built = rows_table(rows, schema)
         assert built.schema == schema and built.equals(pa.Table.from_pylist(rows, schema=schema))
+
+
+def test_the_runs_table_of_a_file_of_many_runs_is_what_its_run_rows_make() -> None:
+    """bench.ingest.table_rows.runs_table (a file of rows.RUNS_AS_TABLE runs or more) against rows_table of the
+    same runs' run_row dicts: the runs of every fixture log, and runs whose devices are filled from their GPU
+    columns or tags, with stamps, per-rank rates with a gap, and empty tags."""
+    from pathlib import Path
+
+    from bench.ingest.parse import parse_bytes
+    from bench.ingest.records import Run
+    from bench.ingest.table_rows import run_row, runs_table
+    from bench.sql.schema import TABLES, rows_table
+
+    runs = [Run(run_index=0, num_gpus=4, gpu_model="V100", started_at=1.7e9, ended_at=1.7e9 + 60.5, status="ok",
+                images_per_sec_ranks=(10.0, None, 12.5), tags={"device": "gpu"}),
+            Run(run_index=1, num_gpus=0, tags={"device": "cpu"}, details={"k": "v"}),
+            Run(run_index=2, tags={"horovod_device": "cpu"}, num_ranks=2, num_devices=3),
+            Run(run_index=3, status="failed", device_type="tpu", device_model="v4", num_devices=8)]
+    for path in sorted((Path(__file__).resolve().parents[2] / "fixtures" / "logs").rglob("*")):
+        if path.is_file():
+            runs += parse_bytes(path.read_bytes(), source=str(path)).result.runs
+    assert len(runs) > 50 and any(r.device_type is None and r.num_gpus for r in runs)
+    made = runs_table(runs, source="a/b.log", sha="ab" * 32, ingested_at=1.7e9 + 0.25)
+    rows = rows_table([run_row(r, source="a/b.log", sha="ab" * 32, ingested_at=1.7e9 + 0.25) for r in runs],
+                      TABLES["runs"])
+    assert made.schema == TABLES["runs"] and made.equals(rows)
+    assert made.column("device_type").to_pylist()[:4] == ["gpu", "cpu", "cpu", "tpu"]
+    assert made.column("run_id").to_pylist()[:2] == ["abababababababab-0", "abababababababab-1"]
