@@ -53,7 +53,7 @@ def runs_table(runs: list[Run], *, source: str, sha: str, ingested_at: float) ->
     cols["run_id"] = [f"{sha[:16]}-{i}" for i in cols["run_index"]]
     cols["source"], cols["source_sha256"], cols["ingested_at"] = [source] * n, [sha] * n, [_ts(ingested_at)] * n
     cols["started_at"], cols["ended_at"] = ([_ts(x) for x in cols[name]] for name in ("started_at", "ended_at"))
-    cols["tags"], cols["details"] = ([list(d.items()) for d in cols[name]] for name in ("tags", "details"))
+    cols["tags"], cols["details"] = (_maps(cols[name], TAGS) for name in ("tags", "details"))
     cols["images_per_sec_ranks"] = [None if r is None else list(r) for r in cols["images_per_sec_ranks"]]
     return pa.Table.from_pydict({name: cols.get(name, [None] * n) for name in RUNS.names}, schema=RUNS)
 
