@@ -105,17 +105,20 @@ def _nccl_log(runs: int, wrong_every: int) -> bytes:
     return ("\n".join(out) + "\n").encode()
 
 
-def test_a_file_of_many_runs_and_small_files_share_a_batch_in_order(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_file_of_many_runs_and_small_files_share_a_batch_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     workers: int) -> None:
     """A file of rows.RUNS_AS_TABLE runs or more gives its runs as one table, the small files' runs are dicts: in
-    one batch (one parse chunk) every run is stored once, in the files' order, with the summary's counts."""
+    one batch (one parse chunk, in this process or a parser process) every run is stored once, in the files'
+    order, with the summary's counts."""
     from bench.ingest.rows import RUNS_AS_TABLE
 
     (tmp_path / "a.log").write_bytes(LOG)
     (tmp_path / "b.log").write_bytes(_nccl_log(RUNS_AS_TABLE + 20, 10))
     (tmp_path / "c.log").write_bytes(LOG.replace(TOTAL, b"total images/sec: 1300.50"))
     monkeypatch.setattr(pool.ParserPool, "CHUNK_BYTES", 1 << 20)  # all three in one chunk
-    summary = ingest([str(tmp_path / n) for n in ("a.log", "b.log", "c.log")], tmp_path / "st", workers=0)
+    monkeypatch.setattr(pool.ParserPool, "INLINE_BYTES", 0 if workers else pool.ParserPool.INLINE_BYTES)
+    summary = ingest([str(tmp_path / n) for n in ("a.log", "b.log", "c.log")], tmp_path / "st", workers=workers)
     runs = _read(tmp_path / "st", "runs")
     assert [Path(r["source"]).name for r in runs] == ["a.log"] + ["b.log"] * (RUNS_AS_TABLE + 20) + ["c.log"]
     nccl = [r for r in runs if r["format"] == "nccl_tests"]
