@@ -91,6 +91,7 @@ def test_a_step_after_a_short_first_level_never_goes_from_fail_back_to_pass() ->
     assert True in failing
     assert all(failing[failing.index(True):])
 
+
 def test_ordinary_noise_fails_no_night() -> None:
     """At 1% noise, 270 mornings: the rule's false-alarm rate is about 1 in 1,000 nights (module docstring)."""
     verdicts = mornings(noisy(300, 0.01, 3), 30, 299)

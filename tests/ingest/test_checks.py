@@ -132,6 +132,7 @@ def test_a_file_of_many_runs_and_small_files_share_a_batch_in_order(tmp_path: Pa
     sources = {Path(r["source"]).name: r["n_runs"] for r in _read(tmp_path / "st", "sources")}
     assert sources == {"a.log": 1, "b.log": RUNS_AS_TABLE + 20, "c.log": 1}
 
+
 def test_thousands_of_identical_runs_are_stored_once_with_one_problem(tmp_path: Path) -> None:
     """A log of one repeated step line: the fixture's header and its step 1, then 3000 lines of step 10.
     The first joins run 0 (10 > 1); tf_cnn starts a run at each of the other 2999 (the step does not

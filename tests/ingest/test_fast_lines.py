@@ -327,6 +327,57 @@ def test_nccl_c_path_leaves_only_the_first_header_to_python(monkeypatch: pytest.
     assert res.runs[0].num_nodes == 2 and res.runs[0].gpu_model == "NVIDIA H100 80GB HBM3"
 
 
+def _nccl_run_unlike_the_others(i: int, run: list[str]) -> list[str]:
+    """Run ``i`` of a log of 13 made different in one way from its neighbours (each way a branch of whole_runs)."""
+    def row(size: int, busbw: str, line: str) -> str:  # the out-of-place busbw of the row of ``size`` bytes
+        tokens = line.split()
+        return "  ".join([*tokens[:7], busbw, *tokens[8:]]) if line.startswith(f"{size:12d} ") else line
+
+    ways: dict[int, Any] = {
+        1: lambda line: None if "Rank" in line else line,  # no rank lines
+        2: lambda line: line if line.startswith("# nThread") else None,  # a header and nothing else
+        3: lambda line: line.replace("node1", "node7"),  # other hosts: another rank listing
+        4: lambda line: re.sub(r"      0$", "      3", line) if "  4096 " in line else line,  # wrong values
+        5: lambda line: line.replace("values : 0 OK", "values : 2 FAILED"),
+        6: lambda line: None if line.startswith(("# Avg", "# Out")) or re.match(r" *\d{10,} ", line)
+        else line,  # a table cut short (at 2^29 bytes) with no closing lines
+        7: lambda line: row(2**34, "0.00", line),  # a last busbw of 0
+        8: lambda line: line.split(" step:")[0] if line.startswith("# nThread") else line,  # no iterations
+        9: lambda line: row(1024, "999.5", row(2048, "999.5", line)),  # two equal peaks: the first counts
+        10: lambda line: line.replace(" Group  0", ""),  # 2019 rank lines
+        11: lambda line: line.replace("float", "half") if "Rank" not in line else line.replace("H100", "A100", 1)
+        if "Rank  2 " in line else line,  # another type; the ranks' devices two models
+    }
+    way = ways.get(i, lambda line: line)
+    return [out for line in run if (out := way(line)) is not None]
+
+
+def test_nccl_whole_runs_of_a_chunk_parse_identically(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs between a chunk's second header and its last are read at once from its columns (whole_runs):
+    13 runs, each unlike its neighbours in one way, give the same runs and rows as read line by line, and
+    whole_runs read the 10 between the chunk's second header and its last."""
+    from bench.ingest.formats import nccl_tests
+
+    lines = _nccl_runs(13)
+    log = [line for i in range(13) for line in _nccl_run_unlike_the_others(i, lines[55 * i:55 * (i + 1)])]
+    read, whole = [], nccl_tests.whole_runs
+
+    def counted(*args: Any) -> Any:
+        for one in whole(*args):
+            read.append(one[0])  # the run's header, the first of the log's being 0
+            yield one
+
+    monkeypatch.setattr(nccl_tests, "whole_runs", counted)
+    res = _both(("\n".join(log) + "\n").encode(), "nccl_tests", monkeypatch)
+    assert read == list(range(2, 12))  # (the first header is read line by line: it opens the first run)
+    assert [r.status for r in res.runs] == ["ok", "ok", "no_result", "ok", "failed", "failed", "truncated",
+                                            "no_result", "ok", "ok", "ok", "ok", "ok"]
+    assert res.runs[1].num_gpus is None and res.runs[3].details["hosts"] == "node0,node7"
+    assert res.runs[6].tags == {"message_bytes": str(2**29)} and res.runs[9].details["peak_busbw_bytes"] == "1024"
+    assert res.runs[11].precision == "fp16" and res.runs[11].gpu_model == "NVIDIA H100 80GB HBM3"
+    assert "warmup_iters" not in res.runs[8].details and res.runs[10].throughput == float(lines[601].split()[7])
+
+
 @pytest.mark.parametrize("name", ["nccl_tests", "megatron"])
 def test_the_line_programs_columns_are_owned_by_their_result_alone(name: str) -> None:
     """_native.fields makes each column at its largest and cuts it to what it wrote: each object it returns is
