@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bench.ingest.formats.line_scan import Program, Rows
-from bench.ingest.formats.nccl_run import State, Table, Where, where_of
+from bench.ingest.formats.nccl_run import Closing, Table, Where, header_details, where_of
 from bench.ingest.nulls import INT_NULL
 
 #: The kinds of line the C path reads (``program``), in its order.
@@ -106,16 +106,17 @@ class Chunk:
         return header
 
 
-#: What ``whole_runs`` gives of a run: its header's place, then the run's state, table and where, and its
-#: table rows (the first's place in ``table.at``, how many).
-Whole = tuple[int, State, "Table | None", Where, int, int]
+#: What ``whole_runs`` gives of a run: what its other lines said, its table and where, its details so far (a
+#: dict of its own), and its table rows (the first's place in ``table.at``, how many).
+Whole = tuple[Closing, "Table | None", Where, dict[str, str], int, int]
 
 
 def whole_runs(c: Chunk, k0: int, k1: int, collective: str | None, where_seen: dict[Any, Where]) -> Iterator[Whole]:
     """The runs that open at headers k0..k1 - 1 of the chunk, each closed by the next header, read from the
     chunk's columns as ``_run_rows`` and ``emit`` would read them row by row: the last table row, the wrong
     values' sum, the first row of the highest busbw, the last out-of-bounds and Avg bus bandwidth lines, the
-    rank lines as one dict (``where_seen`` keeps each listing's ``Where``: a fleet's runs repeat their hosts)."""
+    rank lines as one dict (``where_seen`` keeps each listing's ``Where``: a fleet's runs repeat their hosts;
+    the headers and types are read once per distinct line too)."""
     import numpy as np
 
     heads = c.header.index[k0:k1 + 1]
@@ -133,31 +134,37 @@ def whole_runs(c: Chunk, k0: int, k1: int, collective: str | None, where_seen: d
         top = busbw == np.repeat(np.maximum.reduceat(busbw, starts), n[full])  # (no NaN: Chunk.finite)
         places = np.flatnonzero(top)
         peak[full] = a + places[np.minimum(np.searchsorted(places, starts), len(places) - 1)]
+
     def of(column: Any, at: Any) -> list[Any]:  # (a run without table rows takes none)
         return column[at].tolist() if len(t) else [None] * len(at)
 
     lasts = zip(of(c.size, last), of(c.busbw, last), of(c.in_place_busbw, last), strict=True)
     peaks = zip(of(c.busbw, peak), of(c.size, peak), strict=True)
+    spans = c.rows.spans[t[first]].tolist() if len(t) else [None] * len(first)  # the first table row's line
     bounds, avg = _last_of(c.bounds, lo, hi), _last_of(c.avg, lo, hi)
     ranks = zip(np.searchsorted(c.rank.index, lo).tolist(), np.searchsorted(c.rank.index, hi).tolist(), strict=True)
-    nos, rank_of, where = c.nos, c.rank_of, c.where
-    for k, a, b, f, count, w, (size, bw, in_place), pk, bd, av, (r0, r1) in zip(
-            range(k0, k1), lo.tolist(), hi.tolist(), first.tolist(), n.tolist(), wrong_sum, lasts, peaks, bounds, avg,
-            ranks, strict=True):
-        st = State(first_line=nos[a - 1], last_line=nos[b - 1] if b > a else 0, collective=collective,
-                   header=c.header_of(k), wrong=w)
+    nos, rank_of, where, data = c.nos, c.rank_of, c.where, c.rows.data
+    heads_seen: dict[tuple[int, ...], tuple[dict[str, int], dict[str, str]]] = {}
+    types: dict[bytes, str] = {}
+    for k, a, b, f, count, w, (size, bw, in_place), pk, span, bd, av, (r0, r1) in zip(
+            range(k0, k1), lo.tolist(), hi.tolist(), first.tolist(), n.tolist(), wrong_sum, lasts, peaks, spans,
+            bounds, avg, ranks, strict=True):
+        if (head := heads_seen.get(values := c.header_values[k])) is None:
+            header = c.header_of(k)
+            head = heads_seen[values] = header, header_details(header)
+        dtype = None
         if count:
-            st.dtype = c.dtype(f)
-        if bd >= 0:
-            st.out_of_bounds = c.bounds_value[bd]
-        if av >= 0:
-            st.avg, st.concluded = c.avg_value[av], True
+            token = data[span[0]:span[1]].split(None, 3)[2]
+            if (dtype := types.get(token)) is None:
+                dtype = types[token] = token.decode("ascii")
+        closing = Closing(nos[a - 1], nos[b - 1] if b > a else 0, collective, dtype, head[0],
+                          c.avg_value[av] if av >= 0 else None, w, c.bounds_value[bd] if bd >= 0 else 0, av >= 0)
         key = (tuple(rank_of[r0:r1]), tuple(where[r0:r1]))
         if (place := where_seen.get(key)) is None:
             if len(where_seen) > 1000:
                 where_seen.clear()
             place = where_seen[key] = where_of(dict(zip(key[0], key[1], strict=True)))
-        yield k, st, (size, bw, in_place, pk) if count else None, place, f, count
+        yield closing, (size, bw, in_place, pk) if count else None, place, dict(head[1]), f, count
 
 
 def _last_of(kind: Kind, lo: Any, hi: Any) -> list[int]:

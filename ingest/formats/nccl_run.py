@@ -9,7 +9,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from bench.ingest.records import Run
 
@@ -73,15 +73,37 @@ def table_of(st: State) -> Table | None:
             None if peak is None else (cast(float, busbw[peak]), st.sizes[peak]))
 
 
+class Closing(NamedTuple):
+    """What a run's lines other than its table and rank lines said, as ``build_run`` reads it."""
+
+    first_line: int
+    last_line: int
+    collective: str | None
+    dtype: str | None
+    header: dict[str, int]
+    avg: float | None
+    wrong: int
+    out_of_bounds: int
+    concluded: bool
+    warnings: int = 0
+    error: str | None = None
+
+
+def header_details(header: dict[str, int]) -> dict[str, str]:
+    """The header's figures as the run's details hold them."""
+    return {k: str(v) for k, v in header.items()}
+
+
 def run_of(index: int, st: State) -> Run:
-    return build_run(index, st, table_of(st), where_of(st.ranks))
+    closing = Closing(st.first_line, st.last_line, st.collective, st.dtype, st.header, st.avg, st.wrong,
+                      st.out_of_bounds, st.concluded, st.warnings, st.error)
+    return build_run(index, closing, table_of(st), where_of(st.ranks), header_details(st.header))
 
 
-def build_run(index: int, st: State, table: Table | None, where: Where) -> Run:
-    """The run of ``st``'s header, closing lines and errors, with its ``table`` and ``where``."""
+def build_run(index: int, st: Closing, table: Table | None, where: Where, details: dict[str, str]) -> Run:
+    """The run of ``st`` (its header's ``details``, a dict of its own), its ``table`` and ``where``."""
     hosts, model, n = where
     last_size, last_busbw, in_place, peak = table if table is not None else (None, None, None, None)
-    details: dict[str, str] = {k: str(v) for k, v in st.header.items()}
     if st.avg is not None:
         details["avg_busbw"] = f"{st.avg:g}"
     if peak is not None:

@@ -222,10 +222,10 @@ class _Parser(FastRows):
         if self.pending_rows is not c:
             self.flush()
             self.pending_rows = c
-        for _, st, table, where, first, n in whole_runs(c, k0, k1, self.collective, self.where_seen):
+        for closing, table, where, details, first, n in whole_runs(c, k0, k1, self.collective, self.where_seen):
             if n:
                 self.pending.append((len(runs), first, n, 0))
-            runs.append(build_run(len(runs), st, table, where))
+            runs.append(build_run(len(runs), closing, table, where, details))
 
     def _run_rows(self, c: Chunk, lo: int, hi: int) -> None:
         """Rows lo..hi of the chunk, none of them a header, into the open run."""

@@ -364,12 +364,12 @@ def test_nccl_whole_runs_of_a_chunk_parse_identically(monkeypatch: pytest.Monkey
 
     def counted(*args: Any) -> Any:
         for one in whole(*args):
-            read.append(one[0])  # the run's header, the first of the log's being 0
+            read.append(one[0].first_line)
             yield one
 
     monkeypatch.setattr(nccl_tests, "whole_runs", counted)
     res = _both(("\n".join(log) + "\n").encode(), "nccl_tests", monkeypatch)
-    assert read == list(range(2, 12))  # (the first header is read line by line: it opens the first run)
+    assert read == [res.runs[i].first_line for i in range(2, 12)]  # (the first header, read line by line, opens run 0)
     assert [r.status for r in res.runs] == ["ok", "ok", "no_result", "ok", "failed", "failed", "truncated",
                                             "no_result", "ok", "ok", "ok", "ok", "ok"]
     assert res.runs[1].num_gpus is None and res.runs[3].details["hosts"] == "node0,node7"
