@@ -45,8 +45,8 @@
   changes confirmed; the runs since the regression began, tonight's with them, must still be slower than the
   reference at that alpha; and the runs after those it failed on, once two or more, must be slower at all.
   Rule for a step below the threshold (a -3% step at up to 2% noise, threshold 5%): it passes until a
-  morning's looks fail it (its runs read beyond the threshold, by the rule above), and fails from then on
-  until accepted or back; it never goes from fail back to pass while it stays.
+  morning's looks fail it (its runs read beyond the threshold), and fails on until accepted or back: nights
+  after it that read as back, or as no slowdown, let it go as a false one (7 of 400 such steps; failing later).
 - **Other verdicts**: ``failed`` when every candidate failed (a benchmark that stopped running is a
   regression too); ``suspect`` when fewer than ``min_runs`` candidates (not yet a level) are more than
   OUTLIER_Z sigma off the reference either way without being a regression (it fails with
